@@ -1,0 +1,323 @@
+//! Argument parsing for every command, over plain byte slices (no FFI), so every rule on
+//! bad input is unit-tested. Messages are not copied: a parse gives the index where they
+//! start.
+
+use crate::error::{Result, RmqError};
+use crate::kind::{PushMode, MAX_EXACT, MIN_AT};
+
+/// Longest relative time accepted (RANGE, DELAY, LEASE, BLOCK, EXTEND): 2^52 ms, so that
+/// now + ms stays an exact integer score.
+pub const MAX_RELATIVE: i64 = 1 << 52;
+pub const MAX_POP_COUNT: i64 = 10_000;
+pub const DEFAULT_PENDING: usize = 100;
+
+/// A strict decimal integer: optional '-', digits only, no overflow.
+pub fn parse_int(b: &[u8]) -> Option<i64> {
+    let (neg, digits) = match b.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, b),
+    };
+    if digits.is_empty() || digits.len() > 19 {
+        return None;
+    }
+    let mut v: i64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?;
+        v = if neg { v.checked_sub((c - b'0') as i64)? } else { v.checked_add((c - b'0') as i64)? };
+    }
+    Some(v)
+}
+
+fn int_in(opt: &'static str, val: &[u8], min: i64, max: i64, must: &'static str) -> Result<i64> {
+    match parse_int(val) {
+        Some(v) if v >= min && v <= max => Ok(v),
+        _ => Err(RmqError::BadValue(opt, must)),
+    }
+}
+
+fn is(arg: &[u8], word: &str) -> bool {
+    arg.eq_ignore_ascii_case(word.as_bytes())
+}
+
+fn syntax(arg: &[u8]) -> RmqError {
+    RmqError::Syntax(format!("unexpected argument '{}'", String::from_utf8_lossy(arg)))
+}
+
+/// The value after an option keyword, or a syntax error if it is missing.
+fn value<'a>(args: &[&'a [u8]], i: usize) -> Result<&'a [u8]> {
+    args.get(i + 1).copied().ok_or_else(|| {
+        RmqError::Syntax(format!("{} needs a value", String::from_utf8_lossy(args[i]).to_uppercase()))
+    })
+}
+
+fn arity(args: &[&[u8]], min: usize, cmd: &'static str) -> Result<()> {
+    if args.len() < min {
+        Err(RmqError::Arity(cmd))
+    } else {
+        Ok(())
+    }
+}
+
+/// A queue name may not contain braces: its keys' hash tag is `{Q}`.
+pub fn queue(args: &[&[u8]], cmd: &'static str) -> Result<()> {
+    arity(args, 1, cmd)?;
+    if args[0].iter().any(|&c| c == b'{' || c == b'}') {
+        return Err(RmqError::QueueName);
+    }
+    Ok(())
+}
+
+pub const RELATIVE_MUST: &str = "an integer from 1 to 2^52 (ms)";
+
+/// RMQ.PUSH Q RANGE ms | PRIORITY p | AT unix-ms | DELAY ms message [message ...]
+/// Returns the mode and the index of the first message.
+pub fn push(args: &[&[u8]]) -> Result<(PushMode, usize)> {
+    queue(args, "rmq.push")?;
+    arity(args, 4, "rmq.push")?;
+    let (opt, val) = (args[1], args[2]);
+    let mode = if is(opt, "RANGE") {
+        PushMode::Range(int_in("RANGE", val, 1, MAX_RELATIVE, RELATIVE_MUST)?)
+    } else if is(opt, "PRIORITY") {
+        PushMode::Priority(int_in("PRIORITY", val, -MAX_EXACT, MAX_EXACT, "an integer with |p| <= 2^53")?)
+    } else if is(opt, "AT") {
+        PushMode::At(int_in("AT", val, MIN_AT, MAX_EXACT, "Unix time in ms from 946684800000 to 2^53")?)
+    } else if is(opt, "DELAY") {
+        PushMode::Delay(int_in("DELAY", val, 0, MAX_RELATIVE, "an integer from 0 to 2^52 (ms)")?)
+    } else {
+        return Err(RmqError::Syntax(format!(
+            "expected RANGE, PRIORITY, AT or DELAY, got '{}'",
+            String::from_utf8_lossy(opt)
+        )));
+    };
+    Ok((mode, 3))
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct PopArgs {
+    pub count: usize,
+    pub lease: Option<i64>,
+    /// BLOCK ms (0 = forever).
+    pub block: Option<i64>,
+}
+
+/// RMQ.POP Q [COUNT n] [LEASE ms] [BLOCK ms]
+pub fn pop(args: &[&[u8]]) -> Result<PopArgs> {
+    queue(args, "rmq.pop")?;
+    let mut out = PopArgs { count: 1, lease: None, block: None };
+    let mut i = 1;
+    while i < args.len() {
+        let v = value(args, i);
+        if is(args[i], "COUNT") {
+            out.count = int_in("COUNT", v?, 1, MAX_POP_COUNT, "an integer from 1 to 10000")? as usize;
+        } else if is(args[i], "LEASE") {
+            out.lease = Some(int_in("LEASE", v?, 1, MAX_RELATIVE, RELATIVE_MUST)?);
+        } else if is(args[i], "BLOCK") {
+            out.block = Some(int_in("BLOCK", v?, 0, MAX_RELATIVE, "an integer from 0 (forever) to 2^52 (ms)")?);
+        } else {
+            return Err(syntax(args[i]));
+        }
+        i += 2;
+    }
+    Ok(out)
+}
+
+/// RMQ.ACK Q message [message ...] and RMQ.CANCEL: index of the first message.
+pub fn messages(args: &[&[u8]], cmd: &'static str) -> Result<usize> {
+    queue(args, cmd)?;
+    arity(args, 2, cmd)?;
+    Ok(1)
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct NackArgs {
+    pub delay: Option<i64>,
+    pub dead: bool,
+}
+
+/// RMQ.NACK Q message [DELAY ms] [DEAD]
+pub fn nack(args: &[&[u8]]) -> Result<NackArgs> {
+    queue(args, "rmq.nack")?;
+    arity(args, 2, "rmq.nack")?;
+    let mut out = NackArgs { delay: None, dead: false };
+    let mut i = 2;
+    while i < args.len() {
+        if is(args[i], "DELAY") {
+            out.delay = Some(int_in("DELAY", value(args, i)?, 0, MAX_RELATIVE, "an integer from 0 to 2^52 (ms)")?);
+            i += 2;
+        } else if is(args[i], "DEAD") {
+            out.dead = true;
+            i += 1;
+        } else {
+            return Err(syntax(args[i]));
+        }
+    }
+    Ok(out)
+}
+
+/// An optional single `WORD n` after Q (SWEEP LIMIT, REPLAY COUNT, PENDING COUNT).
+fn optional_count(args: &[&[u8]], cmd: &'static str, word: &'static str, max: i64, must: &'static str) -> Result<Option<usize>> {
+    queue(args, cmd)?;
+    match args.len() {
+        1 => Ok(None),
+        2 => Err(if is(args[1], word) {
+            RmqError::Syntax(format!("{word} needs a value"))
+        } else {
+            syntax(args[1])
+        }),
+        3 if is(args[1], word) => Ok(Some(int_in(word, args[2], 1, max, must)? as usize)),
+        3 => Err(syntax(args[1])),
+        _ => Err(RmqError::Arity(cmd)),
+    }
+}
+
+/// RMQ.SWEEP Q [LIMIT n]: None = no limit.
+pub fn sweep(args: &[&[u8]]) -> Result<Option<usize>> {
+    optional_count(args, "rmq.sweep", "LIMIT", i64::MAX, "an integer >= 1")
+}
+
+/// RMQ.REPLAY Q [COUNT n]: None = all.
+pub fn replay(args: &[&[u8]]) -> Result<Option<usize>> {
+    optional_count(args, "rmq.replay", "COUNT", i64::MAX, "an integer >= 1")
+}
+
+/// RMQ.PENDING Q [COUNT n]
+pub fn pending(args: &[&[u8]]) -> Result<usize> {
+    Ok(optional_count(args, "rmq.pending", "COUNT", 1_000_000, "an integer from 1 to 1000000")?
+        .unwrap_or(DEFAULT_PENDING))
+}
+
+/// RMQ.EXTEND Q message ms
+pub fn extend(args: &[&[u8]]) -> Result<i64> {
+    queue(args, "rmq.extend")?;
+    if args.len() != 3 {
+        return Err(RmqError::Arity("rmq.extend"));
+    }
+    int_in("EXTEND ms", args[2], 1, MAX_RELATIVE, RELATIVE_MUST)
+}
+
+/// RMQ.INFO Q
+pub fn info(args: &[&[u8]]) -> Result<()> {
+    queue(args, "rmq.info")?;
+    if args.len() != 1 {
+        return Err(RmqError::Arity("rmq.info"));
+    }
+    Ok(())
+}
+
+/// RMQ.ROUTE topic slots basis: the number of slots.
+pub fn route(args: &[&[u8]]) -> Result<u32> {
+    if args.len() != 3 {
+        return Err(RmqError::Arity("rmq.route"));
+    }
+    match parse_int(args[1]) {
+        Some(n) if (1..=16384).contains(&n) && (n & (n - 1)) == 0 => Ok(n as u32),
+        _ => Err(RmqError::BadValue("slots", "a power of two from 1 to 16384")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn a(v: &[&'static str]) -> Vec<&'static [u8]> {
+        v.iter().map(|s| s.as_bytes()).collect()
+    }
+
+    #[test]
+    fn integers_are_strict() {
+        assert_eq!(parse_int(b"0"), Some(0));
+        assert_eq!(parse_int(b"-42"), Some(-42));
+        assert_eq!(parse_int(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(parse_int(b"-9223372036854775808"), Some(i64::MIN));
+        for bad in ["", "-", "+1", "1.5", " 1", "1 ", "9223372036854775808", "1e3", "0x10", "١"] {
+            assert_eq!(parse_int(bad.as_bytes()), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn push_modes_and_bounds() {
+        assert_eq!(push(&a(&["q", "range", "5", "m"])), Ok((PushMode::Range(5), 3)));
+        assert_eq!(push(&a(&["q", "PRIORITY", "-9007199254740992", "m"])), Ok((PushMode::Priority(-MAX_EXACT), 3)));
+        assert_eq!(push(&a(&["q", "AT", "946684800000", "m"])), Ok((PushMode::At(MIN_AT), 3)));
+        assert_eq!(push(&a(&["q", "DELAY", "0", "m", "n"])), Ok((PushMode::Delay(0), 3)));
+        let bad = [
+            (vec!["q", "RANGE", "0", "m"], "RANGE"),
+            (vec!["q", "RANGE", "-1", "m"], "RANGE"),
+            (vec!["q", "PRIORITY", "9007199254740993", "m"], "PRIORITY"),
+            (vec!["q", "PRIORITY", "1.5", "m"], "PRIORITY"),
+            (vec!["q", "AT", "946684799999", "m"], "AT"),
+            (vec!["q", "AT", "1700000000", "m"], "AT"),
+            (vec!["q", "AT", "9007199254740993", "m"], "AT"),
+            (vec!["q", "DELAY", "-1", "m"], "DELAY"),
+            (vec!["q", "SOON", "1", "m"], "syntax"),
+            (vec!["q", "RANGE", "1"], "wrong number"),
+            (vec!["q{x}", "RANGE", "1", "m"], "queue name"),
+        ];
+        for (args, word) in bad {
+            let e = push(&a(&args)).unwrap_err().message();
+            assert!(e.contains(word), "{args:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn pop_options() {
+        assert_eq!(pop(&a(&["q"])), Ok(PopArgs { count: 1, lease: None, block: None }));
+        assert_eq!(
+            pop(&a(&["q", "block", "0", "LEASE", "5", "count", "10000"])),
+            Ok(PopArgs { count: 10000, lease: Some(5), block: Some(0) })
+        );
+        for (args, word) in [
+            (vec!["q", "COUNT", "0"], "COUNT"),
+            (vec!["q", "COUNT", "10001"], "COUNT"),
+            (vec!["q", "LEASE", "0"], "LEASE"),
+            (vec!["q", "BLOCK", "-1"], "BLOCK"),
+            (vec!["q", "COUNT"], "syntax"),
+            (vec!["q", "FOO", "1"], "syntax"),
+            (vec![], "wrong number"),
+        ] {
+            let e = pop(&a(&args)).unwrap_err().message();
+            assert!(e.contains(word), "{args:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn nack_options() {
+        assert_eq!(nack(&a(&["q", "m"])), Ok(NackArgs { delay: None, dead: false }));
+        assert_eq!(nack(&a(&["q", "m", "dead", "DELAY", "7"])), Ok(NackArgs { delay: Some(7), dead: true }));
+        assert!(nack(&a(&["q", "m", "DELAY"])).unwrap_err().message().contains("syntax"));
+        assert!(nack(&a(&["q", "m", "DELAY", "x"])).unwrap_err().message().contains("DELAY"));
+        assert!(nack(&a(&["q", "m", "LATER"])).unwrap_err().message().contains("syntax"));
+        assert!(nack(&a(&["q"])).unwrap_err().message().contains("wrong number"));
+    }
+
+    #[test]
+    fn counts_and_limits() {
+        assert_eq!(sweep(&a(&["q"])), Ok(None));
+        assert_eq!(sweep(&a(&["q", "limit", "3"])), Ok(Some(3)));
+        assert!(sweep(&a(&["q", "LIMIT", "0"])).unwrap_err().message().contains("LIMIT"));
+        assert!(sweep(&a(&["q", "LIMIT"])).unwrap_err().message().contains("syntax"));
+        assert!(sweep(&a(&["q", "COUNT", "1"])).unwrap_err().message().contains("syntax"));
+        assert!(sweep(&a(&["q", "LIMIT", "1", "x"])).unwrap_err().message().contains("wrong number"));
+        assert_eq!(replay(&a(&["q", "COUNT", "2"])), Ok(Some(2)));
+        assert_eq!(pending(&a(&["q"])), Ok(DEFAULT_PENDING));
+        assert_eq!(extend(&a(&["q", "m", "10"])), Ok(10));
+        assert!(extend(&a(&["q", "m", "0"])).is_err());
+        assert!(extend(&a(&["q", "m"])).unwrap_err().message().contains("wrong number"));
+        assert_eq!(messages(&a(&["q", "m"]), "rmq.ack"), Ok(1));
+        assert!(messages(&a(&["q"]), "rmq.ack").is_err());
+        assert!(info(&a(&["q", "x"])).is_err());
+    }
+
+    #[test]
+    fn route_slots() {
+        assert_eq!(route(&a(&["t", "16384", "b"])), Ok(16384));
+        assert_eq!(route(&a(&["t", "1", "b"])), Ok(1));
+        for bad in ["0", "3", "32768", "-2", "x", ""] {
+            assert!(route(&a(&["t", bad, "b"])).unwrap_err().message().contains("slots"), "{bad}");
+        }
+        assert!(route(&a(&["t", "8"])).is_err());
+    }
+}

@@ -1,0 +1,82 @@
+//! Every error a command can answer, and its text, in one place.
+
+use crate::kind::Kind;
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum RmqError {
+    WrongType,
+    Arity(&'static str),
+    Syntax(String),
+    /// An option's value is not an integer in its range: (option, what it must be).
+    BadValue(&'static str, &'static str),
+    KindMismatch { holds: Kind, pushed: Kind },
+    EmptyMessage,
+    TooLong(i64),
+    QueueFull(i64),
+    QueueName,
+    DelayOnPriority,
+    Internal(String),
+}
+
+pub type Result<T> = std::result::Result<T, RmqError>;
+
+impl RmqError {
+    /// The full Redis error line (with its `ERR`/`WRONGTYPE` code).
+    pub fn message(&self) -> String {
+        match self {
+            RmqError::WrongType => {
+                "WRONGTYPE Operation against a key holding the wrong kind of value".into()
+            }
+            RmqError::Arity(cmd) => format!("ERR wrong number of arguments for '{cmd}' command"),
+            RmqError::Syntax(what) => format!("ERR syntax error: {what}"),
+            RmqError::BadValue(opt, must) => format!("ERR invalid {opt}: must be {must}"),
+            RmqError::KindMismatch { holds, pushed } => format!(
+                "ERR queue holds {} messages, not {} (kind mismatch; a queue's kind is kept until it is completely empty)",
+                holds.name(),
+                pushed.name()
+            ),
+            RmqError::EmptyMessage => "ERR empty message: a message must be non-empty".into(),
+            RmqError::TooLong(max) => {
+                format!("ERR message longer than max-message-bytes ({max})")
+            }
+            RmqError::QueueFull(max) => {
+                format!("ERR queue full: push would exceed max-queue-length ({max})")
+            }
+            RmqError::QueueName => "ERR invalid queue name: must not contain '{' or '}'".into(),
+            RmqError::DelayOnPriority => {
+                "ERR DELAY is not allowed on a priority queue (a requeued priority message keeps its priority)".into()
+            }
+            RmqError::Internal(what) => format!("ERR internal error: {what}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_carry_their_code_and_keyword() {
+        assert!(RmqError::WrongType.message().starts_with("WRONGTYPE "));
+        let all = [
+            (RmqError::Arity("rmq.pop"), "wrong number of arguments"),
+            (RmqError::Syntax("x".into()), "syntax"),
+            (RmqError::BadValue("COUNT", "1..10000"), "COUNT"),
+            (
+                RmqError::KindMismatch { holds: Kind::Range, pushed: Kind::Fixed },
+                "kind",
+            ),
+            (RmqError::EmptyMessage, "empty message"),
+            (RmqError::TooLong(3), "max-message-bytes"),
+            (RmqError::QueueFull(3), "max-queue-length"),
+            (RmqError::QueueName, "queue name"),
+            (RmqError::DelayOnPriority, "DELAY"),
+            (RmqError::Internal("x".into()), "internal"),
+        ];
+        for (e, word) in all {
+            let m = e.message();
+            assert!(m.starts_with("ERR "), "{m}");
+            assert!(m.contains(word), "{m} lacks {word}");
+        }
+    }
+}

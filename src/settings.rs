@@ -1,0 +1,105 @@
+//! The module's settings: load-time arguments and `CONFIG GET/SET rmq.<name>`.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use crate::queue::Limits;
+
+pub static RETRIES: AtomicI64 = AtomicI64::new(16);
+pub static LEASE_MS: AtomicI64 = AtomicI64::new(30_000);
+pub static MAX_MESSAGE_BYTES: AtomicI64 = AtomicI64::new(1_048_576);
+pub static MAX_QUEUE_LENGTH: AtomicI64 = AtomicI64::new(0);
+
+/// One setting: its name, variable, default and inclusive bounds.
+pub struct Setting {
+    pub name: &'static str,
+    pub var: &'static AtomicI64,
+    pub default: i64,
+    pub min: i64,
+    pub max: i64,
+}
+
+pub static SETTINGS: [Setting; 4] = [
+    Setting { name: "retries", var: &RETRIES, default: 16, min: 0, max: 1000 },
+    Setting { name: "lease-ms", var: &LEASE_MS, default: 30_000, min: 1, max: 1 << 31 },
+    Setting { name: "max-message-bytes", var: &MAX_MESSAGE_BYTES, default: 1_048_576, min: 1, max: 536_870_912 },
+    Setting { name: "max-queue-length", var: &MAX_QUEUE_LENGTH, default: 0, min: 0, max: 1 << 62 },
+];
+
+/// Validates module arguments (`name value` pairs) and returns the values to apply, or
+/// the reason the module must refuse to load. Nothing is applied on error.
+pub fn parse_module_args(args: &[&[u8]]) -> Result<Vec<(&'static Setting, i64)>, String> {
+    if args.len() % 2 != 0 {
+        return Err(format!(
+            "module arguments must be name/value pairs; got {} arguments",
+            args.len()
+        ));
+    }
+    let mut out = Vec::new();
+    for pair in args.chunks(2) {
+        let name = String::from_utf8_lossy(pair[0]);
+        let s = SETTINGS
+            .iter()
+            .find(|s| s.name.as_bytes().eq_ignore_ascii_case(pair[0]))
+            .ok_or_else(|| {
+                let names: Vec<&str> = SETTINGS.iter().map(|s| s.name).collect();
+                format!("unknown setting '{name}' (known: {})", names.join(", "))
+            })?;
+        match crate::args::parse_int(pair[1]) {
+            Some(v) if v >= s.min && v <= s.max => out.push((s, v)),
+            _ => {
+                return Err(format!(
+                    "invalid value '{}' for {}: must be an integer from {} to {}",
+                    String::from_utf8_lossy(pair[1]),
+                    s.name,
+                    s.min,
+                    s.max
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
+pub fn limits() -> Limits {
+    Limits {
+        retries: RETRIES.load(Ordering::Relaxed) as u32,
+        max_message_bytes: MAX_MESSAGE_BYTES.load(Ordering::Relaxed),
+        max_queue_length: MAX_QUEUE_LENGTH.load(Ordering::Relaxed),
+    }
+}
+
+pub fn lease_ms() -> i64 {
+    LEASE_MS.load(Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn module_args_validated_whole() {
+        let ok = parse_module_args(&[b"retries", b"3", b"LEASE-MS", b"100"]).unwrap();
+        assert_eq!(ok.iter().map(|(s, v)| (s.name, *v)).collect::<Vec<_>>(), vec![("retries", 3), ("lease-ms", 100)]);
+        assert!(parse_module_args(&[]).unwrap().is_empty());
+        for (args, word) in [
+            (vec![&b"retries"[..]], "pairs"),
+            (vec![b"retries", b"1001"], "retries"),
+            (vec![b"retries", b"-1"], "retries"),
+            (vec![b"lease-ms", b"0"], "lease-ms"),
+            (vec![b"lease-ms", b"2147483649"], "lease-ms"),
+            (vec![b"max-message-bytes", b"0"], "max-message-bytes"),
+            (vec![b"max-queue-length", b"x"], "max-queue-length"),
+            (vec![b"speed", b"1"], "unknown"),
+        ] {
+            let e = parse_module_args(&args).err().unwrap_or_default();
+            assert!(e.contains(word), "{e}");
+        }
+    }
+
+    #[test]
+    fn defaults_within_bounds() {
+        for s in &SETTINGS {
+            assert!(s.min <= s.default && s.default <= s.max, "{}", s.name);
+        }
+    }
+}
