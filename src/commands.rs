@@ -6,6 +6,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use redis_module::raw::{self, RedisModuleString};
 
 use crate::args;
+use crate::blocking;
+use crate::timers;
 use crate::error::{Result, RmqError};
 use crate::queue::{self, Rollback};
 use crate::redis_store::{arg_bytes, RedisQueue};
@@ -63,29 +65,40 @@ pub fn push(c: &Call) -> Result<()> {
     Ok(())
 }
 
-/// Takes up to `count` messages and replies with them (nil if none). Returns how many.
-pub fn pop_and_reply(ctx: Ctx, q: &mut RedisQueue, count: usize, lease: i64) -> usize {
-    let now = now_ms();
-    let got = queue::pop(q, now, count, now + lease);
-    if got.is_empty() {
-        reply::null(ctx);
-        return 0;
+/// Takes up to `count` deliverable messages under a lease of `lease` ms, and schedules
+/// the lease's rollback.
+pub fn take(ctx: Ctx, q: &mut RedisQueue, now: i64, count: usize, lease: i64) -> Vec<(RStr, u32)> {
+    let deadline = now + lease;
+    let got = queue::pop(q, now, count, deadline);
+    if !got.is_empty() {
+        stats::POPPED.add(got.len() as u64);
+        timers::note_lease(ctx, q.name().as_ref(), deadline);
     }
-    stats::POPPED.add(got.len() as u64);
+    got
+}
+
+/// Replies with popped messages: an array of [message, deliveries].
+pub fn reply_popped(ctx: Ctx, got: &[(RStr, u32)]) {
     reply::array(ctx, got.len());
-    for (m, deliveries) in &got {
+    for (m, deliveries) in got {
         reply::array(ctx, 2);
         reply::string(ctx, m);
         reply::int(ctx, *deliveries as i64);
     }
-    got.len()
 }
 
 pub fn pop(c: &Call) -> Result<()> {
     let a = args::pop(&c.args)?;
     let lease = a.lease.unwrap_or_else(settings::lease_ms);
     let mut q = c.queue(true)?;
-    pop_and_reply(c.ctx, &mut q, a.count, lease);
+    let got = take(c.ctx, &mut q, now_ms(), a.count, lease);
+    if !got.is_empty() {
+        reply_popped(c.ctx, &got);
+    } else if let Some(timeout) = a.block.filter(|_| blocking::may_block(c.ctx)) {
+        blocking::block(c.ctx, &q, a.count, lease, timeout);
+    } else {
+        reply::null(c.ctx);
+    }
     Ok(())
 }
 
@@ -129,7 +142,11 @@ pub fn sweep(c: &Call) -> Result<()> {
 pub fn extend(c: &Call) -> Result<()> {
     let ms = args::extend(&c.args)?;
     let mut q = c.queue(true)?;
-    reply::opt_int(c.ctx, queue::extend(&mut q, &c.member(1), now_ms() + ms));
+    let deadline = queue::extend(&mut q, &c.member(1), now_ms() + ms);
+    if let Some(d) = deadline {
+        timers::note_lease(c.ctx, q.name().as_ref(), d);
+    }
+    reply::opt_int(c.ctx, deadline);
     Ok(())
 }
 

@@ -1,9 +1,12 @@
 //! RMQ: a message queue inside Redis. See README.md and SPEC.md.
 //!
-//! Pure logic: `kind`, `queue` (over the `store` trait), `args`, `route`, `settings`, `meta`.
-//! Redis glue: `rstr`, `redis_store`, `replication`, `reply`, `commands`, `module`.
+//! Pure logic: `kind`, `queue` (over the `store` trait), `args`, `route`, `settings`, `meta`,
+//! `schedule`.
+//! Redis glue: `rstr`, `redis_store`, `replication`, `reply`, `commands`, `module`,
+//! `timers` (lease rollback, due wake-ups), `blocking` (RMQ.POP BLOCK).
 
 mod args;
+mod blocking;
 mod commands;
 mod error;
 mod kind;
@@ -15,9 +18,11 @@ mod replication;
 mod reply;
 mod route;
 mod rstr;
+mod schedule;
 mod settings;
 mod stats;
 mod store;
+mod timers;
 
 #[cfg(test)]
 mod memstore;

@@ -103,6 +103,12 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         }
     }
     unsafe { rm!(RedisModule_RegisterInfoFunc)(ctx.ctx, Some(info_section)) };
+    if !crate::timers::subscribe(ctx.ctx) {
+        ctx.log_warning("rmq: could not subscribe to loading and role-change events");
+        return Status::Err;
+    }
+    // Loaded at runtime (MODULE LOAD) over existing data: find its leases now.
+    crate::timers::rescan(ctx.ctx);
     Status::Ok
 }
 

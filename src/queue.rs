@@ -127,16 +127,23 @@ pub fn pop<S: Store>(s: &mut S, now: i64, count: usize, deadline: i64) -> Vec<(S
         .collect()
 }
 
-/// Whether the store holds a waiting message that is deliverable now (due, not in flight).
-pub fn has_deliverable<S: Store>(s: &S, now: i64) -> bool {
-    let Some(kind) = s.kind() else { return false };
-    let (min, max, rev) = deliverable_range(kind, now);
-    let mut found = false;
-    s.scan(Set::Store, min, max, rev, &mut |m, _| {
-        found = s.score(Set::Prepare, &m).is_none();
-        !found
+/// The earliest lease deadline of the queue.
+pub fn next_expiry<S: Store>(s: &S) -> Option<i64> {
+    s.first(Set::Prepare, false).map(|(_, d)| d as i64)
+}
+
+/// When the next waiting message of a timed queue comes due, if later than `now`: the time
+/// a blocked consumer must be woken at.
+pub fn next_due_after<S: Store>(s: &S, now: i64) -> Option<i64> {
+    if !s.kind()?.is_timed() {
+        return None;
+    }
+    let mut due = None;
+    s.scan(Set::Store, now.saturating_add(1) as f64, f64::INFINITY, false, &mut |_, sc| {
+        due = Some(sc as i64);
+        false
     });
-    found
+    due
 }
 
 /// Deletes the metadata of a queue that has become completely empty.
@@ -298,7 +305,7 @@ pub fn info<S: Store>(s: &S, now: i64) -> Info {
         inflight: s.len(Set::Prepare),
         dead: s.len(Set::Dead),
         next_due,
-        next_expiry: s.first(Set::Prepare, false).map(|(_, sc)| sc as i64),
+        next_expiry: next_expiry(s),
     }
 }
 

@@ -108,9 +108,7 @@ fn never_twice_in_flight() {
     assert_eq!(got.len(), 1);
     assert_ne!(got[0].0, first);
     assert!(pop(&mut s, 0, 10, 100).is_empty());
-    assert!(!has_deliverable(&s, 0));
     assert_eq!(ack(&mut s, &[first.clone()]), 1);
-    assert!(has_deliverable(&s, 0));
     assert_eq!(pop(&mut s, 0, 10, 100), vec![(first, 1)]);
 }
 
@@ -206,6 +204,22 @@ fn extend_cancel_info_pending() {
     ack(&mut s, &ms(&["a"]));
     assert!(s.is_empty());
     assert_eq!(info(&s, 0).kind, None);
+}
+
+#[test]
+fn next_due_and_expiry() {
+    let mut s = MemStore::default();
+    assert_eq!(next_due_after(&s, 0), None);
+    push(&mut s, 0, &LIM, PushMode::At(100), &ms(&["a"])).unwrap();
+    push(&mut s, 0, &LIM, PushMode::At(200), &ms(&["b"])).unwrap();
+    assert_eq!(next_due_after(&s, 50), Some(100));
+    assert_eq!(next_due_after(&s, 100), Some(200), "due now is not 'after'");
+    assert_eq!(next_due_after(&s, 200), None);
+    pop(&mut s, 150, 1, 900);
+    assert_eq!(next_expiry(&s), Some(900));
+    let mut p = MemStore::default();
+    push(&mut p, 0, &LIM, PushMode::Priority(1), &ms(&["a"])).unwrap();
+    assert_eq!(next_due_after(&p, 0), None, "priority messages have no due time");
 }
 
 #[test]

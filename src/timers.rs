@@ -1,0 +1,223 @@
+//! Server-side timers: one module timer, armed at the earliest time anything needs doing.
+//! It wakes consumers blocked on a queue whose next message has come due, and rolls back
+//! expired leases of every queue in small time-bounded steps (about a millisecond, clock
+//! checked every few dozen items), coming straight back while it is behind, like Redis's
+//! active expire cycle. It runs on primaries only; after a load or a promotion the
+//! leases are found again by one scan of the keyspace.
+
+use std::ffi::c_void;
+use std::sync::{LazyLock, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use redis_module::raw::{self, RedisModuleCtx, RedisModuleString};
+
+use crate::commands::now_ms;
+use crate::queue;
+use crate::redis_store::RedisQueue;
+use crate::rstr::{bytes, rm, RStr};
+use crate::schedule::Schedule;
+use crate::settings;
+use crate::stats;
+
+/// Work per timer step before yielding to clients.
+const STEP_BUDGET: Duration = Duration::from_micros(1000);
+/// Leases rolled back between two looks at the clock.
+const CHUNK: usize = 32;
+
+#[derive(Default)]
+struct Timers {
+    /// Queues by (a lower bound of) their earliest lease deadline.
+    leases: Schedule,
+    /// Queues with blocked consumers by the due time of their next waiting message.
+    dues: Schedule,
+    /// The armed module timer and when it fires.
+    armed: Option<(raw::RedisModuleTimerID, i64)>,
+}
+
+static TIMERS: LazyLock<Mutex<Timers>> = LazyLock::new(Mutex::default);
+
+fn timers() -> MutexGuard<'static, Timers> {
+    // A panic elsewhere must not disable the timers for good.
+    TIMERS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub fn selected_db(ctx: *mut RedisModuleCtx) -> i32 {
+    unsafe { rm!(RedisModule_GetSelectedDb)(ctx) }
+}
+
+fn is_primary(ctx: *mut RedisModuleCtx) -> bool {
+    let flags = unsafe { rm!(RedisModule_GetContextFlags)(ctx) } as u32;
+    flags & raw::REDISMODULE_CTX_FLAGS_MASTER != 0
+}
+
+/// Notes a lease deadline of a queue (after a pop or an extend).
+pub fn note_lease(ctx: *mut RedisModuleCtx, queue: &[u8], deadline: i64) {
+    let db = selected_db(ctx);
+    let earliest = timers().leases.note(db, queue, deadline);
+    if earliest {
+        arm(ctx, deadline);
+    }
+}
+
+/// Notes when a queue with blocked consumers next has a message coming due.
+pub fn note_due(ctx: *mut RedisModuleCtx, queue: &[u8], due: i64) {
+    let db = selected_db(ctx);
+    let earliest = timers().dues.note(db, queue, due);
+    if earliest {
+        arm(ctx, due);
+    }
+}
+
+/// Makes sure the timer fires no later than `at`.
+fn arm(ctx: *mut RedisModuleCtx, at: i64) {
+    let mut t = timers();
+    if let Some((id, fires)) = t.armed {
+        if fires <= at {
+            return;
+        }
+        unsafe { rm!(RedisModule_StopTimer)(ctx, id, std::ptr::null_mut()) };
+    }
+    let delay = (at - now_ms()).max(0);
+    let id = unsafe { rm!(RedisModule_CreateTimer)(ctx, delay, Some(tick), std::ptr::null_mut()) };
+    t.armed = Some((id, at));
+}
+
+extern "C" fn tick(ctx: *mut RedisModuleCtx, _data: *mut c_void) {
+    timers().armed = None;
+    let outcome = std::panic::catch_unwind(|| {
+        if !is_primary(ctx) {
+            // A replica changes nothing; a promotion rescans and re-arms.
+            return None;
+        }
+        Some(step(ctx))
+    });
+    if let Ok(Some(next)) = outcome {
+        if let Some(at) = next {
+            arm(ctx, at);
+        }
+    } else if outcome.is_err() {
+        // Keep going after a caught panic rather than leave leases unswept.
+        arm(ctx, now_ms() + 100);
+    }
+}
+
+/// One timer step: wake blocked consumers whose message came due, then roll back expired
+/// leases until the budget runs out. Returns when to come back.
+fn step(ctx: *mut RedisModuleCtx) -> Option<i64> {
+    let started = Instant::now();
+    let now = now_ms();
+    let lim = settings::limits();
+    let due: Vec<_> = std::iter::from_fn(|| timers().dues.pop_due(now)).collect();
+    for (db, q) in due {
+        let name = RStr::from_bytes(&q);
+        unsafe {
+            rm!(RedisModule_SelectDb)(ctx, db);
+            rm!(RedisModule_SignalKeyAsReady)(ctx, name.ptr());
+        }
+    }
+    let mut behind = false;
+    while !behind {
+        let Some((db, q)) = timers().leases.pop_due(now) else { break };
+        unsafe { rm!(RedisModule_SelectDb)(ctx, db) };
+        let Ok(mut queue) = RedisQueue::open(ctx, RStr::from_bytes(&q), true) else { continue };
+        loop {
+            let out = queue::sweep(&mut queue, now, &lim, CHUNK);
+            stats::EXPIRED.add(out.expired);
+            stats::DEAD.add(out.dead);
+            if out.expired < CHUNK as u64 {
+                break;
+            }
+            if started.elapsed() >= STEP_BUDGET {
+                behind = true;
+                break;
+            }
+        }
+        if let Some(next) = queue::next_expiry(&queue) {
+            timers().leases.note(db, &q, next);
+        }
+        drop(queue); // replicates this queue's rollbacks and wakes its consumers
+        behind |= started.elapsed() >= STEP_BUDGET;
+    }
+    stats::SWEEP_RUNS.add(1);
+    stats::SWEEP_MAX_US.max(started.elapsed().as_micros() as u64);
+    let t = timers();
+    if behind {
+        return Some(now);
+    }
+    match (t.leases.next(), t.dues.next()) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+extern "C" fn collect_prepare_key(
+    _ctx: *mut RedisModuleCtx,
+    name: *mut RedisModuleString,
+    _key: *mut raw::RedisModuleKey,
+    found: *mut c_void,
+) {
+    let found = unsafe { &mut *(found as *mut Vec<Vec<u8>>) };
+    let n = bytes(name);
+    if let Some(q) = n.strip_prefix(b"prepare{").and_then(|r| r.strip_suffix(b"}")) {
+        found.push(q.to_vec());
+    }
+}
+
+/// Finds every queue holding leases (one keyspace scan, after a load or a promotion) and
+/// schedules its rollback.
+pub fn rescan(ctx: *mut RedisModuleCtx) {
+    if !is_primary(ctx) {
+        return;
+    }
+    let _ = std::panic::catch_unwind(|| {
+        let original = selected_db(ctx);
+        timers().leases.clear();
+        let mut earliest: Option<i64> = None;
+        let mut db = 0;
+        while unsafe { rm!(RedisModule_SelectDb)(ctx, db) } == raw::REDISMODULE_OK as i32 {
+            let mut found: Vec<Vec<u8>> = Vec::new();
+            unsafe {
+                let cursor = rm!(RedisModule_ScanCursorCreate)();
+                while rm!(RedisModule_Scan)(ctx, cursor, Some(collect_prepare_key), &mut found as *mut _ as *mut c_void) != 0 {}
+                rm!(RedisModule_ScanCursorDestroy)(cursor);
+            }
+            for q in found {
+                if let Ok(queue) = RedisQueue::open(ctx, RStr::from_bytes(&q), false) {
+                    if let Some(next) = queue::next_expiry(&queue) {
+                        timers().leases.note(db, &q, next);
+                        earliest = Some(earliest.map_or(next, |e| e.min(next)));
+                    }
+                }
+            }
+            db += 1;
+        }
+        unsafe { rm!(RedisModule_SelectDb)(ctx, original) };
+        if let Some(at) = earliest {
+            arm(ctx, at);
+        }
+    });
+}
+
+extern "C" fn on_loading(ctx: *mut RedisModuleCtx, _e: raw::RedisModuleEvent, sub: u64, _d: *mut c_void) {
+    if sub == raw::REDISMODULE_SUBEVENT_LOADING_ENDED {
+        rescan(ctx);
+    }
+}
+
+extern "C" fn on_role_changed(ctx: *mut RedisModuleCtx, _e: raw::RedisModuleEvent, sub: u64, _d: *mut c_void) {
+    if sub == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER {
+        rescan(ctx);
+    }
+}
+
+/// Subscribes to the events after which leases must be found again.
+pub fn subscribe(ctx: *mut RedisModuleCtx) -> bool {
+    let events = [
+        (raw::REDISMODULE_EVENT_LOADING, on_loading as extern "C" fn(_, _, _, _)),
+        (raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED, on_role_changed),
+    ];
+    events.into_iter().all(|(id, cb)| unsafe {
+        rm!(RedisModule_SubscribeToServerEvent)(ctx, raw::RedisModuleEvent { id, dataver: 1 }, Some(cb))
+            == raw::REDISMODULE_OK as i32
+    })
+}
