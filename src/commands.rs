@@ -7,6 +7,7 @@ use redis_module::raw::{self, RedisModuleString};
 
 use crate::args;
 use crate::blocking;
+use crate::events;
 use crate::timers;
 use crate::error::{Result, RmqError};
 use crate::queue::{self, Rollback};
@@ -61,6 +62,8 @@ pub fn push(c: &Call) -> Result<()> {
     let out = queue::push(&mut q, now_ms(), &settings::limits(), mode, &c.members(first))?;
     stats::PUSHED.add(out.added);
     stats::MERGED.add(out.merged);
+    events::notify(c.ctx, q.name(), events::PUSHED, out.added > 0);
+    events::notify(c.ctx, q.name(), events::MERGED, out.merged > 0);
     reply::int(c.ctx, out.added as i64);
     Ok(())
 }
@@ -72,6 +75,7 @@ pub fn take(ctx: Ctx, q: &mut RedisQueue, now: i64, count: usize, lease: i64) ->
     let got = queue::pop(q, now, count, deadline);
     if !got.is_empty() {
         stats::POPPED.add(got.len() as u64);
+        events::notify(ctx, q.name(), events::POPPED, true);
         timers::note_lease(ctx, q.name().as_ref(), deadline);
     }
     got
@@ -107,6 +111,7 @@ pub fn ack(c: &Call) -> Result<()> {
     let mut q = c.queue(true)?;
     let n = queue::ack(&mut q, &c.members(first));
     stats::ACKED.add(n);
+    events::notify(c.ctx, q.name(), events::ACKED, n > 0);
     reply::int(c.ctx, n as i64);
     Ok(())
 }
@@ -118,10 +123,13 @@ pub fn nack(c: &Call) -> Result<()> {
         None => reply::null(c.ctx),
         Some(r) => {
             stats::NACKED.add(1);
+            events::notify(c.ctx, q.name(), events::NACKED, true);
             if r == Rollback::Dead {
                 stats::DEAD.add(1);
+                events::notify(c.ctx, q.name(), events::DEAD, true);
                 reply::simple(c.ctx, c"dead");
             } else {
+                events::notify(c.ctx, q.name(), events::REQUEUED, true);
                 reply::simple(c.ctx, c"requeued");
             }
         }
@@ -133,10 +141,18 @@ pub fn sweep(c: &Call) -> Result<()> {
     let limit = args::sweep(&c.args)?.unwrap_or(usize::MAX);
     let mut q = c.queue(true)?;
     let out = queue::sweep(&mut q, now_ms(), &settings::limits(), limit);
-    stats::EXPIRED.add(out.expired);
-    stats::DEAD.add(out.dead);
+    swept(c.ctx, &q, &out);
     reply::int(c.ctx, out.expired as i64);
     Ok(())
+}
+
+/// Counts and announces lease rollbacks (RMQ.SWEEP and the timer).
+pub fn swept(ctx: Ctx, q: &RedisQueue, out: &queue::SweepOutcome) {
+    stats::EXPIRED.add(out.expired);
+    stats::DEAD.add(out.dead);
+    events::notify(ctx, q.name(), events::EXPIRED, out.expired > 0);
+    events::notify(ctx, q.name(), events::REQUEUED, out.expired > out.dead);
+    events::notify(ctx, q.name(), events::DEAD, out.dead > 0);
 }
 
 pub fn extend(c: &Call) -> Result<()> {
@@ -145,6 +161,7 @@ pub fn extend(c: &Call) -> Result<()> {
     let deadline = queue::extend(&mut q, &c.member(1), now_ms() + ms);
     if let Some(d) = deadline {
         timers::note_lease(c.ctx, q.name().as_ref(), d);
+        events::notify(c.ctx, q.name(), events::EXTENDED, true);
     }
     reply::opt_int(c.ctx, deadline);
     Ok(())
@@ -155,6 +172,7 @@ pub fn cancel(c: &Call) -> Result<()> {
     let mut q = c.queue(true)?;
     let n = queue::cancel(&mut q, &c.members(first));
     stats::CANCELLED.add(n);
+    events::notify(c.ctx, q.name(), events::CANCELLED, n > 0);
     reply::int(c.ctx, n as i64);
     Ok(())
 }
@@ -164,6 +182,7 @@ pub fn replay(c: &Call) -> Result<()> {
     let mut q = c.queue(true)?;
     let n = queue::replay(&mut q, now_ms(), limit);
     stats::REPLAYED.add(n);
+    events::notify(c.ctx, q.name(), events::REPLAYED, n > 0);
     reply::int(c.ctx, n as i64);
     Ok(())
 }

@@ -3,12 +3,15 @@
 //! Pure logic: `kind`, `queue` (over the `store` trait), `args`, `route`, `settings`, `meta`,
 //! `schedule`.
 //! Redis glue: `rstr`, `redis_store`, `replication`, `reply`, `commands`, `module`,
-//! `timers` (lease rollback, due wake-ups), `blocking` (RMQ.POP BLOCK).
+//! `timers` (lease rollback, due wake-ups), `blocking` (RMQ.POP BLOCK), `events`
+//! (keyspace notifications), `eviction` (maxmemory-policy warning).
 
 mod args;
 mod blocking;
 mod commands;
 mod error;
+mod events;
+mod eviction;
 mod kind;
 mod meta;
 mod module;

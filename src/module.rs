@@ -70,6 +70,8 @@ extern "C" fn info_section(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report:
             let name = std::ffi::CString::new(name).unwrap_or_default();
             rm!(RedisModule_InfoAddFieldULongLong)(ctx, name.as_ptr(), v);
         }
+        // 1 when maxmemory-policy may evict queue keys (see the log's warning).
+        rm!(RedisModule_InfoAddFieldULongLong)(ctx, c"eviction_risk".as_ptr(), crate::eviction::at_risk() as u64);
     }
 }
 
@@ -78,7 +80,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     let values = match settings::parse_module_args(&raw_args) {
         Ok(v) => v,
         Err(reason) => {
-            ctx.log_warning(&format!("rmq: refusing to load: {reason}"));
+            ctx.log_warning(&format!("refusing to load: {reason}"));
             return Status::Err;
         }
     };
@@ -88,7 +90,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // Applies `rmq.*` lines of the config file, then the module arguments win.
     if let Some(load) = unsafe { raw::RedisModule_LoadConfigs } {
         if unsafe { load(ctx.ctx) } != raw::REDISMODULE_OK as c_int {
-            ctx.log_warning("rmq: refusing to load: invalid rmq.* setting in the config file");
+            ctx.log_warning("refusing to load: invalid rmq.* setting in the config file");
             return Status::Err;
         }
     }
@@ -98,15 +100,16 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     for (name, entry, flags, first, last, step) in COMMANDS {
         let ok = unsafe { rm!(RedisModule_CreateCommand)(ctx.ctx, name.as_ptr(), Some(entry), flags.as_ptr(), first, last, step) };
         if ok != raw::REDISMODULE_OK as c_int {
-            ctx.log_warning(&format!("rmq: could not register {}", name.to_string_lossy()));
+            ctx.log_warning(&format!("could not register {}", name.to_string_lossy()));
             return Status::Err;
         }
     }
     unsafe { rm!(RedisModule_RegisterInfoFunc)(ctx.ctx, Some(info_section)) };
     if !crate::timers::subscribe(ctx.ctx) {
-        ctx.log_warning("rmq: could not subscribe to loading and role-change events");
+        ctx.log_warning("could not subscribe to loading and role-change events");
         return Status::Err;
     }
+    crate::eviction::watch(ctx.ctx);
     // Loaded at runtime (MODULE LOAD) over existing data: find its leases now.
     crate::timers::rescan(ctx.ctx);
     Status::Ok

@@ -122,8 +122,7 @@ fn step(ctx: *mut RedisModuleCtx) -> Option<i64> {
         let Ok(mut queue) = RedisQueue::open(ctx, RStr::from_bytes(&q), true) else { continue };
         loop {
             let out = queue::sweep(&mut queue, now, &lim, CHUNK);
-            stats::EXPIRED.add(out.expired);
-            stats::DEAD.add(out.dead);
+            crate::commands::swept(ctx, &queue, &out);
             if out.expired < CHUNK as u64 {
                 break;
             }
