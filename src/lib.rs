@@ -4,11 +4,12 @@
 //! `schedule`.
 //! Redis glue: `rstr`, `redis_store`, `replication`, `reply`, `commands`, `module`,
 //! `timers` (lease rollback, due wake-ups), `blocking` (RMQ.POP BLOCK), `events`
-//! (keyspace notifications), `eviction` (maxmemory-policy warning).
+//! (keyspace notifications), `eviction` (maxmemory-policy warning), `docs` (COMMAND DOCS).
 
 mod args;
 mod blocking;
 mod commands;
+mod docs;
 mod error;
 mod events;
 mod eviction;

@@ -104,6 +104,10 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
             return Status::Err;
         }
     }
+    if !crate::docs::register(ctx.ctx) {
+        ctx.log_warning("could not set command metadata (COMMAND DOCS)");
+        return Status::Err;
+    }
     unsafe { rm!(RedisModule_RegisterInfoFunc)(ctx.ctx, Some(info_section)) };
     if !crate::timers::subscribe(ctx.ctx) {
         ctx.log_warning("could not subscribe to loading and role-change events");
