@@ -2,8 +2,10 @@
 //! API. Every change is also recorded for replication and sent when the queue is dropped
 //! (so even a failed command replicates exactly what it changed).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::ffi::CStr;
+use std::sync::{LazyLock, Mutex, OnceLock};
 
 use redis_module::raw;
 
@@ -11,7 +13,7 @@ use crate::error::{Result, RmqError};
 use crate::kind::Kind;
 use crate::meta;
 use crate::replication::{Effects, KeyId};
-use crate::rstr::{bytes, rm, RStr};
+use crate::rstr::{bytes, rm, RStr, Shared};
 use crate::store::{Flight, Set, Store};
 
 const KEY_EMPTY: u32 = raw::REDISMODULE_KEYTYPE_EMPTY as u32;
@@ -42,6 +44,8 @@ pub struct RedisQueue {
     effects: Effects,
     /// Something may have become deliverable: wake consumers blocked on `Q`.
     wake: bool,
+    /// The kind, once read (it changes only through `set_kind`/`clear_meta`).
+    kind: Cell<Option<Option<Kind>>>,
     field: RefCell<Vec<u8>>,
 }
 
@@ -62,10 +66,28 @@ fn tagged(prefix: &str, q: &[u8]) -> RStr {
     RStr::from_bytes(&v)
 }
 
+/// Most workloads use a few queues over and over: their derived key names are made once.
+const NAME_CACHE_SIZE: usize = 4096;
+static NAMES: LazyLock<Mutex<HashMap<Vec<u8>, [Shared; 3]>>> = LazyLock::new(Mutex::default);
+
 /// The names of a queue's keys, in `KeyId` order.
 pub fn key_names(q: &RStr) -> [RStr; 4] {
     let b = q.as_ref();
-    [q.clone(), tagged("prepare", b), tagged("dead", b), tagged("meta", b)]
+    let mut cache = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    if !cache.contains_key(b) {
+        if cache.len() >= NAME_CACHE_SIZE {
+            cache.clear();
+        }
+        let made = [Shared(tagged("prepare", b)), Shared(tagged("dead", b)), Shared(tagged("meta", b))];
+        cache.insert(b.to_vec(), made);
+    }
+    let [p, d, m] = &cache[b];
+    [q.clone(), p.0.clone(), d.0.clone(), m.0.clone()]
+}
+
+fn kind_field() -> &'static RStr {
+    static FIELD: OnceLock<Shared> = OnceLock::new();
+    &FIELD.get_or_init(|| Shared(RStr::from_bytes(meta::KIND_FIELD))).0
 }
 
 const ZADD: &CStr = c"ZADD";
@@ -86,7 +108,7 @@ impl RedisQueue {
                 return Err(RmqError::WrongType);
             }
         }
-        Ok(RedisQueue { ctx, names, keys, effects: Effects::default(), wake: false, field: RefCell::new(Vec::new()) })
+        Ok(RedisQueue { ctx, names, keys, effects: Effects::default(), wake: false, kind: Cell::new(None), field: RefCell::new(Vec::new()) })
     }
 
     pub fn name(&self) -> &RStr {
@@ -99,6 +121,13 @@ impl RedisQueue {
 
     fn meta(&self) -> *mut raw::RedisModuleKey {
         self.keys[KeyId::Meta as usize].0
+    }
+
+    /// Whether `meta{Q}` holds anything besides the kind: when it does not (the usual case
+    /// for range and fixed queues), per-message lookups and deletions are skipped.
+    fn has_message_meta(&self) -> bool {
+        let key = self.meta();
+        !key.is_null() && unsafe { rm!(RedisModule_ValueLength)(key) } > 1
     }
 
     fn hget(&self, field: &RStr) -> Option<RStr> {
@@ -236,12 +265,17 @@ impl Store for RedisQueue {
     }
 
     fn kind(&self) -> Option<Kind> {
-        let v = self.hget(&RStr::from_bytes(meta::KIND_FIELD))?;
-        Kind::from_name(v.as_ref())
+        if let Some(k) = self.kind.get() {
+            return k;
+        }
+        let k = self.hget(kind_field()).and_then(|v| Kind::from_name(v.as_ref()));
+        self.kind.set(Some(k));
+        k
     }
 
     fn set_kind(&mut self, kind: Kind) {
-        self.hset(RStr::from_bytes(meta::KIND_FIELD), Some(RStr::from_bytes(kind.name().as_bytes())));
+        self.hset(kind_field().clone(), Some(RStr::from_bytes(kind.name().as_bytes())));
+        self.kind.set(Some(Some(kind)));
     }
 
     fn clear_meta(&mut self) {
@@ -249,32 +283,51 @@ impl Store for RedisQueue {
         if !k.is_null() && unsafe { rm!(RedisModule_KeyType)(k) } as u32 != KEY_EMPTY {
             unsafe { rm!(RedisModule_DeleteKey)(k) };
             self.effects.record(c"DEL", KeyId::Meta, []);
+            self.kind.set(Some(None));
         }
     }
 
     fn waiting_deliveries(&self, m: &RStr) -> u32 {
+        if !self.has_message_meta() {
+            return 0;
+        }
         self.hget(&self.tagged_field(meta::WAITING, m)).map_or(0, |v| meta::decode_count(v.as_ref()))
     }
 
     fn set_waiting_deliveries(&mut self, m: &RStr, n: u32) {
+        if n == 0 && !self.has_message_meta() {
+            return;
+        }
         let f = self.tagged_field(meta::WAITING, m);
         self.hset(f, (n > 0).then(|| RStr::from_i64(n as i64)));
     }
 
     fn flight(&self, m: &RStr) -> Flight {
+        if !self.has_message_meta() {
+            return Flight::default();
+        }
         self.hget(&self.tagged_field(meta::FLIGHT, m)).map_or_else(Flight::default, |v| meta::decode_flight(v.as_ref()))
     }
 
     fn set_flight(&mut self, m: &RStr, f: Option<Flight>) {
+        if f.is_none() && !self.has_message_meta() {
+            return;
+        }
         let field = self.tagged_field(meta::FLIGHT, m);
         self.hset(field, f.map(|f| RStr::from_bytes(meta::encode_flight(&f).as_bytes())));
     }
 
     fn dead_priority(&self, m: &RStr) -> Option<f64> {
+        if !self.has_message_meta() {
+            return None;
+        }
         self.hget(&self.tagged_field(meta::DEAD, m)).and_then(|v| meta::decode_priority(v.as_ref()))
     }
 
     fn set_dead_priority(&mut self, m: &RStr, p: Option<f64>) {
+        if p.is_none() && !self.has_message_meta() {
+            return;
+        }
         let field = self.tagged_field(meta::DEAD, m);
         self.hset(field, p.map(RStr::from_score));
     }

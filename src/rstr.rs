@@ -61,6 +61,12 @@ pub fn bytes<'a>(p: *const raw::RedisModuleString) -> &'a [u8] {
     unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) }
 }
 
+/// A string kept for the life of the process and used only on Redis's main thread (every
+/// module callback runs there), so it may sit in a static.
+pub struct Shared(pub RStr);
+unsafe impl Send for Shared {}
+unsafe impl Sync for Shared {}
+
 impl AsRef<[u8]> for RStr {
     fn as_ref(&self) -> &[u8] {
         bytes(self.ptr())

@@ -5,7 +5,7 @@
 //! active expire cycle. It runs on primaries only; after a load or a promotion the
 //! leases are found again by one scan of the keyspace.
 
-use std::ffi::c_void;
+use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -149,6 +149,11 @@ fn step(ctx: *mut RedisModuleCtx) -> Option<i64> {
     }
 }
 
+/// The queue whose leases a key holds, if it is a `prepare{Q}` key.
+fn lease_queue(key: &[u8]) -> Option<&[u8]> {
+    key.strip_prefix(b"prepare{").and_then(|r| r.strip_suffix(b"}"))
+}
+
 extern "C" fn collect_prepare_key(
     _ctx: *mut RedisModuleCtx,
     name: *mut RedisModuleString,
@@ -156,10 +161,26 @@ extern "C" fn collect_prepare_key(
     found: *mut c_void,
 ) {
     let found = unsafe { &mut *(found as *mut Vec<Vec<u8>>) };
-    let n = bytes(name);
-    if let Some(q) = n.strip_prefix(b"prepare{").and_then(|r| r.strip_suffix(b"}")) {
+    if let Some(q) = lease_queue(bytes(name)) {
         found.push(q.to_vec());
     }
+}
+
+/// A `prepare{Q}` key arriving by RESTORE (a cluster slot migrated here, or a restore by
+/// hand) brings leases this node's timer does not know yet.
+extern "C" fn on_keyspace_event(ctx: *mut RedisModuleCtx, _type: c_int, event: *const c_char, key: *mut RedisModuleString) -> c_int {
+    let _ = std::panic::catch_unwind(|| {
+        if event.is_null() || unsafe { CStr::from_ptr(event) }.to_bytes() != b"restore" || !is_primary(ctx) {
+            return;
+        }
+        let Some(q) = lease_queue(bytes(key)) else { return };
+        if let Ok(queue) = RedisQueue::open(ctx, RStr::from_bytes(q), false) {
+            if let Some(next) = queue::next_expiry(&queue) {
+                note_lease(ctx, q, next);
+            }
+        }
+    });
+    0
 }
 
 /// Finds every queue holding leases (one keyspace scan, after a load or a promotion) and
@@ -209,14 +230,17 @@ extern "C" fn on_role_changed(ctx: *mut RedisModuleCtx, _e: raw::RedisModuleEven
     }
 }
 
-/// Subscribes to the events after which leases must be found again.
+/// Subscribes to the events after which leases must be found again, and to keys restored
+/// into this node.
 pub fn subscribe(ctx: *mut RedisModuleCtx) -> bool {
     let events = [
         (raw::REDISMODULE_EVENT_LOADING, on_loading as extern "C" fn(_, _, _, _)),
         (raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED, on_role_changed),
     ];
-    events.into_iter().all(|(id, cb)| unsafe {
+    let servers = events.into_iter().all(|(id, cb)| unsafe {
         rm!(RedisModule_SubscribeToServerEvent)(ctx, raw::RedisModuleEvent { id, dataver: 1 }, Some(cb))
             == raw::REDISMODULE_OK as i32
-    })
+    });
+    let keys = unsafe { rm!(RedisModule_SubscribeToKeyspaceEvents)(ctx, raw::REDISMODULE_NOTIFY_GENERIC, Some(on_keyspace_event)) };
+    servers && keys == raw::REDISMODULE_OK as i32
 }
