@@ -11,7 +11,7 @@ use crate::commands::{now_ms, reply_popped, take};
 use crate::queue;
 use crate::redis_store::RedisQueue;
 use crate::reply;
-use crate::rstr::{rm, RStr};
+use crate::rstr::{bytes, rm, RStr};
 use crate::stats;
 use crate::timers;
 
@@ -45,6 +45,11 @@ extern "C" fn on_ready(ctx: *mut RedisModuleCtx, _argv: *mut *mut RedisModuleStr
     let served = std::panic::catch_unwind(|| {
         let w = unsafe { &*(rm!(RedisModule_GetBlockedClientPrivateData)(ctx) as *const Waiting) };
         let key = unsafe { rm!(RedisModule_GetBlockedClientReadyKey)(ctx) };
+        if timers::writes_paused() {
+            // No change while clients are paused: keep waiting; the timer signals again.
+            timers::note_due(ctx, bytes(key), now_ms() + timers::PAUSE_RETRY_MS);
+            return false;
+        }
         let mut q = match RedisQueue::open(ctx, RStr::retain(key), true) {
             Ok(q) => q,
             Err(e) => {

@@ -23,6 +23,8 @@ use crate::stats;
 const STEP_BUDGET: Duration = Duration::from_micros(1000);
 /// Leases rolled back between two looks at the clock.
 const CHUNK: usize = 32;
+/// How soon to look again while clients are paused (CLIENT PAUSE WRITE, FAILOVER).
+pub const PAUSE_RETRY_MS: i64 = 10;
 
 #[derive(Default)]
 struct Timers {
@@ -43,6 +45,12 @@ fn timers() -> MutexGuard<'static, Timers> {
 
 pub fn selected_db(ctx: *mut RedisModuleCtx) -> i32 {
     unsafe { rm!(RedisModule_GetSelectedDb)(ctx) }
+}
+
+/// While clients are paused the dataset must not change (Redis asserts it when it
+/// propagates): rollbacks and wake-ups wait for the pause to end.
+pub fn writes_paused() -> bool {
+    unsafe { rm!(RedisModule_AvoidReplicaTraffic)() != 0 }
 }
 
 fn is_primary(ctx: *mut RedisModuleCtx) -> bool {
@@ -88,6 +96,9 @@ extern "C" fn tick(ctx: *mut RedisModuleCtx, _data: *mut c_void) {
         if !is_primary(ctx) {
             // A replica changes nothing; a promotion rescans and re-arms.
             return None;
+        }
+        if writes_paused() {
+            return Some(Some(now_ms() + PAUSE_RETRY_MS));
         }
         Some(step(ctx))
     });
@@ -224,6 +235,13 @@ extern "C" fn on_loading(ctx: *mut RedisModuleCtx, _e: raw::RedisModuleEvent, su
     }
 }
 
+/// SWAPDB moves queues between databases: find their leases again. Consumers blocked on
+/// the swapped keys are signalled by Redis itself and note their due times anew.
+extern "C" fn on_swapdb(ctx: *mut RedisModuleCtx, _e: raw::RedisModuleEvent, _sub: u64, _d: *mut c_void) {
+    timers().dues.clear();
+    rescan(ctx);
+}
+
 extern "C" fn on_role_changed(ctx: *mut RedisModuleCtx, _e: raw::RedisModuleEvent, sub: u64, _d: *mut c_void) {
     if sub == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER {
         rescan(ctx);
@@ -236,6 +254,7 @@ pub fn subscribe(ctx: *mut RedisModuleCtx) -> bool {
     let events = [
         (raw::REDISMODULE_EVENT_LOADING, on_loading as extern "C" fn(_, _, _, _)),
         (raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED, on_role_changed),
+        (raw::REDISMODULE_EVENT_SWAPDB, on_swapdb),
     ];
     let servers = events.into_iter().all(|(id, cb)| unsafe {
         rm!(RedisModule_SubscribeToServerEvent)(ctx, raw::RedisModuleEvent { id, dataver: 1 }, Some(cb))
