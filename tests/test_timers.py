@@ -15,7 +15,6 @@ MULTI so that each observation carries the server time it was made at); no RMQ c
 sent between the pop and the observed rollback.
 """
 
-import threading
 import time
 
 import pytest
