@@ -51,7 +51,7 @@ type Entry = extern "C" fn(*mut RedisModuleCtx, *mut *mut RedisModuleString, c_i
 /// queue as its only key; ROUTE is keyless.
 const COMMANDS: [(&CStr, Entry, &CStr, c_int, c_int, c_int); 11] = [
     (c"rmq.push", cmd_push, c"write deny-oom", 1, 1, 1),
-    (c"rmq.pop", cmd_pop, c"write", 1, 1, 1),
+    (c"rmq.pop", cmd_pop, c"write blocking", 1, 1, 1),
     (c"rmq.ack", cmd_ack, c"write fast", 1, 1, 1),
     (c"rmq.nack", cmd_nack, c"write fast", 1, 1, 1),
     (c"rmq.sweep", cmd_sweep, c"write", 1, 1, 1),
