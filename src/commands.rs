@@ -7,6 +7,7 @@ use redis_module::raw::{self, RedisModuleString};
 
 use crate::args;
 use crate::blocking;
+use crate::cluster;
 use crate::events;
 use crate::timers;
 use crate::error::{Result, RmqError};
@@ -59,6 +60,7 @@ pub fn run(ctx: Ctx, argv: *mut *mut RedisModuleString, argc: i32, body: fn(&Cal
 pub fn push(c: &Call) -> Result<()> {
     let (mode, first) = args::push(&c.args)?;
     let mut q = c.queue(true)?;
+    cluster::check_arrived(c.ctx, &q)?;
     let out = queue::push(&mut q, now_ms(), &settings::limits(), mode, &c.members(first))?;
     stats::PUSHED.add(out.added);
     stats::MERGED.add(out.merged);
@@ -109,6 +111,7 @@ pub fn pop(c: &Call) -> Result<()> {
 pub fn ack(c: &Call) -> Result<()> {
     let first = args::messages(&c.args, "rmq.ack")?;
     let mut q = c.queue(true)?;
+    cluster::check_arrived(c.ctx, &q)?;
     let n = queue::ack(&mut q, &c.members(first));
     stats::ACKED.add(n);
     events::notify(c.ctx, q.name(), events::ACKED, n > 0);
@@ -119,6 +122,7 @@ pub fn ack(c: &Call) -> Result<()> {
 pub fn nack(c: &Call) -> Result<()> {
     let a = args::nack(&c.args)?;
     let mut q = c.queue(true)?;
+    cluster::check_arrived(c.ctx, &q)?;
     match queue::nack(&mut q, now_ms(), &settings::limits(), &c.member(1), a.delay, a.dead)? {
         None => reply::null(c.ctx),
         Some(r) => {
@@ -158,6 +162,7 @@ pub fn swept(ctx: Ctx, q: &RedisQueue, out: &queue::SweepOutcome) {
 pub fn extend(c: &Call) -> Result<()> {
     let ms = args::extend(&c.args)?;
     let mut q = c.queue(true)?;
+    cluster::check_arrived(c.ctx, &q)?;
     let deadline = queue::extend(&mut q, &c.member(1), now_ms() + ms);
     if let Some(d) = deadline {
         timers::note_lease(c.ctx, q.name().as_ref(), d);

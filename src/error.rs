@@ -15,6 +15,8 @@ pub enum RmqError {
     QueueFull(i64),
     QueueName,
     DelayOnPriority,
+    /// The queue's slot is being migrated to this node and the queue has not arrived yet.
+    TryAgain,
     Internal(String),
 }
 
@@ -46,6 +48,9 @@ impl RmqError {
             RmqError::DelayOnPriority => {
                 "ERR DELAY is not allowed on a priority queue (a requeued priority message keeps its priority)".into()
             }
+            RmqError::TryAgain => {
+                "TRYAGAIN the queue's slot is being migrated to this node and the queue has not arrived yet; retry".into()
+            }
             RmqError::Internal(what) => format!("ERR internal error: {what}"),
         }
     }
@@ -58,6 +63,7 @@ mod tests {
     #[test]
     fn messages_carry_their_code_and_keyword() {
         assert!(RmqError::WrongType.message().starts_with("WRONGTYPE "));
+        assert!(RmqError::TryAgain.message().starts_with("TRYAGAIN "));
         let all = [
             (RmqError::Arity("rmq.pop"), "wrong number of arguments"),
             (RmqError::Syntax("x".into()), "syntax"),

@@ -4,10 +4,12 @@
 //! `schedule`.
 //! Redis glue: `rstr`, `redis_store`, `replication`, `reply`, `commands`, `module`,
 //! `timers` (lease rollback, due wake-ups), `blocking` (RMQ.POP BLOCK), `events`
-//! (keyspace notifications), `eviction` (maxmemory-policy warning), `docs` (COMMAND DOCS).
+//! (keyspace notifications), `eviction` (maxmemory-policy warning), `docs` (COMMAND DOCS),
+//! `cluster` (slot migration).
 
 mod args;
 mod blocking;
+mod cluster;
 mod commands;
 mod docs;
 mod error;

@@ -123,6 +123,13 @@ impl RedisQueue {
         self.keys[KeyId::Meta as usize].0
     }
 
+    /// Whether the queue has any state on this node (`meta{Q}` exists while any of its
+    /// messages does).
+    pub fn exists(&self) -> bool {
+        let key = self.meta();
+        !key.is_null() && unsafe { rm!(RedisModule_ValueLength)(key) } > 0
+    }
+
     /// Whether `meta{Q}` holds anything besides the kind: when it does not (the usual case
     /// for range and fixed queues), per-message lookups and deletions are skipped.
     fn has_message_meta(&self) -> bool {

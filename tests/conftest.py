@@ -31,6 +31,8 @@ from pathlib import Path
 import pytest
 import redis
 
+from server_bin import server_binary
+
 REPO = Path(__file__).resolve().parent.parent
 MODULE_PATH = Path(os.environ.get("RMQ_MODULE", REPO / "target" / "release" / "librmq.so")).resolve()
 START_TIMEOUT = 10.0
@@ -40,11 +42,8 @@ _live_servers = []
 
 
 def _redis_server_binary():
-    exe = os.environ.get("REDIS_SERVER") or shutil.which("redis-server")
-    if not exe:
-        pytest.fail("redis-server not found on PATH (install redis-server or set REDIS_SERVER)",
-                    pytrace=False)
-    return exe
+    # RMQ_SERVER_BIN (e.g. Valkey's valkey-server), else REDIS_SERVER, else redis-server.
+    return server_binary()
 
 
 def _module_path():

@@ -163,12 +163,10 @@ if ARGV[1] == '' then
 else
   popped = redis.call('RMQ.POP', q, 'COUNT', ARGV[1], 'LEASE', ARGV[2])
 end
-local function now_us()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
-local start = now_us()
-while now_us() - start < tonumber(ARGV[3]) * 1000 do end
+-- Spin on the process's CPU clock: Valkey freezes TIME inside a script, and CPU time
+-- never runs ahead of wall time, so this waits at least ARGV[3] ms on both servers.
+local start = os.clock()
+while (os.clock() - start) * 1000 < tonumber(ARGV[3]) do end
 local swept
 if ARGV[4] == '' then
   swept = redis.call('RMQ.SWEEP', q)

@@ -1,0 +1,54 @@
+"""Which server binary the integration tests run: Redis (default) or Valkey.
+
+    RMQ_SERVER_BIN   path or name of the server binary, e.g. the Valkey binary printed by
+                     `scripts/install-valkey`; default `redis-server` on PATH.
+    REDIS_SERVER     older name of the same setting (used when RMQ_SERVER_BIN is unset).
+
+`server_binary()` returns an absolute path and fails the current test (pytest.fail) when
+the binary cannot be found.  `server_name()` says which server it is ("redis"/"valkey").
+"""
+
+import os
+import shutil
+import subprocess
+from functools import lru_cache
+
+import pytest
+
+
+def _configured():
+    return os.environ.get("RMQ_SERVER_BIN") or os.environ.get("REDIS_SERVER") or "redis-server"
+
+
+def server_binary():
+    name = _configured()
+    exe = name if os.sep in name and os.path.isfile(name) else shutil.which(name)
+    if not exe or not os.access(exe, os.X_OK):
+        pytest.fail(f"server binary {name!r} not found or not executable (set RMQ_SERVER_BIN, "
+                    f"or install redis-server; scripts/install-valkey prints Valkey's path)",
+                    pytrace=False)
+    return os.path.abspath(exe)
+
+
+@lru_cache(maxsize=None)
+def _version_line(exe):
+    try:
+        out = subprocess.run([exe, "--version"], capture_output=True, timeout=10, text=True)
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def server_name():
+    """"valkey" or "redis" (from `<binary> --version`)."""
+    return "valkey" if "valkey" in _version_line(server_binary()).lower() else "redis"
+
+
+def cli_binary():
+    """The cluster-admin client: RMQ_CLI_BIN, else redis-cli, else valkey-cli on PATH."""
+    for name in (os.environ.get("RMQ_CLI_BIN"), "redis-cli", "valkey-cli"):
+        if name:
+            exe = shutil.which(name)
+            if exe:
+                return exe
+    pytest.fail("neither redis-cli nor valkey-cli found (install redis-tools)", pytrace=False)

@@ -1,0 +1,278 @@
+"""Server processes for the replication, persistence, crash and cluster tests.
+
+Each `Server` is one redis-server (or Valkey: see server_bin.py) started here, on a free port
+on 127.0.0.1, with its own temporary --dir and the RMQ module loaded.  It is stopped, killed,
+paused and resumed only through the pid of the process started here -- never by name.
+Unlike conftest.RedisServer it can be restarted on the same dir after a kill -9, paused
+(SIGSTOP) and run with persistence, replication or cluster options.
+
+Environment: RMQ_MODULE (module path), RMQ_SERVER_BIN (server binary, see server_bin.py).
+"""
+
+import atexit
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+from server_bin import server_binary
+
+REPO = Path(__file__).resolve().parent.parent
+START_TIMEOUT = 20.0
+STOP_TIMEOUT = 10.0
+
+_live = []
+
+
+def module_path():
+    p = Path(os.environ.get("RMQ_MODULE", REPO / "target" / "release" / "librmq.so")).resolve()
+    if not p.is_file():
+        pytest.fail(f"RMQ module not found at {p}: run `cargo build --release` or set RMQ_MODULE",
+                    pytrace=False)
+    return str(p)
+
+
+def _bindable(port):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def free_port(cluster_bus=False, avoid=()):
+    """A free TCP port on 127.0.0.1; with cluster_bus, port + 10000 is free too."""
+    for _ in range(200):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port in avoid or (port + 10000) in avoid:
+            continue
+        if cluster_bus and (port + 10000 > 65535 or not _bindable(port + 10000)):
+            continue
+        return port
+    raise RuntimeError("no free port found")
+
+
+class ServerError(RuntimeError):
+    pass
+
+
+class Server:
+    """One server process with the RMQ module loaded.
+
+    conf: extra `--name value` arguments (a list of strings), appended last so they override
+    the defaults (no RDB saves, no AOF).
+    """
+
+    def __init__(self, conf=(), module_args=(), port=None, cluster_bus=False, tag="rmq"):
+        self.conf = [str(a) for a in conf]
+        self.module_args = [str(a) for a in module_args]
+        self.fixed_port = port is not None
+        self.port = port
+        self.cluster_bus = cluster_bus
+        self.dir = tempfile.mkdtemp(prefix=f"{tag}-")
+        self.logfile = os.path.join(self.dir, "server.log")
+        self.outfile = os.path.join(self.dir, "stdout.log")
+        self.proc = None
+        self._clients = []
+        self._conn = None
+
+    # -- lifecycle -------------------------------------------------------------------
+    def argv(self):
+        return [server_binary(),
+                "--port", str(self.port), "--bind", "127.0.0.1",
+                "--dir", self.dir, "--logfile", self.logfile, "--daemonize", "no",
+                "--save", "", "--appendonly", "no",
+                "--loadmodule", module_path(), *self.module_args,
+                *self.conf]
+
+    def _spawn(self):
+        out = open(self.outfile, "ab")
+        try:
+            self.proc = subprocess.Popen(self.argv(), stdout=out, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, cwd=self.dir)
+        finally:
+            out.close()
+        if self not in _live:
+            _live.append(self)
+
+    def start(self):
+        """Start on a free port (or the fixed one) and wait until it answers PING."""
+        for attempt in range(5):
+            if not self.fixed_port:
+                self.port = free_port(cluster_bus=self.cluster_bus)
+            self._spawn()
+            try:
+                self.wait_ready()
+                return self
+            except ServerError:
+                log = self.log_text()
+                self.stop(remove_dir=False)
+                if "Address already in use" in log and attempt < 4 and not self.fixed_port:
+                    continue
+                raise
+        raise ServerError("could not start the server")
+
+    def wait_ready(self, timeout=START_TIMEOUT):
+        """Wait until PING answers (a server still loading its data answers LOADING)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ServerError(f"server exited with code {self.proc.returncode} during "
+                                  f"startup:\n{self.log_tail()}")
+            try:
+                c = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1,
+                                socket_connect_timeout=1, protocol=2)
+                try:
+                    if c.ping():
+                        return
+                finally:
+                    c.close()
+            except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
+                pass
+            except redis.ResponseError as e:  # e.g. LOADING on some versions
+                if "LOADING" not in str(e):
+                    raise
+            time.sleep(0.02)
+        raise ServerError(f"server did not answer PING within {timeout}s:\n{self.log_tail()}")
+
+    def _close_clients(self):
+        self._conn = None
+        for c in self._clients:
+            try:
+                c.close()
+            except Exception:
+                pass
+        self._clients = []
+
+    def stop(self, remove_dir=True):
+        """SIGTERM by pid, wait, SIGKILL if it does not exit in time."""
+        self._close_clients()
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.kill(self.proc.pid, signal.SIGCONT)  # in case it was paused
+                self.proc.send_signal(signal.SIGTERM)
+                self.proc.wait(timeout=STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=STOP_TIMEOUT)
+            except ProcessLookupError:
+                pass
+        if remove_dir:
+            if self in _live:
+                _live.remove(self)
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def kill9(self):
+        """kill -9 by pid (no shutdown, no save) and reap it."""
+        self._close_clients()
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=STOP_TIMEOUT)
+
+    def pause(self):
+        os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self):
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)
+
+    def restart(self, graceful=True):
+        """Stop (SIGTERM, or kill -9 when graceful=False) and start again on the same port
+        and dir with the same arguments; wait until it answers PING."""
+        if graceful:
+            self.stop(remove_dir=False)
+        else:
+            self.kill9()
+        for _ in range(50):
+            self._spawn()
+            try:
+                self.wait_ready()
+                return self
+            except ServerError:
+                # the old listening socket may linger for a moment after a kill
+                if "Address already in use" not in self.log_text():
+                    raise
+                self.stop(remove_dir=False)
+                time.sleep(0.1)
+        raise ServerError("could not restart on the same port")
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    # -- access ----------------------------------------------------------------------
+    @property
+    def pid(self):
+        return self.proc.pid if self.proc else None
+
+    @property
+    def addr(self):
+        return f"127.0.0.1:{self.port}"
+
+    def client(self, **kw):
+        opts = dict(host="127.0.0.1", port=self.port, decode_responses=False,
+                    socket_timeout=15, socket_connect_timeout=5, protocol=2)
+        opts.update(kw)
+        c = redis.Redis(**opts)
+        self._clients.append(c)
+        return c
+
+    def conn(self):
+        """One shared client of this server (made again after a restart)."""
+        if self._conn is None:
+            self._conn = self.client(socket_timeout=5)
+        return self._conn
+
+    def log_text(self):
+        parts = []
+        for p in (self.logfile, self.outfile):
+            if os.path.exists(p):
+                with open(p, "rb") as f:
+                    parts.append(f.read().decode("utf-8", "replace"))
+        return "\n".join(parts)
+
+    def log_tail(self, n=3000):
+        return self.log_text()[-n:]
+
+    def __repr__(self):
+        return f"<Server pid={self.pid} port={self.port} dir={self.dir}>"
+
+
+@atexit.register
+def _stop_all():
+    for s in list(_live):
+        try:
+            s.stop()
+        except Exception:
+            pass
+
+
+def info_section(c, section):
+    """INFO <section> as a dict of str -> value (redis-py parses it)."""
+    return {(k.decode() if isinstance(k, bytes) else k): v for k, v in c.info(section).items()}
+
+
+def wait_for(pred, timeout, interval=0.02, what="condition"):
+    """Poll pred() until it returns a true value; fail with `what` after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    last_exc = None
+    while True:
+        try:
+            v = pred()
+            if v:
+                return v
+        except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError) as e:
+            last_exc = e
+        if time.monotonic() >= deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}"
+                        + (f" (last error: {last_exc})" if last_exc else ""), pytrace=False)
+        time.sleep(interval)
