@@ -3,7 +3,9 @@
 //! signals the key (see `RedisQueue`), and the timer signals it when the next waiting
 //! message comes due; Redis then retries the blocked pops first come, first served.
 
+use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
+use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use redis_module::raw::{self, RedisModuleCtx, RedisModuleString};
 
@@ -15,10 +17,38 @@ use crate::rstr::{bytes, rm, RStr};
 use crate::stats;
 use crate::timers;
 
-/// What a blocked consumer asked for.
+/// What a blocked consumer asked for, and where it waits.
 struct Waiting {
     count: usize,
     lease: i64,
+    db: i32,
+    queue: Vec<u8>,
+}
+
+/// How many consumers are blocked on each queue (db, name).
+static WAITERS: LazyLock<Mutex<HashMap<(i32, Vec<u8>), u32>>> = LazyLock::new(Mutex::default);
+
+fn waiters() -> MutexGuard<'static, HashMap<(i32, Vec<u8>), u32>> {
+    WAITERS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether consumers are blocked on the queue (one atomic load when nobody is blocked).
+pub fn has_waiters(db: i32, queue: &[u8]) -> bool {
+    stats::BLOCKED_CLIENTS.get() > 0 && waiters().contains_key(&(db, queue.to_vec()))
+}
+
+/// After a change to a queue: if consumers wait on it, make sure the timer wakes them when
+/// its next message comes due. Called where a change is made (a command, the timer), so
+/// the timer is armed before the event loop computes how long it may sleep; arming it from
+/// a blocked client's callback (run just before the sleep) can be late by a whole
+/// serverCron period.
+pub fn schedule_wakeup(ctx: *mut RedisModuleCtx, q: &RedisQueue) {
+    let db = timers::selected_db(ctx);
+    if has_waiters(db, q.name().as_ref()) {
+        if let Some(due) = queue::next_due_after(q, now_ms()) {
+            timers::note_due(ctx, q.name().as_ref(), due);
+        }
+    }
 }
 
 /// Whether this call may block (not inside MULTI, a script or a module's RM_Call).
@@ -30,7 +60,10 @@ pub fn may_block(ctx: *mut RedisModuleCtx) -> bool {
 /// Parks the client on `q` until a message is deliverable or `timeout_ms` (0 = never).
 pub fn block(ctx: *mut RedisModuleCtx, q: &RedisQueue, count: usize, lease: i64, timeout_ms: i64) {
     let mut key = q.name().ptr();
-    let data = Box::into_raw(Box::new(Waiting { count, lease })) as *mut c_void;
+    let db = timers::selected_db(ctx);
+    let queue = q.name().as_ref().to_vec();
+    *waiters().entry((db, queue.clone())).or_insert(0) += 1;
+    let data = Box::into_raw(Box::new(Waiting { count, lease, db, queue })) as *mut c_void;
     unsafe {
         rm!(RedisModule_BlockClientOnKeys)(ctx, Some(on_ready), Some(on_timeout), Some(on_free), timeout_ms, &mut key, 1, data);
     }
@@ -86,7 +119,14 @@ extern "C" fn on_timeout(ctx: *mut RedisModuleCtx, _argv: *mut *mut RedisModuleS
 /// Called however the client leaves: served, timed out or disconnected.
 extern "C" fn on_free(_ctx: *mut RedisModuleCtx, data: *mut c_void) {
     if !data.is_null() {
-        drop(unsafe { Box::from_raw(data as *mut Waiting) });
+        let w = unsafe { Box::from_raw(data as *mut Waiting) };
+        let mut map = waiters();
+        if let Some(n) = map.get_mut(&(w.db, w.queue.clone())) {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(&(w.db, w.queue));
+            }
+        }
     }
     stats::BLOCKED_CLIENTS.sub(1);
 }

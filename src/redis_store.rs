@@ -179,6 +179,7 @@ impl RedisQueue {
     fn signal(&mut self) {
         if std::mem::take(&mut self.wake) {
             unsafe { rm!(RedisModule_SignalKeyAsReady)(self.ctx, self.names[0].ptr()) };
+            crate::blocking::schedule_wakeup(self.ctx, self);
         }
     }
 }

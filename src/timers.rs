@@ -125,6 +125,11 @@ fn step(ctx: *mut RedisModuleCtx) -> Option<i64> {
             rm!(RedisModule_SelectDb)(ctx, db);
             rm!(RedisModule_SignalKeyAsReady)(ctx, name.ptr());
         }
+        // The consumers are served just before the event loop sleeps, too late to arm a
+        // timer for that sleep: schedule the queue's next due time from here.
+        if let Ok(queue) = RedisQueue::open(ctx, name, false) {
+            crate::blocking::schedule_wakeup(ctx, &queue);
+        }
     }
     let mut behind = false;
     while !behind {
