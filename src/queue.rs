@@ -170,9 +170,8 @@ pub fn ack<S: Store>(s: &mut S, msgs: &[S::M]) -> u64 {
 /// are used up, else back to waiting (`delay` ms from now for timed kinds). The caller has
 /// checked that `m` is in flight.
 fn roll_back<S: Store>(s: &mut S, now: i64, retries: u32, m: &S::M, delay: i64, dead: bool) -> Rollback {
-    let f = s.flight(m);
+    let f = s.take_flight(m);
     s.rem(Set::Prepare, m);
-    s.set_flight(m, None);
     let kind = s.kind().unwrap_or(Kind::Fixed);
     if dead || f.deliveries > retries {
         s.add(Set::Dead, m, now as f64);

@@ -325,6 +325,16 @@ impl Store for RedisQueue {
         self.hset(field, f.map(|f| RStr::from_bytes(meta::encode_flight(&f).as_bytes())));
     }
 
+    fn take_flight(&mut self, m: &RStr) -> Flight {
+        if !self.has_message_meta() {
+            return Flight::default();
+        }
+        let field = self.tagged_field(meta::FLIGHT, m);
+        let f = self.hget(&field).map_or_else(Flight::default, |v| meta::decode_flight(v.as_ref()));
+        self.hset(field, None);
+        f
+    }
+
     fn dead_priority(&self, m: &RStr) -> Option<f64> {
         if !self.has_message_meta() {
             return None;

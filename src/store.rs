@@ -58,6 +58,12 @@ pub trait Store {
     fn flight(&self, m: &Self::M) -> Flight;
     /// Sets (Some) or forgets (None) the in-flight metadata.
     fn set_flight(&mut self, m: &Self::M, f: Option<Flight>);
+    /// Reads and forgets the in-flight metadata (the delivery ends).
+    fn take_flight(&mut self, m: &Self::M) -> Flight {
+        let f = self.flight(m);
+        self.set_flight(m, None);
+        f
+    }
     /// The priority a dead priority-queue message last had.
     fn dead_priority(&self, m: &Self::M) -> Option<f64>;
     fn set_dead_priority(&mut self, m: &Self::M, p: Option<f64>);
