@@ -163,10 +163,16 @@ if ARGV[1] == '' then
 else
   popped = redis.call('RMQ.POP', q, 'COUNT', ARGV[1], 'LEASE', ARGV[2])
 end
--- Spin on the process's CPU clock: Valkey freezes TIME inside a script, and CPU time
--- never runs ahead of wall time, so this waits at least ARGV[3] ms on both servers.
-local start = os.clock()
-while (os.clock() - start) * 1000 < tonumber(ARGV[3]) do end
+-- Wait ARGV[3] ms. Valkey freezes TIME inside a script but has os.clock (process CPU
+-- time, never ahead of wall time); Redis 7.0 has no os library but a live TIME.
+local has_clock, clock = pcall(function() return os.clock end)
+local function now_ms()
+  if has_clock and clock then return clock() * 1000 end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+end
+local start = now_ms()
+while now_ms() - start < tonumber(ARGV[3]) do end
 local swept
 if ARGV[4] == '' then
   swept = redis.call('RMQ.SWEEP', q)
