@@ -705,7 +705,6 @@ def build_report(a, m, cpu, mem, e2e, lat, scale, loads, elapsed, commit):
     out.append("")
 
     # 4. memory
-    wz = mem["waiting"].med("zset")
     wr = mem["waiting"].ratio("rmq", "zset")
     ir = mem["inflight"].ratio("rmq", "zset")
     out.append(f"### Memory per message, {a.mem_messages:,} messages of 20 bytes (bytes; lower is better)\n")
