@@ -11,8 +11,6 @@ import random
 import threading
 import time
 
-import redis
-
 from helpers import prep, snapshot
 
 LONG_LEASE = 90_000
@@ -281,18 +279,3 @@ def nonempty_states(d):
             w += len(v)
     return w, f, x
 
-
-def wait_replica_synced(primary_client, replica_client, timeout=10.0):
-    """Wait until the replica reports its link up and the primary sees one replica online."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            ri = replica_client.info("replication")
-            pi = primary_client.info("replication")
-            if ri.get("master_link_status") == "up" and pi.get("connected_slaves", 0) >= 1 \
-                    and "online" in str(pi.get("slave0", "")):
-                return
-        except (redis.ConnectionError, redis.BusyLoadingError):
-            pass
-        time.sleep(0.05)
-    raise AssertionError("replica did not sync with the primary in time")

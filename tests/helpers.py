@@ -266,7 +266,7 @@ def raw_client(server):
 
 
 def start_replica(start_server, primary, module_args=()):
-    """Start a replica of `primary` (a RedisServer) and wait for its link to be up."""
+    """Start a replica of `primary` (a server_support.Server) and wait for its link to be up."""
     # Redis 7 otherwise waits 5 s (repl-diskless-sync-delay) before the first full sync
     primary.client().config_set("repl-diskless-sync-delay", 0)
     rep = start_server(module_args=module_args,

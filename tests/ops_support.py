@@ -9,7 +9,7 @@ Kept apart from conftest.py / helpers.py (which belong to the harness):
   BlockedPop                  RMQ.POP ... BLOCK ... on its own connection, in a thread
   log_wait(server, text)      wait until the server log contains `text`
 
-Every wait is bounded.  Servers are those of conftest.py, stopped by pid there.
+Every wait is bounded.  Servers are those of conftest.py (server_support.Server), stopped by pid.
 """
 
 import threading

@@ -1,10 +1,12 @@
-"""Server processes for the replication, persistence, crash and cluster tests.
+"""The test server processes: the one implementation behind every server the tests start.
 
-Each `Server` is one redis-server (or Valkey: see server_bin.py) started here, on a free port
-on 127.0.0.1, with its own temporary --dir and the RMQ module loaded.  It is stopped, killed,
-paused and resumed only through the pid of the process started here -- never by name.
-Unlike conftest.RedisServer it can be restarted on the same dir after a kill -9, paused
-(SIGSTOP) and run with persistence, replication or cluster options.
+Each `Server` is one redis-server (or Valkey: see server_bin.py, the one place that picks
+the binary) started here, on a free port on 127.0.0.1, with its own temporary --dir and
+the RMQ module loaded.  It is stopped, killed, paused and resumed only through the pid of
+the process started here -- never by name.  It can be restarted on the same port and dir
+(gracefully or after a kill -9), paused (SIGSTOP) and run with persistence, replication or
+cluster options.  conftest.py's fixtures (`server`, `start_server`, `start_failing_server`)
+and cluster_support.Cluster start their servers through it.
 
 Environment: RMQ_MODULE (module path), RMQ_SERVER_BIN (server binary, see server_bin.py).
 """
@@ -27,6 +29,7 @@ from server_bin import server_binary
 REPO = Path(__file__).resolve().parent.parent
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 10.0
+CLIENT_TIMEOUT = 15
 
 _live = []
 
@@ -70,15 +73,18 @@ class Server:
     """One server process with the RMQ module loaded.
 
     conf: extra `--name value` arguments (a list of strings), appended last so they override
-    the defaults (no RDB saves, no AOF).
+    the defaults (no RDB saves, no AOF).  client_timeout: default socket timeout (s) of the
+    clients made by client().
     """
 
-    def __init__(self, conf=(), module_args=(), port=None, cluster_bus=False, tag="rmq"):
+    def __init__(self, conf=(), module_args=(), port=None, cluster_bus=False, tag="rmq",
+                 client_timeout=CLIENT_TIMEOUT):
         self.conf = [str(a) for a in conf]
         self.module_args = [str(a) for a in module_args]
         self.fixed_port = port is not None
         self.port = port
         self.cluster_bus = cluster_bus
+        self.client_timeout = client_timeout
         self.dir = tempfile.mkdtemp(prefix=f"{tag}-")
         self.logfile = os.path.join(self.dir, "server.log")
         self.outfile = os.path.join(self.dir, "stdout.log")
@@ -105,22 +111,38 @@ class Server:
         if self not in _live:
             _live.append(self)
 
+    def launch(self):
+        """Start the process on a free port (or the fixed one) without waiting for it: for a
+        server expected to exit by itself (see wait_exit()); start() waits for PING."""
+        if not self.fixed_port:
+            self.port = free_port(cluster_bus=self.cluster_bus)
+        self._spawn()
+        return self
+
     def start(self):
         """Start on a free port (or the fixed one) and wait until it answers PING."""
-        for attempt in range(5):
-            if not self.fixed_port:
-                self.port = free_port(cluster_bus=self.cluster_bus)
-            self._spawn()
+        return self._spawn_until_ready(attempts=1 if self.fixed_port else 5, new_port=True)
+
+    def _spawn_until_ready(self, attempts, new_port, pause=0.0):
+        """Spawn (through launch() when new_port, else on the same port) and wait until PING
+        answers; when the port turns out to be taken ("Address already in use" in this
+        attempt's log), stop by pid and try again, up to `attempts` times."""
+        for attempt in range(attempts):
+            marks = self._log_sizes()
+            if new_port:
+                self.launch()
+            else:
+                self._spawn()
             try:
                 self.wait_ready()
                 return self
             except ServerError:
-                log = self.log_text()
+                in_use = "Address already in use" in self.log_text(since=marks)
                 self.stop(remove_dir=False)
-                if "Address already in use" in log and attempt < 4 and not self.fixed_port:
-                    continue
-                raise
-        raise ServerError("could not start the server")
+                if not in_use or attempt == attempts - 1:
+                    raise
+                time.sleep(pause)
+        raise ServerError(f"could not start the server in {attempts} attempts")
 
     def wait_ready(self, timeout=START_TIMEOUT):
         """Wait until PING answers (a server still loading its data answers LOADING)."""
@@ -173,11 +195,21 @@ class Server:
             shutil.rmtree(self.dir, ignore_errors=True)
 
     def kill9(self):
-        """kill -9 by pid (no shutdown, no save) and reap it."""
+        """kill -9 by pid (no shutdown, no save) and reap it; keeps its dir."""
         self._close_clients()
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(timeout=STOP_TIMEOUT)
+
+    kill = kill9
+
+    def wait_exit(self, timeout=START_TIMEOUT):
+        """Wait for the process to exit by itself; return its exit code, or None if it is
+        still running after `timeout` seconds."""
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
 
     def pause(self):
         os.kill(self.proc.pid, signal.SIGSTOP)
@@ -186,25 +218,19 @@ class Server:
         if self.proc is not None and self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGCONT)
 
-    def restart(self, graceful=True):
-        """Stop (SIGTERM, or kill -9 when graceful=False) and start again on the same port
-        and dir with the same arguments; wait until it answers PING."""
+    def restart(self, graceful=True, downtime=0.0):
+        """Stop (SIGTERM, or kill -9 when graceful=False), stay down `downtime` seconds and
+        start again on the same port and dir with the same arguments; wait until it answers
+        PING.  (With `--save ""`, a graceful stop writes no RDB: call SAVE first to keep
+        data without AOF.)"""
         if graceful:
             self.stop(remove_dir=False)
         else:
             self.kill9()
-        for _ in range(50):
-            self._spawn()
-            try:
-                self.wait_ready()
-                return self
-            except ServerError:
-                # the old listening socket may linger for a moment after a kill
-                if "Address already in use" not in self.log_text():
-                    raise
-                self.stop(remove_dir=False)
-                time.sleep(0.1)
-        raise ServerError("could not restart on the same port")
+        if downtime:
+            time.sleep(downtime)
+        # same port: the old listening socket may linger for a moment after a kill
+        return self._spawn_until_ready(attempts=50, new_port=False, pause=0.1)
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
@@ -219,8 +245,10 @@ class Server:
         return f"127.0.0.1:{self.port}"
 
     def client(self, **kw):
+        """redis.Redis(decode_responses=False). RESP2 unless protocol=3 is passed (redis-py
+        8 would otherwise negotiate RESP3; the RESP3 shapes are tested explicitly)."""
         opts = dict(host="127.0.0.1", port=self.port, decode_responses=False,
-                    socket_timeout=15, socket_connect_timeout=5, protocol=2)
+                    socket_timeout=self.client_timeout, socket_connect_timeout=5, protocol=2)
         opts.update(kw)
         c = redis.Redis(**opts)
         self._clients.append(c)
@@ -232,11 +260,19 @@ class Server:
             self._conn = self.client(socket_timeout=5)
         return self._conn
 
-    def log_text(self):
+    def _log_sizes(self):
+        return [os.path.getsize(p) if os.path.exists(p) else 0
+                for p in (self.logfile, self.outfile)]
+
+    def log_text(self, since=None):
+        """The server log and its stdout/stderr (from the offsets `since`, as returned by
+        _log_sizes(), when given)."""
         parts = []
-        for p in (self.logfile, self.outfile):
+        for i, p in enumerate((self.logfile, self.outfile)):
             if os.path.exists(p):
                 with open(p, "rb") as f:
+                    if since:
+                        f.seek(since[i])
                     parts.append(f.read().decode("utf-8", "replace"))
         return "\n".join(parts)
 
@@ -259,6 +295,24 @@ def _stop_all():
 def info_section(c, section):
     """INFO <section> as a dict of str -> value (redis-py parses it)."""
     return {(k.decode() if isinstance(k, bytes) else k): v for k, v in c.info(section).items()}
+
+
+def wait_replica_synced(primary_client, replica_client, timeout=10.0, interval=0.05):
+    """Wait until the replica reports its link up and the primary sees one replica online."""
+    deadline = time.monotonic() + timeout
+    ri = pi = None
+    while time.monotonic() < deadline:
+        try:
+            ri = replica_client.info("replication")
+            pi = primary_client.info("replication")
+            if ri.get("master_link_status") == "up" and pi.get("connected_slaves", 0) >= 1 \
+                    and "online" in str(pi.get("slave0", "")):
+                return
+        except (redis.ConnectionError, redis.BusyLoadingError):
+            pass
+        time.sleep(interval)
+    raise AssertionError(f"replica did not sync with the primary in time: replica {ri!r} / "
+                         f"primary {pi!r}")
 
 
 def wait_for(pred, timeout, interval=0.02, what="condition"):

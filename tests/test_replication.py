@@ -15,9 +15,9 @@ import pytest
 import redis
 
 from durability_support import (BlockingConsumer, Workload, assert_same, dump, now_ms,
-                                nonempty_states, settle, wait_replica_synced)
+                                nonempty_states, settle)
 from helpers import info_rmq, prep, rmq_info, zs
-from server_support import Server, wait_for
+from server_support import Server, wait_for, wait_replica_synced
 
 MODULE_ARGS = ["retries", 3]
 WORKLOAD_SECONDS = 2.0

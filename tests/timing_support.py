@@ -1,17 +1,17 @@
 """Support for the timer and blocking tests (tests/test_timers.py, tests/test_blocking.py).
 
-Additions to the harness in conftest.py / helpers.py, kept apart so as not to touch them:
+Additions to the harness in conftest.py / helpers.py / server_support.py:
 
-  poll(pred, timeout)            call pred until it returns something truthy; bounded
+  poll(pred, timeout)            helpers.wait_until, also returning the seconds waited
   BlockedPop                     RMQ.POP ... BLOCK ... on its own connection, in a thread
   RawBlocked                     the same over a bare socket, to be dropped while blocked
   wait_blocked(r, n)             wait until INFO rmq blocked_clients == n
-  restart_same_dir(srv, down)    stop by pid (SIGTERM) and start again on the same --dir and
-                                 port after `down` seconds
+  restart_same_dir(srv, down)    Server.restart: stop by pid (SIGTERM) and start again on the
+                                 same --dir and port after `down` seconds
   start_replica(factory, prim)   a replica of `prim`, link up and in sync
   keys_of(r, q)                  every key of queue q with its full content
 
-Every wait here is bounded; servers are only ever stopped by pid (RedisServer.stop).
+Every wait here is bounded; servers are only ever stopped by pid (server_support.Server).
 """
 
 import socket
@@ -22,7 +22,8 @@ import time
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from helpers import dead, info_rmq, now_ms, prep
+from helpers import dead, info_rmq, now_ms, prep, wait_until
+from server_support import wait_replica_synced
 
 BLOCK_SOCKET_TIMEOUT = 30
 
@@ -32,12 +33,8 @@ def poll(pred, timeout, interval=0.002):
 
     Returns (value, seconds waited); value is pred's last result (falsy on timeout)."""
     start = time.monotonic()
-    deadline = start + timeout
-    while True:
-        v = pred()
-        if v or time.monotonic() >= deadline:
-            return v, time.monotonic() - start
-        time.sleep(interval)
+    v = wait_until(pred, timeout, interval)
+    return v, time.monotonic() - start
 
 
 def meta(q):
@@ -157,26 +154,7 @@ def restart_same_dir(server, downtime=0.0):
     """Stops the server by pid (SIGTERM: a graceful shutdown, which fsyncs the AOF and,
     with `--save ""`, writes no RDB), waits `downtime` seconds, and starts it again with
     the same --dir, port and arguments. Returns the server (now answering PING)."""
-    server.stop(remove_dir=False)
-    if downtime:
-        time.sleep(downtime)
-    server._spawn(reuse=True)
-    server._wait_ready()
-    return server
-
-
-def _repl_info(c):
-    raw = c.execute_command("INFO", "replication")
-    if isinstance(raw, dict):
-        return {str(k): v for k, v in raw.items()}
-    if isinstance(raw, bytes):
-        raw = raw.decode()
-    out = {}
-    for line in raw.splitlines():
-        if ":" in line and not line.startswith("#"):
-            k, v = line.split(":", 1)
-            out[k] = v
-    return out
+    return server.restart(downtime=downtime)
 
 
 def start_replica(start_server, primary, timeout=10.0):
@@ -187,16 +165,7 @@ def start_replica(start_server, primary, timeout=10.0):
     pc.config_set("repl-diskless-sync-delay", 0)
     rep = start_server(extra_conf=["--replicaof", "127.0.0.1", str(primary.port)])
     rc = rep.client()
-
-    def ready():
-        ri = _repl_info(rc)
-        pi = _repl_info(pc)
-        return (str(ri.get("master_link_status")) == "up"
-                and int(pi.get("connected_slaves", 0)) >= 1
-                and "online" in str(pi.get("slave0", "")))
-
-    v, _ = poll(ready, timeout, interval=0.02)
-    assert v, f"replica did not come in sync: {_repl_info(rc)!r} / {_repl_info(pc)!r}"
+    wait_replica_synced(pc, rc, timeout, interval=0.02)
     # after a diskless sync the primary streams only once the replica has acked (up to 1 s
     # later); until then WAIT would take that long. Wait for it here, once.
     # (a write is needed: with nothing to acknowledge WAIT returns at once.)
