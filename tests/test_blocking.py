@@ -476,3 +476,23 @@ def test_served_blocked_pop_reaches_replica(start_server):
     assert t.finish() == [(b"x", 1)]
     wait_replicated(pc)
     assert snapshot(rc) == snapshot(pc)
+
+
+def test_due_time_after_cancelled_head_not_tied_to_server_cron(start_server):
+    """Two consumers wait; X is due first but cancelled, so when its time comes nothing is
+    deliverable, and Y, due 5 ms later, must still be delivered on time -- with hz 1, so a
+    wake-up that waited for serverCron would be up to a second late."""
+    s = start_server(extra_conf=["--hz", "1"])
+    r = s.client()
+    a = start_blocked(s, r, "q", "LEASE", LONG_LEASE, "BLOCK", 2000)
+    b = start_blocked(s, r, "q", "LEASE", LONG_LEASE, "BLOCK", 2000)
+    dx = now_ms(r) + 250
+    dy = dx + 5
+    push(r, "q", "AT", dx, "X")
+    push(r, "q", "AT", dy, "Y")
+    time.sleep(0.1)
+    assert r.execute_command("RMQ.CANCEL", "q", "X") == 1
+    results = [a.finish(5.0), b.finish(5.0)]
+    assert [(b"Y", 1)] in results, results
+    at = _delivered_at(r, "q", b"Y")
+    assert dy <= at <= dy + DUE_SLACK_MS, f"Y due at {dy}, delivered {at - dy} ms after"
