@@ -68,9 +68,7 @@ pub fn block(ctx: *mut RedisModuleCtx, q: &RedisQueue, count: usize, lease: i64,
         rm!(RedisModule_BlockClientOnKeys)(ctx, Some(on_ready), Some(on_timeout), Some(on_free), timeout_ms, &mut key, 1, data);
     }
     stats::BLOCKED_CLIENTS.add(1);
-    if let Some(due) = queue::next_due_after(q, now_ms()) {
-        timers::note_due(ctx, q.name().as_ref(), due);
-    }
+    schedule_wakeup(ctx, q);
 }
 
 /// The key was signalled: try the pop again. OK = served (unblocked), ERR = keep waiting.
@@ -93,9 +91,7 @@ extern "C" fn on_ready(ctx: *mut RedisModuleCtx, _argv: *mut *mut RedisModuleStr
         let now = now_ms();
         let got = take(ctx, &mut q, now, w.count, w.lease);
         if got.is_empty() {
-            if let Some(due) = queue::next_due_after(&q, now) {
-                timers::note_due(ctx, q.name().as_ref(), due);
-            }
+            schedule_wakeup(ctx, &q);
             return false;
         }
         reply_popped(ctx, &got);

@@ -123,18 +123,28 @@ impl RedisQueue {
         self.keys[KeyId::Meta as usize].0
     }
 
+    /// How many fields `meta{Q}` holds (0 when it does not exist).
+    fn meta_fields(&self) -> usize {
+        let key = self.meta();
+        if key.is_null() { 0 } else { unsafe { rm!(RedisModule_ValueLength)(key) } }
+    }
+
     /// Whether the queue has any state on this node (`meta{Q}` exists while any of its
     /// messages does).
     pub fn exists(&self) -> bool {
-        let key = self.meta();
-        !key.is_null() && unsafe { rm!(RedisModule_ValueLength)(key) } > 0
+        self.meta_fields() > 0
     }
 
     /// Whether `meta{Q}` holds anything besides the kind: when it does not (the usual case
     /// for range and fixed queues), per-message lookups and deletions are skipped.
     fn has_message_meta(&self) -> bool {
-        let key = self.meta();
-        !key.is_null() && unsafe { rm!(RedisModule_ValueLength)(key) } > 1
+        self.meta_fields() > 1
+    }
+
+    /// Wakes the consumers blocked on `Q` when the queue is dropped (the timer, at a due
+    /// time).
+    pub fn wake_consumers(&mut self) {
+        self.wake = true;
     }
 
     fn hget(&self, field: &RStr) -> Option<RStr> {

@@ -120,15 +120,11 @@ fn step(ctx: *mut RedisModuleCtx) -> Option<i64> {
     let lim = settings::limits();
     let due: Vec<_> = std::iter::from_fn(|| timers().dues.pop_due(now)).collect();
     for (db, q) in due {
-        let name = RStr::from_bytes(&q);
-        unsafe {
-            rm!(RedisModule_SelectDb)(ctx, db);
-            rm!(RedisModule_SignalKeyAsReady)(ctx, name.ptr());
-        }
-        // The consumers are served just before the event loop sleeps, too late to arm a
-        // timer for that sleep: schedule the queue's next due time from here.
-        if let Ok(queue) = RedisQueue::open(ctx, name, false) {
-            crate::blocking::schedule_wakeup(ctx, &queue);
+        unsafe { rm!(RedisModule_SelectDb)(ctx, db) };
+        // Dropping it signals the key and, from here rather than from the consumers'
+        // callbacks (too late for this sleep), schedules the queue's next due time.
+        if let Ok(mut queue) = RedisQueue::open(ctx, RStr::from_bytes(&q), false) {
+            queue.wake_consumers();
         }
     }
     let mut behind = false;
