@@ -10,6 +10,9 @@ pub const WAITING: u8 = b'w';
 /// An in-flight delivery: `deliveries` or `deliveries:priority` (only kept when not the
 /// default: a first delivery of a timed kind keeps nothing).
 pub const FLIGHT: u8 = b'f';
+/// A transient field, never kept, that only serves to convert the hash (its length is
+/// above the default hash-max-listpack-value, 64, and any sane setting).
+pub const CONVERT: u8 = b'x';
 /// The priority a dead message of a priority queue last had.
 pub const DEAD: u8 = b'd';
 

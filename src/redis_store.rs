@@ -90,6 +90,9 @@ fn kind_field() -> &'static RStr {
     &FIELD.get_or_init(|| Shared(RStr::from_bytes(meta::KIND_FIELD))).0
 }
 
+/// The number of `meta{Q}` fields at which it is made a hashtable (see `convert_meta`).
+const HASHTABLE_AT: usize = 32;
+
 const ZADD: &CStr = c"ZADD";
 const ZREM: &CStr = c"ZREM";
 const HSET: &CStr = c"HSET";
@@ -171,10 +174,29 @@ impl RedisQueue {
         let changed = unsafe {
             rm!(RedisModule_HashSet)(self.meta(), raw::REDISMODULE_HASH_NONE as i32, field.ptr(), v, std::ptr::null_mut::<raw::RedisModuleString>())
         };
+        if value.is_some() && changed == 0 && self.meta_fields() == HASHTABLE_AT {
+            self.convert_meta();
+        }
         match value {
             Some(v) => self.effects.record(HSET, KeyId::Meta, [field, v]),
             None if changed > 0 => self.effects.record(HDEL, KeyId::Meta, [field]),
             None => {}
+        }
+    }
+
+    /// Makes `meta{Q}` a hashtable. Redis keeps a hash a listpack up to
+    /// hash-max-listpack-entries (512) fields, and every lookup in a listpack is a linear
+    /// scan: with hundreds of messages in flight that scan dominated POP and ACK. Setting a
+    /// field longer than hash-max-listpack-value converts the hash (it never converts back
+    /// while the key lives); the field is deleted at once and never replicated.
+    fn convert_meta(&mut self) {
+        static LONG: LazyLock<Shared> = LazyLock::new(|| Shared(RStr::from_bytes(&[meta::CONVERT; 1024])));
+        let none = std::ptr::null_mut::<raw::RedisModuleString>();
+        let flags = raw::REDISMODULE_HASH_NONE as i32;
+        let (key, long) = (self.meta(), LONG.0.ptr());
+        unsafe {
+            rm!(RedisModule_HashSet)(key, flags, long, kind_field().ptr(), none);
+            rm!(RedisModule_HashSet)(key, flags, long, raw::REDISMODULE_HASH_DELETE as *mut raw::RedisModuleString, none);
         }
     }
 

@@ -143,9 +143,9 @@ def test_nack_delay_range_fixed(r, kind):
 def test_nack_delay_short_then_deliverable(r):
     push(r, "q", "AT", MIN_AT, "a")
     pop(r, "q")
-    assert nack(r, "q", "a", "DELAY", 20) == b"requeued"
+    assert nack(r, "q", "a", "DELAY", 300) == b"requeued"
     assert pop(r, "q") is None
-    wait_due(r, 22)
+    wait_due(r, 302)
     assert pop(r, "q") == [(b"a", 2)]
 
 

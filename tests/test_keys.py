@@ -145,6 +145,30 @@ def test_no_keys_after_copy_in_flight_then_both_acked(r):
     assert r.dbsize() == 0
 
 
+def test_metadata_of_many_in_flight_is_exact_and_a_hashtable(r):
+    """Past a few dozen per-message fields meta{Q} is made a hashtable (a listpack hash is
+    scanned linearly on every lookup); the transient field that converts it never stays,
+    and every field is still exact."""
+    msgs = [f"m{i:03d}" for i in range(200)]
+    for i in range(0, 200, 50):
+        push(r, "q", "PRIORITY", i, *msgs[i:i + 50])
+    taken = pop(r, "q", "COUNT", 150)
+    assert [d for _, d in taken] == [1] * 150
+    meta = r.hgetall("meta{q}")
+    assert r.object("encoding", "meta{q}") == b"hashtable"
+    expected = {b"kind": b"priority"}
+    for m, _ in taken:
+        expected[b"f" + m] = b"1:%d" % (int(m[1:]) // 50 * 50)
+    assert meta == expected
+    assert nack(r, "q", b"m199") == b"requeued"
+    assert ack(r, "q", *[m for m, _ in taken if m != b"m199"]) == 149
+    assert r.hgetall("meta{q}") == {b"kind": b"priority", b"wm199": b"1"}
+    assert pop(r, "q", "COUNT", 51)[0] == (b"m199", 2)
+    assert r.zcard("q") == 0
+    assert ack(r, "q", *msgs) == 51
+    assert r.dbsize() == 0
+
+
 def test_read_only_and_noop_commands_create_no_keys(r):
     assert pop(r, "q") is None
     assert ack(r, "q", "a") == 0
