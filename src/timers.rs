@@ -6,7 +6,7 @@
 //! leases are found again by one scan of the keyspace.
 
 use std::ffi::{c_char, c_int, c_void, CStr};
-use std::sync::{LazyLock, Mutex, MutexGuard};
+use std::sync::{LazyLock, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use redis_module::raw::{self, RedisModuleCtx, RedisModuleString};
@@ -22,7 +22,7 @@ use crate::stats;
 /// Work per timer step before yielding to clients.
 const STEP_BUDGET: Duration = Duration::from_micros(1000);
 /// Leases rolled back between two looks at the clock.
-const CHUNK: usize = 32;
+const CHUNK: usize = 16;
 /// How soon to look again while clients are paused (CLIENT PAUSE WRITE, FAILOVER).
 pub const PAUSE_RETRY_MS: i64 = 10;
 
@@ -90,6 +90,53 @@ fn arm(ctx: *mut RedisModuleCtx, at: i64) {
     t.armed = Some((id, at));
 }
 
+/// When the timer should run next.
+enum Next {
+    /// As soon as clients have been served: it is behind.
+    Now,
+    At(i64),
+}
+
+/// A context for arming the timer from outside any callback (see `continue_soon`).
+static DETACHED: OnceLock<usize> = OnceLock::new();
+
+/// Runs the next step as soon as the clients that came in meanwhile have been answered.
+/// A timer armed inside its own callback fires no sooner than 1 ms later (Redis
+/// reschedules its module-timer event at least 1 ms ahead), which left the core idle half
+/// the time while a backlog was rolled back. Instead two one-shot events hop through the
+/// event loop: in the first pass clients' commands run and nothing else, their replies
+/// are written before the next sleep, and in the second pass a 0 ms timer is armed and
+/// fires in that same pass. (Run sooner, a step would hold back the replies to commands
+/// read just before it: Redis writes replies only before it sleeps.)
+fn continue_soon(ctx: *mut RedisModuleCtx) {
+    if !queue_one_shot(let_replies_out) {
+        arm(ctx, now_ms());
+    }
+}
+
+fn queue_one_shot(f: extern "C" fn(*mut c_void)) -> bool {
+    match (unsafe { raw::RedisModule_EventLoopAddOneShot }, DETACHED.get()) {
+        (Some(add), Some(_)) => unsafe { add(Some(f), std::ptr::null_mut()) == raw::REDISMODULE_OK as i32 },
+        _ => false,
+    }
+}
+
+extern "C" fn let_replies_out(_data: *mut c_void) {
+    let _ = std::panic::catch_unwind(|| {
+        if !queue_one_shot(arm_from_event_loop) {
+            arm_from_event_loop(std::ptr::null_mut());
+        }
+    });
+}
+
+extern "C" fn arm_from_event_loop(_data: *mut c_void) {
+    let _ = std::panic::catch_unwind(|| {
+        if let Some(&ctx) = DETACHED.get() {
+            arm(ctx as *mut RedisModuleCtx, now_ms());
+        }
+    });
+}
+
 extern "C" fn tick(ctx: *mut RedisModuleCtx, _data: *mut c_void) {
     timers().armed = None;
     let outcome = std::panic::catch_unwind(|| {
@@ -98,13 +145,15 @@ extern "C" fn tick(ctx: *mut RedisModuleCtx, _data: *mut c_void) {
             return None;
         }
         if writes_paused() {
-            return Some(Some(now_ms() + PAUSE_RETRY_MS));
+            return Some(Some(Next::At(now_ms() + PAUSE_RETRY_MS)));
         }
         Some(step(ctx))
     });
     if let Ok(Some(next)) = outcome {
-        if let Some(at) = next {
-            arm(ctx, at);
+        match next {
+            Some(Next::Now) => continue_soon(ctx),
+            Some(Next::At(at)) => arm(ctx, at),
+            None => {}
         }
     } else if outcome.is_err() {
         // Keep going after a caught panic rather than leave leases unswept.
@@ -114,7 +163,7 @@ extern "C" fn tick(ctx: *mut RedisModuleCtx, _data: *mut c_void) {
 
 /// One timer step: wake blocked consumers whose message came due, then roll back expired
 /// leases until the budget runs out. Returns when to come back.
-fn step(ctx: *mut RedisModuleCtx) -> Option<i64> {
+fn step(ctx: *mut RedisModuleCtx) -> Option<Next> {
     let started = Instant::now();
     let now = now_ms();
     let lim = settings::limits();
@@ -153,12 +202,13 @@ fn step(ctx: *mut RedisModuleCtx) -> Option<i64> {
     stats::SWEEP_MAX_US.max(started.elapsed().as_micros() as u64);
     let t = timers();
     if behind {
-        return Some(now);
+        return Some(Next::Now);
     }
     match (t.leases.next(), t.dues.next()) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     }
+    .map(Next::At)
 }
 
 /// The queue whose leases a key holds, if it is a `prepare{Q}` key.
@@ -252,6 +302,9 @@ extern "C" fn on_role_changed(ctx: *mut RedisModuleCtx, _e: raw::RedisModuleEven
 /// Subscribes to the events after which leases must be found again, and to keys restored
 /// into this node.
 pub fn subscribe(ctx: *mut RedisModuleCtx) -> bool {
+    if let Some(detach) = unsafe { raw::RedisModule_GetDetachedThreadSafeContext } {
+        DETACHED.get_or_init(|| unsafe { detach(ctx) } as usize);
+    }
     let events = [
         (raw::REDISMODULE_EVENT_LOADING, on_loading as extern "C" fn(_, _, _, _)),
         (raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED, on_role_changed),
