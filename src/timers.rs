@@ -19,8 +19,9 @@ use crate::schedule::Schedule;
 use crate::settings;
 use crate::stats;
 
-/// Work per timer step before yielding to clients.
-const STEP_BUDGET: Duration = Duration::from_micros(1000);
+/// Work per timer step before yielding to clients: with the replication of its effects
+/// and the hop through the event loop a step then keeps a client waiting about 1 ms.
+const STEP_BUDGET: Duration = Duration::from_micros(750);
 /// Leases rolled back between two looks at the clock.
 const CHUNK: usize = 16;
 /// How soon to look again while clients are paused (CLIENT PAUSE WRITE, FAILOVER).
@@ -103,13 +104,16 @@ static DETACHED: OnceLock<usize> = OnceLock::new();
 /// Runs the next step as soon as the clients that came in meanwhile have been answered.
 /// A timer armed inside its own callback fires no sooner than 1 ms later (Redis
 /// reschedules its module-timer event at least 1 ms ahead), which left the core idle half
-/// the time while a backlog was rolled back. Instead two one-shot events hop through the
-/// event loop: in the first pass clients' commands run and nothing else, their replies
-/// are written before the next sleep, and in the second pass a 0 ms timer is armed and
-/// fires in that same pass. (Run sooner, a step would hold back the replies to commands
-/// read just before it: Redis writes replies only before it sleeps.)
+/// the time while a backlog was rolled back. Instead the next step hops through two passes
+/// of the event loop, each started by a one-shot event (run in a pass's file-event phase,
+/// along with client input) that arms a 0 ms timer (run in the same pass's time-event
+/// phase, where a one-shot queued is left for the next pass):
+/// - pass 1: clients' commands run, then `hop` only queues the next one-shot; their
+///   replies are written before the loop sleeps again (Redis writes replies only then,
+///   so a step in this pass would hold them back);
+/// - pass 2: the step runs.
 fn continue_soon(ctx: *mut RedisModuleCtx) {
-    if !queue_one_shot(let_replies_out) {
+    if !queue_one_shot(arm_hop) {
         arm(ctx, now_ms());
     }
 }
@@ -121,18 +125,30 @@ fn queue_one_shot(f: extern "C" fn(*mut c_void)) -> bool {
     }
 }
 
-extern "C" fn let_replies_out(_data: *mut c_void) {
+fn detached() -> Option<*mut RedisModuleCtx> {
+    DETACHED.get().map(|&c| c as *mut RedisModuleCtx)
+}
+
+extern "C" fn arm_hop(_data: *mut c_void) {
     let _ = std::panic::catch_unwind(|| {
-        if !queue_one_shot(arm_from_event_loop) {
-            arm_from_event_loop(std::ptr::null_mut());
+        if let Some(ctx) = detached() {
+            unsafe { rm!(RedisModule_CreateTimer)(ctx, 0, Some(hop), std::ptr::null_mut()) };
         }
     });
 }
 
-extern "C" fn arm_from_event_loop(_data: *mut c_void) {
+extern "C" fn hop(ctx: *mut RedisModuleCtx, _data: *mut c_void) {
     let _ = std::panic::catch_unwind(|| {
-        if let Some(&ctx) = DETACHED.get() {
-            arm(ctx as *mut RedisModuleCtx, now_ms());
+        if !queue_one_shot(arm_step) {
+            arm(ctx, now_ms());
+        }
+    });
+}
+
+extern "C" fn arm_step(_data: *mut c_void) {
+    let _ = std::panic::catch_unwind(|| {
+        if let Some(ctx) = detached() {
+            arm(ctx, now_ms());
         }
     });
 }
