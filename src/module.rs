@@ -113,6 +113,10 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         ctx.log_warning("could not subscribe to loading and role-change events");
         return Status::Err;
     }
+    if !crate::replication::register_filter(ctx.ctx) {
+        // Without seeing replicas attach, always send effects.
+        crate::replication::replicas_from_now();
+    }
     crate::eviction::watch(ctx.ctx);
     // Loaded at runtime (MODULE LOAD) over existing data: find its leases now.
     crate::timers::rescan(ctx.ctx);

@@ -111,7 +111,7 @@ impl RedisQueue {
                 return Err(RmqError::WrongType);
             }
         }
-        Ok(RedisQueue { ctx, names, keys, effects: Effects::default(), wake: false, kind: Cell::new(None), field: RefCell::new(Vec::new()) })
+        Ok(RedisQueue { ctx, names, keys, effects: Effects::new(ctx), wake: false, kind: Cell::new(None), field: RefCell::new(Vec::new()) })
     }
 
     pub fn name(&self) -> &RStr {
@@ -178,8 +178,8 @@ impl RedisQueue {
             self.convert_meta();
         }
         match value {
-            Some(v) => self.effects.record(HSET, KeyId::Meta, [field, v]),
-            None if changed > 0 => self.effects.record(HDEL, KeyId::Meta, [field]),
+            Some(v) => self.effects.record(HSET, KeyId::Meta, || [field, v]),
+            None if changed > 0 => self.effects.record(HDEL, KeyId::Meta, || [field]),
             None => {}
         }
     }
@@ -247,7 +247,7 @@ impl Store for RedisQueue {
         let mut flags = 0;
         let ok = unsafe { rm!(RedisModule_ZsetAdd)(self.zkey(set), score, m.ptr(), &mut flags) } == raw::REDISMODULE_OK as i32;
         if ok {
-            self.effects.record(ZADD, KeyId::from_set(set), [RStr::from_score(score), m.clone()]);
+            self.effects.record(ZADD, KeyId::from_set(set), || [RStr::from_score(score), m.clone()]);
             self.wake |= set == Set::Store;
         }
     }
@@ -258,7 +258,7 @@ impl Store for RedisQueue {
         if k.is_null() || unsafe { rm!(RedisModule_ZsetRem)(k, m.ptr(), &mut deleted) } != raw::REDISMODULE_OK as i32 || deleted == 0 {
             return false;
         }
-        self.effects.record(ZREM, KeyId::from_set(set), [m.clone()]);
+        self.effects.record(ZREM, KeyId::from_set(set), || [m.clone()]);
         // An ended delivery frees the content's waiting copy, if it has one.
         self.wake |= set == Set::Prepare;
         true
@@ -322,7 +322,7 @@ impl Store for RedisQueue {
         let k = self.meta();
         if !k.is_null() && unsafe { rm!(RedisModule_KeyType)(k) } as u32 != KEY_EMPTY {
             unsafe { rm!(RedisModule_DeleteKey)(k) };
-            self.effects.record(c"DEL", KeyId::Meta, []);
+            self.effects.record(c"DEL", KeyId::Meta, || []);
             self.kind.set(Some(None));
         }
     }

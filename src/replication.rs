@@ -4,10 +4,94 @@
 //! to one key are coalesced into one command (ZADD k s1 m1 s2 m2 ...), which keeps the
 //! stream short without reordering changes to the same key.
 
-use std::ffi::CStr;
+//!
+//! Effects are only built when someone can receive them: the AOF is on, or a replica is
+//! or may be attached (see `needed`). Otherwise Redis would drop them anyway (it
+//! propagates nothing without AOF, replicas or a replication backlog), but only after
+//! RM_Replicate had looked the command up and copied its arguments: a quarter of the
+//! server's work for an unbatched message.
 
-use crate::rstr::{rm, RStr};
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use crate::rstr::{bytes, rm, RStr};
 use redis_module::raw;
+
+const UNKNOWN: u8 = 0;
+const NEEDED: u8 = 1;
+const NOT_NEEDED: u8 = 2;
+
+/// Whether a replica is or may be attached: found out from INFO replication when
+/// `UNKNOWN`, and set to `NEEDED` before anything can attach one.
+static REPLICAS: AtomicU8 = AtomicU8::new(UNKNOWN);
+
+/// Whether changes must be sent on as effects now.
+pub fn needed(ctx: *mut raw::RedisModuleCtx) -> bool {
+    let flags = unsafe { rm!(RedisModule_GetContextFlags)(ctx) } as u32;
+    if flags & raw::REDISMODULE_CTX_FLAGS_AOF != 0 {
+        return true;
+    }
+    match REPLICAS.load(Ordering::Relaxed) {
+        NEEDED => true,
+        NOT_NEEDED => false,
+        _ => {
+            let n = replicas_possible(ctx);
+            let _ = REPLICAS.compare_exchange(UNKNOWN, if n { NEEDED } else { NOT_NEEDED }, Ordering::Relaxed, Ordering::Relaxed);
+            n
+        }
+    }
+}
+
+/// A replica could read what is propagated: this node is a replica itself (so it keeps a
+/// backlog for when it is promoted), replicas are connected, or a replication backlog
+/// exists (a replica that went away may come back and continue from it, as may one after
+/// a restart that loaded the replication offset from the RDB file).
+fn replicas_possible(ctx: *mut raw::RedisModuleCtx) -> bool {
+    unsafe {
+        let info = rm!(RedisModule_GetServerInfo)(ctx, c"replication".as_ptr());
+        if info.is_null() {
+            return true;
+        }
+        let mut err = 0;
+        let role = rm!(RedisModule_ServerInfoGetFieldC)(info, c"role".as_ptr());
+        let master = !role.is_null() && CStr::from_ptr(role).to_bytes() == b"master";
+        let slaves = rm!(RedisModule_ServerInfoGetFieldSigned)(info, c"connected_slaves".as_ptr(), &mut err);
+        let slaves_known = err == 0;
+        let backlog = rm!(RedisModule_ServerInfoGetFieldSigned)(info, c"repl_backlog_active".as_ptr(), &mut err);
+        let possible = !master || !slaves_known || slaves != 0 || err != 0 || backlog != 0;
+        rm!(RedisModule_FreeServerInfo)(ctx, info);
+        possible
+    }
+}
+
+/// After a load the backlog may have been made (or dropped): look again.
+pub fn reconsider() {
+    REPLICAS.store(UNKNOWN, Ordering::Relaxed);
+}
+
+/// A role change: this node was or becomes a replica, and keeps a backlog.
+pub fn replicas_from_now() {
+    REPLICAS.store(NEEDED, Ordering::Relaxed);
+}
+
+/// Sees SYNC and PSYNC before they run, so propagation is on before a replica's initial
+/// snapshot is taken and its backlog begins.
+extern "C" fn filter(fctx: *mut raw::RedisModuleCommandFilterCtx) {
+    let _ = std::panic::catch_unwind(|| {
+        let name = unsafe { rm!(RedisModule_CommandFilterArgGet)(fctx, 0) };
+        if name.is_null() {
+            return;
+        }
+        let name = bytes(name as *mut raw::RedisModuleString);
+        if name.eq_ignore_ascii_case(b"sync") || name.eq_ignore_ascii_case(b"psync") {
+            replicas_from_now();
+        }
+    });
+}
+
+pub fn register_filter(ctx: *mut raw::RedisModuleCtx) -> bool {
+    !unsafe { rm!(RedisModule_RegisterCommandFilter)(ctx, Some(filter), 0) }.is_null()
+}
 
 /// The keys of a queue, in the order `RedisQueue` keeps their names.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -24,15 +108,27 @@ struct Group {
     args: Vec<RStr>,
 }
 
-#[derive(Default)]
 pub struct Effects {
     groups: Vec<Group>,
+    /// Build and send them (else only note that something changed).
+    send: bool,
+    changed: bool,
 }
 
 impl Effects {
-    /// Records one change. It joins the latest group on the same key when that group is
-    /// the same command: no later group touches the key, so order per key is kept.
-    pub fn record(&mut self, cmd: &'static CStr, key: KeyId, args: impl IntoIterator<Item = RStr>) {
+    pub fn new(ctx: *mut raw::RedisModuleCtx) -> Effects {
+        Effects { groups: Vec::new(), send: needed(ctx), changed: false }
+    }
+
+    /// Records one change (`args` is only built when effects are sent). It joins the
+    /// latest group on the same key when that group is the same command: no later group
+    /// touches the key, so order per key is kept.
+    pub fn record<A: IntoIterator<Item = RStr>>(&mut self, cmd: &'static CStr, key: KeyId, args: impl FnOnce() -> A) {
+        self.changed = true;
+        if !self.send {
+            return;
+        }
+        let args = args();
         if let Some(g) = self.groups.iter_mut().rev().find(|g| g.key == key) {
             if g.cmd == cmd {
                 g.args.extend(args);
@@ -43,12 +139,17 @@ impl Effects {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.groups.is_empty()
+        !self.changed
     }
 
     /// Sends every recorded change to replicas and the AOF (Redis wraps several in
     /// MULTI/EXEC) and forgets them.
     pub fn flush(&mut self, ctx: *mut raw::RedisModuleCtx, names: &[RStr; 4]) {
+        if std::mem::take(&mut self.changed) && !self.send {
+            // Sent nowhere ("A": not to the AOF, "R": not to replicas), but counted as a
+            // change of the dataset, as every RM_Replicate is, for the save points.
+            unsafe { rm!(RedisModule_Replicate)(ctx, c"PING".as_ptr(), c"AR".as_ptr()) };
+        }
         for g in self.groups.drain(..) {
             let mut argv: Vec<*mut raw::RedisModuleString> = Vec::with_capacity(g.args.len() + 1);
             argv.push(names[g.key as usize].ptr());

@@ -298,6 +298,7 @@ pub fn rescan(ctx: *mut RedisModuleCtx) {
 
 extern "C" fn on_loading(ctx: *mut RedisModuleCtx, _e: raw::RedisModuleEvent, sub: u64, _d: *mut c_void) {
     if sub == raw::REDISMODULE_SUBEVENT_LOADING_ENDED {
+        crate::replication::reconsider();
         rescan(ctx);
     }
 }
@@ -310,6 +311,7 @@ extern "C" fn on_swapdb(ctx: *mut RedisModuleCtx, _e: raw::RedisModuleEvent, _su
 }
 
 extern "C" fn on_role_changed(ctx: *mut RedisModuleCtx, _e: raw::RedisModuleEvent, sub: u64, _d: *mut c_void) {
+    crate::replication::replicas_from_now();
     if sub == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER {
         rescan(ctx);
     }

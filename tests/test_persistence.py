@@ -117,3 +117,44 @@ def test_kill9_with_fsync_always_restores_every_replied_change(server_factory):
     s.restart(graceful=False)
     c = s.client()
     assert_same(before, dump(c), "before kill -9", "after restart")
+
+
+def test_changes_count_for_save_points_without_aof_or_replicas(server_factory):
+    """With nobody to send effects to, RMQ still counts its changes as Redis commands do
+    (rdb_changes_since_last_save drives the `save` points); reads count nothing."""
+    s = server_factory([])
+    c = s.client()
+
+    def changes():
+        return c.info("persistence")["rdb_changes_since_last_save"]
+
+    before = changes()
+    assert c.execute_command("RMQ.PUSH", "q", "PRIORITY", 1, "a", "b") == 2
+    after_push = changes()
+    assert after_push > before
+    assert c.execute_command("RMQ.INFO", "q")
+    assert sorted(c.execute_command("RMQ.POP", "q", "COUNT", 5)) == [[b"a", 1], [b"b", 1]]
+    assert changes() > after_push
+    settled = changes()
+    assert c.execute_command("RMQ.POP", "q") is None
+    assert c.execute_command("RMQ.ACK", "q", "nothing") == 0
+    assert changes() == settled
+
+
+def test_aof_switched_on_at_runtime_holds_later_changes(server_factory):
+    """CONFIG SET appendonly yes on a server that sent no effects so far: the rewrite
+    snapshots the state and every change after it reaches the AOF as effects."""
+    s = server_factory([])
+    c = s.client()
+    Workload(c, 31).run(steps=200)
+    assert c.config_set("appendonly", "yes")
+    wait_rewrite_done(c)
+    Workload(c, 32).run(steps=300)
+    settle(c)
+    c.config_set("appendfsync", "always")
+    c.execute_command("RMQ.PUSH", "tail:q", "PRIORITY", 1, "x")  # fsynced with the rest
+    before = dump(c)
+    assert before, "no state to compare"
+    s.conf += ["--appendonly", "yes"]
+    s.restart()
+    assert_same(before, dump(s.client()), "before restart", "after restart (AOF)")

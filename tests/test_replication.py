@@ -149,3 +149,56 @@ def test_replica_changes_nothing_by_itself_and_promotion_rolls_back_leases(serve
         assert took < 1.0
     finally:
         p.resume()
+
+
+# ---------------------------------------------------------------------------------------
+# Effects are built only when a replica or the AOF can receive them: these check the
+# moments a replica appears to a primary that had none, and a backlog outliving a restart.
+# ---------------------------------------------------------------------------------------
+
+def _same_after_wait(pc, rc, n=1):
+    settle(pc)
+    assert pc.execute_command("WAIT", n, 3000) == n
+    before = dump(pc)
+    assert before, "no state to compare"
+    assert_same(before, dump(rc), "primary", "replica")
+
+
+def test_replica_attached_to_a_primary_that_never_had_one(servers):
+    p = servers()
+    pc = p.client()
+    run_workload(pc, p, seed=7001, seconds=1.0)
+    rep = servers("--replicaof", "127.0.0.1", p.port)
+    rc = rep.client()
+    wait_replica_synced(pc, rc)
+    run_workload(pc, p, seed=7002, seconds=1.0)
+    _same_after_wait(pc, rc)
+
+    # cut off, it misses changes; back, it continues from the backlog (partial resync)
+    partial = pc.info("stats")["sync_partial_ok"]
+    pc.client_kill_filter(_type="replica")
+    Workload(pc, 7003).run(steps=300)
+    wait_for(lambda: pc.info("stats")["sync_partial_ok"] > partial, 10, interval=0.05,
+             what="the replica to resume by a partial resync")
+    wait_replica_synced(pc, rc)
+    _same_after_wait(pc, rc)
+
+
+def test_primary_restarted_from_rdb_continues_its_replica(servers):
+    """A primary restarted from an RDB file that carries its replication offset keeps a
+    backlog, and its replica resumes from it: changes made between the restart and the
+    replica's return must be in that backlog."""
+    # a save point, so the shutdown writes the RDB with the final replication offset
+    p = servers("--save", "3600 1")
+    rep = servers("--replicaof", "127.0.0.1", p.port)
+    pc, rc = p.client(), rep.client()
+    wait_replica_synced(pc, rc)
+    run_workload(pc, p, seed=7101, seconds=0.8)
+    _same_after_wait(pc, rc)
+    p.restart()
+    pc = p.client()
+    # at once, before the replica is back (it retries once a second)
+    Workload(pc, 7102).run(steps=300)
+    wait_replica_synced(pc, rc)
+    assert pc.info("stats")["sync_partial_ok"] >= 1, "the replica was not resumed partially"
+    _same_after_wait(pc, rc)
