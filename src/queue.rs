@@ -71,17 +71,10 @@ pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, msgs: &
     }
     let mut out = PushOutcome::default();
     for m in msgs {
-        match s.score(Set::Store, m) {
-            None => {
-                s.add(Set::Store, m, score);
-                out.added += 1;
-            }
-            Some(old) => {
-                if mode.replaces_waiting() && old != score {
-                    s.add(Set::Store, m, score);
-                }
-                out.merged += 1;
-            }
+        if s.upsert(Set::Store, m, score, mode.replaces_waiting()) {
+            out.added += 1;
+        } else {
+            out.merged += 1;
         }
     }
     Ok(out)

@@ -206,6 +206,20 @@ impl RedisQueue {
         RStr::from_bytes(&buf)
     }
 
+    /// RM_ZsetAdd with input `flags`; records the change if there was one. Returns the
+    /// output flags (0 on failure).
+    fn zadd(&mut self, set: Set, m: &RStr, score: f64, mut flags: i32) -> i32 {
+        let ok = unsafe { rm!(RedisModule_ZsetAdd)(self.zkey(set), score, m.ptr(), &mut flags) } == raw::REDISMODULE_OK as i32;
+        if !ok {
+            return 0;
+        }
+        if flags & (raw::REDISMODULE_ZADD_ADDED | raw::REDISMODULE_ZADD_UPDATED) as i32 != 0 {
+            self.effects.record(ZADD, KeyId::from_set(set), || [RStr::from_score(score), m.clone()]);
+            self.wake |= set == Set::Store;
+        }
+        flags
+    }
+
     /// Wakes consumers blocked on this queue if a change may have made a message
     /// deliverable.
     fn signal(&mut self) {
@@ -244,12 +258,14 @@ impl Store for RedisQueue {
     }
 
     fn add(&mut self, set: Set, m: &RStr, score: f64) {
-        let mut flags = 0;
-        let ok = unsafe { rm!(RedisModule_ZsetAdd)(self.zkey(set), score, m.ptr(), &mut flags) } == raw::REDISMODULE_OK as i32;
-        if ok {
-            self.effects.record(ZADD, KeyId::from_set(set), || [RStr::from_score(score), m.clone()]);
-            self.wake |= set == Set::Store;
-        }
+        self.zadd(set, m, score, 0);
+    }
+
+    /// One lookup instead of `score` then `add`: the member's hash lookup is the main
+    /// cost of a push into a large queue.
+    fn upsert(&mut self, set: Set, m: &RStr, score: f64, replace: bool) -> bool {
+        let flags = self.zadd(set, m, score, if replace { 0 } else { raw::REDISMODULE_ZADD_NX as i32 });
+        flags & raw::REDISMODULE_ZADD_ADDED as i32 != 0
     }
 
     fn rem(&mut self, set: Set, m: &RStr) -> bool {

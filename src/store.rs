@@ -38,6 +38,22 @@ pub trait Store {
     fn score(&self, set: Set, m: &Self::M) -> Option<f64>;
     /// Inserts or updates the member's score.
     fn add(&mut self, set: Set, m: &Self::M, score: f64);
+    /// Adds the member if absent (returns true); if present, sets its score when `replace`
+    /// (returns false).
+    fn upsert(&mut self, set: Set, m: &Self::M, score: f64, replace: bool) -> bool {
+        match self.score(set, m) {
+            None => {
+                self.add(set, m, score);
+                true
+            }
+            Some(old) => {
+                if replace && old != score {
+                    self.add(set, m, score);
+                }
+                false
+            }
+        }
+    }
     /// Removes the member; returns whether it was there.
     fn rem(&mut self, set: Set, m: &Self::M) -> bool;
     /// Members with score in [min, max], ascending (or descending if `rev`), calling `f` on
