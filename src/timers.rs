@@ -6,6 +6,7 @@
 //! leases are found again by one scan of the keyspace.
 
 use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{LazyLock, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -113,10 +114,18 @@ static DETACHED: OnceLock<usize> = OnceLock::new();
 ///   so a step in this pass would hold them back);
 /// - pass 2: the step runs.
 fn continue_soon(ctx: *mut RedisModuleCtx) {
+    // One hop chain at a time: a step run meanwhile by a timer armed for another reason
+    // (a short lease, a due time) leaves the continuation to the chain under way.
+    if HOPPING.swap(true, Ordering::Relaxed) {
+        return;
+    }
     if !queue_one_shot(arm_hop) {
+        HOPPING.store(false, Ordering::Relaxed);
         arm(ctx, now_ms());
     }
 }
+
+static HOPPING: AtomicBool = AtomicBool::new(false);
 
 fn queue_one_shot(f: extern "C" fn(*mut c_void)) -> bool {
     match (unsafe { raw::RedisModule_EventLoopAddOneShot }, DETACHED.get()) {
@@ -131,8 +140,11 @@ fn detached() -> Option<*mut RedisModuleCtx> {
 
 extern "C" fn arm_hop(_data: *mut c_void) {
     let _ = std::panic::catch_unwind(|| {
-        if let Some(ctx) = detached() {
-            unsafe { rm!(RedisModule_CreateTimer)(ctx, 0, Some(hop), std::ptr::null_mut()) };
+        match detached() {
+            Some(ctx) => unsafe {
+                rm!(RedisModule_CreateTimer)(ctx, 0, Some(hop), std::ptr::null_mut());
+            },
+            None => HOPPING.store(false, Ordering::Relaxed),
         }
     });
 }
@@ -140,12 +152,14 @@ extern "C" fn arm_hop(_data: *mut c_void) {
 extern "C" fn hop(ctx: *mut RedisModuleCtx, _data: *mut c_void) {
     let _ = std::panic::catch_unwind(|| {
         if !queue_one_shot(arm_step) {
+            HOPPING.store(false, Ordering::Relaxed);
             arm(ctx, now_ms());
         }
     });
 }
 
 extern "C" fn arm_step(_data: *mut c_void) {
+    HOPPING.store(false, Ordering::Relaxed);
     let _ = std::panic::catch_unwind(|| {
         if let Some(ctx) = detached() {
             arm(ctx, now_ms());

@@ -99,7 +99,8 @@ def test_nack_wakes_blocked_consumer(server, r):
 
 def test_lease_expiry_wakes_blocked_consumer(server, r):
     push(r, "q", "PRIORITY", 2, "a")
-    assert pop(r, "q", "LEASE", 200) == [(b"a", 1)]
+    # long enough for the consumer to be blocked before it runs out, on a slow machine
+    assert pop(r, "q", "LEASE", 1000) == [(b"a", 1)]
     deadline = int(r.zscore(prep("q"), "a"))
     t = start_blocked(server, r, "q", "LEASE", LONG_LEASE, "BLOCK", 5000)
     assert t.finish(5.0) == [(b"a", 2)], "the expiry is a failed delivery"

@@ -366,8 +366,8 @@ def test_replica_alone_changes_nothing_then_promotion_picks_up_leases(start_serv
     pc, rc = primary.client(), replica.client()
     push(pc, "q", "PRIORITY", 5, "a")
     push(pc, "q2", "PRIORITY", 2, "c")
-    assert pop(pc, "q", "LEASE", 200) == [(b"a", 1)]
-    assert pop(pc, "q2", "LEASE", 1800) == [(b"c", 1)]
+    assert pop(pc, "q", "LEASE", 1000) == [(b"a", 1)]
+    assert pop(pc, "q2", "LEASE", 3500) == [(b"c", 1)]
     wait_replicated(pc)
     deadline = int(pc.zscore(prep("q"), "a"))
     deadline2 = int(pc.zscore(prep("q2"), "c"))
