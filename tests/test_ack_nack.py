@@ -256,7 +256,7 @@ def test_nack_merges_into_waiting_copy_range(r):
     push(r, "q", "RANGE", 1, "m")
     wait_due(r, 2)
     assert pop(r, "q") == [(b"m", 1)]
-    assert push(r, "q", "RANGE", 40, "m") == 1
+    assert push(r, "q", "RANGE", 400, "m") == 1
     s = zs(r, "q")[b"m"]
     assert nack(r, "q", "m") == b"requeued"
     assert zs(r, "q") == {b"m": s}

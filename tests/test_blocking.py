@@ -240,11 +240,11 @@ def test_due_time_during_client_pause_write(start_server):
     srv = start_server(extra_conf=["--appendonly", "yes"])
     c = srv.client()
     t = start_blocked(srv, c, "q", "LEASE", LONG_LEASE, "BLOCK", 5000)
-    push(c, "q", "DELAY", 200, "a")
+    push(c, "q", "DELAY", 1000, "a")  # due well after the pause begins, even on a slow machine
     due = int(c.zscore("q", "a"))
-    c.execute_command("CLIENT", "PAUSE", 3000, "WRITE")
+    c.execute_command("CLIENT", "PAUSE", 5000, "WRITE")
     try:
-        t.join(0.5)
+        t.join(max(due + 300 - now_ms(c), 0) / 1000)
         crashed = srv.wait_exit(0.2) is not None
         if not crashed:
             assert t.is_alive(), "a blocked consumer was served (a write) during CLIENT PAUSE WRITE"
