@@ -69,12 +69,12 @@ def test_pop_range_only_due_messages(r):
 
 
 def test_pop_range_earliest_due_first(r):
-    push(r, "q", "RANGE", 150, "x")
-    push(r, "q", "RANGE", 50, "y")
-    push(r, "q", "RANGE", 100, "z")
+    push(r, "q", "RANGE", 900, "x")
+    push(r, "q", "RANGE", 300, "y")
+    push(r, "q", "RANGE", 600, "z")
     scores = zs(r, "q")
     expected = [m for m, _ in sorted(scores.items(), key=lambda kv: kv[1])]
-    assert expected == [b"y", b"z", b"x"]  # pushes took < 50 ms apart
+    assert expected == [b"y", b"z", b"x"]  # pushes took < 300 ms apart
     wait_due(r, int(max(scores.values()) - now_ms(r)) + 2)
     assert pop(r, "q", "COUNT", 3) == [(m, 1) for m in expected]
 
