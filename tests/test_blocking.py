@@ -137,7 +137,7 @@ def test_replay_wakes_blocked_consumer(server, r):
 @pytest.mark.parametrize("order", ["blocked_first", "pushed_first"])
 def test_due_time_wakes_blocked_consumer(server, r, kind, order):
     def do_push():
-        value = now_ms(r) + 300 if kind == "AT" else 300
+        value = now_ms(r) + 1000 if kind == "AT" else 1000  # due after the consumer blocks
         assert push(r, "q", kind, value, "a") == 1
         return int(r.zscore("q", "a"))
 

@@ -227,7 +227,7 @@ def test_binary_queue_name(ev):
 def test_timer_expiry_publishes_expired_and_requeued(ev):
     r = ev.r
     push(r, "q", "PRIORITY", 1, "a")
-    pop(r, "q", "LEASE", 50)
+    pop(r, "q", "LEASE", 500)  # runs out after take(), even on a slow machine
     ev.take()
     got = ev.wait_for(lambda n: len(keyevent(n)) >= 2, timeout=1.5)
     assert _events(got, "q") == ["rmq.expired", "rmq.requeued"]
@@ -238,7 +238,7 @@ def test_timer_expiry_publishes_expired_and_dead(ev, retries):
     r = ev.r
     retries(0)
     push(r, "q", "DELAY", 0, "a")
-    pop(r, "q", "LEASE", 50)
+    pop(r, "q", "LEASE", 500)  # runs out after take(), even on a slow machine
     ev.take()
     got = ev.wait_for(lambda n: len(keyevent(n)) >= 2, timeout=1.5)
     assert _events(got, "q") == ["rmq.expired", "rmq.dead"]
