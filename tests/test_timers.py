@@ -53,7 +53,7 @@ def test_expiry_without_command_priority_kept(r):
     push(r, "q", "PRIORITY", 7, "a")
     push(r, "q", "PRIORITY", 3, "b")
     before = info_rmq(r)
-    assert pop(r, "q", "LEASE", 150) == [(b"a", 1)]
+    assert pop(r, "q", "LEASE", 400) == [(b"a", 1)]
     deadline = int(r.zscore(prep("q"), "a"))
     first_out, inflight = watch_rollback(r, "q", b"a")
     _assert_on_time(first_out, inflight, deadline)
@@ -72,7 +72,7 @@ def test_expiry_without_command_range_fixed_due_at_rollback(r, kind):
     value = {"RANGE": 1, "AT": MIN_AT, "DELAY": 0}[kind]
     push(r, "q", kind, value, "a")
     wait_due(r, 2)
-    assert pop(r, "q", "LEASE", 120) == [(b"a", 1)]
+    assert pop(r, "q", "LEASE", 400) == [(b"a", 1)]
     deadline = int(r.zscore(prep("q"), "a"))
     first_out, inflight = watch_rollback(r, "q", b"a")
     _assert_on_time(first_out, inflight, deadline)
@@ -119,7 +119,7 @@ def test_shorter_lease_popped_later_is_not_held_up_by_an_earlier_longer_one(r):
     push(r, "long", "PRIORITY", 1, "x")
     push(r, "short", "PRIORITY", 1, "y")
     assert pop(r, "long", "LEASE", 3000) == [(b"x", 1)]
-    assert pop(r, "short", "LEASE", 100) == [(b"y", 1)]
+    assert pop(r, "short", "LEASE", 400) == [(b"y", 1)]
     deadline = int(r.zscore(prep("short"), "y"))
     first_out, inflight = watch_rollback(r, "short", b"y", timeout=2.5)
     _assert_on_time(first_out, inflight, deadline, "the later, shorter lease")
@@ -142,7 +142,7 @@ def test_expiry_in_another_database(server, r):
 def test_acked_lease_is_not_rolled_back(r):
     push(r, "q", "PRIORITY", 1, "a")
     before = info_rmq(r)["expired"]
-    assert pop(r, "q", "LEASE", 100) == [(b"a", 1)]
+    assert pop(r, "q", "LEASE", 400) == [(b"a", 1)]
     deadline = int(r.zscore(prep("q"), "a"))
     assert ack(r, "q", "a") == 1
     sleep_until_server_ms(r, deadline + 250)
@@ -161,7 +161,7 @@ def test_expiries_use_up_retries_then_dead(start_server, retries):
     push(c, "q", "PRIORITY", 5, "a")
     before = info_rmq(c)
     for n in range(1, retries + 2):
-        assert pop(c, "q", "LEASE", 80) == [(b"a", n)]
+        assert pop(c, "q", "LEASE", 400) == [(b"a", n)]
         deadline = int(c.zscore(prep("q"), "a"))
         first_out, inflight = watch_rollback(c, "q", b"a")
         _assert_on_time(first_out, inflight, deadline, f"delivery {n}")
@@ -438,7 +438,7 @@ def test_no_rollback_while_writes_are_paused(start_server):
     srv = start_server(extra_conf=["--appendonly", "yes"])
     r = srv.client()
     push(r, "q", "PRIORITY", 5, "a")
-    assert pop(r, "q", "LEASE", 100) == [(b"a", 1)]
+    assert pop(r, "q", "LEASE", 400) == [(b"a", 1)]
     deadline = int(r.zscore(prep("q"), "a"))
     r.execute_command("CLIENT", "PAUSE", 3000, "WRITE")
     try:
