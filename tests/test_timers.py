@@ -198,7 +198,7 @@ def test_many_queues_all_rolled_back(r):
     p.execute()
     p = r.pipeline(transaction=False)
     for q in queues:
-        p.execute_command("RMQ.POP", q, "COUNT", per, "LEASE", 300)
+        p.execute_command("RMQ.POP", q, "COUNT", per, "LEASE", 1500)
     popped = p.execute()
     assert all(len(x) == per for x in popped)
     p = r.pipeline(transaction=False)
