@@ -58,6 +58,8 @@ from pathlib import Path
 
 import redis
 
+from sysinfo import cpu_model
+
 REPO = Path(__file__).resolve().parent.parent
 MODULE = Path(os.environ.get("RMQ_MODULE", REPO / "target" / "release" / "librmq.so")).resolve()
 DRIVER = Path(os.environ.get("RMQ_BENCH_DRIVER", REPO / "target" / "bench-driver" / "release" / "rmq-bench-driver")).resolve()
@@ -583,15 +585,6 @@ def run_scale(rounds, sizes, cycles, figs):
 # Report.
 
 def machine_info(others_before, top_before):
-    cpu_model = "unknown"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu_model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
     mem = ""
     try:
         with open("/proc/meminfo") as f:
@@ -603,7 +596,7 @@ def machine_info(others_before, top_before):
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "nproc": os.cpu_count(),
-        "cpu": cpu_model,
+        "cpu": cpu_model("unknown"),
         "memory": mem,
         "kernel": platform.release(),
         "redis": ver,

@@ -51,6 +51,8 @@ from pathlib import Path
 
 import redis
 
+from sysinfo import cpu_model
+
 REPO = Path(__file__).resolve().parent.parent
 MODULE = Path(os.environ.get("RMQ_MODULE", REPO / "target" / "release" / "librmq.so")).resolve()
 RESULTS = REPO / "scripts" / "results" / "bench_timers.md"
@@ -232,26 +234,14 @@ class CpuNoise:
     def __init__(self, server):
         self.server = server
 
-    @staticmethod
-    def _cores():
-        out = {}
-        with open("/proc/stat") as f:
-            for line in f:
-                if line.startswith("cpu") and line[3].isdigit():
-                    p = line.split()
-                    vals = list(map(int, p[1:]))
-                    idle = vals[3] + vals[4]
-                    out[int(p[0][3:])] = (sum(vals[:8]), idle)
-        return out
-
     def __enter__(self):
-        self.t0 = self._cores()
+        self.t0 = _core_times()
         self.s0 = self.server.cpu_ticks()
         self.w0 = time.monotonic()
         return self
 
     def __exit__(self, *exc):
-        t1 = self._cores()
+        t1 = _core_times()
         s1 = self.server.cpu_ticks()
         busy = {}
         for c in (0, 1):
@@ -275,6 +265,7 @@ class CpuNoise:
 
 
 def _core_times():
+    """Per core: (total, idle) jiffies from /proc/stat."""
     out = {}
     with open("/proc/stat") as f:
         for line in f:
@@ -827,15 +818,7 @@ NPROC = None
 
 
 def machine_info(srv_version):
-    model = "?"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    model = cpu_model("?")
     nproc = NPROC
     git = "?"
     try:

@@ -3,7 +3,6 @@
 //! at the end, so replicas and the AOF never read a clock. Consecutive changes of one kind
 //! to one key are coalesced into one command (ZADD k s1 m1 s2 m2 ...), which keeps the
 //! stream short without reordering changes to the same key.
-
 //!
 //! Effects are only built when someone can receive them: the AOF is on, or a replica is
 //! or may be attached (see `needed`). Otherwise Redis would drop them anyway (it

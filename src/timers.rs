@@ -116,16 +116,21 @@ static DETACHED: OnceLock<usize> = OnceLock::new();
 fn continue_soon(ctx: *mut RedisModuleCtx) {
     // One hop chain at a time: a step run meanwhile by a timer armed for another reason
     // (a short lease, a due time) leaves the continuation to the chain under way.
-    if HOPPING.swap(true, Ordering::Relaxed) {
-        return;
+    if !HOPPING.swap(true, Ordering::Relaxed) {
+        queue_or_arm(ctx, arm_hop);
     }
-    if !queue_one_shot(arm_hop) {
+}
+
+/// A hop chain is under way (see `continue_soon`).
+static HOPPING: AtomicBool = AtomicBool::new(false);
+
+/// The chain's next hop; without one-shot events, the plain timer (and the chain ends).
+fn queue_or_arm(ctx: *mut RedisModuleCtx, f: extern "C" fn(*mut c_void)) {
+    if !queue_one_shot(f) {
         HOPPING.store(false, Ordering::Relaxed);
         arm(ctx, now_ms());
     }
 }
-
-static HOPPING: AtomicBool = AtomicBool::new(false);
 
 fn queue_one_shot(f: extern "C" fn(*mut c_void)) -> bool {
     match (unsafe { raw::RedisModule_EventLoopAddOneShot }, DETACHED.get()) {
@@ -150,12 +155,7 @@ extern "C" fn arm_hop(_data: *mut c_void) {
 }
 
 extern "C" fn hop(ctx: *mut RedisModuleCtx, _data: *mut c_void) {
-    let _ = std::panic::catch_unwind(|| {
-        if !queue_one_shot(arm_step) {
-            HOPPING.store(false, Ordering::Relaxed);
-            arm(ctx, now_ms());
-        }
-    });
+    let _ = std::panic::catch_unwind(|| queue_or_arm(ctx, arm_step));
 }
 
 extern "C" fn arm_step(_data: *mut c_void) {
