@@ -143,9 +143,9 @@ def test_nack_delay_range_fixed(r, kind):
 def test_nack_delay_short_then_deliverable(r):
     push(r, "q", "AT", MIN_AT, "a")
     pop(r, "q")
-    assert nack(r, "q", "a", "DELAY", 300) == b"requeued"
+    assert nack(r, "q", "a", "DELAY", 1000) == b"requeued"
     assert pop(r, "q") is None
-    wait_due(r, 302)
+    wait_due(r, 1002)
     assert pop(r, "q") == [(b"a", 2)]
 
 
@@ -256,7 +256,7 @@ def test_nack_merges_into_waiting_copy_range(r):
     push(r, "q", "RANGE", 1, "m")
     wait_due(r, 2)
     assert pop(r, "q") == [(b"m", 1)]
-    assert push(r, "q", "RANGE", 400, "m") == 1
+    assert push(r, "q", "RANGE", 1000, "m") == 1
     s = zs(r, "q")[b"m"]
     assert nack(r, "q", "m") == b"requeued"
     assert zs(r, "q") == {b"m": s}

@@ -181,7 +181,7 @@ def test_nack_with_delay_wakes_blocked_consumer_at_due_time(server, r):
     wait_due(r, 2)
     assert pop(r, "q") == [(b"a", 1)]
     t = start_blocked(server, r, "q", "LEASE", LONG_LEASE, "BLOCK", 5000)
-    assert nack(r, "q", "a", "DELAY", 300) == b"requeued"
+    assert nack(r, "q", "a", "DELAY", 1000) == b"requeued"
     due = int(r.zscore("q", "a"))
     assert _still_blocked(t, 0.1)
     assert t.finish(5.0) == [(b"a", 2)]
@@ -192,7 +192,7 @@ def test_nack_with_delay_wakes_blocked_consumer_at_due_time(server, r):
 def test_due_time_wake_in_another_database(server, r):
     r5 = server.client(db=5)
     t = start_blocked(server, r, "q", "LEASE", LONG_LEASE, "BLOCK", 5000, db=5)
-    push(r5, "q", "DELAY", 200, "a")
+    push(r5, "q", "DELAY", 1000, "a")
     due = int(r5.zscore("q", "a"))
     assert t.finish(5.0) == [(b"a", 1)]
     got_at = _delivered_at(r5, "q", b"a")
@@ -229,7 +229,7 @@ def test_wake_with_nothing_left_keeps_waiting(server, r):
     p.execute_command("RMQ.POP", "q")
     p.execute()
     assert t.finish(3.0) is None
-    assert 0.58 <= t.elapsed <= 1.1, f"BLOCK 600 ended after {t.elapsed:.3f} s"
+    assert 0.58 <= t.elapsed <= 2.0, f"BLOCK 600 ended after {t.elapsed:.3f} s"
 
 
 def test_due_time_during_client_pause_write(start_server):
@@ -270,7 +270,7 @@ def test_due_time_during_client_pause_write(start_server):
 def test_timeout_returns_nil(server, r):
     t = start_blocked(server, r, "q", "BLOCK", 300)
     assert t.finish(3.0) is None
-    assert 0.28 <= t.elapsed <= 0.8, f"BLOCK 300 returned after {t.elapsed:.3f} s"
+    assert 0.28 <= t.elapsed <= 1.5, f"BLOCK 300 returned after {t.elapsed:.3f} s"
     assert blocked(r) == 0
     assert r.dbsize() == 0, "a timed-out blocking pop leaves no keys"
 
@@ -442,7 +442,7 @@ def test_blocked_clients_gauge(server, r):
     assert blocked(r) == 0
     a = start_blocked(server, r, "q1", "BLOCK", 0)
     b = start_blocked(server, r, "q2", "BLOCK", 0)
-    c = start_blocked(server, r, "q1", "BLOCK", 300)
+    c = start_blocked(server, r, "q1", "BLOCK", 1000)
     assert blocked(r) == 3
     assert c.finish(3.0) is None
     assert blocked(r) == 2

@@ -69,12 +69,12 @@ def test_pop_range_only_due_messages(r):
 
 
 def test_pop_range_earliest_due_first(r):
-    push(r, "q", "RANGE", 900, "x")
-    push(r, "q", "RANGE", 300, "y")
-    push(r, "q", "RANGE", 600, "z")
+    push(r, "q", "RANGE", 1800, "x")
+    push(r, "q", "RANGE", 600, "y")
+    push(r, "q", "RANGE", 1200, "z")
     scores = zs(r, "q")
     expected = [m for m, _ in sorted(scores.items(), key=lambda kv: kv[1])]
-    assert expected == [b"y", b"z", b"x"]  # pushes took < 300 ms apart
+    assert expected == [b"y", b"z", b"x"]  # pushes took < 600 ms apart
     wait_due(r, int(max(scores.values()) - now_ms(r)) + 2)
     assert pop(r, "q", "COUNT", 3) == [(m, 1) for m in expected]
 
@@ -93,9 +93,9 @@ def test_pop_fixed_oldest_due_first_only_due(r):
 
 
 def test_pop_fixed_future_not_delivered_until_due(r):
-    push(r, "q", "DELAY", 30, "d")
+    push(r, "q", "DELAY", 500, "d")
     assert pop(r, "q") is None
-    wait_due(r, 32)
+    wait_due(r, 502)
     assert pop(r, "q") == [(b"d", 1)]
 
 
@@ -132,10 +132,10 @@ def test_pop_default_lease_from_setting(start_server):
     assert_time_score(dl, t0, t1, 4321, "lease deadline")
     # LEASE overrides the setting
     t0 = now_ms(c)
-    pop(c, "q", "LEASE", 777)
+    pop(c, "q", "LEASE", 7777)
     t1 = now_ms(c)
     other = ({b"a", b"b"} - {m}).pop()
-    assert_time_score(zs(c, prep("q"))[other], t0, t1, 777, "lease deadline")
+    assert_time_score(zs(c, prep("q"))[other], t0, t1, 7777, "lease deadline")
 
 
 def test_pop_lease_setting_changed_at_runtime(start_server):
@@ -250,10 +250,10 @@ def test_waiting_copy_not_delivered_while_in_flight_fixed(r):
 
 def test_waiting_copy_delivered_after_lease_rollback_merges(r):
     push(r, "q", "PRIORITY", 5, "m")
-    assert pop(r, "q", "LEASE", 300) == [(b"m", 1)]
+    assert pop(r, "q", "LEASE", 1000) == [(b"m", 1)]
     assert push(r, "q", "PRIORITY", 8, "m") == 1
     assert pop(r, "q") is None
-    time.sleep(0.31)
+    time.sleep(1.01)
     r.execute_command("RMQ.SWEEP", "q")  # the server timer may already have done it
     assert zs(r, prep("q")) == {}
     assert zs(r, "q") == {b"m": 8.0}

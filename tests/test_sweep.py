@@ -180,7 +180,7 @@ def test_sweep_after_sleep_together_with_timer(r):
 
 def test_timer_rolls_back_without_any_client_command(r):
     push(r, "q", "PRIORITY", 2, "a")
-    assert pop(r, "q", "LEASE", 50) == [(b"a", 1)]
+    assert pop(r, "q", "LEASE", 400) == [(b"a", 1)]
     deadline = zs(r, prep("q"))[b"a"]
     # poll with plain sorted-set reads only
     ok = wait_until(lambda: r.zcard(prep("q")) == 0 and r.zscore("q", "a") is not None,
