@@ -269,7 +269,7 @@ def _check_picked_up_after_restart(c, deadline):
     t, in_store, inflight, _ = observe(c, "q", b"a")
     assert t < deadline, "the restart took longer than the lease; test cannot tell"
     assert inflight == deadline and in_store is None
-    first_out, still = watch_rollback(c, "q", b"a", timeout=3.0)
+    first_out, still = watch_rollback(c, "q", b"a", timeout=(deadline - t) / 1000 + 3.0)
     _assert_on_time(first_out, still, deadline, "lease after restart")
     store, prepare, dd = state(c, "q")
     assert store == {b"a": 4.0, b"b": 1.0} and prepare == {} and dd == {}
@@ -282,7 +282,7 @@ def test_restart_with_aof_picks_up_leases(start_server):
     c = srv.client()
     push(c, "q", "PRIORITY", 4, "a")
     push(c, "q", "PRIORITY", 1, "b")
-    assert pop(c, "q", "LEASE", 1500) == [(b"a", 1)]
+    assert pop(c, "q", "LEASE", 5000) == [(b"a", 1)]  # outlives a stalled restart
     deadline = int(c.zscore(prep("q"), "a"))
     restart_same_dir(srv)
     c = srv.client()
@@ -295,7 +295,7 @@ def test_restart_with_rdb_picks_up_leases(start_server):
     c = srv.client()
     push(c, "q", "PRIORITY", 4, "a")
     push(c, "q", "PRIORITY", 1, "b")
-    assert pop(c, "q", "LEASE", 1500) == [(b"a", 1)]
+    assert pop(c, "q", "LEASE", 5000) == [(b"a", 1)]  # outlives a stalled restart
     deadline = int(c.zscore(prep("q"), "a"))
     assert c.save()
     restart_same_dir(srv)
@@ -368,7 +368,7 @@ def test_replica_alone_changes_nothing_then_promotion_picks_up_leases(start_serv
     push(pc, "q", "PRIORITY", 5, "a")
     push(pc, "q2", "PRIORITY", 2, "c")
     assert pop(pc, "q", "LEASE", 1000) == [(b"a", 1)]
-    assert pop(pc, "q2", "LEASE", 3500) == [(b"c", 1)]
+    assert pop(pc, "q2", "LEASE", 6000) == [(b"c", 1)]  # outlives stop + promotion
     wait_replicated(pc)
     deadline = int(pc.zscore(prep("q"), "a"))
     deadline2 = int(pc.zscore(prep("q2"), "c"))
@@ -387,7 +387,8 @@ def test_replica_alone_changes_nothing_then_promotion_picks_up_leases(start_serv
     assert zs(rc, "q") == {b"a": 5.0}
     # the lease not yet due at promotion runs until its deadline, then is rolled back
     assert t_promoted < deadline2, "test too slow to check a future lease after promotion"
-    first_out, inflight = watch_rollback(rc, "q2", b"c", timeout=3.0)
+    first_out, inflight = watch_rollback(rc, "q2", b"c",
+                                         timeout=(deadline2 - now_ms(rc)) / 1000 + 3.0)
     _assert_on_time(first_out, inflight, deadline2, "inherited future lease")
     assert zs(rc, "q2") == {b"c": 2.0}
     assert pop(rc, "q") == [(b"a", 2)]
