@@ -282,7 +282,7 @@ def test_info_rmq_counters_after_scenario(start_server):
     assert b.finish() == [[b"x", 1]]
     assert wait_until(lambda: info_rmq(r)["blocked_clients"] == 0, timeout=2)
     # the timer rolls x's 30 ms lease back: expired 2
-    assert wait_until(lambda: info_rmq(r)["expired"] == 2, timeout=1.5)
+    assert wait_until(lambda: info_rmq(r)["expired"] == 2, timeout=3.0)
 
     info = info_rmq(r)
     got = {f: info[f] for f in FIELDS}

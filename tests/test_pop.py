@@ -93,9 +93,9 @@ def test_pop_fixed_oldest_due_first_only_due(r):
 
 
 def test_pop_fixed_future_not_delivered_until_due(r):
-    push(r, "q", "DELAY", 500, "d")
+    push(r, "q", "DELAY", 1000, "d")
     assert pop(r, "q") is None
-    wait_due(r, 502)
+    wait_due(r, 1002)
     assert pop(r, "q") == [(b"d", 1)]
 
 

@@ -182,15 +182,19 @@ def test_timer_rolls_back_without_any_client_command(r):
     push(r, "q", "PRIORITY", 2, "a")
     assert pop(r, "q", "LEASE", 400) == [(b"a", 1)]
     deadline = zs(r, prep("q"))[b"a"]
-    # poll with plain sorted-set reads only
-    ok = wait_until(lambda: r.zcard(prep("q")) == 0 and r.zscore("q", "a") is not None,
-                    timeout=2.0, interval=0.01)
-    t = now_ms(r)
-    assert ok, "the module did not roll back an expired lease by itself within ~2 s"
-    assert t - deadline <= 1000 + 50, f"rolled back {t - deadline} ms after expiry (max 1 s)"
-    # "normally within 100 ms": t is when the poll saw it, on a machine whose vCPU can stall
-    # for a few hundred ms (measured: idle PINGs of up to 150 ms): generous margin
-    assert t - deadline <= 500, f"rolled back {t - deadline} ms after expiry (normally 100 ms)"
+    # poll with plain sorted-set reads only, each with the server clock (MULTI)
+    def rolled_back_at():
+        p = r.pipeline(transaction=True)
+        p.time()
+        p.zcard(prep("q"))
+        p.zscore("q", "a")
+        (s, us), n, score = p.execute()
+        return s * 1000 + us // 1000 if n == 0 and score is not None else None
+
+    t = wait_until(rolled_back_at, timeout=3.0, interval=0.01)
+    assert t, "the module did not roll back an expired lease by itself"
+    # within the 1 s of SPEC; "normally within 100 ms" is asserted on a median in test_timers
+    assert t - deadline < 1000, f"rolled back {t - deadline} ms after expiry (max 1 s)"
     assert zs(r, "q") == {b"a": 2.0}
     assert pop(r, "q") == [(b"a", 2)]
 
@@ -202,7 +206,7 @@ def test_timer_rolls_back_several_queues(r):
     for q in ("t1", "t2", "t3"):
         assert pop(r, q, "LEASE", 30) == [(b"x", 1)]
     ok = wait_until(lambda: all(r.zcard(prep(q)) == 0 and r.zcard(q) == 1
-                                for q in ("t1", "t2", "t3")), timeout=2.0, interval=0.01)
+                                for q in ("t1", "t2", "t3")), timeout=3.0, interval=0.01)
     assert ok, "the timer did not roll back the leases of every queue"
 
 
@@ -211,7 +215,7 @@ def test_timer_sends_to_dead_when_retries_exhausted(start_server):
     c = s.client()
     push(c, "q", "PRIORITY", 1, "a")
     pop(c, "q", "LEASE", 20)
-    ok = wait_until(lambda: c.zcard(dead("q")) == 1, timeout=2.0, interval=0.01)
+    ok = wait_until(lambda: c.zcard(dead("q")) == 1, timeout=3.0, interval=0.01)
     assert ok
     assert c.exists("q", prep("q")) == 0
 
