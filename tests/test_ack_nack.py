@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from helpers import (MIN_AT, ack, assert_time_score, dead, expect_error, expect_error_unchanged,
+from helpers import (MIN_AT, ack, assert_time_score, dead, expect_error_unchanged,
                      nack, now_ms, pop, pop_expire_sweep, prep, push, state, wait_due, zs)
 
 

@@ -7,8 +7,8 @@ import socket
 import pytest
 import redis
 
-from helpers import (MIN_AT, dead, expect_error, expect_error_unchanged, nack, pop, prep, push,
-                     snapshot, wait_due, zs)
+from helpers import (MIN_AT, dead, expect_error_unchanged, nack, pop, prep, push, snapshot,
+                     zs)
 
 QUEUE_COMMANDS = ["RMQ.PUSH", "RMQ.POP", "RMQ.ACK", "RMQ.NACK", "RMQ.SWEEP", "RMQ.EXTEND",
                   "RMQ.CANCEL", "RMQ.REPLAY", "RMQ.INFO", "RMQ.PENDING"]

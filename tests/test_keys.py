@@ -5,7 +5,6 @@ Observability)."""
 import time
 
 import pytest
-import redis
 
 from helpers import (MIN_AT, ack, assert_time_score, dead, info_rmq, nack, now_ms, pop,
                      pop_expire_sweep, prep, push, raw_client, rmq_info, state, sweep, wait_due,

@@ -2,8 +2,6 @@
 
 import time
 
-import pytest
-
 from helpers import (MIN_AT, ack, assert_time_score, config_get, expect_error_unchanged, nack,
                      now_ms, pop, prep, push, state, wait_due, zs)
 

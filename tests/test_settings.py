@@ -5,8 +5,8 @@ import re
 import pytest
 import redis
 
-from helpers import (MIN_AT, config_get, config_get_all, dead, expect_error, nack, now_ms, pop, prep, push,
-                     assert_time_score, zs)
+from helpers import (assert_time_score, config_get, config_get_all, dead, expect_error, nack,
+                     now_ms, pop, prep, push, zs)
 
 DEFAULTS = {
     "rmq.retries": "16",

@@ -3,6 +3,7 @@
 Additions to the harness in conftest.py / helpers.py / server_support.py:
 
   poll(pred, timeout)            helpers.wait_until, also returning the seconds waited
+  gone_at(r, keys)               server ms if none of `keys` exists (one MULTI), else None
   BlockedPop                     RMQ.POP ... BLOCK ... on its own connection, in a thread
   RawBlocked                     the same over a bare socket, to be dropped while blocked
   wait_blocked(r, n)             wait until INFO rmq blocked_clients == n
@@ -35,6 +36,17 @@ def poll(pred, timeout, interval=0.002):
     start = time.monotonic()
     v = wait_until(pred, timeout, interval)
     return v, time.monotonic() - start
+
+
+def gone_at(r, keys):
+    """The server clock (ms) if none of `keys` exists, read in one MULTI, else None: when a
+    poll sees them gone, the time it reports is the server's, not a stalled client's."""
+    p = r.pipeline(transaction=True)
+    p.time()
+    for k in keys:
+        p.exists(k)
+    (s, us), *present = p.execute()
+    return None if any(present) else s * 1000 + us // 1000
 
 
 def meta(q):
