@@ -21,8 +21,9 @@ use crate::settings;
 use crate::stats;
 
 /// Work per timer step before yielding to clients: with the replication of its effects
-/// and the hop through the event loop a step then keeps a client waiting about 1 ms.
-const STEP_BUDGET: Duration = Duration::from_micros(750);
+/// and the hop through the event loop a step then keeps a client waiting under 1 ms
+/// (bench-timers: PING p99.9 0.85 ms while 1M leases roll back; 1.08 ms with 750 µs).
+const STEP_BUDGET: Duration = Duration::from_micros(500);
 /// Leases rolled back between two looks at the clock.
 const CHUNK: usize = 16;
 /// How soon to look again while clients are paused (CLIENT PAUSE WRITE, FAILOVER).
