@@ -11,6 +11,7 @@ from helpers import (MIN_AT, TWO53, ack, assert_time_score, dead, expect_error,
                      expect_error_unchanged, nack, now_ms, pop, prep, push, rmq_info, snapshot,
                      state, wait_due, wait_until, zs)
 from ops_support import WRONGTYPE_SETUPS, BlockedPop, meta, pairs, populate, wait_blocked
+from timing_support import gone_at
 
 TWO52 = 2 ** 52
 
@@ -122,9 +123,10 @@ def test_extend_lengthened_lease_is_not_rolled_back_by_the_timer(r):
 def test_extend_shortened_lease_is_rolled_back_by_the_timer(r):
     push(r, "q", "PRIORITY", 4, "a")
     pop(r, "q", "LEASE", 600000)
-    extend(r, "q", "a", 50)
-    assert wait_until(lambda: zs(r, prep("q")) == {}, timeout=3.0), \
-        "the server timer did not roll back the shortened lease"
+    dl = extend(r, "q", "a", 50)
+    t = wait_until(lambda: gone_at(r, [prep("q")]), timeout=3.0)
+    assert t, "the server timer did not roll back the shortened lease"
+    assert t - dl < 1000, f"the shortened lease was rolled back {t - dl} ms after its deadline"
     assert zs(r, "q") == {b"a": 4.0}
     assert pop(r, "q") == [(b"a", 2)]
 

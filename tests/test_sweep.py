@@ -186,8 +186,9 @@ def test_timer_rolls_back_without_any_client_command(r):
     # poll with plain reads only, each with the server clock (MULTI)
     t = wait_until(lambda: gone_at(r, [prep("q")]), timeout=3.0, interval=0.01)
     assert t, "the module did not roll back an expired lease by itself"
-    # within the 1 s of SPEC; "normally within 100 ms" is asserted on a median in test_timers
     assert t - deadline < 1000, f"rolled back {t - deadline} ms after expiry (max 1 s)"
+    # "normally within 100 ms" (asserted on a median in test_timers): a generous single bound
+    assert t - deadline <= 500, f"rolled back {t - deadline} ms after expiry (normally 100 ms)"
     assert zs(r, "q") == {b"a": 2.0}
     assert pop(r, "q") == [(b"a", 2)]
 
