@@ -16,9 +16,10 @@ import redis
 
 from durability_support import (BlockingConsumer, Workload, assert_same, dump, now_ms,
                                 nonempty_states, settle)
-from helpers import info_rmq, prep, rmq_info, wait_until, zs
+from helpers import info_rmq, prep, rmq_info, zs
 from helpers import now_ms as server_ms
 from server_support import Server, wait_for, wait_replica_synced
+from timing_support import watch_rollback
 
 MODULE_ARGS = ["retries", 3]
 WORKLOAD_SECONDS = 2.0
@@ -136,16 +137,8 @@ def test_replica_changes_nothing_by_itself_and_promotion_rolls_back_leases(serve
         # promotion: the inherited expired leases are rolled back within 1 s
         assert rc.execute_command("REPLICAOF", "NO", "ONE") in (b"OK", True)
         t_promoted = server_ms(rc)
-
-        def rolled_back_at():  # server ms once only the long lease is left, else None
-            p = rc.pipeline(transaction=True)
-            p.time()
-            p.zcard(prep(q))
-            (s, us), n = p.execute()
-            return s * 1000 + us // 1000 if n == 1 else None
-
-        t_done = wait_until(rolled_back_at, timeout=5.0, interval=0.01)
-        assert t_done, "the promoted replica did not roll back the 3 expired leases"
+        # server ms of the first observation without each of the 3 expired leases
+        t_done = max(watch_rollback(rc, q, m, timeout=5.0)[0][0] for m in (b"a", b"b", b"c"))
         store = zs(rc, q)
         assert {m: store.get(m) for m in (b"a", b"b", b"c")} == {b"a": 5, b"b": 5, b"c": 5}
         assert set(zs(rc, prep(q))) == {long_[0][0]}
