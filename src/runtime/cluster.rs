@@ -5,32 +5,14 @@
 //! arrived yet answers TRYAGAIN instead, as Redis does for a multi-key command whose keys
 //! are split; cluster clients retry it, and once the slot has moved the queue is whole.
 
-use redis_module::raw::{self, RedisModuleCtx};
+use crate::core::error::{Result, RmqError};
+use crate::ffi::call::call;
+use crate::ffi::{Ctx, RStr};
+use crate::storage::redis_queue::RedisQueue;
 
-use crate::error::{Result, RmqError};
-use crate::redis_store::RedisQueue;
-use crate::rstr::{rm, RStr};
-
-fn call_reply(ctx: *mut RedisModuleCtx, args: &[&RStr]) -> Option<Vec<u8>> {
-    let (sub, rest) = args.split_first()?;
-    unsafe {
-        let reply = match rest {
-            [] => rm!(RedisModule_Call)(ctx, c"CLUSTER".as_ptr(), c"s".as_ptr(), sub.ptr()),
-            [a] => rm!(RedisModule_Call)(ctx, c"CLUSTER".as_ptr(), c"ss".as_ptr(), sub.ptr(), a.ptr()),
-            _ => return None,
-        };
-        if reply.is_null() {
-            return None;
-        }
-        let out = if rm!(RedisModule_CallReplyType)(reply) == raw::REDISMODULE_REPLY_INTEGER as i32 {
-            Some(rm!(RedisModule_CallReplyInteger)(reply).to_string().into_bytes())
-        } else {
-            let s = rm!(RedisModule_CreateStringFromCallReply)(reply);
-            (!s.is_null()).then(|| RStr::adopt(s).as_ref().to_vec())
-        };
-        rm!(RedisModule_FreeCallReply)(reply);
-        out
-    }
+fn cluster(ctx: Ctx, args: &[&[u8]]) -> Option<Vec<u8>> {
+    let args: Vec<RStr> = args.iter().map(|a| RStr::from_bytes(a)).collect();
+    call(ctx, c"CLUSTER", &args.iter().collect::<Vec<_>>())?.text()
 }
 
 /// Whether `CLUSTER NODES` shows this node importing `slot`: `[<slot>-<-<node id>]` on the
@@ -47,19 +29,17 @@ pub fn importing(nodes: &[u8], slot: &[u8]) -> bool {
 
 /// TRYAGAIN when this node is importing the queue's slot and the queue is not here yet.
 /// Costs nothing outside a cluster or for a queue that exists here.
-pub fn check_arrived(ctx: *mut RedisModuleCtx, q: &RedisQueue) -> Result<()> {
-    let flags = unsafe { rm!(RedisModule_GetContextFlags)(ctx) } as u32;
-    if flags & raw::REDISMODULE_CTX_FLAGS_CLUSTER == 0 || q.exists() {
+pub fn check_arrived(ctx: Ctx, q: &RedisQueue) -> Result<()> {
+    if !ctx.in_cluster() || q.exists() {
         return Ok(());
     }
-    let slot = call_reply(ctx, &[&RStr::from_bytes(b"KEYSLOT"), q.name()]);
-    let nodes = call_reply(ctx, &[&RStr::from_bytes(b"NODES")]);
+    let slot = cluster(ctx, &[b"KEYSLOT", q.name().as_ref()]);
+    let nodes = cluster(ctx, &[b"NODES"]);
     match (slot, nodes) {
         (Some(slot), Some(nodes)) if importing(&nodes, &slot) => Err(RmqError::TryAgain),
         _ => Ok(()),
     }
 }
-
 
 #[cfg(test)]
 mod tests {

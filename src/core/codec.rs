@@ -2,7 +2,7 @@
 //! byte and the message, so one hash serves every kind of metadata; `kind` (4 bytes, tag
 //! 'k') cannot collide with a tagged message field.
 
-use crate::store::Flight;
+use crate::core::store::Flight;
 
 pub const KIND_FIELD: &[u8] = b"kind";
 /// Deliveries already made of a waiting copy (only kept when > 0).
@@ -24,7 +24,7 @@ pub fn field(tag: u8, m: &[u8], buf: &mut Vec<u8>) {
 }
 
 fn num(b: &[u8]) -> Option<i64> {
-    crate::args::parse_int(b)
+    crate::core::num::parse_int(b)
 }
 
 pub fn encode_flight(f: &Flight) -> String {

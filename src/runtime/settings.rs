@@ -2,12 +2,17 @@
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use crate::queue::Limits;
+use crate::core::rules::Limits;
 
-pub static RETRIES: AtomicI64 = AtomicI64::new(16);
-pub static LEASE_MS: AtomicI64 = AtomicI64::new(30_000);
-pub static MAX_MESSAGE_BYTES: AtomicI64 = AtomicI64::new(1_048_576);
-pub static MAX_QUEUE_LENGTH: AtomicI64 = AtomicI64::new(0);
+const RETRIES_DEFAULT: i64 = 16;
+const LEASE_MS_DEFAULT: i64 = 30_000;
+const MAX_MESSAGE_BYTES_DEFAULT: i64 = 1_048_576;
+const MAX_QUEUE_LENGTH_DEFAULT: i64 = 0;
+
+pub static RETRIES: AtomicI64 = AtomicI64::new(RETRIES_DEFAULT);
+pub static LEASE_MS: AtomicI64 = AtomicI64::new(LEASE_MS_DEFAULT);
+pub static MAX_MESSAGE_BYTES: AtomicI64 = AtomicI64::new(MAX_MESSAGE_BYTES_DEFAULT);
+pub static MAX_QUEUE_LENGTH: AtomicI64 = AtomicI64::new(MAX_QUEUE_LENGTH_DEFAULT);
 
 /// One setting: its name, variable, default and inclusive bounds.
 pub struct Setting {
@@ -19,32 +24,26 @@ pub struct Setting {
 }
 
 pub static SETTINGS: [Setting; 4] = [
-    Setting { name: "retries", var: &RETRIES, default: 16, min: 0, max: 1000 },
-    Setting { name: "lease-ms", var: &LEASE_MS, default: 30_000, min: 1, max: 1 << 31 },
-    Setting { name: "max-message-bytes", var: &MAX_MESSAGE_BYTES, default: 1_048_576, min: 1, max: 536_870_912 },
-    Setting { name: "max-queue-length", var: &MAX_QUEUE_LENGTH, default: 0, min: 0, max: 1 << 62 },
+    Setting { name: "retries", var: &RETRIES, default: RETRIES_DEFAULT, min: 0, max: 1000 },
+    Setting { name: "lease-ms", var: &LEASE_MS, default: LEASE_MS_DEFAULT, min: 1, max: 1 << 31 },
+    Setting { name: "max-message-bytes", var: &MAX_MESSAGE_BYTES, default: MAX_MESSAGE_BYTES_DEFAULT, min: 1, max: 536_870_912 },
+    Setting { name: "max-queue-length", var: &MAX_QUEUE_LENGTH, default: MAX_QUEUE_LENGTH_DEFAULT, min: 0, max: 1 << 62 },
 ];
 
 /// Validates module arguments (`name value` pairs) and returns the values to apply, or
 /// the reason the module must refuse to load. Nothing is applied on error.
 pub fn parse_module_args(args: &[&[u8]]) -> Result<Vec<(&'static Setting, i64)>, String> {
-    if args.len() % 2 != 0 {
-        return Err(format!(
-            "module arguments must be name/value pairs; got {} arguments",
-            args.len()
-        ));
+    if !args.len().is_multiple_of(2) {
+        return Err(format!("module arguments must be name/value pairs; got {} arguments", args.len()));
     }
     let mut out = Vec::new();
     for pair in args.chunks(2) {
         let name = String::from_utf8_lossy(pair[0]);
-        let s = SETTINGS
-            .iter()
-            .find(|s| s.name.as_bytes().eq_ignore_ascii_case(pair[0]))
-            .ok_or_else(|| {
-                let names: Vec<&str> = SETTINGS.iter().map(|s| s.name).collect();
-                format!("unknown setting '{name}' (known: {})", names.join(", "))
-            })?;
-        match crate::args::parse_int(pair[1]) {
+        let s = SETTINGS.iter().find(|s| s.name.as_bytes().eq_ignore_ascii_case(pair[0])).ok_or_else(|| {
+            let names: Vec<&str> = SETTINGS.iter().map(|s| s.name).collect();
+            format!("unknown setting '{name}' (known: {})", names.join(", "))
+        })?;
+        match crate::core::num::parse_int(pair[1]) {
             Some(v) if v >= s.min && v <= s.max => out.push((s, v)),
             _ => {
                 return Err(format!(

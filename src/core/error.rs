@@ -1,6 +1,6 @@
 //! Every error a command can answer, and its text, in one place.
 
-use crate::kind::Kind;
+use crate::core::kind::{Kind, PushMode};
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum RmqError {
@@ -9,7 +9,12 @@ pub enum RmqError {
     Syntax(String),
     /// An option's value is not an integer in its range: (option, what it must be).
     BadValue(&'static str, &'static str),
-    KindMismatch { holds: Kind, pushed: Kind },
+    KindMismatch {
+        holds: Kind,
+        pushed: Kind,
+    },
+    /// A relative push time (RANGE, DELAY) whose due time lands past 2^53.
+    DueTooLate(PushMode),
     EmptyMessage,
     TooLong(i64),
     QueueFull(i64),
@@ -26,9 +31,7 @@ impl RmqError {
     /// The full Redis error line (with its `ERR`/`WRONGTYPE` code).
     pub fn message(&self) -> String {
         match self {
-            RmqError::WrongType => {
-                "WRONGTYPE Operation against a key holding the wrong kind of value".into()
-            }
+            RmqError::WrongType => "WRONGTYPE Operation against a key holding the wrong kind of value".into(),
             RmqError::Arity(cmd) => format!("ERR wrong number of arguments for '{cmd}' command"),
             RmqError::Syntax(what) => format!("ERR syntax error: {what}"),
             RmqError::BadValue(opt, must) => format!("ERR invalid {opt}: must be {must}"),
@@ -37,6 +40,8 @@ impl RmqError {
                 holds.name(),
                 pushed.name()
             ),
+            RmqError::DueTooLate(PushMode::Range(_)) => "ERR invalid RANGE: must be an integer > 0 whose due time is at most 2^53".into(),
+            RmqError::DueTooLate(_) => "ERR invalid DELAY: must be an integer >= 0 whose due time is at most 2^53".into(),
             RmqError::EmptyMessage => "ERR empty message: a message must be non-empty".into(),
             RmqError::TooLong(max) => {
                 format!("ERR message longer than max-message-bytes ({max})")
@@ -68,10 +73,7 @@ mod tests {
             (RmqError::Arity("rmq.pop"), "wrong number of arguments"),
             (RmqError::Syntax("x".into()), "syntax"),
             (RmqError::BadValue("COUNT", "1..10000"), "COUNT"),
-            (
-                RmqError::KindMismatch { holds: Kind::Range, pushed: Kind::Fixed },
-                "kind",
-            ),
+            (RmqError::KindMismatch { holds: Kind::Range, pushed: Kind::Fixed }, "kind"),
             (RmqError::EmptyMessage, "empty message"),
             (RmqError::TooLong(3), "max-message-bytes"),
             (RmqError::QueueFull(3), "max-queue-length"),

@@ -1,7 +1,7 @@
 //! The storage a queue's logic runs over: three sorted sets and a little metadata per
 //! message. `RedisQueue` implements it over real keys, `MemStore` in memory for tests.
 
-use crate::kind::Kind;
+use crate::core::kind::Kind;
 
 /// The three sorted sets of a queue: `Q`, `prepare{Q}`, `dead{Q}`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

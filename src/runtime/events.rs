@@ -6,9 +6,7 @@
 
 use std::ffi::CStr;
 
-use redis_module::raw::{self, RedisModuleCtx};
-
-use crate::rstr::{rm, RStr};
+use crate::ffi::{Ctx, RStr};
 
 /// Every event RMQ publishes (see README, "Events").
 pub const PUSHED: &CStr = c"rmq.pushed";
@@ -24,8 +22,8 @@ pub const CANCELLED: &CStr = c"rmq.cancelled";
 pub const REPLAYED: &CStr = c"rmq.replayed";
 
 /// Publishes `event` on queue `q` if `happened`.
-pub fn notify(ctx: *mut RedisModuleCtx, q: &RStr, event: &CStr, happened: bool) {
+pub fn notify(ctx: Ctx, q: &RStr, event: &CStr, happened: bool) {
     if happened {
-        unsafe { rm!(RedisModule_NotifyKeyspaceEvent)(ctx, raw::REDISMODULE_NOTIFY_MODULE, event.as_ptr(), q.ptr()) };
+        ctx.notify(event, q);
     }
 }

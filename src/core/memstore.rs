@@ -2,8 +2,8 @@
 
 use std::collections::HashMap;
 
-use crate::kind::Kind;
-use crate::store::{Flight, Set, Store};
+use crate::core::kind::Kind;
+use crate::core::store::{Flight, Set, Store};
 
 #[derive(Default, Clone, Debug)]
 pub struct MemStore {

@@ -2,34 +2,15 @@
 //! bad input is unit-tested. Messages are not copied: a parse gives the index where they
 //! start.
 
-use crate::error::{Result, RmqError};
-use crate::kind::{PushMode, MAX_EXACT, MIN_AT};
+use crate::core::error::{Result, RmqError};
+use crate::core::kind::{PushMode, MAX_EXACT, MIN_AT};
+use crate::core::num::parse_int;
 
 /// Longest relative time accepted (RANGE, DELAY, LEASE, BLOCK, EXTEND): 2^52 ms, so that
 /// now + ms stays an exact integer score.
 pub const MAX_RELATIVE: i64 = 1 << 52;
 pub const MAX_POP_COUNT: i64 = 10_000;
 pub const DEFAULT_PENDING: usize = 100;
-
-/// A strict decimal integer: optional '-', digits only, no overflow.
-pub fn parse_int(b: &[u8]) -> Option<i64> {
-    let (neg, digits) = match b.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        _ => (false, b),
-    };
-    if digits.is_empty() || digits.len() > 19 {
-        return None;
-    }
-    let mut v: i64 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?;
-        v = if neg { v.checked_sub((c - b'0') as i64)? } else { v.checked_add((c - b'0') as i64)? };
-    }
-    Some(v)
-}
 
 fn int_in(opt: &'static str, val: &[u8], min: i64, max: i64, must: &'static str) -> Result<i64> {
     match parse_int(val) {
@@ -48,9 +29,7 @@ fn syntax(arg: &[u8]) -> RmqError {
 
 /// The value after an option keyword, or a syntax error if it is missing.
 fn value<'a>(args: &[&'a [u8]], i: usize) -> Result<&'a [u8]> {
-    args.get(i + 1).copied().ok_or_else(|| {
-        RmqError::Syntax(format!("{} needs a value", String::from_utf8_lossy(args[i]).to_uppercase()))
-    })
+    args.get(i + 1).copied().ok_or_else(|| RmqError::Syntax(format!("{} needs a value", String::from_utf8_lossy(args[i]).to_uppercase())))
 }
 
 fn arity(args: &[&[u8]], min: usize, cmd: &'static str) -> Result<()> {
@@ -87,10 +66,7 @@ pub fn push(args: &[&[u8]]) -> Result<(PushMode, usize)> {
     } else if is(opt, "DELAY") {
         PushMode::Delay(int_in("DELAY", val, 0, MAX_RELATIVE, "an integer from 0 to 2^52 (ms)")?)
     } else {
-        return Err(RmqError::Syntax(format!(
-            "expected RANGE, PRIORITY, AT or DELAY, got '{}'",
-            String::from_utf8_lossy(opt)
-        )));
+        return Err(RmqError::Syntax(format!("expected RANGE, PRIORITY, AT or DELAY, got '{}'", String::from_utf8_lossy(opt))));
     };
     Ok((mode, 3))
 }
@@ -162,11 +138,7 @@ fn optional_count(args: &[&[u8]], cmd: &'static str, word: &'static str, max: i6
     queue(args, cmd)?;
     match args.len() {
         1 => Ok(None),
-        2 => Err(if is(args[1], word) {
-            RmqError::Syntax(format!("{word} needs a value"))
-        } else {
-            syntax(args[1])
-        }),
+        2 => Err(if is(args[1], word) { RmqError::Syntax(format!("{word} needs a value")) } else { syntax(args[1]) }),
         3 if is(args[1], word) => Ok(Some(int_in(word, args[2], 1, max, must)? as usize)),
         3 => Err(syntax(args[1])),
         _ => Err(RmqError::Arity(cmd)),
@@ -185,8 +157,7 @@ pub fn replay(args: &[&[u8]]) -> Result<Option<usize>> {
 
 /// RMQ.PENDING Q [COUNT n]
 pub fn pending(args: &[&[u8]]) -> Result<usize> {
-    Ok(optional_count(args, "rmq.pending", "COUNT", 1_000_000, "an integer from 1 to 1000000")?
-        .unwrap_or(DEFAULT_PENDING))
+    Ok(optional_count(args, "rmq.pending", "COUNT", 1_000_000, "an integer from 1 to 1000000")?.unwrap_or(DEFAULT_PENDING))
 }
 
 /// RMQ.EXTEND Q message ms
@@ -224,17 +195,6 @@ mod tests {
 
     fn a(v: &[&'static str]) -> Vec<&'static [u8]> {
         v.iter().map(|s| s.as_bytes()).collect()
-    }
-
-    #[test]
-    fn integers_are_strict() {
-        assert_eq!(parse_int(b"0"), Some(0));
-        assert_eq!(parse_int(b"-42"), Some(-42));
-        assert_eq!(parse_int(b"9223372036854775807"), Some(i64::MAX));
-        assert_eq!(parse_int(b"-9223372036854775808"), Some(i64::MIN));
-        for bad in ["", "-", "+1", "1.5", " 1", "1 ", "9223372036854775808", "1e3", "0x10", "١"] {
-            assert_eq!(parse_int(bad.as_bytes()), None, "{bad}");
-        }
     }
 
     #[test]

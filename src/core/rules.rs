@@ -2,9 +2,9 @@
 //! pop order and the never-twice-in-flight rule, ack, rollback with retries and dead
 //! letters, lease changes, replay and the read-only views. No FFI here.
 
-use crate::error::{Result, RmqError};
-use crate::kind::{Kind, PushMode};
-use crate::store::{Flight, Set, Store};
+use crate::core::error::{Result, RmqError};
+use crate::core::kind::{Kind, PushMode};
+use crate::core::store::{Flight, Set, Store};
 
 /// The settings the rules depend on (read once per command).
 #[derive(Clone, Copy, Debug)]
@@ -41,10 +41,7 @@ pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, msgs: &
             return Err(RmqError::KindMismatch { holds, pushed: kind });
         }
     }
-    let score = mode.score(now).ok_or(match mode {
-        PushMode::Range(_) => RmqError::BadValue("RANGE", "an integer > 0 whose due time is at most 2^53"),
-        _ => RmqError::BadValue("DELAY", "an integer >= 0 whose due time is at most 2^53"),
-    })? as f64;
+    let score = mode.score(now).ok_or(RmqError::DueTooLate(mode))? as f64;
     for m in msgs {
         let len = m.as_ref().len() as i64;
         if len == 0 {
@@ -55,11 +52,7 @@ pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, msgs: &
         }
     }
     if lim.max_queue_length > 0 {
-        let mut fresh: Vec<&[u8]> = msgs
-            .iter()
-            .filter(|m| s.score(Set::Store, m).is_none())
-            .map(|m| m.as_ref())
-            .collect();
+        let mut fresh: Vec<&[u8]> = msgs.iter().filter(|m| s.score(Set::Store, m).is_none()).map(|m| m.as_ref()).collect();
         fresh.sort_unstable();
         fresh.dedup();
         if s.len(Set::Store) + fresh.len() as u64 > lim.max_queue_length as u64 {
@@ -290,15 +283,7 @@ pub fn info<S: Store>(s: &S, now: i64) -> Info {
     } else {
         (waiting, None)
     };
-    Info {
-        kind,
-        waiting,
-        ready,
-        inflight: s.len(Set::Prepare),
-        dead: s.len(Set::Dead),
-        next_due,
-        next_expiry: next_expiry(s),
-    }
+    Info { kind, waiting, ready, inflight: s.len(Set::Prepare), dead: s.len(Set::Dead), next_due, next_expiry: next_expiry(s) }
 }
 
 /// RMQ.PENDING: up to `limit` in-flight deliveries, soonest deadline first, as

@@ -1,0 +1,7 @@
+//! The commands: one table (`table`) of name, entry, flags, key, arity and docs, walked by
+//! registration and COMMAND DOCS; argument parsing (`args`, pure); the bodies
+//! (`handlers`).
+
+pub mod args;
+pub mod handlers;
+pub mod table;

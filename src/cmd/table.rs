@@ -1,0 +1,127 @@
+//! Every command in one table: its C entry point, flags, key, arity and `COMMAND DOCS`
+//! metadata. Registration (`module`) and the metadata both walk it.
+
+use std::ffi::c_int;
+
+use redis_module::raw::{RedisModuleCtx, RedisModuleString};
+
+use crate::cmd::handlers::{self, Call};
+use crate::core::error::{Result, RmqError};
+use crate::ffi::command::{self, arg, many, opt, tok, Arg, KeyUse, Spec, Ty};
+use crate::ffi::guard::caught;
+use crate::ffi::reply;
+
+/// Runs a command body with panics caught and errors turned into error replies.
+fn run(ctx: *mut RedisModuleCtx, argv: *mut *mut RedisModuleString, argc: c_int, body: fn(&Call) -> Result<()>) -> c_int {
+    command::run(ctx, argv, argc, |ctx, argv| {
+        let outcome = caught(|| body(&Call { ctx, argv, args: argv.bytes() }));
+        match outcome {
+            Some(Ok(())) => {}
+            Some(Err(e)) => reply::error(ctx, &e.message()),
+            None => reply::error(ctx, &RmqError::Internal("the command panicked; nothing was replied".into()).message()),
+        }
+    })
+}
+
+const QUEUE: Arg = arg("queue", Ty::Key);
+const MODES: &[Arg] =
+    &[tok("RANGE", "ms", Ty::Int), tok("PRIORITY", "priority", Ty::Int), tok("AT", "unix-ms", Ty::Time), tok("DELAY", "ms", Ty::Int)];
+
+/// Defines one `extern "C"` entry per command (running its body through `run`) and the
+/// table of their specs.
+macro_rules! commands {
+    ($($entry:ident => $body:path { $($field:ident: $value:expr),* $(,)? })*) => {
+        $(extern "C" fn $entry(ctx: *mut RedisModuleCtx, argv: *mut *mut RedisModuleString, argc: c_int) -> c_int {
+            run(ctx, argv, argc, $body)
+        })*
+        pub static COMMANDS: &[Spec] = &[$(Spec { entry: $entry, $($field: $value),* }),*];
+    };
+}
+
+commands! {
+    cmd_push => handlers::push {
+        name: c"rmq.push", flags: c"write deny-oom", key: KeyUse::Write, arity: -5,
+        summary: c"Adds messages of one kind (range-merge, priority or fixed-time); duplicates merge by the kind's rule",
+        complexity: c"O(N log(M)) for N messages in a queue of M",
+        args: &[QUEUE, arg("mode", Ty::OneOf(MODES)), many("message")],
+    }
+    cmd_pop => handlers::pop {
+        name: c"rmq.pop", flags: c"write blocking", key: KeyUse::WriteAccess, arity: -2,
+        summary: c"Takes up to COUNT deliverable messages under a lease (two-phase); BLOCK waits for one",
+        complexity: c"O(N log(M)) for N messages taken",
+        args: &[QUEUE, opt("COUNT", "count", Ty::Int), opt("LEASE", "ms", Ty::Int), opt("BLOCK", "timeout-ms", Ty::Int)],
+    }
+    cmd_ack => handlers::ack {
+        name: c"rmq.ack", flags: c"write fast", key: KeyUse::Write, arity: -3,
+        summary: c"Ends in-flight deliveries",
+        complexity: c"O(N log(M))",
+        args: &[QUEUE, many("message")],
+    }
+    cmd_nack => handlers::nack {
+        name: c"rmq.nack", flags: c"write fast", key: KeyUse::Write, arity: -3,
+        summary: c"Fails an in-flight delivery: requeued (after DELAY ms) or, when retries are used up or DEAD is given, dead",
+        complexity: c"O(log(M))",
+        args: &[QUEUE, arg("message", Ty::Str), opt("DELAY", "ms", Ty::Int), opt("DEAD", "dead", Ty::Token)],
+    }
+    cmd_sweep => handlers::sweep {
+        name: c"rmq.sweep", flags: c"write", key: KeyUse::Write, arity: -2,
+        summary: c"Rolls back expired leases now (the server also does it by itself)",
+        complexity: c"O(N log(M)) for N expired leases",
+        args: &[QUEUE, opt("LIMIT", "count", Ty::Int)],
+    }
+    cmd_extend => handlers::extend {
+        name: c"rmq.extend", flags: c"write fast", key: KeyUse::Write, arity: 4,
+        summary: c"Sets an in-flight message's lease deadline to now + ms",
+        complexity: c"O(log(M))",
+        args: &[QUEUE, arg("message", Ty::Str), arg("ms", Ty::Int)],
+    }
+    cmd_cancel => handlers::cancel {
+        name: c"rmq.cancel", flags: c"write", key: KeyUse::Write, arity: -3,
+        summary: c"Removes waiting copies of messages",
+        complexity: c"O(N log(M))",
+        args: &[QUEUE, many("message")],
+    }
+    cmd_replay => handlers::replay {
+        name: c"rmq.replay", flags: c"write deny-oom", key: KeyUse::Write, arity: -2,
+        summary: c"Moves dead messages back to waiting, oldest death first, delivery count reset",
+        complexity: c"O(N log(M)) for N messages replayed",
+        args: &[QUEUE, opt("COUNT", "count", Ty::Int)],
+    }
+    cmd_info => handlers::info {
+        name: c"rmq.info", flags: c"readonly fast", key: KeyUse::Read, arity: 2,
+        summary: c"A queue's kind and counts: waiting, ready, inflight, dead, next_due, next_expiry",
+        complexity: c"O(log(M))",
+        args: &[QUEUE],
+    }
+    cmd_pending => handlers::pending {
+        name: c"rmq.pending", flags: c"readonly", key: KeyUse::Read, arity: -2,
+        summary: c"In-flight deliveries, soonest deadline first, with delivery counts",
+        complexity: c"O(N) for N returned",
+        args: &[QUEUE, opt("COUNT", "count", Ty::Int)],
+    }
+    cmd_route => handlers::route {
+        name: c"rmq.route", flags: c"readonly fast", key: KeyUse::None, arity: 4,
+        summary: c"The queue of a topic's slot for a basis: <topic>_<crc32(basis) mod slots>",
+        complexity: c"O(length of basis)",
+        args: &[arg("topic", Ty::Str), arg("slots", Ty::Int), arg("basis", Ty::Str)],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_command_once_with_its_queue_first() {
+        let mut names: Vec<_> = COMMANDS.iter().map(|c| c.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), COMMANDS.len());
+        for c in COMMANDS {
+            assert!(c.name.to_bytes().starts_with(b"rmq."));
+            assert!(!c.args.is_empty());
+            let first_is_key = matches!(c.args[0].ty, Ty::Key);
+            assert_eq!(first_is_key, c.key != KeyUse::None, "{:?}", c.name);
+        }
+    }
+}

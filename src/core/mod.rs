@@ -1,0 +1,22 @@
+//! The pure core: the queue's rules over a `Store`, with the clock passed in, and what
+//! they are made of. Nothing here touches Redis (no module API: checked by
+//! `purity_tests`; no unsafe code: forbidden below), so all of it is tested in memory
+//! (`memstore`).
+
+#![forbid(unsafe_code)]
+
+pub mod codec;
+pub mod error;
+pub mod kind;
+pub mod num;
+pub mod route;
+pub mod rules;
+pub mod schedule;
+pub mod store;
+
+#[cfg(test)]
+pub mod memstore;
+#[cfg(test)]
+mod purity_tests;
+#[cfg(test)]
+mod rules_tests;

@@ -1,0 +1,37 @@
+//! Strict integer parsing, shared by argument parsing, settings and stored metadata.
+
+/// A strict decimal integer: optional '-', digits only, no overflow.
+pub fn parse_int(b: &[u8]) -> Option<i64> {
+    let (neg, digits) = match b.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, b),
+    };
+    if digits.is_empty() || digits.len() > 19 {
+        return None;
+    }
+    let mut v: i64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?;
+        v = if neg { v.checked_sub((c - b'0') as i64)? } else { v.checked_add((c - b'0') as i64)? };
+    }
+    Some(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_are_strict() {
+        assert_eq!(parse_int(b"0"), Some(0));
+        assert_eq!(parse_int(b"-42"), Some(-42));
+        assert_eq!(parse_int(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(parse_int(b"-9223372036854775808"), Some(i64::MIN));
+        for bad in ["", "-", "+1", "1.5", " 1", "1 ", "9223372036854775808", "1e3", "0x10", "١"] {
+            assert_eq!(parse_int(bad.as_bytes()), None, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! The context Redis passes to every command and callback, and what can be asked of it:
+//! the clock, the selected database, the context flags, logging, key signals and
+//! keyspace notifications.
+
+use std::ffi::{CStr, CString};
+
+use redis_module::raw::{self, RedisModuleCtx};
+
+use super::RStr;
+
+/// A Redis module context (see the module doc of `ffi` for why its use is sound).
+#[derive(Clone, Copy, Debug)]
+pub struct Ctx(*mut RedisModuleCtx);
+
+/// The server clock in Unix ms.
+pub fn now_ms() -> i64 {
+    // SAFETY: a plain clock read.
+    unsafe { rm!(RedisModule_Milliseconds)() }
+}
+
+/// While clients are paused (CLIENT PAUSE WRITE, FAILOVER) the dataset must not change:
+/// Redis asserts it when it propagates.
+pub fn writes_paused() -> bool {
+    // SAFETY: reads a server flag.
+    unsafe { rm!(RedisModule_AvoidReplicaTraffic)() != 0 }
+}
+
+impl Ctx {
+    pub fn new(p: *mut RedisModuleCtx) -> Ctx {
+        Ctx(p)
+    }
+
+    pub fn ptr(self) -> *mut RedisModuleCtx {
+        self.0
+    }
+
+    fn flags(self) -> u32 {
+        // SAFETY: a valid context (module doc).
+        unsafe { rm!(RedisModule_GetContextFlags)(self.0) as u32 }
+    }
+
+    pub fn is_primary(self) -> bool {
+        self.flags() & raw::REDISMODULE_CTX_FLAGS_MASTER != 0
+    }
+
+    pub fn in_cluster(self) -> bool {
+        self.flags() & raw::REDISMODULE_CTX_FLAGS_CLUSTER != 0
+    }
+
+    pub fn aof_on(self) -> bool {
+        self.flags() & raw::REDISMODULE_CTX_FLAGS_AOF != 0
+    }
+
+    /// Whether this call may block (not inside MULTI, a script or a module's RM_Call).
+    pub fn may_block(self) -> bool {
+        let deny = raw::REDISMODULE_CTX_FLAGS_MULTI | raw::REDISMODULE_CTX_FLAGS_LUA | raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING;
+        self.flags() & deny == 0
+    }
+
+    pub fn db(self) -> i32 {
+        // SAFETY: a valid context.
+        unsafe { rm!(RedisModule_GetSelectedDb)(self.0) }
+    }
+
+    /// Selects database `db`; false if it does not exist.
+    pub fn select_db(self, db: i32) -> bool {
+        // SAFETY: a valid context; an invalid index is refused by Redis.
+        unsafe { rm!(RedisModule_SelectDb)(self.0, db) == super::OK }
+    }
+
+    pub fn log_warning(self, msg: &str) {
+        let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
+        // SAFETY: a valid context and NUL-terminated strings.
+        unsafe { rm!(RedisModule_Log)(self.0, c"warning".as_ptr(), c"%s".as_ptr(), c.as_ptr()) };
+    }
+
+    /// Wakes the clients blocked on `key`.
+    pub fn signal_ready(self, key: &RStr) {
+        // SAFETY: a valid context and a live key name.
+        unsafe { rm!(RedisModule_SignalKeyAsReady)(self.0, key.ptr()) };
+    }
+
+    /// Publishes a keyspace notification of the module class on `key`.
+    pub fn notify(self, event: &CStr, key: &RStr) {
+        // SAFETY: a valid context, NUL-terminated event name, live key name.
+        unsafe { rm!(RedisModule_NotifyKeyspaceEvent)(self.0, raw::REDISMODULE_NOTIFY_MODULE, event.as_ptr(), key.ptr()) };
+    }
+
+    /// Propagates a command to replicas and the AOF (`fmt` "v": the arguments in `argv`).
+    pub fn replicate(self, cmd: &CStr, argv: &[*mut raw::RedisModuleString]) {
+        // SAFETY: a valid context; argv holds live strings for the duration of the call.
+        unsafe { rm!(RedisModule_Replicate)(self.0, cmd.as_ptr(), c"v".as_ptr(), argv.as_ptr(), argv.len()) };
+    }
+
+    /// Counts a change of the dataset (for the save points) without propagating anything.
+    pub fn count_change(self) {
+        // SAFETY: a valid context; "AR" sends it neither to the AOF nor to replicas.
+        unsafe { rm!(RedisModule_Replicate)(self.0, c"PING".as_ptr(), c"AR".as_ptr()) };
+    }
+}

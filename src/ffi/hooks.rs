@@ -1,0 +1,220 @@
+//! Where Redis calls in besides commands and timers: server events, keyspace events, the
+//! command filter, the INFO section; and the reads that go with them (a keyspace scan,
+//! INFO fields, config). Each C callback is a trampoline into a plain Rust `fn`, run
+//! through the panic guard.
+
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::sync::OnceLock;
+
+use redis_module::raw::{self, RedisModuleCtx, RedisModuleString};
+
+use super::guard::guard;
+use super::rstr::bytes;
+use super::{Ctx, RStr, OK};
+
+/// A server event handler: the context and the sub-event.
+pub type EventFn = fn(Ctx, u64);
+
+/// Server events the module follows.
+#[derive(Clone, Copy, Debug)]
+pub enum ServerEvent {
+    Loading,
+    RoleChanged,
+    SwapDb,
+}
+
+/// Sub-events handlers look at.
+pub const LOADING_ENDED: u64 = raw::REDISMODULE_SUBEVENT_LOADING_ENDED;
+pub const NOW_PRIMARY: u64 = raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER;
+
+macro_rules! event_slots {
+    ($($slot:ident, $tramp:ident;)*) => {
+        $(
+            static $slot: OnceLock<EventFn> = OnceLock::new();
+            extern "C" fn $tramp(ctx: *mut RedisModuleCtx, _e: raw::RedisModuleEvent, sub: u64, _d: *mut c_void) {
+                if let Some(f) = $slot.get() {
+                    guard((), || f(Ctx::new(ctx), sub));
+                }
+            }
+        )*
+    };
+}
+
+event_slots! {
+    LOADING, on_loading;
+    ROLE, on_role;
+    SWAPDB, on_swapdb;
+}
+
+/// Calls `f` on every `event`; false if Redis refused the subscription.
+pub fn subscribe(ctx: Ctx, event: ServerEvent, f: EventFn) -> bool {
+    type Tramp = extern "C" fn(*mut RedisModuleCtx, raw::RedisModuleEvent, u64, *mut c_void);
+    let (id, slot, tramp): (u64, &OnceLock<EventFn>, Tramp) = match event {
+        ServerEvent::Loading => (raw::REDISMODULE_EVENT_LOADING, &LOADING, on_loading),
+        ServerEvent::RoleChanged => (raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED, &ROLE, on_role),
+        ServerEvent::SwapDb => (raw::REDISMODULE_EVENT_SWAPDB, &SWAPDB, on_swapdb),
+    };
+    let _ = slot.set(f);
+    // SAFETY: a valid context at load; the trampoline ignores the event data.
+    unsafe { rm!(RedisModule_SubscribeToServerEvent)(ctx.ptr(), raw::RedisModuleEvent { id, dataver: 1 }, Some(tramp)) == OK }
+}
+
+/// A config change handler: the names of the changed settings.
+pub type ConfigFn = fn(Ctx, &[&[u8]]);
+static CONFIG: OnceLock<ConfigFn> = OnceLock::new();
+
+extern "C" fn on_config(ctx: *mut RedisModuleCtx, _e: raw::RedisModuleEvent, _sub: u64, data: *mut c_void) {
+    let Some(f) = CONFIG.get() else { return };
+    guard((), || {
+        // SAFETY: for the config event the data is a RedisModuleConfigChangeV1 whose
+        // `num_changes` names are NUL-terminated strings, live during the callback.
+        let names: Vec<&[u8]> = unsafe {
+            let change = &*(data as *const raw::RedisModuleConfigChangeV1);
+            std::slice::from_raw_parts(change.config_names, change.num_changes as usize)
+                .iter()
+                .map(|n| CStr::from_ptr(*n).to_bytes())
+                .collect()
+        };
+        f(Ctx::new(ctx), &names)
+    });
+}
+
+/// Calls `f` after every CONFIG SET.
+pub fn subscribe_config(ctx: Ctx, f: ConfigFn) -> bool {
+    let _ = CONFIG.set(f);
+    let e = raw::RedisModuleEvent { id: raw::REDISMODULE_EVENT_CONFIG, dataver: 1 };
+    // SAFETY: a valid context at load.
+    unsafe { rm!(RedisModule_SubscribeToServerEvent)(ctx.ptr(), e, Some(on_config)) == OK }
+}
+
+/// A keyspace event handler: the event name and the key.
+pub type KeyEventFn = fn(Ctx, &[u8], &RStr);
+static KEY_EVENTS: OnceLock<KeyEventFn> = OnceLock::new();
+
+extern "C" fn on_key_event(ctx: *mut RedisModuleCtx, _type: c_int, event: *const c_char, key: *mut RedisModuleString) -> c_int {
+    if event.is_null() || key.is_null() {
+        return 0;
+    }
+    if let Some(f) = KEY_EVENTS.get() {
+        // SAFETY: Redis passes a NUL-terminated event name and a live key name.
+        let (event, key) = unsafe { (CStr::from_ptr(event).to_bytes(), RStr::retain(key)) };
+        guard((), || f(Ctx::new(ctx), event, &key));
+    }
+    0
+}
+
+/// Calls `f` on every generic keyspace event (RENAME, MOVE, COPY, RESTORE, DEL ...).
+pub fn subscribe_key_events(ctx: Ctx, f: KeyEventFn) -> bool {
+    let _ = KEY_EVENTS.set(f);
+    // SAFETY: a valid context at load.
+    unsafe { rm!(RedisModule_SubscribeToKeyspaceEvents)(ctx.ptr(), raw::REDISMODULE_NOTIFY_GENERIC, Some(on_key_event)) == OK }
+}
+
+/// A command filter: sees each command's name before it runs.
+pub type FilterFn = fn(&[u8]);
+static FILTER: OnceLock<FilterFn> = OnceLock::new();
+
+extern "C" fn on_filter(fctx: *mut raw::RedisModuleCommandFilterCtx) {
+    let Some(f) = FILTER.get() else { return };
+    guard((), || {
+        // SAFETY: a valid filter context; argument 0 (the name) is live during the call.
+        let name = unsafe { rm!(RedisModule_CommandFilterArgGet)(fctx, 0) };
+        if !name.is_null() {
+            f(unsafe { bytes(name) })
+        }
+    });
+}
+
+pub fn register_filter(ctx: Ctx, f: FilterFn) -> bool {
+    let _ = FILTER.set(f);
+    // SAFETY: a valid context at load.
+    !unsafe { rm!(RedisModule_RegisterCommandFilter)(ctx.ptr(), Some(on_filter), 0) }.is_null()
+}
+
+/// The INFO section's writer.
+pub struct InfoSection(*mut raw::RedisModuleInfoCtx);
+
+impl InfoSection {
+    pub fn field(&self, name: &str, v: u64) {
+        let name = CString::new(name).unwrap_or_default();
+        // SAFETY: a valid info context inside the callback.
+        unsafe { rm!(RedisModule_InfoAddFieldULongLong)(self.0, name.as_ptr(), v) };
+    }
+}
+
+pub type InfoFn = fn(&InfoSection);
+static INFO: OnceLock<InfoFn> = OnceLock::new();
+
+extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
+    let Some(f) = INFO.get() else { return };
+    guard((), || {
+        // SAFETY: a valid info context; "" names the module's own section.
+        unsafe { rm!(RedisModule_InfoAddSection)(ctx, c"".as_ptr()) };
+        f(&InfoSection(ctx))
+    });
+}
+
+pub fn register_info(ctx: Ctx, f: InfoFn) -> bool {
+    let _ = INFO.set(f);
+    // SAFETY: a valid context at load.
+    unsafe { rm!(RedisModule_RegisterInfoFunc)(ctx.ptr(), Some(on_info)) == OK }
+}
+
+type KeyVisitor<'a> = &'a mut dyn FnMut(&[u8]);
+
+extern "C" fn visit_key(_ctx: *mut RedisModuleCtx, name: *mut RedisModuleString, _key: *mut raw::RedisModuleKey, visit: *mut c_void) {
+    // SAFETY: `visit` points to the visitor passed by `scan_keys`, alive during the scan;
+    // the key name is live during the call.
+    let (visit, name) = unsafe { (&mut *(visit as *mut KeyVisitor), bytes(name)) };
+    guard((), || visit(name));
+}
+
+/// Calls `visit` with the name of every key of the selected database.
+pub fn scan_keys(ctx: Ctx, mut visit: KeyVisitor) {
+    let visit: *mut KeyVisitor = &mut visit;
+    // SAFETY: a valid context; the cursor is destroyed here.
+    unsafe {
+        let cursor = rm!(RedisModule_ScanCursorCreate)();
+        while rm!(RedisModule_Scan)(ctx.ptr(), cursor, Some(visit_key), visit.cast()) != 0 {}
+        rm!(RedisModule_ScanCursorDestroy)(cursor);
+    }
+}
+
+/// An `INFO <section>` read, freed on drop.
+pub struct ServerInfo(Ctx, *mut raw::RedisModuleServerInfoData);
+
+impl ServerInfo {
+    pub fn get(ctx: Ctx, section: &CStr) -> Option<ServerInfo> {
+        // SAFETY: a valid context.
+        let p = unsafe { rm!(RedisModule_GetServerInfo)(ctx.ptr(), section.as_ptr()) };
+        (!p.is_null()).then_some(ServerInfo(ctx, p))
+    }
+
+    pub fn text(&self, field: &CStr) -> Option<Vec<u8>> {
+        // SAFETY: a live info object; the returned C string lives as long as it.
+        unsafe {
+            let v = rm!(RedisModule_ServerInfoGetFieldC)(self.1, field.as_ptr());
+            (!v.is_null()).then(|| CStr::from_ptr(v).to_bytes().to_vec())
+        }
+    }
+
+    pub fn int(&self, field: &CStr) -> Option<i64> {
+        let mut err = 0;
+        // SAFETY: a live info object.
+        let v = unsafe { rm!(RedisModule_ServerInfoGetFieldSigned)(self.1, field.as_ptr(), &mut err) };
+        (err == 0).then_some(v)
+    }
+}
+
+impl Drop for ServerInfo {
+    fn drop(&mut self) {
+        // SAFETY: obtained by `get`, freed once.
+        unsafe { rm!(RedisModule_FreeServerInfo)(self.0.ptr(), self.1) };
+    }
+}
+
+/// Applies the `rmq.*` lines of the config file; None where the server lacks the API.
+pub fn load_configs(ctx: Ctx) -> Option<bool> {
+    // SAFETY: reading an optional API pointer; a valid context at load.
+    unsafe { raw::RedisModule_LoadConfigs }.map(|load| unsafe { load(ctx.ptr()) } == OK)
+}

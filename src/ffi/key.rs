@@ -1,0 +1,159 @@
+//! An open key and the raw sorted-set and hash calls on it. `Key` closes itself on drop.
+
+use redis_module::raw;
+
+use super::{Ctx, RStr, OK};
+
+/// What a key holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyType {
+    Empty,
+    ZSet,
+    Hash,
+    Other,
+}
+
+/// An open key (a null handle stands for a key opened for reading that does not exist).
+pub struct Key(*mut raw::RedisModuleKey);
+
+impl Drop for Key {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            // SAFETY: opened by `open` and not closed before.
+            unsafe { rm!(RedisModule_CloseKey)(self.0) }
+        }
+    }
+}
+
+// SAFETY (every method below): the handle is null or open (see `open`); null handles are
+// checked before any call that needs a key.
+impl Key {
+    pub fn open(ctx: Ctx, name: &RStr, write: bool) -> Key {
+        let mode = if write { raw::REDISMODULE_READ | raw::REDISMODULE_WRITE } else { raw::REDISMODULE_READ };
+        Key(unsafe { rm!(RedisModule_OpenKey)(ctx.ptr(), name.ptr(), mode as i32) }.cast())
+    }
+
+    pub fn key_type(&self) -> KeyType {
+        if self.0.is_null() {
+            return KeyType::Empty;
+        }
+        match unsafe { rm!(RedisModule_KeyType)(self.0) } as isize {
+            raw::REDISMODULE_KEYTYPE_EMPTY => KeyType::Empty,
+            raw::REDISMODULE_KEYTYPE_ZSET => KeyType::ZSet,
+            raw::REDISMODULE_KEYTYPE_HASH => KeyType::Hash,
+            _ => KeyType::Other,
+        }
+    }
+
+    /// Members of a sorted set, fields of a hash (0 for an empty key).
+    pub fn len(&self) -> usize {
+        if self.0.is_null() {
+            return 0;
+        }
+        unsafe { rm!(RedisModule_ValueLength)(self.0) }
+    }
+
+    /// RM_ZsetAdd with input `flags` (REDISMODULE_ZADD_*): the output flags, None on failure.
+    pub fn zadd(&mut self, score: f64, m: &RStr, mut flags: i32) -> Option<i32> {
+        if self.0.is_null() {
+            return None;
+        }
+        let ok = unsafe { rm!(RedisModule_ZsetAdd)(self.0, score, m.ptr(), &mut flags) } == OK;
+        ok.then_some(flags)
+    }
+
+    pub fn zscore(&self, m: &RStr) -> Option<f64> {
+        if self.key_type() != KeyType::ZSet {
+            return None;
+        }
+        let mut score = 0.0;
+        let ok = unsafe { rm!(RedisModule_ZsetScore)(self.0, m.ptr(), &mut score) } == OK;
+        ok.then_some(score)
+    }
+
+    /// Removes a member; true if it was there. Removing the last member deletes the key.
+    pub fn zrem(&mut self, m: &RStr) -> bool {
+        if self.key_type() != KeyType::ZSet {
+            return false;
+        }
+        let mut deleted = 0;
+        let ok = unsafe { rm!(RedisModule_ZsetRem)(self.0, m.ptr(), &mut deleted) } == OK;
+        ok && deleted != 0
+    }
+
+    /// Members with score in [min, max], ascending (descending if `rev`), calling `f` on
+    /// each until it returns false.
+    pub fn zscan(&self, min: f64, max: f64, rev: bool, f: &mut dyn FnMut(RStr, f64) -> bool) {
+        if self.key_type() != KeyType::ZSet {
+            return;
+        }
+        let k = self.0;
+        unsafe {
+            let started = if rev {
+                rm!(RedisModule_ZsetLastInScoreRange)(k, min, max, 0, 0)
+            } else {
+                rm!(RedisModule_ZsetFirstInScoreRange)(k, min, max, 0, 0)
+            };
+            if started == OK {
+                while rm!(RedisModule_ZsetRangeEndReached)(k) == 0 {
+                    let mut score = 0.0;
+                    let el = rm!(RedisModule_ZsetRangeCurrentElement)(k, &mut score);
+                    // The element is a new string we own.
+                    if el.is_null() || !f(RStr::adopt(el), score) {
+                        break;
+                    }
+                    let more = if rev { rm!(RedisModule_ZsetRangePrev)(k) } else { rm!(RedisModule_ZsetRangeNext)(k) };
+                    if more == 0 {
+                        break;
+                    }
+                }
+            }
+            // Always stopped before anyone changes the key.
+            rm!(RedisModule_ZsetRangeStop)(k);
+        }
+    }
+
+    pub fn hget(&self, field: &RStr) -> Option<RStr> {
+        if self.key_type() != KeyType::Hash {
+            return None;
+        }
+        let mut out: *mut raw::RedisModuleString = std::ptr::null_mut();
+        unsafe {
+            rm!(RedisModule_HashGet)(
+                self.0,
+                raw::REDISMODULE_HASH_NONE as i32,
+                field.ptr(),
+                &mut out as *mut *mut raw::RedisModuleString,
+                std::ptr::null_mut::<raw::RedisModuleString>(),
+            );
+            // A found value is a new string we own.
+            (!out.is_null()).then(|| RStr::adopt(out))
+        }
+    }
+
+    /// Sets (Some) or deletes (None) a hash field; returns how many fields were updated or
+    /// deleted (0 for a new field). Deleting the last field deletes the key.
+    pub fn hset(&mut self, field: &RStr, value: Option<&RStr>) -> i32 {
+        if self.0.is_null() {
+            return 0;
+        }
+        let v = value.map_or(raw::REDISMODULE_HASH_DELETE as *mut raw::RedisModuleString, RStr::ptr);
+        unsafe {
+            rm!(RedisModule_HashSet)(
+                self.0,
+                raw::REDISMODULE_HASH_NONE as i32,
+                field.ptr(),
+                v,
+                std::ptr::null_mut::<raw::RedisModuleString>(),
+            )
+        }
+    }
+
+    /// Deletes the key's value; false when there was none.
+    pub fn delete(&mut self) -> bool {
+        if self.key_type() == KeyType::Empty {
+            return false;
+        }
+        unsafe { rm!(RedisModule_DeleteKey)(self.0) == OK }
+    }
+}

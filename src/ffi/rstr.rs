@@ -1,0 +1,139 @@
+//! `RStr`: an owned reference to a Redis string, cheap to clone (a refcount), binary-safe.
+//! Messages travel as these from argv to the sorted sets and the replication stream
+//! without being copied.
+
+use std::ptr::NonNull;
+
+use redis_module::raw;
+
+pub struct RStr(NonNull<raw::RedisModuleString>);
+
+impl RStr {
+    /// Takes a new reference to a string Redis passed in (argv, a callback's key name).
+    ///
+    /// # Safety
+    /// `p` must point to a live Redis string.
+    pub unsafe fn retain(p: *mut raw::RedisModuleString) -> RStr {
+        // SAFETY: the caller guarantees `p` is live; retaining with a NULL context makes
+        // the reference ours until `Drop`.
+        unsafe {
+            rm!(RedisModule_RetainString)(std::ptr::null_mut(), p);
+            RStr::adopt(p)
+        }
+    }
+
+    /// Takes over a string whose reference the caller owns (a fresh one from the API).
+    ///
+    /// # Safety
+    /// `p` must be a live string whose one reference passes to the result.
+    pub unsafe fn adopt(p: *mut raw::RedisModuleString) -> RStr {
+        RStr(NonNull::new(p).expect("Redis returned a null string"))
+    }
+
+    pub fn from_bytes(b: &[u8]) -> RStr {
+        // SAFETY: CreateString copies `b` and returns a new string we own.
+        unsafe { RStr::adopt(rm!(RedisModule_CreateString)(std::ptr::null_mut(), b.as_ptr().cast(), b.len())) }
+    }
+
+    pub fn from_i64(v: i64) -> RStr {
+        // SAFETY: a new string we own.
+        unsafe { RStr::adopt(rm!(RedisModule_CreateStringFromLongLong)(std::ptr::null_mut(), v)) }
+    }
+
+    /// A score as ZADD reads it: integers exactly, anything else in full precision.
+    pub fn from_score(s: f64) -> RStr {
+        if s.fract() == 0.0 && s.abs() < 9.0e18 {
+            RStr::from_i64(s as i64)
+        } else {
+            // SAFETY: a new string we own.
+            unsafe { RStr::adopt(rm!(RedisModule_CreateStringFromDouble)(std::ptr::null_mut(), s)) }
+        }
+    }
+
+    pub fn ptr(&self) -> *mut raw::RedisModuleString {
+        self.0.as_ptr()
+    }
+}
+
+/// The bytes of a Redis string.
+///
+/// # Safety
+/// `p` must point to a live string that outlives `'a` and is not modified meanwhile.
+pub unsafe fn bytes<'a>(p: *const raw::RedisModuleString) -> &'a [u8] {
+    let mut len = 0usize;
+    // SAFETY: `p` is live (caller); StringPtrLen returns its buffer and length.
+    let data = unsafe { rm!(RedisModule_StringPtrLen)(p, &mut len) };
+    if data.is_null() || len == 0 {
+        return &[];
+    }
+    // SAFETY: the buffer holds `len` bytes and lives as long as the string (caller).
+    unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) }
+}
+
+/// A string kept for the life of the process and used only on Redis's main thread (every
+/// module callback runs there), so it may sit in a static.
+pub struct Shared(pub RStr);
+// SAFETY: only ever touched from Redis's main thread (see above).
+unsafe impl Send for Shared {}
+// SAFETY: as for Send.
+unsafe impl Sync for Shared {}
+
+impl AsRef<[u8]> for RStr {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: we hold a reference, so the string lives as long as `self`; Redis never
+        // modifies a string shared by refcount.
+        unsafe { bytes(self.ptr()) }
+    }
+}
+
+impl Clone for RStr {
+    fn clone(&self) -> RStr {
+        // SAFETY: `self` keeps the string live.
+        unsafe { RStr::retain(self.ptr()) }
+    }
+}
+
+impl Drop for RStr {
+    fn drop(&mut self) {
+        // SAFETY: we own one reference (retained or adopted).
+        unsafe { rm!(RedisModule_FreeString)(std::ptr::null_mut(), self.ptr()) }
+    }
+}
+
+/// A command's arguments: the argv Redis passed in, valid for the whole call.
+#[derive(Clone, Copy)]
+pub struct Argv<'a>(&'a [*mut raw::RedisModuleString]);
+
+impl<'a> Argv<'a> {
+    /// # Safety
+    /// `argv` must hold `argc` live strings that outlive `'a` (a command's arguments do).
+    pub unsafe fn new(argv: *mut *mut raw::RedisModuleString, argc: i32) -> Argv<'a> {
+        if argv.is_null() || argc < 1 {
+            return Argv(&[]);
+        }
+        // SAFETY: the caller guarantees `argc` entries.
+        Argv(unsafe { std::slice::from_raw_parts(argv, argc as usize) })
+    }
+
+    /// The arguments after the command name.
+    pub fn tail(self) -> Argv<'a> {
+        Argv(self.0.get(1..).unwrap_or(&[]))
+    }
+
+    /// The bytes of every argument, for parsing.
+    pub fn bytes(self) -> Vec<&'a [u8]> {
+        // SAFETY: argv strings outlive 'a (constructor).
+        self.0.iter().map(|p| unsafe { bytes(*p) }).collect()
+    }
+
+    /// A reference to argument `i` (panics when out of range: parse first).
+    pub fn get(self, i: usize) -> RStr {
+        // SAFETY: argv strings are live (constructor).
+        unsafe { RStr::retain(self.0[i]) }
+    }
+
+    /// References to the arguments from `from` on.
+    pub fn from(self, from: usize) -> Vec<RStr> {
+        (from..self.0.len()).map(|i| self.get(i)).collect()
+    }
+}

@@ -1,0 +1,103 @@
+//! The wake-up seam between whatever needs a later look (a lease deadline, a due time a
+//! blocked consumer waits for) and the timer that takes it: two schedules of queues by
+//! time and the one module timer armed at the earliest of them. What the timer does when
+//! it fires is `timers`' business (it registers its callback here at load).
+
+use std::sync::{LazyLock, Mutex, MutexGuard, OnceLock};
+
+use crate::core::schedule::{QueueId, Schedule};
+use crate::ffi::context::now_ms;
+use crate::ffi::timer::{self, TimerFn, TimerId};
+use crate::ffi::Ctx;
+
+#[derive(Default)]
+struct Alarm {
+    /// Queues by (a lower bound of) their earliest lease deadline.
+    leases: Schedule,
+    /// Queues with blocked consumers by the due time of their next waiting message.
+    dues: Schedule,
+    /// The armed module timer and when it fires.
+    armed: Option<(TimerId, i64)>,
+}
+
+static ALARM: LazyLock<Mutex<Alarm>> = LazyLock::new(Mutex::default);
+static CALLBACK: OnceLock<TimerFn> = OnceLock::new();
+
+fn alarm() -> MutexGuard<'static, Alarm> {
+    // A panic elsewhere must not disable the timers for good.
+    ALARM.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Sets what the timer runs (once, at load).
+pub fn init(f: TimerFn) {
+    let _ = CALLBACK.set(f);
+}
+
+/// Notes a lease deadline of a queue of the selected db (after a pop or an extend).
+pub fn note_lease(ctx: Ctx, queue: &[u8], deadline: i64) {
+    note_lease_in(ctx, ctx.db(), queue, deadline);
+}
+
+/// Notes a lease deadline of a queue of db `db`.
+pub fn note_lease_in(ctx: Ctx, db: i32, queue: &[u8], deadline: i64) {
+    let earliest = alarm().leases.note(db, queue, deadline);
+    if earliest {
+        arm(ctx, deadline);
+    }
+}
+
+/// Notes when a queue with blocked consumers next has a message coming due.
+pub fn note_due(ctx: Ctx, queue: &[u8], due: i64) {
+    let earliest = alarm().dues.note(ctx.db(), queue, due);
+    if earliest {
+        arm(ctx, due);
+    }
+}
+
+/// Makes sure the timer fires no later than `at`.
+pub fn arm(ctx: Ctx, at: i64) {
+    let Some(&f) = CALLBACK.get() else { return };
+    let mut a = alarm();
+    if let Some((id, fires)) = a.armed {
+        if fires <= at {
+            return;
+        }
+        timer::stop(ctx, id);
+    }
+    let id = timer::create(ctx, (at - now_ms()).max(0), f);
+    a.armed = Some((id, at));
+}
+
+/// The timer fired: it is no longer armed.
+pub fn fired() {
+    alarm().armed = None;
+}
+
+/// Takes the next queue whose lease deadline is <= now.
+pub fn pop_lease(now: i64) -> Option<QueueId> {
+    alarm().leases.pop_due(now)
+}
+
+/// Takes the next queue whose due time is <= now.
+pub fn pop_due(now: i64) -> Option<QueueId> {
+    alarm().dues.pop_due(now)
+}
+
+/// The earliest time anything is noted for.
+pub fn next() -> Option<i64> {
+    let a = alarm();
+    match (a.leases.next(), a.dues.next()) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, y) => x.or(y),
+    }
+}
+
+/// Forgets every noted lease (before a rescan finds them all again).
+pub fn clear_leases() {
+    alarm().leases.clear();
+}
+
+/// Forgets every noted due time (SWAPDB: blocked consumers note theirs anew).
+pub fn clear_dues() {
+    alarm().dues.clear();
+}

@@ -1,0 +1,16 @@
+//! The module at run time, over storage: settings, counters, keyspace events, the timer
+//! and its wake-up seam, blocked consumers, delivery, server-event hooks, cluster
+//! migration and the eviction warning. Dependencies run one way:
+//! `alarm` <- `waiters` <- `delivery` <- `blocking`, `timers` <- `hooks`.
+
+pub mod alarm;
+pub mod blocking;
+pub mod cluster;
+pub mod delivery;
+pub mod events;
+pub mod eviction;
+pub mod hooks;
+pub mod settings;
+pub mod stats;
+pub mod timers;
+pub mod waiters;

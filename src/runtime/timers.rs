@@ -1,0 +1,204 @@
+//! What the module timer does when it fires (`alarm` arms it): wake consumers blocked on a
+//! queue whose next message has come due, and roll back expired leases of every queue in
+//! small time-bounded steps (about half a millisecond, the clock checked every 16
+//! rollbacks), coming back while it is behind, like Redis's active expire cycle. It runs
+//! on primaries only; after a load or a promotion the leases are found again by one scan
+//! of the keyspace (`rescan`).
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use redis_module::raw::RedisModuleCtx;
+
+use crate::core::rules;
+use crate::ffi::context::{now_ms, writes_paused};
+use crate::ffi::guard::{caught, guard};
+use crate::ffi::hooks::scan_keys;
+use crate::ffi::timer::{self, OneShotFn};
+use crate::ffi::{Ctx, RStr};
+use crate::runtime::delivery::{swept, Opened};
+use crate::runtime::{alarm, settings, stats};
+use crate::storage::keys::lease_queue;
+use crate::storage::redis_queue::RedisQueue;
+
+/// Work per timer step before yielding to clients: with the replication of its effects
+/// and the hop through the event loop a step then keeps a client waiting under 1 ms
+/// (measured by `make bench-timers`, see scripts/results/bench_timers.md).
+const STEP_BUDGET: Duration = Duration::from_micros(500);
+/// Leases rolled back between two looks at the clock.
+const CHUNK: usize = 16;
+/// How soon to look again while clients are paused (CLIENT PAUSE WRITE, FAILOVER).
+pub const PAUSE_RETRY_MS: i64 = 10;
+
+/// Registers the timer's callback (at load).
+pub fn init(ctx: Ctx) {
+    alarm::init(tick);
+    timer::init_detached(ctx);
+}
+
+/// When the timer should run next.
+enum Next {
+    /// As soon as clients have been served: it is behind.
+    Now,
+    At(i64),
+}
+
+/// Runs the next step as soon as the clients that came in meanwhile have been answered.
+/// A timer armed inside its own callback fires no sooner than 1 ms later (Redis
+/// reschedules its module-timer event at least 1 ms ahead), which left the core idle half
+/// the time while a backlog was rolled back. Instead the next step hops through two passes
+/// of the event loop, each started by a one-shot event (run in a pass's file-event phase,
+/// along with client input) that arms a 0 ms timer (run in the same pass's time-event
+/// phase, where a one-shot queued is left for the next pass):
+/// - pass 1: clients' commands run, then `hop` only queues the next one-shot; their
+///   replies are written before the loop sleeps again (Redis writes replies only then,
+///   so a step in this pass would hold them back);
+/// - pass 2: the step runs.
+fn continue_soon(ctx: Ctx) {
+    // One hop chain at a time: a step run meanwhile by a timer armed for another reason
+    // (a short lease, a due time) leaves the continuation to the chain under way.
+    if !HOPPING.swap(true, Ordering::Relaxed) {
+        queue_or_arm(ctx, arm_hop);
+    }
+}
+
+/// A hop chain is under way (see `continue_soon`).
+static HOPPING: AtomicBool = AtomicBool::new(false);
+
+/// The chain's next hop; without one-shot events, the plain timer (and the chain ends).
+fn queue_or_arm(ctx: Ctx, f: OneShotFn) {
+    if !timer::one_shot(f) {
+        HOPPING.store(false, Ordering::Relaxed);
+        alarm::arm(ctx, now_ms());
+    }
+}
+
+extern "C" fn arm_hop(_data: *mut c_void) {
+    guard((), || match timer::detached() {
+        Some(ctx) => {
+            timer::create(ctx, 0, hop);
+        }
+        None => HOPPING.store(false, Ordering::Relaxed),
+    });
+}
+
+extern "C" fn hop(ctx: *mut RedisModuleCtx, _data: *mut c_void) {
+    guard((), || queue_or_arm(Ctx::new(ctx), arm_step));
+}
+
+extern "C" fn arm_step(_data: *mut c_void) {
+    HOPPING.store(false, Ordering::Relaxed);
+    guard((), || {
+        if let Some(ctx) = timer::detached() {
+            alarm::arm(ctx, now_ms());
+        }
+    });
+}
+
+extern "C" fn tick(ctx: *mut RedisModuleCtx, _data: *mut c_void) {
+    let ctx = Ctx::new(ctx);
+    alarm::fired();
+    let outcome = caught(|| {
+        if !ctx.is_primary() {
+            // A replica changes nothing; a promotion rescans and re-arms.
+            return None;
+        }
+        if writes_paused() {
+            return Some(Next::At(now_ms() + PAUSE_RETRY_MS));
+        }
+        step(ctx)
+    });
+    match outcome {
+        Some(Some(Next::Now)) => continue_soon(ctx),
+        Some(Some(Next::At(at))) => alarm::arm(ctx, at),
+        Some(None) => {}
+        // Keep going after a caught panic rather than leave leases unswept.
+        None => alarm::arm(ctx, now_ms() + 100),
+    }
+}
+
+/// One timer step: wake blocked consumers whose message came due, then roll back expired
+/// leases until the budget runs out. Returns when to come back.
+fn step(ctx: Ctx) -> Option<Next> {
+    let started = Instant::now();
+    let now = now_ms();
+    let lim = settings::limits();
+    let due: Vec<_> = std::iter::from_fn(|| alarm::pop_due(now)).collect();
+    for (db, q) in due {
+        ctx.select_db(db);
+        // Closing it signals the key and, from here rather than from the consumers'
+        // callbacks (too late for this sleep), schedules the queue's next due time.
+        if let Ok(mut queue) = Opened::open(ctx, RStr::from_bytes(&q), false) {
+            queue.wake_consumers();
+        }
+    }
+    let mut behind = false;
+    while !behind {
+        let Some((db, q)) = alarm::pop_lease(now) else { break };
+        ctx.select_db(db);
+        let Ok(mut queue) = Opened::open(ctx, RStr::from_bytes(&q), true) else { continue };
+        loop {
+            let out = rules::sweep(&mut *queue, now, &lim, CHUNK);
+            swept(ctx, &queue, &out);
+            if out.expired < CHUNK as u64 {
+                break;
+            }
+            if started.elapsed() >= STEP_BUDGET {
+                behind = true;
+                break;
+            }
+        }
+        if let Some(next) = rules::next_expiry(&*queue) {
+            alarm::note_lease_in(ctx, db, &q, next);
+        }
+        drop(queue); // replicates this queue's rollbacks and wakes its consumers
+        behind |= started.elapsed() >= STEP_BUDGET;
+    }
+    stats::SWEEP_RUNS.add(1);
+    stats::SWEEP_MAX_US.max(started.elapsed().as_micros() as u64);
+    if behind {
+        return Some(Next::Now);
+    }
+    alarm::next().map(Next::At)
+}
+
+/// Schedules the rollback of the leases of the queue whose key `key` is, if it is a
+/// `prepare{Q}` key (a key that arrived by RESTORE, say).
+pub fn note_arrived(ctx: Ctx, key: &[u8]) {
+    if let Some(q) = lease_queue(key) {
+        note_queue(ctx, q);
+    }
+}
+
+/// Schedules the rollback of queue `q`'s leases, if it has any.
+fn note_queue(ctx: Ctx, q: &[u8]) {
+    if let Ok(queue) = RedisQueue::open(ctx, RStr::from_bytes(q), false) {
+        if let Some(next) = rules::next_expiry(&queue) {
+            alarm::note_lease(ctx, q, next);
+        }
+    }
+}
+
+/// Finds every queue holding leases (one keyspace scan, after a load or a promotion) and
+/// schedules its rollback.
+pub fn rescan(ctx: Ctx) {
+    if !ctx.is_primary() {
+        return;
+    }
+    guard((), || {
+        let original = ctx.db();
+        alarm::clear_leases();
+        let mut db = 0;
+        while ctx.select_db(db) {
+            // Queues are opened after the scan: the scan must not see keys change.
+            let mut found: Vec<Vec<u8>> = Vec::new();
+            scan_keys(ctx, &mut |key| found.extend(lease_queue(key).map(<[u8]>::to_vec)));
+            for q in found {
+                note_queue(ctx, &q);
+            }
+            db += 1;
+        }
+        ctx.select_db(original);
+    });
+}
