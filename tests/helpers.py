@@ -283,6 +283,8 @@ def start_replica(start_server, primary, module_args=()):
     pc.delete("__replica_probe__")
     ok = ok and wait_until(lambda: rc.exists("__replica_probe__") == 0, timeout=10, interval=0.01)
     assert ok, "the replication stream does not reach the replica"
+    # ... and once the replica has acknowledged it, so that a later WAIT returns at once.
+    assert pc.execute_command("WAIT", 1, 10000) >= 1, "replica never acknowledged the primary"
     return rep
 
 

@@ -55,7 +55,7 @@ def test_expiry_without_command_priority_kept(r):
     deadline = int(r.zscore(prep("q"), "a"))
     first_out, inflight = watch_rollback(r, "q", b"a")
     _assert_on_time(first_out, inflight, deadline)
-    assert inflight, "the lease was gone before the first look (150 ms lease)"
+    assert inflight, "the lease was gone before the first look (400 ms lease)"
     store, prepare, dd = state(r, "q")
     assert store == {b"a": 7.0, b"b": 3.0}, "rolled back with the priority it was delivered with"
     assert prepare == {} and dd == {}

@@ -23,8 +23,7 @@ import time
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from helpers import dead, info_rmq, now_ms, prep, wait_until
-from server_support import wait_replica_synced
+from helpers import dead, info_rmq, now_ms, prep, start_replica, wait_until  # noqa: F401 (re-exported)
 
 BLOCK_SOCKET_TIMEOUT = 30
 
@@ -167,25 +166,6 @@ def restart_same_dir(server, downtime=0.0):
     with `--save ""`, writes no RDB), waits `downtime` seconds, and starts it again with
     the same --dir, port and arguments. Returns the server (now answering PING)."""
     return server.restart(downtime=downtime)
-
-
-def start_replica(start_server, primary, timeout=10.0):
-    """Starts a replica of `primary` (same module, no args) and waits until the link is up
-    and the primary sees it online. Returns the replica server."""
-    pc = primary.client()
-    # Redis 7 waits 5 s (repl-diskless-sync-delay) for more replicas before a full sync
-    pc.config_set("repl-diskless-sync-delay", 0)
-    rep = start_server(extra_conf=["--replicaof", "127.0.0.1", str(primary.port)])
-    rc = rep.client()
-    wait_replica_synced(pc, rc, timeout, interval=0.02)
-    # after a diskless sync the primary streams only once the replica has acked (up to 1 s
-    # later); until then WAIT would take that long. Wait for it here, once.
-    # (a write is needed: with nothing to acknowledge WAIT returns at once.)
-    pc.set("__timing_support_sync__", 1)
-    pc.delete("__timing_support_sync__")
-    got = pc.execute_command("WAIT", 1, int(timeout * 1000))
-    assert got >= 1, "replica never acknowledged the primary"
-    return rep
 
 
 def wait_replicated(pc, n=1, timeout_ms=1000):
