@@ -9,6 +9,7 @@ pub mod codec;
 pub mod error;
 pub mod kind;
 pub mod num;
+pub mod policy;
 pub mod route;
 pub mod rules;
 pub mod schedule;

@@ -51,7 +51,9 @@ impl Drop for Opened {
 /// the lease's rollback.
 pub fn take(ctx: Ctx, q: &mut RedisQueue, now: i64, count: usize, lease: i64) -> Vec<(RStr, u32)> {
     let deadline = now + lease;
-    let got = rules::pop(q, now, count, deadline);
+    let popped = rules::pop(q, now, count, deadline);
+    stats::GROUP_WAITS.add(popped.group_waits);
+    let got = popped.got;
     if !got.is_empty() {
         stats::POPPED.add(got.len() as u64);
         events::notify(ctx, q.name(), events::POPPED, true);
