@@ -10,7 +10,7 @@ use crate::ffi::context::now_ms;
 use crate::ffi::rstr::Argv;
 use crate::ffi::{reply, Ctx, RStr};
 use crate::runtime::delivery::{reply_popped, swept, take, Opened};
-use crate::runtime::{alarm, blocking, cluster, events, settings, stats};
+use crate::runtime::{alarm, blocking, cluster, events, ratelimit, settings, stats};
 
 /// One invocation: the context and the arguments after the command name.
 pub struct Call<'a> {
@@ -198,11 +198,13 @@ pub fn policy(c: &Call) -> Result<()> {
                 p.set(f, v);
             }
             q.set_policy(Some(&p));
+            ratelimit::forget(c.ctx.db(), q.name().as_ref());
             q.wake_consumers();
             reply::simple(c.ctx, c"OK");
         }
         PolicyOp::Reset => {
             let had = q.set_policy(None);
+            ratelimit::forget(c.ctx.db(), q.name().as_ref());
             q.wake_consumers();
             reply::int(c.ctx, had as i64);
         }

@@ -5,6 +5,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod bucket;
 pub mod codec;
 pub mod error;
 pub mod kind;

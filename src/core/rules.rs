@@ -204,7 +204,10 @@ fn deliverable_range(kind: Kind, now: i64) -> (f64, f64, bool) {
 }
 
 /// Moves priority messages whose retry delay has ended back to waiting.
-fn release_holds<S: Store>(s: &mut S, now: i64) {
+pub fn release_holds<S: Store>(s: &mut S, now: i64) {
+    if s.len(Set::Hold) == 0 {
+        return;
+    }
     let mut ended: Vec<S::M> = Vec::new();
     s.scan(Set::Hold, f64::NEG_INFINITY, now as f64, false, &mut |m, _| {
         ended.push(m);
@@ -224,9 +227,7 @@ fn release_holds<S: Store>(s: &mut S, now: i64) {
 pub fn pop<S: Store>(s: &mut S, now: i64, count: usize, deadline: i64) -> Popped<S::M> {
     let mut out = Popped { got: Vec::new(), group_waits: 0 };
     let Some(kind) = s.kind() else { return out };
-    if kind == Kind::Priority {
-        release_holds(s, now);
-    }
+    release_holds(s, now);
     let (min, max, rev) = deliverable_range(kind, now);
     let mut picked: Vec<(S::M, f64, Waiting)> = Vec::with_capacity(count.min(64));
     let mut parked: Vec<(S::M, f64, Vec<u8>)> = Vec::new();
@@ -270,6 +271,25 @@ pub fn pop<S: Store>(s: &mut S, now: i64, count: usize, deadline: i64) -> Popped
 /// The earliest lease deadline of the queue.
 pub fn next_expiry<S: Store>(s: &S) -> Option<i64> {
     s.first(Set::Prepare, false).map(|(_, d)| d as i64)
+}
+
+/// Whether a pop would find a message now, looking at no more than a few dozen waiting
+/// messages (read-only: nothing is parked). For accounting a pop cut short by a rate limit.
+pub fn has_deliverable<S: Store>(s: &S, now: i64) -> bool {
+    const LOOK: usize = 64;
+    let Some(kind) = s.kind() else { return false };
+    if kind == Kind::Priority && s.count(Set::Hold, f64::NEG_INFINITY, now as f64) > 0 {
+        return true;
+    }
+    let (min, max, rev) = deliverable_range(kind, now);
+    let (mut seen, mut found) = (0, false);
+    s.scan(Set::Store, min, max, rev, &mut |m, _| {
+        seen += 1;
+        let free = s.waiting(&m).group.is_none_or(|g| !s.busy(&g));
+        found = free && s.score(Set::Prepare, &m).is_none();
+        !found && seen < LOOK
+    });
+    found
 }
 
 /// When the next waiting message comes due (timed kinds) or out of its retry delay

@@ -407,6 +407,23 @@ fn cancel_removes_parked_and_held_copies() {
     assert!(s.meta_consistent());
 }
 
+#[test]
+fn has_deliverable_sees_what_a_pop_would_take() {
+    let mut s = MemStore::default();
+    assert!(!has_deliverable(&s, 0));
+    grouped(&mut s, 0, PushMode::At(10), "g", &["a", "b"]);
+    assert!(!has_deliverable(&s, 9), "not due");
+    assert!(has_deliverable(&s, 10));
+    pop(&mut s, 10, 1, 100);
+    assert!(!has_deliverable(&s, 10), "the other is held back by its group");
+    let mut p = MemStore::default();
+    push(&mut p, 0, &lim(), PushMode::Priority(1), None, &ms(&["a"])).unwrap();
+    pop(&mut p, 0, 1, 100);
+    nack(&mut p, 0, &lim(), &m("a"), Some(50), false);
+    assert!(!has_deliverable(&p, 49));
+    assert!(has_deliverable(&p, 50), "a hold that ended");
+}
+
 /// A tiny deterministic PRNG so the model test needs no crate.
 struct Rng(u64);
 impl Rng {

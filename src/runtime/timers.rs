@@ -128,7 +128,10 @@ fn step(ctx: Ctx) -> Option<Next> {
         ctx.select_db(db);
         // Closing it signals the key and, from here rather than from the consumers'
         // callbacks (too late for this sleep), schedules the queue's next due time.
-        if let Ok(mut queue) = Opened::open(ctx, RStr::from_bytes(&q), false) {
+        // Redis serves clients blocked on a key only if the key exists: a priority message
+        // whose retry delay ended goes back to `Q` first.
+        if let Ok(mut queue) = Opened::open(ctx, RStr::from_bytes(&q), true) {
+            rules::release_holds(&mut *queue, now);
             queue.wake_consumers();
         }
     }
