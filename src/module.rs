@@ -64,8 +64,8 @@ fn init(context: &Context, args: &[RedisString]) -> Status {
         return Status::Err;
     }
     eviction::watch(ctx);
-    // Loaded at runtime (MODULE LOAD) over existing data: find its leases now.
-    timers::rescan(ctx);
+    // Loaded at runtime (MODULE LOAD) over existing data: find its queues now.
+    runtime_hooks::rescan(ctx);
     Status::Ok
 }
 

@@ -9,8 +9,8 @@ use crate::core::store::Store;
 use crate::ffi::context::now_ms;
 use crate::ffi::rstr::Argv;
 use crate::ffi::{reply, Ctx, RStr};
-use crate::runtime::delivery::{reply_popped, swept, take, Opened};
-use crate::runtime::{alarm, blocking, cluster, events, ratelimit, settings, stats};
+use crate::runtime::delivery::{reply_popped, reply_topic, swept, take, take_topic, Opened};
+use crate::runtime::{acl, alarm, blocking, cluster, events, ratelimit, settings, stats};
 
 /// One invocation: the context and the arguments after the command name.
 pub struct Call<'a> {
@@ -54,6 +54,21 @@ pub fn pop(c: &Call) -> Result<()> {
         reply_popped(c.ctx, &got);
     } else if let Some(timeout) = a.block.filter(|_| c.ctx.may_block()) {
         blocking::block(c.ctx, &q, a.count, lease, timeout);
+    } else {
+        reply::null(c.ctx);
+    }
+    Ok(())
+}
+
+pub fn tpop(c: &Call) -> Result<()> {
+    let (slots, a) = args::tpop(&c.args)?;
+    let topic = c.args[0];
+    acl::check_topic(c.ctx, topic, slots)?;
+    let got = take_topic(c.ctx, topic, slots, a.count, a.lease, now_ms());
+    if !got.is_empty() {
+        reply_topic(c.ctx, &got);
+    } else if let Some(timeout) = a.block.filter(|_| c.ctx.may_block()) {
+        blocking::block_topic(c.ctx, topic, slots, a.count, a.lease, timeout);
     } else {
         reply::null(c.ctx);
     }
