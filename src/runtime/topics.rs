@@ -8,6 +8,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use crate::core::route;
+use crate::core::schedule::QueueId;
 
 #[derive(Default)]
 struct Topic {
@@ -17,9 +18,11 @@ struct Topic {
     next: u32,
 }
 
-static TOPICS: LazyLock<Mutex<HashMap<(i32, Vec<u8>), Topic>>> = LazyLock::new(Mutex::default);
+/// Topics by (db, topic name).
+type Topics = HashMap<QueueId, Topic>;
+static TOPICS: LazyLock<Mutex<Topics>> = LazyLock::new(Mutex::default);
 
-fn topics() -> MutexGuard<'static, HashMap<(i32, Vec<u8>), Topic>> {
+fn topics() -> MutexGuard<'static, Topics> {
     TOPICS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
