@@ -266,6 +266,19 @@ pub fn policy(args: &[&[u8]]) -> Result<PolicyOp> {
         .map(PolicyOp::Set)
 }
 
+/// RMQ.TESTCLOCK GET | SET ms | ADVANCE ms at time `now`: the new time (None for GET).
+pub fn testclock(args: &[&[u8]], now: i64) -> Result<Option<i64>> {
+    match args {
+        [op] if is(op, "GET") => Ok(None),
+        [op, v] if is(op, "SET") => int_in("ms", v, 0, MAX_EXACT, "an integer from 0 to 2^53").map(Some),
+        [op, v] if is(op, "ADVANCE") => {
+            let ms = int_in("ms", v, 0, MAX_RELATIVE, "an integer from 0 to 2^52")?;
+            Ok(Some(now.saturating_add(ms).min(MAX_EXACT)))
+        }
+        _ => Err(RmqError::Syntax("expected GET, SET ms or ADVANCE ms".into())),
+    }
+}
+
 /// RMQ.ROUTE topic slots basis: the number of slots.
 pub fn route(args: &[&[u8]]) -> Result<u32> {
     if args.len() != 3 {
@@ -421,6 +434,16 @@ mod tests {
         ] {
             let e = tpop(&a(&args)).unwrap_err().message();
             assert!(e.contains(word), "{args:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn testclock_operations() {
+        assert_eq!(testclock(&a(&["get"]), 5), Ok(None));
+        assert_eq!(testclock(&a(&["SET", "100"]), 5), Ok(Some(100)));
+        assert_eq!(testclock(&a(&["advance", "10"]), 5), Ok(Some(15)));
+        for bad in [vec!["SET"], vec!["SET", "-1"], vec!["ADVANCE", "x"], vec!["NOW"], vec![]] {
+            assert!(testclock(&a(&bad), 5).is_err(), "{bad:?}");
         }
     }
 

@@ -6,7 +6,7 @@ use crate::core::error::{Result, RmqError};
 use crate::core::policy::Field;
 use crate::core::rules::{self, Rollback};
 use crate::core::store::Store;
-use crate::ffi::context::now_ms;
+use crate::ffi::context::{now_ms, set_test_now};
 use crate::ffi::rstr::Argv;
 use crate::ffi::{reply, Ctx, RStr};
 use crate::runtime::delivery::{reply_popped, reply_topic, swept, take, take_topic, Opened};
@@ -230,5 +230,20 @@ pub fn policy(c: &Call) -> Result<()> {
 pub fn route(c: &Call) -> Result<()> {
     let slots = args::route(&c.args)?;
     reply::bytes(c.ctx, &crate::core::route::queue_for(c.args[0], slots, c.args[2]));
+    Ok(())
+}
+
+/// RMQ.TESTCLOCK GET | SET ms | ADVANCE ms: the test clock (registered only with
+/// `test-clock 1`). A change runs what fell due at once (leases, due times, refills).
+pub fn testclock(c: &Call) -> Result<()> {
+    let now = match args::testclock(&c.args, now_ms())? {
+        Some(t) => {
+            set_test_now(t);
+            alarm::fire_now(c.ctx);
+            t
+        }
+        None => now_ms(),
+    };
+    reply::int(c.ctx, now);
     Ok(())
 }
