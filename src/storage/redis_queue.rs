@@ -236,7 +236,7 @@ impl RedisQueue {
         self.policy.get_or_init(|| if self.exists() { self.hget(policy_field()).map(|v| Policy::decode(v.as_ref())) } else { None })
     }
 
-    fn kind_of(&self) -> Kind {
+    fn order_kind(&self) -> Kind {
         self.kind().unwrap_or(Kind::Fixed)
     }
 }
@@ -298,14 +298,14 @@ impl Store for RedisQueue {
 
     fn park(&mut self, m: &RStr, score: f64, g: &[u8]) {
         self.zadd(KeyId::Park, m, score, 0);
-        let member = RStr::from_bytes(&codec::index_member(self.kind_of(), score, m.as_ref()));
+        let member = RStr::from_bytes(&codec::index_member(self.order_kind(), score, m.as_ref()));
         self.zadd(KeyId::ParkIndex, &member, codec::group_score(g), 0);
     }
 
     fn unpark(&mut self, m: &RStr) -> Option<f64> {
         let score = self.score(Set::Park, m)?;
         self.zrem(KeyId::Park, m);
-        let member = RStr::from_bytes(&codec::index_member(self.kind_of(), score, m.as_ref()));
+        let member = RStr::from_bytes(&codec::index_member(self.order_kind(), score, m.as_ref()));
         self.zrem(KeyId::ParkIndex, &member);
         Some(score)
     }
