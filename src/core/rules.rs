@@ -224,15 +224,18 @@ fn deliverable_range(kind: Kind, now: i64) -> (f64, f64, bool) {
     }
 }
 
-/// Moves priority messages whose retry delay has ended back to waiting.
-pub fn release_holds<S: Store>(s: &mut S, now: i64) {
-    if s.len(Set::Hold) == 0 {
-        return;
+/// Moves up to `limit` priority messages whose retry delay has ended (earliest end first)
+/// back to waiting; returns how many. A pop releases a bounded number so that a million
+/// holds ending together never stall one command: the timer releases the rest in small
+/// steps (see `next_work`).
+pub fn release_holds<S: Store>(s: &mut S, now: i64, limit: usize) -> usize {
+    if s.len(Set::Hold) == 0 || limit == 0 {
+        return 0;
     }
     let mut ended: Vec<S::M> = Vec::new();
     s.scan(Set::Hold, f64::NEG_INFINITY, now as f64, false, &mut |m, _| {
         ended.push(m);
-        true
+        ended.len() < limit
     });
     for m in &ended {
         s.rem(Set::Hold, m);
@@ -240,7 +243,11 @@ pub fn release_holds<S: Store>(s: &mut S, now: i64) {
         let priority = w.held_priority.take().unwrap_or(0.0);
         add_waiting(s, m, priority, w);
     }
+    ended.len()
 }
+
+/// Holds a pop releases at most before it takes messages.
+pub const RELEASE_PER_POP: usize = 1024;
 
 /// RMQ.POP: moves up to `count` deliverable messages to prepare with `deadline`; returns
 /// each with its delivery count. A waiting copy whose group is busy (or already taken by
@@ -248,7 +255,7 @@ pub fn release_holds<S: Store>(s: &mut S, now: i64) {
 pub fn pop<S: Store>(s: &mut S, now: i64, count: usize, deadline: i64) -> Popped<S::M> {
     let mut out = Popped { got: Vec::new(), group_waits: 0 };
     let Some(kind) = kind_of(s) else { return out };
-    release_holds(s, now);
+    release_holds(s, now, RELEASE_PER_POP);
     let (min, max, rev) = deliverable_range(kind, now);
     let mut picked: Vec<(S::M, f64, Waiting)> = Vec::with_capacity(count.min(64));
     let mut parked: Vec<(S::M, f64, Vec<u8>)> = Vec::new();
@@ -292,6 +299,12 @@ pub fn pop<S: Store>(s: &mut S, now: i64, count: usize, deadline: i64) -> Popped
 /// The earliest lease deadline of the queue.
 pub fn next_expiry<S: Store>(s: &S) -> Option<i64> {
     s.first(Set::Prepare, false).map(|(_, d)| d as i64)
+}
+
+/// When the timer next has work on the queue: a lease to roll back or a hold to release.
+pub fn next_work<S: Store>(s: &S) -> Option<i64> {
+    let hold = s.first(Set::Hold, false).map(|(_, t)| t as i64);
+    [next_expiry(s), hold].into_iter().flatten().min()
 }
 
 /// Whether a pop would find a message now, looking at no more than a few dozen waiting

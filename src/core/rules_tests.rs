@@ -370,6 +370,25 @@ fn priority_retry_delay_holds_back_then_competes_again() {
 }
 
 #[test]
+fn holds_are_released_in_bounded_steps() {
+    let mut s = MemStore::default();
+    let msgs: Vec<String> = (0..10).map(|i| format!("m{i}")).collect();
+    let names: Vec<&str> = msgs.iter().map(String::as_str).collect();
+    push(&mut s, 0, &lim(), PushMode::Priority(1), None, &ms(&names)).unwrap();
+    pop(&mut s, 0, 10, 100);
+    for m in &msgs {
+        nack(&mut s, 0, &lim(), &m.as_bytes().to_vec(), Some(50), false);
+    }
+    assert_eq!(next_work(&s), Some(50));
+    assert_eq!(release_holds(&mut s, 49, 4), 0);
+    assert_eq!(release_holds(&mut s, 50, 4), 4);
+    assert_eq!((s.len(Set::Hold), s.len(Set::Store)), (6, 4));
+    assert_eq!(release_holds(&mut s, 50, 100), 6);
+    assert_eq!(next_work(&s), None);
+    assert!(s.meta_consistent());
+}
+
+#[test]
 fn backoff_delays_each_failed_delivery() {
     let l = Limits { backoff_ms: 100, backoff_max_ms: 250, retries: 5, ..lim() };
     let mut f = MemStore::default();

@@ -34,6 +34,8 @@ pub struct RedisQueue {
     effects: Effects,
     /// Keys changed (to be signalled as modified).
     dirty: Cell<u8>,
+    /// A member was added to `hold{Q}`.
+    holds_added: Cell<bool>,
     /// Something may have become deliverable: consumers blocked on `Q` should be woken.
     wake: bool,
     /// The kind, once read (it changes only through `set_kind`/`clear_meta`).
@@ -93,6 +95,7 @@ impl RedisQueue {
             keys,
             effects: Effects::new(ctx),
             dirty: Cell::new(0),
+            holds_added: Cell::new(false),
             wake: false,
             kind: Cell::new(None),
             policy: OnceCell::new(),
@@ -148,6 +151,11 @@ impl RedisQueue {
     /// Whether a change may have made a message deliverable since the last call.
     pub fn take_wake(&mut self) -> bool {
         std::mem::take(&mut self.wake)
+    }
+
+    /// Whether a retry hold was added.
+    pub fn holds_added(&self) -> bool {
+        self.holds_added.get()
     }
 
     /// Whether the messages a pop could take (in `Q`, or held) changed.
@@ -217,6 +225,9 @@ impl RedisQueue {
             self.effects.record(ZADD, id, || [RStr::from_score(score), m.clone()]);
             self.touched(id);
             self.wake |= id == KeyId::Store;
+            if id == KeyId::Hold {
+                self.holds_added.set(true);
+            }
         }
         flags
     }
