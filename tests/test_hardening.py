@@ -8,8 +8,7 @@ import time
 import pytest
 import redis
 
-from helpers import (ack, expect_error, expect_error_unchanged, info_rmq, nack, now_ms, pop,
-                     prep, push, rmq_info, zs)
+from helpers import (ack, expect_error, expect_error_unchanged, info_rmq, nack, pop, prep, push, rmq_info, zs)
 from timing_support import watch_rollback
 
 QUEUE_COMMANDS = [
