@@ -77,3 +77,11 @@ demo:
 .PHONY: bench-timers
 bench-timers: build
 	$(PYTHON) scripts/bench_timers.py
+
+# Leak and memory-error check under valgrind (scripts/leakcheck.py): churns every command
+# on a redis-server run by valgrind, and runs the unit tests under valgrind. valgrind only
+# follows libc malloc: REDIS_SERVER must be a Redis built with `make MALLOC=libc` (Debian's
+# uses jemalloc). Not part of `make test`. LEAK_ARGS="--seconds 600" for a longer churn.
+.PHONY: leakcheck
+leakcheck: build
+	$(PYTHON) scripts/leakcheck.py --unit $(LEAK_ARGS)

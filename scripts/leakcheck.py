@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""Leak check of the RMQ module under valgrind (make leakcheck).
+
+Runs a redis-server under `valgrind --leak-check=full` with the module loaded, drives every
+command through a churn (groups, holds, policies, rate limits, TPOP, blocked clients that
+time out or are dropped, errors, a lease expiry), shuts the server down, and reports the
+leak records whose allocation stack passes through the module (librmq.so). Exit status 1
+if any is "definitely" or "indirectly" lost.
+
+valgrind only sees allocations made through the C library's malloc: the server must be
+built with `make MALLOC=libc` (Debian's redis-server uses jemalloc, which valgrind cannot
+follow, so with it the check proves nothing and the script refuses to run). Point
+REDIS_SERVER at such a build. The unit tests, which use the system allocator, are run
+under valgrind too (`--unit`).
+
+The server runs on a free port in its own temporary directory and is stopped by SHUTDOWN
+(and by its pid if that fails); every wait is bounded.
+"""
+
+import argparse
+import glob
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import redis
+
+REPO = Path(__file__).resolve().parent.parent
+MODULE = Path(os.environ.get("RMQ_MODULE", REPO / "target" / "release" / "librmq.so")).resolve()
+SERVER = os.environ.get("REDIS_SERVER", "redis-server")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def malloc_of(server):
+    out = subprocess.run([server, "--version"], capture_output=True, text=True, timeout=10).stdout
+    m = re.search(r"malloc=(\S+)", out)
+    return m.group(1) if m else "unknown"
+
+
+def churn(r, server_port, seconds):
+    """Every command, many times; returns how many commands were sent."""
+    sent = 0
+    deadline = time.monotonic() + seconds
+    r.execute_command("RMQ.POLICY", "t_1", "SET", "rate", 50, "backoff-ms", 5, "retries", 2)
+    n = 0
+    while time.monotonic() < deadline:
+        n += 1
+        for slot in range(4):
+            q = f"t_{slot}"
+            r.execute_command("RMQ.PUSH", q, "DELAY", 0, "GROUP", f"g{n % 5}", *[f"m{n}-{i}" for i in range(20)])
+            r.execute_command("RMQ.PUSH", f"p{slot}", "PRIORITY", n % 7, *[f"x{i}" for i in range(10)])
+            sent += 2
+        got = r.execute_command("RMQ.TPOP", "t", 4, "COUNT", 50, "LEASE", 60000) or []
+        for q, m, d in got:
+            if d == 1 and m.endswith(b"3"):
+                r.execute_command("RMQ.NACK", q, m)
+            else:
+                r.execute_command("RMQ.ACK", q, m)
+            sent += 1
+        for slot in range(4):
+            p = f"p{slot}"
+            for m, d in r.execute_command("RMQ.POP", p, "COUNT", 10, "LEASE", 50) or []:
+                if d == 1:
+                    r.execute_command("RMQ.NACK", p, m, "DELAY", 10)
+                elif d == 2:
+                    r.execute_command("RMQ.NACK", p, m, "DEAD")
+                sent += 1
+            r.execute_command("RMQ.REPLAY", p, "COUNT", 3)
+            r.execute_command("RMQ.INFO", p)
+            r.execute_command("RMQ.PENDING", p)
+            r.execute_command("RMQ.CANCEL", p, "x1", "nope")
+            sent += 4
+        for bad in (("RMQ.PUSH", "", "DELAY", 0, "m"), ("RMQ.POP", "t_0", "COUNT", 0), ("RMQ.TPOP", "t", 3),
+                    ("RMQ.POLICY", "t_0", "SET", "rate", -1), ("RMQ.PUSH", "p0", "RANGE", 1, "m")):
+            try:
+                r.execute_command(*bad)
+            except redis.ResponseError:
+                pass
+            sent += 1
+        # Blocked clients: one times out, one is served, one is dropped while blocked.
+        threading.Thread(target=lambda: redis.Redis(port=server_port).execute_command("RMQ.POP", "empty", "BLOCK", 20), daemon=True).start()
+        c = socket.create_connection(("127.0.0.1", server_port))
+        c.sendall(b"*5\r\n$8\r\nRMQ.TPOP\r\n$5\r\nnever\r\n$1\r\n8\r\n$5\r\nBLOCK\r\n$1\r\n0\r\n")
+        time.sleep(0.01)
+        c.close()
+        r.execute_command("RMQ.SWEEP", "p0")
+        sent += 3
+    # Drain everything so the queues' keys are gone, then leave some state for shutdown.
+    r.execute_command("RMQ.POLICY", "t_1", "RESET")
+    for _ in range(1000):
+        got = r.execute_command("RMQ.TPOP", "t", 4, "COUNT", 1000, "LEASE", 60000)
+        if not got:
+            break
+        for q, m, _d in got:
+            r.execute_command("RMQ.ACK", q, m)
+    r.execute_command("RMQ.PUSH", "left", "DELAY", 0, "GROUP", "g", "a", "b")
+    r.execute_command("RMQ.POP", "left")
+    return sent
+
+
+def server_check(seconds):
+    malloc = malloc_of(SERVER)
+    if malloc != "libc":
+        sys.exit(f"leakcheck: {SERVER} uses malloc={malloc}; valgrind sees only libc malloc: "
+                 "build Redis with `make MALLOC=libc` and set REDIS_SERVER")
+    tmp = tempfile.mkdtemp(prefix="rmq-leak-")
+    module = os.path.join(tmp, "librmq.so")
+    shutil.copy2(MODULE, module)
+    port = free_port()
+    log = os.path.join(tmp, "valgrind.log")
+    cmd = ["valgrind", "--leak-check=full", "--show-leak-kinds=definite,indirect", "--num-callers=30",
+           f"--log-file={log}", SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+           "--appendonly", "no", "--dir", tmp, "--loadmodule", module]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    r = redis.Redis(port=port, socket_timeout=60)
+    try:
+        for _ in range(600):
+            try:
+                r.ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.1)
+        sent = churn(r, port, seconds)
+        try:
+            r.execute_command("SHUTDOWN", "NOSAVE")
+        except redis.ConnectionError:
+            pass
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = Path(log).read_text(errors="replace")
+    records = re.split(r"\n==\d+== \n", text)
+    leaks = [rec for rec in records if ("definitely lost" in rec or "indirectly lost" in rec) and "librmq" in rec]
+    # Memory errors (invalid reads or writes, uninitialised values, bad frees) anywhere.
+    errors = [rec for rec in records if re.search(r"Invalid (read|write|free)|uninitialised|Mismatched free", rec)]
+    summary = "\n".join(ln for ln in text.splitlines() if "lost:" in ln or "ERROR SUMMARY" in ln)
+    print(f"server: {SERVER} (malloc=libc) under valgrind; {sent} commands of churn in {seconds} s")
+    print(summary)
+    print(f"leak records through the module: {len(leaks)}; memory errors: {len(errors)}")
+    for rec in (leaks + errors)[:5]:
+        print(rec)
+    if leaks or errors:
+        print(f"valgrind log kept: {log}")
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return not leaks and not errors
+
+
+def unit_check():
+    subprocess.run(["cargo", "test", "--release", "--no-run"], cwd=REPO, check=True, capture_output=True)
+    binaries = [b for b in glob.glob(str(REPO / "target/release/deps/rmq-*")) if os.access(b, os.X_OK) and not b.endswith(".d")]
+    binary = max(binaries, key=os.path.getmtime)
+    p = subprocess.run(["valgrind", "--leak-check=full", "--errors-for-leak-kinds=definite,indirect", "--error-exitcode=9",
+                        binary, "--test-threads=1"], capture_output=True, text=True, timeout=1800)
+    print("\n".join(ln for ln in p.stderr.splitlines() if "lost:" in ln or "ERROR SUMMARY" in ln))
+    print(f"unit tests under valgrind: exit {p.returncode}")
+    return p.returncode == 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=int, default=60, help="churn time under valgrind")
+    ap.add_argument("--unit", action="store_true", help="also run the unit tests under valgrind")
+    a = ap.parse_args()
+    ok = server_check(a.seconds)
+    if a.unit:
+        ok = unit_check() and ok
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
