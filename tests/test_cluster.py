@@ -11,6 +11,7 @@ One 6-node cluster (3 primaries, 1 replica each; see cluster_support.py) for the
     acknowledged and rolls back the inherited lease.
 """
 
+import socket
 import threading
 import time
 import zlib
@@ -249,6 +250,45 @@ def test_one_tpop_loop_per_primary_consumes_a_topic_exactly_once(cluster, rc):
         for q, _m, d in t.got:
             assert d == 1 and cluster.owner(q) is p, "each loop serves its own primary's queues"
         assert t.got, "every primary's loop consumed something"
+
+
+def test_blocked_tpop_on_a_cluster_node(cluster, rc):
+    """Under a cluster a blocked TPOP waits without blocking on keys (they span slots): woken
+    by a push to any of the node's queues of the topic, in arrival order, nil on timeout, and
+    a consumer that disconnects while blocked is let go."""
+    topic, slots = "tb", 8
+    q = next(f"{topic}_{i}" for i in range(slots))
+    node = cluster.owner(q)
+    first, second = node.conn(), node.conn()
+    results = {}
+
+    def blocked(name, conn, timeout_ms):
+        results[name] = conn.execute_command("RMQ.TPOP", topic, slots, "BLOCK", timeout_ms)
+
+    t1 = threading.Thread(target=blocked, args=("first", first, 10_000))
+    t1.start()
+    wait_for(lambda: node.conn().info("rmq").get("rmq_blocked_clients") == 1, timeout=5, what="first blocked")
+    t2 = threading.Thread(target=blocked, args=("second", second, 10_000))
+    t2.start()
+    wait_for(lambda: node.conn().info("rmq").get("rmq_blocked_clients") == 2, timeout=5, what="second blocked")
+    rc.execute_command("RMQ.PUSH", q, "DELAY", 0, "one")
+    t1.join(10)
+    assert results.get("first") == [[q.encode(), b"one", 1]], results
+    assert t2.is_alive(), "the second waiter came later"
+    rc.execute_command("RMQ.PUSH", q, "DELAY", 0, "two")
+    t2.join(10)
+    assert results.get("second") == [[q.encode(), b"two", 1]], results
+    assert node.conn().execute_command("RMQ.TPOP", topic, slots, "BLOCK", 100) is None
+    # a consumer that goes away while blocked
+    raw = socket.create_connection(("127.0.0.1", node.port))
+    raw.sendall(b"*5\r\n$8\r\nRMQ.TPOP\r\n$2\r\ntb\r\n$1\r\n8\r\n$5\r\nBLOCK\r\n$1\r\n0\r\n")
+    wait_for(lambda: node.conn().info("rmq").get("rmq_blocked_clients") == 1, timeout=5, what="raw blocked")
+    raw.close()
+    wait_for(lambda: node.conn().info("rmq").get("rmq_blocked_clients") == 0, timeout=5, what="raw let go")
+    rc.execute_command("RMQ.PUSH", q, "DELAY", 0, "three")
+    assert node.conn().execute_command("RMQ.TPOP", topic, slots) == [[q.encode(), b"three", 1]]
+    assert rc.execute_command("RMQ.ACK", q, "one", "two", "three") == 3
+    assert node.alive()
 
 
 def test_tpop_follows_resharding(cluster, rc):

@@ -1,4 +1,6 @@
-//! Blocking a client on keys (RedisModule_BlockClientOnKeys), with typed private data.
+//! Blocking clients, with typed private data: on keys (RedisModule_BlockClientOnKeys,
+//! served by Redis when a key is signalled), or by hand (RedisModule_BlockClient, served
+//! when the module unblocks it).
 
 use std::any::Any;
 use std::ffi::{c_int, c_void};
@@ -53,6 +55,50 @@ pub fn block_on_keys<T: Any>(
             ptrs.len() as c_int,
             private,
         );
+    }
+}
+
+/// A client blocked by hand (`block_client`): the module must unblock it once, whether it
+/// is served, times out or disconnects.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Handle(*mut raw::RedisModuleBlockedClient);
+// SAFETY: a handle is only used on Redis's main thread (every module callback runs there).
+unsafe impl Send for Handle {}
+
+/// Called when a client blocked by hand disconnects.
+pub type DisconnectFn = extern "C" fn(*mut RedisModuleCtx, *mut raw::RedisModuleBlockedClient);
+
+impl Handle {
+    /// The handle a disconnect callback receives.
+    pub fn from_raw(bc: *mut raw::RedisModuleBlockedClient) -> Handle {
+        Handle(bc)
+    }
+
+    /// The handle of the client a reply or timeout callback serves.
+    pub fn of(ctx: Ctx) -> Option<Handle> {
+        // SAFETY: a valid blocked-client context.
+        let bc = unsafe { rm!(RedisModule_GetBlockedClientHandle)(ctx.ptr()) };
+        (!bc.is_null()).then_some(Handle(bc))
+    }
+
+    /// Unblocks the client: `on_reply` then runs with `data` (see `with_data`), unless the
+    /// client timed out or is gone; `on_free` gets `data` back either way.
+    pub fn unblock<T: Any>(self, data: Option<T>, on_free: fn(Box<dyn Any>)) {
+        let private = data.map_or(std::ptr::null_mut(), |d| Box::into_raw(Box::new(Private { data: Box::new(d), on_free })) as *mut c_void);
+        // SAFETY: a handle Redis gave us, not unblocked before (the caller's registry
+        // guarantees once); `private` is released by `free_private` only.
+        unsafe { rm!(RedisModule_UnblockClient)(self.0, private) };
+    }
+}
+
+/// Blocks the client until the module unblocks it (`Handle::unblock`) or `timeout_ms`
+/// passes (0 = never); `on_disconnect` runs if the client goes away meanwhile.
+pub fn block_client(ctx: Ctx, timeout_ms: i64, on_reply: CmdFn, on_timeout: CmdFn, on_disconnect: DisconnectFn) -> Handle {
+    // SAFETY: a valid command context; `free_private` releases what `unblock` passes.
+    unsafe {
+        let bc = rm!(RedisModule_BlockClient)(ctx.ptr(), Some(on_reply), Some(on_timeout), Some(free_private), timeout_ms);
+        rm!(RedisModule_SetDisconnectCallback)(bc, Some(on_disconnect));
+        Handle(bc)
     }
 }
 

@@ -10,6 +10,9 @@ use crate::ffi::context::now_ms;
 use crate::ffi::timer::{self, TimerFn, TimerId};
 use crate::ffi::Ctx;
 
+/// How soon to look again while clients are paused (CLIENT PAUSE WRITE, FAILOVER).
+pub const PAUSE_RETRY_MS: i64 = 10;
+
 #[derive(Default)]
 struct Alarm {
     /// Queues by (a lower bound of) their earliest lease deadline.

@@ -45,6 +45,7 @@ impl Drop for Opened {
     fn drop(&mut self) {
         if self.q.take_wake() {
             self.ctx.signal_ready(self.q.name());
+            waiters::topic_changed(self.ctx, self.q.name().as_ref());
             waiters::schedule_wakeup(self.ctx, &self.q);
         }
         if self.q.waiting_changed() {

@@ -17,7 +17,7 @@ use crate::ffi::guard::{caught, guard};
 use crate::ffi::timer::{self, OneShotFn};
 use crate::ffi::{Ctx, RStr};
 use crate::runtime::delivery::{swept, Opened};
-use crate::runtime::{alarm, settings, stats};
+use crate::runtime::{alarm, blocking, settings, stats};
 
 /// Work per timer step before yielding to clients: with the replication of its effects
 /// and the hop through the event loop a step then keeps a client waiting under 1 ms
@@ -25,8 +25,6 @@ use crate::runtime::{alarm, settings, stats};
 const STEP_BUDGET: Duration = Duration::from_micros(500);
 /// Leases rolled back between two looks at the clock.
 const CHUNK: usize = 16;
-/// How soon to look again while clients are paused (CLIENT PAUSE WRITE, FAILOVER).
-pub const PAUSE_RETRY_MS: i64 = 10;
 
 /// Registers the timer's callback (at load).
 pub fn init(ctx: Ctx) {
@@ -102,7 +100,7 @@ extern "C" fn tick(ctx: *mut RedisModuleCtx, _data: *mut c_void) {
             return None;
         }
         if writes_paused() {
-            return Some(Next::At(now_ms() + PAUSE_RETRY_MS));
+            return Some(Next::At(now_ms() + alarm::PAUSE_RETRY_MS));
         }
         step(ctx)
     });
@@ -156,6 +154,8 @@ fn step(ctx: Ctx) -> Option<Next> {
         drop(queue); // replicates this queue's rollbacks and wakes its consumers
         behind |= started.elapsed() >= STEP_BUDGET;
     }
+    // TPOP consumers blocked by hand (cluster mode) whose topic changed.
+    blocking::serve_topics(ctx);
     stats::SWEEP_RUNS.add(1);
     stats::SWEEP_MAX_US.max(started.elapsed().as_micros() as u64);
     if behind {
