@@ -44,8 +44,8 @@ _start_server_fixture = _repo._start_server_fixture
 def subprocess_env() -> dict[str, str]:
     """Environment for a child Python process that imports rmq and the test helpers."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(PACKAGE_DIR), str(HERE)]
-                                        + [env["PYTHONPATH"]] * bool(env.get("PYTHONPATH")))
+    paths = [str(PACKAGE_DIR), str(HERE), env.get("PYTHONPATH", "")]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     return env
 
 
