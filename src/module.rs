@@ -46,6 +46,7 @@ fn init(context: &Context, args: &[RedisString]) -> Status {
     for (s, v) in values {
         s.var.store(v, Ordering::Relaxed);
     }
+    ctx.no_implicit_signals();
     for spec in COMMANDS {
         if !command::create(ctx, spec) {
             ctx.log_warning(&format!("could not register {}", spec.name.to_string_lossy()));

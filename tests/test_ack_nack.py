@@ -5,7 +5,8 @@ import time
 import pytest
 
 from helpers import (MIN_AT, ack, assert_time_score, dead, expect_error_unchanged,
-                     nack, now_ms, pop, pop_expire_sweep, prep, push, state, wait_due, zs)
+                     nack, now_ms, pop, pop_expire_sweep, prep, push, rmq_info, state, wait_due,
+                     wait_until, zs)
 
 
 # ---------------------------------------------------------------------------------------
@@ -157,13 +158,27 @@ def test_nack_delay_zero_allowed(r):
     assert pop(r, "q") == [(b"a", 2)]
 
 
-def test_nack_delay_on_priority_queue_is_error(r):
-    push(r, "q", "PRIORITY", 1, "a")
-    pop(r, "q")
-    expect_error_unchanged(r, "RMQ.NACK", "q", "a", "DELAY", 10, contains="DELAY")
-    expect_error_unchanged(r, "RMQ.NACK", "q", "a", "DELAY", 0, contains="DELAY")
-    assert list(zs(r, prep("q"))) == [b"a"]
-    assert nack(r, "q", "a") == b"requeued"
+def test_nack_delay_on_priority_queue_holds_back(r):
+    """SPEC NACK: on a priority queue a delay holds the message back until now + delay,
+    after which it competes with its priority again."""
+    push(r, "q", "PRIORITY", 5, "a")
+    push(r, "q", "PRIORITY", 1, "b")
+    assert pop(r, "q") == [(b"a", 1)]
+    t0 = now_ms(r)
+    assert nack(r, "q", "a", "DELAY", 1500) == b"requeued"
+    t1 = now_ms(r)
+    assert zs(r, "q") == {b"b": 1.0}, "held back: not in the store"
+    release = zs(r, "hold{q}")[b"a"]
+    assert t0 + 1500 <= release <= t1 + 1500
+    i = rmq_info(r, "q")
+    assert (i["waiting"], i["ready"], i["next_due"]) == (2, 1, int(release))
+    assert pop(r, "q", "COUNT", 10) == [(b"b", 1)], "the lower priority goes first while a is held"
+    assert pop(r, "q") is None
+    wait_until(lambda: now_ms(r) >= release, timeout=10, interval=0.02)
+    assert rmq_info(r, "q")["ready"] == 1
+    assert pop(r, "q") == [(b"a", 2)]
+    assert nack(r, "q", "a", "DELAY", 0) == b"requeued", "DELAY 0: no hold"
+    assert zs(r, "q") == {b"a": 5.0} and zs(r, "hold{q}") == {}
 
 
 def test_nack_delay_bad_values(r):

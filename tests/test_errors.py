@@ -150,7 +150,6 @@ FAILING_CALLS = [
     ("RMQ.POP", "q", "COUNT", 2, "LEASE", -5),
     ("RMQ.POP", "q", "BLOCK", -1),
     ("RMQ.POP", "q", "COUNT", 2, "BOGUS"),
-    ("RMQ.NACK", "q", "f2", "DELAY", 10),                        # DELAY on priority queue
     ("RMQ.NACK", "q", "f2", "BOGUS"),
     ("RMQ.NACK", "rq", "x", "DELAY", -1),
     ("RMQ.SWEEP", "q", "LIMIT", -1),

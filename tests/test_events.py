@@ -188,7 +188,7 @@ def test_read_only_commands_and_errors_publish_nothing(ev):
     assert ev.run("RMQ.ROUTE", "q", 8, "x", q="q")[1] == []
     expect_error(r, "RMQ.PUSH", "q", "RANGE", 10, "c", contains="kind")
     expect_error(r, "RMQ.PUSH", "q", "PRIORITY", 1, "c", "", contains="empty message")
-    expect_error(r, "RMQ.NACK", "q", "a", "DELAY", 5, contains="DELAY")
+    expect_error(r, "RMQ.NACK", "q", "a", "DELAY", "soon", contains="DELAY")
     expect_error(r, "RMQ.POP", "q", "COUNT", 0, contains="COUNT")
     expect_error(r, "RMQ.EXTEND", "q", "a", 0, contains="EXTEND")
     assert ev.take() == []

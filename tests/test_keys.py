@@ -258,8 +258,8 @@ def test_rmq_pending(r):
     deadlines = zs(r, prep("q"))
     first, second = rep
     assert first[2] <= second[2]  # soonest deadline first
-    for m, n, dl in rep:
-        assert n == 1 and dl == int(deadlines[m])
+    for m, n, dl, group in rep:
+        assert n == 1 and dl == int(deadlines[m]) and group is None
 
 
 # ---------------------------------------------------------------------------------------
@@ -267,7 +267,7 @@ def test_rmq_pending(r):
 # ---------------------------------------------------------------------------------------
 
 COUNTERS = ["pushed", "merged", "popped", "acked", "nacked", "expired", "dead", "replayed",
-            "cancelled"]
+            "cancelled", "group_waits", "rate_limited"]
 GAUGES = ["blocked_clients", "sweep_runs", "sweep_max_us"]
 
 
@@ -348,7 +348,7 @@ def test_reply_shapes_resp3(server, r):
     assert info["kind"] == b"priority" and info["inflight"] == 2 and info["waiting"] == 0
     assert info["next_due"] is None and isinstance(info["next_expiry"], int)
     pend = c.execute_command("RMQ.PENDING", "q")
-    assert len(pend) == 2 and all(len(e) == 3 for e in pend)
+    assert len(pend) == 2 and all(len(e) == 4 and e[3] is None for e in pend)
     assert c.execute_command("RMQ.ACK", "q", "a", "b") == 2
     assert c.execute_command("RMQ.ROUTE", "t", 8, "hello") == b"t_6"
     assert c.execute_command("RMQ.INFO", "q")[b"kind"] is None

@@ -20,6 +20,7 @@ COMMANDS = {
     "rmq.replay": (-2, {"write", "denyoom"}, {"readonly"}),
     "rmq.info": (2, {"readonly", "fast"}, {"write"}),
     "rmq.pending": (-2, {"readonly"}, {"write"}),
+    "rmq.policy": (-3, {"readonly"}, {"write"}),
     "rmq.route": (4, {"readonly", "fast"}, {"write"}),
 }
 
@@ -35,6 +36,7 @@ ARGUMENTS = {
     "rmq.replay": ["queue", "count"],
     "rmq.info": ["queue"],
     "rmq.pending": ["queue", "count"],
+    "rmq.policy": ["queue", "operation"],
     "rmq.route": ["topic", "slots", "basis"],
 }
 
@@ -50,6 +52,7 @@ VALID = {
     "rmq.replay": ["myq", "COUNT", "3"],
     "rmq.info": ["myq"],
     "rmq.pending": ["myq", "COUNT", "3"],
+    "rmq.policy": ["myq", "GET"],
     "rmq.route": ["topic", "8", "basis"],
 }
 
@@ -137,7 +140,8 @@ def test_command_info(server, name):
     assert spec["begin_search"] == {"type": "index", "spec": {"index": 1}}
     assert spec["find_keys"] == {"type": "range",
                                  "spec": {"lastkey": 0, "keystep": 1, "limit": 0}}
-    if "write" in flags:
+    if "write" in flags or name == "rmq.policy":
+        # RMQ.POLICY is flagged readonly so that GET answers on replicas; SET writes.
         assert "RW" in spec["flags"]
     else:
         assert spec["flags"] == ["RO", "access"]
@@ -225,7 +229,8 @@ def test_eviction_risk_from_noeviction_to_allkeys(server, r):
 # ---------------------------------------------------------------------------------------
 
 FIELDS = ["pushed", "merged", "popped", "acked", "nacked", "expired", "dead", "replayed",
-          "cancelled", "blocked_clients", "sweep_runs", "sweep_max_us", "eviction_risk"]
+          "cancelled", "group_waits", "rate_limited", "blocked_clients", "sweep_runs",
+          "sweep_max_us", "eviction_risk"]
 
 
 def _raw_info(c):
@@ -291,5 +296,5 @@ def test_info_rmq_counters_after_scenario(start_server):
     got.pop("sweep_runs")
     got.pop("sweep_max_us")
     assert got == {"pushed": 5, "merged": 1, "popped": 5, "acked": 1, "nacked": 2,
-                   "expired": 2, "dead": 1, "replayed": 1, "cancelled": 3,
-                   "blocked_clients": 0, "eviction_risk": 0}
+                   "expired": 2, "dead": 1, "replayed": 1, "cancelled": 3, "group_waits": 0,
+                   "rate_limited": 0, "blocked_clients": 0, "eviction_risk": 0}

@@ -60,7 +60,7 @@ def test_extend_sets_deadline_to_now_plus_ms(r):
     assert_time_score(dl, t0, t1, 60000, "EXTEND reply")
     assert zs(r, prep("q")) == {b"a": float(dl)}
     assert rmq_info(r, "q")["next_expiry"] == dl
-    assert pending(r, "q") == [[b"a", 1, dl]]
+    assert pending(r, "q") == [[b"a", 1, dl, None]]
 
 
 def test_extend_can_shorten_and_is_not_a_delivery(r):
@@ -72,7 +72,7 @@ def test_extend_can_shorten_and_is_not_a_delivery(r):
     assert_time_score(dl, t0, t1, 5000)
     assert zs(r, prep("q")) == {b"a": float(dl)}
     # extending neither counts as a delivery nor as a failure
-    assert pending(r, "q") == [[b"a", 1, dl]]
+    assert pending(r, "q") == [[b"a", 1, dl, None]]
     assert ack(r, "q", "a") == 1
     assert r.dbsize() == 0
 
@@ -299,28 +299,28 @@ def test_replay_merges_range_keeps_waiting_due_time(r):
     assert pop(r, "q") is None
 
 
-def test_replay_merges_fixed_becomes_due_now(r):
+def test_replay_merges_fixed_keeps_waiting_due_time(r):
+    """SPEC REPLAY: a content already waiting merges into the waiting copy, which keeps its
+    score (it is the newer): a replayed order time-out must not fire early."""
     push(r, "q", "DELAY", 0, "a")
     pop(r, "q")
     nack(r, "q", "a", "DEAD")
     push(r, "q", "DELAY", 60000, "a")
-    t0 = now_ms(r)
+    due = zs(r, "q")[b"a"]
     assert replay(r, "q") == 1
-    t1 = now_ms(r)
     store, _, dd = state(r, "q")
-    assert dd == {}
-    assert_time_score(store[b"a"], t0, t1, 0)
-    assert pop(r, "q") == [(b"a", 1)]
+    assert dd == {} and store == {b"a": due}
+    assert pop(r, "q") is None
 
 
-def test_replay_merges_priority_takes_replayed_priority(r):
+def test_replay_merges_priority_keeps_waiting_priority(r):
     push(r, "q", "PRIORITY", 3, "a")
     pop(r, "q")
     push(r, "q", "PRIORITY", 9, "a")              # waiting copy while the other is in flight
     assert nack(r, "q", "a", "DEAD") == b"dead"   # died with priority 3
     assert zs(r, "q") == {b"a": 9.0}
     assert replay(r, "q") == 1
-    assert zs(r, "q") == {b"a": 3.0}
+    assert zs(r, "q") == {b"a": 9.0}, "a stale priority does not overwrite the fresh one"
     assert zs(r, dead("q")) == {}
 
 
@@ -514,8 +514,8 @@ def test_pending_entries_soonest_deadline_first(r):
     rep = pending(r, "q")
     prepare = zs(r, prep("q"))
     assert [e[0] for e in rep] == [b"b", b"c", b"a"]
-    for m, n, dl in rep:
-        assert n == 1 and isinstance(dl, int) and dl == int(prepare[m])
+    for m, n, dl, group in rep:
+        assert n == 1 and isinstance(dl, int) and dl == int(prepare[m]) and group is None
     assert pending(r, "q", "COUNT", 2) == rep[:2]
     assert pending(r, "q", "count", 1) == rep[:1]
 
@@ -537,7 +537,7 @@ def test_pending_follows_extend(r):
     first = pending(r, "q")[0][0]
     dl = r.execute_command("RMQ.EXTEND", "q", first, 60000)
     rep = pending(r, "q")
-    assert rep[1] == [first, 1, dl]
+    assert rep[1] == [first, 1, dl, None]
 
 
 def test_pending_default_count_is_100(r):
@@ -555,7 +555,7 @@ def test_pending_resp3(server, r):
     pop(r, "q", "LEASE", 60000)
     c3 = server.client(protocol=3)
     rep = c3.execute_command("RMQ.PENDING", "q")
-    assert rep == [[b"a", 1, int(zs(r, prep("q"))[b"a"])]]
+    assert rep == [[b"a", 1, int(zs(r, prep("q"))[b"a"]), None]]
     assert c3.execute_command("RMQ.PENDING", "nothing") == []
 
 

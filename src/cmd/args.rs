@@ -5,6 +5,7 @@
 use crate::core::error::{Result, RmqError};
 use crate::core::kind::{PushMode, MAX_EXACT, MIN_AT};
 use crate::core::num::parse_int;
+use crate::core::policy::Field;
 
 /// Longest relative time accepted (RANGE, DELAY, LEASE, BLOCK, EXTEND): 2^52 ms, so that
 /// now + ms stays an exact integer score.
@@ -40,10 +41,11 @@ fn arity(args: &[&[u8]], min: usize, cmd: &'static str) -> Result<()> {
     }
 }
 
-/// A queue name may not contain braces: its keys' hash tag is `{Q}`.
+/// A queue name is non-empty and has no braces: its keys' hash tag is `{Q}` (an empty
+/// tag `{}` would scatter its keys over the cluster's slots).
 pub fn queue(args: &[&[u8]], cmd: &'static str) -> Result<()> {
     arity(args, 1, cmd)?;
-    if args[0].iter().any(|&c| c == b'{' || c == b'}') {
+    if args[0].is_empty() || args[0].iter().any(|&c| c == b'{' || c == b'}') {
         return Err(RmqError::QueueName);
     }
     Ok(())
@@ -51,9 +53,21 @@ pub fn queue(args: &[&[u8]], cmd: &'static str) -> Result<()> {
 
 pub const RELATIVE_MUST: &str = "an integer from 1 to 2^52 (ms)";
 
-/// RMQ.PUSH Q RANGE ms | PRIORITY p | AT unix-ms | DELAY ms message [message ...]
-/// Returns the mode and the index of the first message.
-pub fn push(args: &[&[u8]]) -> Result<(PushMode, usize)> {
+/// Longest group name accepted.
+pub const MAX_GROUP_BYTES: usize = 1024;
+
+/// RMQ.PUSH: the mode, the group and the index of the first message.
+#[derive(Debug, PartialEq, Eq)]
+pub struct PushArgs<'a> {
+    pub mode: PushMode,
+    pub group: Option<&'a [u8]>,
+    pub first: usize,
+}
+
+/// RMQ.PUSH Q RANGE ms | PRIORITY p | AT unix-ms | DELAY ms [GROUP g] message [message ...]
+/// The argument after the mode's value is the GROUP option when at least two arguments
+/// follow it (a group and a message); otherwise it is a message.
+pub fn push<'a>(args: &[&'a [u8]]) -> Result<PushArgs<'a>> {
     queue(args, "rmq.push")?;
     arity(args, 4, "rmq.push")?;
     let (opt, val) = (args[1], args[2]);
@@ -68,7 +82,14 @@ pub fn push(args: &[&[u8]]) -> Result<(PushMode, usize)> {
     } else {
         return Err(RmqError::Syntax(format!("expected RANGE, PRIORITY, AT or DELAY, got '{}'", String::from_utf8_lossy(opt))));
     };
-    Ok((mode, 3))
+    if args.len() >= 6 && is(args[3], "GROUP") {
+        let g = args[4];
+        if g.is_empty() || g.len() > MAX_GROUP_BYTES {
+            return Err(RmqError::BadValue("GROUP", "a non-empty string of at most 1024 bytes"));
+        }
+        return Ok(PushArgs { mode, group: Some(g), first: 5 });
+    }
+    Ok(PushArgs { mode, group: None, first: 3 })
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -178,6 +199,49 @@ pub fn info(args: &[&[u8]]) -> Result<()> {
     Ok(())
 }
 
+/// What RMQ.POLICY does.
+#[derive(Debug, PartialEq, Eq)]
+pub enum PolicyOp {
+    Set(Vec<(Field, i64)>),
+    Get,
+    Reset,
+}
+
+/// RMQ.POLICY Q SET field value [field value ...] | GET | RESET; every pair is validated.
+pub fn policy(args: &[&[u8]]) -> Result<PolicyOp> {
+    queue(args, "rmq.policy")?;
+    arity(args, 2, "rmq.policy")?;
+    let op = args[1];
+    if is(op, "GET") || is(op, "RESET") {
+        if args.len() != 2 {
+            return Err(syntax(args[2]));
+        }
+        return Ok(if is(op, "GET") { PolicyOp::Get } else { PolicyOp::Reset });
+    }
+    if !is(op, "SET") {
+        return Err(RmqError::Syntax(format!("expected SET, GET or RESET, got '{}'", String::from_utf8_lossy(op))));
+    }
+    let pairs = &args[2..];
+    if pairs.is_empty() || !pairs.len().is_multiple_of(2) {
+        return Err(RmqError::Syntax("SET needs field value pairs".into()));
+    }
+    pairs
+        .chunks(2)
+        .map(|kv| {
+            let f = Field::from_name(kv[0]).ok_or_else(|| {
+                let known: Vec<&str> = Field::ALL.iter().map(|f| f.name()).collect();
+                RmqError::Syntax(format!("unknown policy field '{}' (known: {})", String::from_utf8_lossy(kv[0]), known.join(", ")))
+            })?;
+            let v = f.parse(kv[1]).ok_or_else(|| {
+                let b = f.bounds();
+                RmqError::BadPolicyValue(f.name(), b.min, b.max)
+            })?;
+            Ok((f, v))
+        })
+        .collect::<Result<Vec<_>>>()
+        .map(PolicyOp::Set)
+}
+
 /// RMQ.ROUTE topic slots basis: the number of slots.
 pub fn route(args: &[&[u8]]) -> Result<u32> {
     if args.len() != 3 {
@@ -199,10 +263,11 @@ mod tests {
 
     #[test]
     fn push_modes_and_bounds() {
-        assert_eq!(push(&a(&["q", "range", "5", "m"])), Ok((PushMode::Range(5), 3)));
-        assert_eq!(push(&a(&["q", "PRIORITY", "-9007199254740992", "m"])), Ok((PushMode::Priority(-MAX_EXACT), 3)));
-        assert_eq!(push(&a(&["q", "AT", "946684800000", "m"])), Ok((PushMode::At(MIN_AT), 3)));
-        assert_eq!(push(&a(&["q", "DELAY", "0", "m", "n"])), Ok((PushMode::Delay(0), 3)));
+        let plain = |mode| Ok(PushArgs { mode, group: None, first: 3 });
+        assert_eq!(push(&a(&["q", "range", "5", "m"])), plain(PushMode::Range(5)));
+        assert_eq!(push(&a(&["q", "PRIORITY", "-9007199254740992", "m"])), plain(PushMode::Priority(-MAX_EXACT)));
+        assert_eq!(push(&a(&["q", "AT", "946684800000", "m"])), plain(PushMode::At(MIN_AT)));
+        assert_eq!(push(&a(&["q", "DELAY", "0", "m", "n"])), plain(PushMode::Delay(0)));
         let bad = [
             (vec!["q", "RANGE", "0", "m"], "RANGE"),
             (vec!["q", "RANGE", "-1", "m"], "RANGE"),
@@ -215,11 +280,31 @@ mod tests {
             (vec!["q", "SOON", "1", "m"], "syntax"),
             (vec!["q", "RANGE", "1"], "wrong number"),
             (vec!["q{x}", "RANGE", "1", "m"], "queue name"),
+            (vec!["", "RANGE", "1", "m"], "queue name"),
+            (vec!["q", "RANGE", "1", "GROUP", "", "m"], "GROUP"),
         ];
         for (args, word) in bad {
             let e = push(&a(&args)).unwrap_err().message();
             assert!(e.contains(word), "{args:?}: {e}");
         }
+    }
+
+    #[test]
+    fn push_group_is_an_option_only_before_a_group_and_a_message() {
+        let grouped = |g: &'static str| Ok(PushArgs { mode: PushMode::Delay(0), group: Some(g.as_bytes()), first: 5 });
+        assert_eq!(push(&a(&["q", "DELAY", "0", "GROUP", "o1", "m"])), grouped("o1"));
+        assert_eq!(push(&a(&["q", "DELAY", "0", "group", "o1", "m", "n"])), grouped("o1"));
+        assert_eq!(push(&a(&["q", "DELAY", "0", "GROUP", "GROUP", "GROUP"])), grouped("GROUP"));
+        // Fewer than two arguments after it: GROUP is a message.
+        assert_eq!(push(&a(&["q", "DELAY", "0", "GROUP"])), Ok(PushArgs { mode: PushMode::Delay(0), group: None, first: 3 }));
+        assert_eq!(push(&a(&["q", "DELAY", "0", "GROUP", "m"])), Ok(PushArgs { mode: PushMode::Delay(0), group: None, first: 3 }));
+        assert_eq!(push(&a(&["q", "DELAY", "0", "m", "GROUP", "g", "n"])).map(|p| p.first), Ok(3), "only right after the value");
+        let long = "g".repeat(MAX_GROUP_BYTES);
+        let args = vec![&b"q"[..], b"DELAY", b"0", b"GROUP", long.as_bytes(), b"m"];
+        assert_eq!(push(&args).map(|p| p.group.map(<[u8]>::len)), Ok(Some(MAX_GROUP_BYTES)));
+        let longer = "g".repeat(MAX_GROUP_BYTES + 1);
+        let args = vec![&b"q"[..], b"DELAY", b"0", b"GROUP", longer.as_bytes(), b"m"];
+        assert!(push(&args).unwrap_err().message().contains("GROUP"));
     }
 
     #[test]
@@ -269,6 +354,32 @@ mod tests {
         assert_eq!(messages(&a(&["q", "m"]), "rmq.ack"), Ok(1));
         assert!(messages(&a(&["q"]), "rmq.ack").is_err());
         assert!(info(&a(&["q", "x"])).is_err());
+    }
+
+    #[test]
+    fn policy_pairs_validated_whole() {
+        assert_eq!(policy(&a(&["q", "get"])), Ok(PolicyOp::Get));
+        assert_eq!(policy(&a(&["q", "RESET"])), Ok(PolicyOp::Reset));
+        assert_eq!(
+            policy(&a(&["q", "SET", "rate", "10", "BACKOFF-MS", "0"])),
+            Ok(PolicyOp::Set(vec![(Field::Rate, 10), (Field::BackoffMs, 0)]))
+        );
+        for (args, word) in [
+            (vec!["q"], "wrong number"),
+            (vec!["q", "SET"], "pairs"),
+            (vec!["q", "SET", "rate"], "pairs"),
+            (vec!["q", "SET", "rate", "1", "retries"], "pairs"),
+            (vec!["q", "SET", "speed", "1"], "unknown policy field"),
+            (vec!["q", "SET", "rate", "1", "retries", "1001"], "retries"),
+            (vec!["q", "SET", "rate-window-ms", "0"], "rate-window-ms"),
+            (vec!["q", "SET", "lease-ms", "x"], "lease-ms"),
+            (vec!["q", "GET", "x"], "syntax"),
+            (vec!["q", "DROP"], "SET, GET or RESET"),
+            (vec!["q{", "GET"], "queue name"),
+        ] {
+            let e = policy(&a(&args)).unwrap_err().message();
+            assert!(e.contains(word), "{args:?}: {e}");
+        }
     }
 
     #[test]

@@ -1,14 +1,16 @@
 //! The command bodies: parse, call the queue rules, reply. `table` runs each behind the
 //! panic guard and turns errors into error replies.
 
-use crate::cmd::args;
-use crate::core::error::Result;
+use crate::cmd::args::{self, PolicyOp};
+use crate::core::error::{Result, RmqError};
+use crate::core::policy::Field;
 use crate::core::rules::{self, Rollback};
+use crate::core::store::Store;
 use crate::ffi::context::now_ms;
 use crate::ffi::rstr::Argv;
 use crate::ffi::{reply, Ctx, RStr};
 use crate::runtime::delivery::{reply_popped, swept, take, Opened};
-use crate::runtime::{alarm, blocking, cluster, events, settings, stats};
+use crate::runtime::{alarm, blocking, cluster, events, ratelimit, settings, stats};
 
 /// One invocation: the context and the arguments after the command name.
 pub struct Call<'a> {
@@ -30,10 +32,11 @@ impl Call<'_> {
 }
 
 pub fn push(c: &Call) -> Result<()> {
-    let (mode, first) = args::push(&c.args)?;
+    let a = args::push(&c.args)?;
     let mut q = c.queue(true)?;
     cluster::check_arrived(c.ctx, &q)?;
-    let out = rules::push(&mut *q, now_ms(), &settings::limits(), mode, &c.members(first))?;
+    let lim = settings::limits(&*q);
+    let out = rules::push(&mut *q, now_ms(), &lim, a.mode, a.group, &c.members(a.first))?;
     stats::PUSHED.add(out.added);
     stats::MERGED.add(out.merged);
     events::notify(c.ctx, q.name(), events::PUSHED, out.added > 0);
@@ -44,8 +47,8 @@ pub fn push(c: &Call) -> Result<()> {
 
 pub fn pop(c: &Call) -> Result<()> {
     let a = args::pop(&c.args)?;
-    let lease = a.lease.unwrap_or_else(settings::lease_ms);
     let mut q = c.queue(true)?;
+    let lease = a.lease.unwrap_or_else(|| settings::limits(&*q).lease_ms);
     let got = take(c.ctx, &mut q, now_ms(), a.count, lease);
     if !got.is_empty() {
         reply_popped(c.ctx, &got);
@@ -72,7 +75,8 @@ pub fn nack(c: &Call) -> Result<()> {
     let a = args::nack(&c.args)?;
     let mut q = c.queue(true)?;
     cluster::check_arrived(c.ctx, &q)?;
-    match rules::nack(&mut *q, now_ms(), &settings::limits(), &c.member(1), a.delay, a.dead)? {
+    let lim = settings::limits(&*q);
+    match rules::nack(&mut *q, now_ms(), &lim, &c.member(1), a.delay, a.dead) {
         None => reply::null(c.ctx),
         Some(r) => {
             stats::NACKED.add(1);
@@ -93,7 +97,8 @@ pub fn nack(c: &Call) -> Result<()> {
 pub fn sweep(c: &Call) -> Result<()> {
     let limit = args::sweep(&c.args)?.unwrap_or(usize::MAX);
     let mut q = c.queue(true)?;
-    let out = rules::sweep(&mut *q, now_ms(), &settings::limits(), limit);
+    let lim = settings::limits(&*q);
+    let out = rules::sweep(&mut *q, now_ms(), &lim, limit);
     swept(c.ctx, &q, &out);
     reply::int(c.ctx, out.expired as i64);
     Ok(())
@@ -158,11 +163,51 @@ pub fn pending(c: &Call) -> Result<()> {
     let q = c.queue(false)?;
     let p = rules::pending(&*q, limit);
     reply::array(c.ctx, p.len());
-    for (m, deliveries, deadline) in &p {
-        reply::array(c.ctx, 3);
-        reply::string(c.ctx, m);
-        reply::int(c.ctx, *deliveries as i64);
-        reply::int(c.ctx, *deadline);
+    for e in &p {
+        reply::array(c.ctx, 4);
+        reply::string(c.ctx, &e.message);
+        reply::int(c.ctx, e.deliveries as i64);
+        reply::int(c.ctx, e.deadline);
+        match &e.group {
+            Some(g) => reply::bytes(c.ctx, g),
+            None => reply::null(c.ctx),
+        }
+    }
+    Ok(())
+}
+
+pub fn policy(c: &Call) -> Result<()> {
+    let op = args::policy(&c.args)?;
+    if op != PolicyOp::Get && !c.ctx.is_primary() {
+        return Err(RmqError::ReadOnly);
+    }
+    let mut q = c.queue(op != PolicyOp::Get)?;
+    match op {
+        PolicyOp::Get => {
+            let lim = settings::limits(&*q);
+            reply::map(c.ctx, Field::ALL.len());
+            for f in Field::ALL {
+                reply::bytes(c.ctx, f.name().as_bytes());
+                reply::int(c.ctx, lim.get(f));
+            }
+        }
+        PolicyOp::Set(pairs) => {
+            cluster::check_arrived(c.ctx, &q)?;
+            let mut p = q.policy();
+            for (f, v) in pairs {
+                p.set(f, v);
+            }
+            q.set_policy(Some(&p));
+            ratelimit::forget(c.ctx.db(), q.name().as_ref());
+            q.wake_consumers();
+            reply::simple(c.ctx, c"OK");
+        }
+        PolicyOp::Reset => {
+            let had = q.set_policy(None);
+            ratelimit::forget(c.ctx.db(), q.name().as_ref());
+            q.wake_consumers();
+            reply::int(c.ctx, had as i64);
+        }
     }
     Ok(())
 }

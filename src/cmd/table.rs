@@ -26,6 +26,7 @@ fn run(ctx: *mut RedisModuleCtx, argv: *mut *mut RedisModuleString, argc: c_int,
 const QUEUE: Arg = arg("queue", Ty::Key);
 const MODES: &[Arg] =
     &[tok("RANGE", "ms", Ty::Int), tok("PRIORITY", "priority", Ty::Int), tok("AT", "unix-ms", Ty::Time), tok("DELAY", "ms", Ty::Int)];
+const POLICY_OPS: &[Arg] = &[tok("SET", "field-value", Ty::Str), tok("GET", "get", Ty::Token), tok("RESET", "reset", Ty::Token)];
 
 /// Defines one `extern "C"` entry per command (running its body through `run`) and the
 /// table of their specs.
@@ -98,6 +99,12 @@ commands! {
         summary: c"In-flight deliveries, soonest deadline first, with delivery counts",
         complexity: c"O(N) for N returned",
         args: &[QUEUE, opt("COUNT", "count", Ty::Int)],
+    }
+    cmd_policy => handlers::policy {
+        name: c"rmq.policy", flags: c"readonly", key: KeyUse::Write, arity: -3,
+        summary: c"A queue's own settings (retries, lease-ms, max-queue-length, backoff-ms, backoff-max-ms, rate, rate-window-ms): SET, GET (effective values) or RESET",
+        complexity: c"O(1)",
+        args: &[QUEUE, arg("operation", Ty::OneOf(POLICY_OPS))],
     }
     cmd_route => handlers::route {
         name: c"rmq.route", flags: c"readonly fast", key: KeyUse::None, arity: 4,

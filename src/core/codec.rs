@@ -1,20 +1,26 @@
-//! How per-message metadata is laid out in the queue's `meta{Q}` hash. Fields are a tag
-//! byte and the message, so one hash serves every kind of metadata; `kind` (4 bytes, tag
-//! 'k') cannot collide with a tagged message field.
+//! How metadata is laid out in the queue's `meta{Q}` hash, and the park index's members.
+//! Fields are a tag byte and the message (or group), so one hash serves every kind of
+//! metadata; `kind` and `policy` (tags 'k' and 'p', used by nothing else) cannot collide
+//! with a tagged field.
 
-use crate::core::store::Flight;
+use crate::core::kind::Kind;
+use crate::core::num::parse_int;
+use crate::core::store::{Dead, Flight, Waiting};
 
 pub const KIND_FIELD: &[u8] = b"kind";
-/// Deliveries already made of a waiting copy (only kept when > 0).
+pub const POLICY_FIELD: &[u8] = b"policy";
+/// A waiting copy: `deliveries[:held-priority[:group]]` (only kept when not all default).
 pub const WAITING: u8 = b'w';
-/// An in-flight delivery: `deliveries` or `deliveries:priority` (only kept when not the
-/// default: a first delivery of a timed kind keeps nothing).
+/// An in-flight delivery: `deliveries[:priority[:group]]` (only kept when not the default:
+/// a first delivery of a timed kind without a group keeps nothing).
 pub const FLIGHT: u8 = b'f';
+/// A dead message: `priority[:group]` (priority queues, or with a group).
+pub const DEAD: u8 = b'd';
+/// A busy group (`b<group>`): the message of the group that is in flight.
+pub const BUSY: u8 = b'b';
 /// A transient field, never kept, that only serves to convert the hash (its length is
 /// above the default hash-max-listpack-value, 64, and any sane setting).
 pub const CONVERT: u8 = b'x';
-/// The priority a dead message of a priority queue last had.
-pub const DEAD: u8 = b'd';
 
 pub fn field(tag: u8, m: &[u8], buf: &mut Vec<u8>) {
     buf.clear();
@@ -23,30 +29,98 @@ pub fn field(tag: u8, m: &[u8], buf: &mut Vec<u8>) {
     buf.extend_from_slice(m);
 }
 
-fn num(b: &[u8]) -> Option<i64> {
-    crate::core::num::parse_int(b)
-}
-
-pub fn encode_flight(f: &Flight) -> String {
-    match f.priority {
-        Some(p) => format!("{}:{}", f.deliveries, p as i64),
-        None => f.deliveries.to_string(),
+fn push_num(out: &mut Vec<u8>, v: Option<f64>) {
+    if let Some(v) = v {
+        out.extend_from_slice((v as i64).to_string().as_bytes());
     }
 }
 
+/// `count[:priority[:group]]`, shortest form.
+fn encode3(count: u32, priority: Option<f64>, group: &Option<Vec<u8>>) -> Vec<u8> {
+    let mut out = count.to_string().into_bytes();
+    if priority.is_some() || group.is_some() {
+        out.push(b':');
+        push_num(&mut out, priority);
+    }
+    if let Some(g) = group {
+        out.push(b':');
+        out.extend_from_slice(g);
+    }
+    out
+}
+
+/// Splits `a[:b[:rest]]`; the rest (a group) may hold colons.
+fn decode3(b: &[u8]) -> (Option<i64>, Option<i64>, Option<Vec<u8>>) {
+    let mut parts = b.splitn(3, |&c| c == b':');
+    let a = parts.next().and_then(parse_int);
+    let p = parts.next().and_then(parse_int);
+    let g = parts.next().map(<[u8]>::to_vec);
+    (a, p, g)
+}
+
+pub fn encode_waiting(w: &Waiting) -> Vec<u8> {
+    encode3(w.deliveries, w.held_priority, &w.group)
+}
+
+pub fn decode_waiting(b: &[u8]) -> Waiting {
+    let (d, p, group) = decode3(b);
+    Waiting { deliveries: d.map_or(0, |d| d.clamp(0, u32::MAX as i64) as u32), held_priority: p.map(|p| p as f64), group }
+}
+
+pub fn encode_flight(f: &Flight) -> Vec<u8> {
+    encode3(f.deliveries, f.priority, &f.group)
+}
+
 pub fn decode_flight(b: &[u8]) -> Flight {
+    let (d, p, group) = decode3(b);
+    Flight { deliveries: d.map_or(1, |d| d.clamp(1, u32::MAX as i64) as u32), priority: p.map(|p| p as f64), group }
+}
+
+pub fn encode_dead(d: &Dead) -> Vec<u8> {
+    let mut out = Vec::new();
+    push_num(&mut out, d.priority);
+    if let Some(g) = &d.group {
+        out.push(b':');
+        out.extend_from_slice(g);
+    }
+    out
+}
+
+pub fn decode_dead(b: &[u8]) -> Dead {
     let mut parts = b.splitn(2, |&c| c == b':');
-    let deliveries = parts.next().and_then(num).map_or(1, |d| d.clamp(1, u32::MAX as i64) as u32);
-    let priority = parts.next().and_then(num).map(|p| p as f64);
-    Flight { deliveries, priority }
+    let priority = parts.next().and_then(parse_int).map(|p| p as f64);
+    Dead { priority, group: parts.next().map(<[u8]>::to_vec) }
 }
 
-pub fn decode_count(b: &[u8]) -> u32 {
-    num(b).map_or(0, |d| d.clamp(0, u32::MAX as i64) as u32)
+/// The park index orders a group's parked messages by a key whose byte order is the
+/// queue's order: ascending due time, or descending priority.
+pub fn order_key(kind: Kind, score: f64) -> [u8; 8] {
+    let u = (score as i64 as u64) ^ (1 << 63);
+    if kind.is_timed() { u } else { !u }.to_be_bytes()
 }
 
-pub fn decode_priority(b: &[u8]) -> Option<f64> {
-    num(b).map(|p| p as f64)
+/// The park index member of a parked message: its order key, then the message.
+pub fn index_member(kind: Kind, score: f64, m: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(8 + m.len());
+    v.extend_from_slice(&order_key(kind, score));
+    v.extend_from_slice(m);
+    v
+}
+
+/// The message of a park index member.
+pub fn index_message(member: &[u8]) -> &[u8] {
+    member.get(8..).unwrap_or(&[])
+}
+
+/// The park index score of a group: 53 bits of its FNV-1a hash (exact in a double).
+/// Groups that share a hash share a score; readers check each member's group.
+pub fn group_score(g: &[u8]) -> f64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in g {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    (h & ((1 << 53) - 1)) as f64
 }
 
 #[cfg(test)]
@@ -54,18 +128,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn flight_round_trips() {
+    fn records_round_trip() {
         for f in [
-            Flight { deliveries: 1, priority: None },
-            Flight { deliveries: 17, priority: Some(-9007199254740992.0) },
-            Flight { deliveries: 2, priority: Some(0.0) },
+            Flight { deliveries: 1, priority: None, group: None },
+            Flight { deliveries: 17, priority: Some(-9007199254740992.0), group: None },
+            Flight { deliveries: 2, priority: Some(0.0), group: Some(b"g:1\0".to_vec()) },
+            Flight { deliveries: 3, priority: None, group: Some(Vec::new()) },
         ] {
-            assert_eq!(decode_flight(encode_flight(&f).as_bytes()), f);
+            assert_eq!(decode_flight(&encode_flight(&f)), f);
         }
+        for w in [
+            Waiting::default(),
+            Waiting { deliveries: 4, held_priority: Some(9.0), group: None },
+            Waiting { deliveries: 0, held_priority: None, group: Some(b"a:b".to_vec()) },
+        ] {
+            assert_eq!(decode_waiting(&encode_waiting(&w)), w);
+        }
+        for d in [Dead::default(), Dead { priority: Some(-5.0), group: None }, Dead { priority: None, group: Some(b"x".to_vec()) }] {
+            assert_eq!(decode_dead(&encode_dead(&d)), d);
+        }
+        assert_eq!(encode_flight(&Flight { deliveries: 2, priority: Some(7.0), group: None }), b"2:7", "v1 layout kept");
         assert_eq!(decode_flight(b"junk"), Flight::default());
-        assert_eq!(decode_count(b"3"), 3);
-        assert_eq!(decode_count(b"-3"), 0);
-        assert_eq!(decode_priority(b"-5"), Some(-5.0));
+        assert_eq!(decode_waiting(b"3").deliveries, 3, "v1 waiting count");
+        assert_eq!(decode_waiting(b"-3").deliveries, 0);
+        assert_eq!(decode_dead(b"-5").priority, Some(-5.0), "v1 dead priority");
     }
 
     #[test]
@@ -73,6 +159,22 @@ mod tests {
         let mut buf = Vec::new();
         field(WAITING, b"a\0b", &mut buf);
         assert_eq!(buf, b"wa\0b");
-        assert_ne!(buf.first(), KIND_FIELD.first());
+        for tag in [WAITING, FLIGHT, DEAD, BUSY, CONVERT] {
+            assert_ne!(Some(&tag), KIND_FIELD.first());
+            assert_ne!(Some(&tag), POLICY_FIELD.first());
+        }
+    }
+
+    #[test]
+    fn order_keys_sort_like_the_queue() {
+        let scores = [-9007199254740992.0, -5.0, -1.0, 0.0, 1.0, 1000.0, 9007199254740992.0];
+        for w in scores.windows(2) {
+            assert!(order_key(Kind::Fixed, w[0]) < order_key(Kind::Fixed, w[1]), "earliest due first");
+            assert!(order_key(Kind::Priority, w[0]) > order_key(Kind::Priority, w[1]), "highest priority first");
+        }
+        let member = index_member(Kind::Range, 5.0, b"m\0");
+        assert_eq!(index_message(&member), b"m\0");
+        assert!(group_score(b"order-1") < (1u64 << 53) as f64);
+        assert_ne!(group_score(b"order-1"), group_score(b"order-2"));
     }
 }

@@ -9,6 +9,10 @@ pub enum RmqError {
     Syntax(String),
     /// An option's value is not an integer in its range: (option, what it must be).
     BadValue(&'static str, &'static str),
+    /// A policy field's value is not an integer in its range: (field, min, max).
+    BadPolicyValue(&'static str, i64, i64),
+    /// A write on a replica.
+    ReadOnly,
     KindMismatch {
         holds: Kind,
         pushed: Kind,
@@ -19,7 +23,6 @@ pub enum RmqError {
     TooLong(i64),
     QueueFull(i64),
     QueueName,
-    DelayOnPriority,
     /// The queue's slot is being migrated to this node and the queue has not arrived yet.
     TryAgain,
     Internal(String),
@@ -35,6 +38,8 @@ impl RmqError {
             RmqError::Arity(cmd) => format!("ERR wrong number of arguments for '{cmd}' command"),
             RmqError::Syntax(what) => format!("ERR syntax error: {what}"),
             RmqError::BadValue(opt, must) => format!("ERR invalid {opt}: must be {must}"),
+            RmqError::BadPolicyValue(field, min, max) => format!("ERR invalid {field}: must be an integer from {min} to {max}"),
+            RmqError::ReadOnly => "READONLY You can't write against a read only replica.".into(),
             RmqError::KindMismatch { holds, pushed } => format!(
                 "ERR queue holds {} messages, not {} (kind mismatch; a queue's kind is kept until it is completely empty)",
                 holds.name(),
@@ -49,10 +54,7 @@ impl RmqError {
             RmqError::QueueFull(max) => {
                 format!("ERR queue full: push would exceed max-queue-length ({max})")
             }
-            RmqError::QueueName => "ERR invalid queue name: must not contain '{' or '}'".into(),
-            RmqError::DelayOnPriority => {
-                "ERR DELAY is not allowed on a priority queue (a requeued priority message keeps its priority)".into()
-            }
+            RmqError::QueueName => "ERR invalid queue name: must be non-empty and must not contain '{' or '}'".into(),
             RmqError::TryAgain => {
                 "TRYAGAIN the queue's slot is being migrated to this node and the queue has not arrived yet; retry".into()
             }
@@ -69,16 +71,17 @@ mod tests {
     fn messages_carry_their_code_and_keyword() {
         assert!(RmqError::WrongType.message().starts_with("WRONGTYPE "));
         assert!(RmqError::TryAgain.message().starts_with("TRYAGAIN "));
+        assert!(RmqError::ReadOnly.message().starts_with("READONLY "));
         let all = [
             (RmqError::Arity("rmq.pop"), "wrong number of arguments"),
             (RmqError::Syntax("x".into()), "syntax"),
             (RmqError::BadValue("COUNT", "1..10000"), "COUNT"),
+            (RmqError::BadPolicyValue("rate", 0, 9), "rate"),
             (RmqError::KindMismatch { holds: Kind::Range, pushed: Kind::Fixed }, "kind"),
             (RmqError::EmptyMessage, "empty message"),
             (RmqError::TooLong(3), "max-message-bytes"),
             (RmqError::QueueFull(3), "max-queue-length"),
             (RmqError::QueueName, "queue name"),
-            (RmqError::DelayOnPriority, "DELAY"),
             (RmqError::Internal("x".into()), "internal"),
         ];
         for (e, word) in all {

@@ -1,25 +1,27 @@
 //! An in-memory `Store` for unit and model tests of the queue logic.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
+use crate::core::codec;
 use crate::core::kind::Kind;
-use crate::core::store::{Flight, Set, Store};
+use crate::core::policy::Policy;
+use crate::core::store::{Dead, Flight, Set, Store, Waiting};
 
 #[derive(Default, Clone, Debug)]
 pub struct MemStore {
-    pub sets: [HashMap<Vec<u8>, f64>; 3],
+    pub sets: [HashMap<Vec<u8>, f64>; 5],
+    /// The park index: (group, order key, message).
+    pub index: BTreeSet<(Vec<u8>, [u8; 8], Vec<u8>)>,
     pub kind: Option<Kind>,
-    pub waiting: HashMap<Vec<u8>, u32>,
+    pub waiting: HashMap<Vec<u8>, Waiting>,
     pub flights: HashMap<Vec<u8>, Flight>,
-    pub dead_prio: HashMap<Vec<u8>, f64>,
+    pub dead: HashMap<Vec<u8>, Dead>,
+    pub busy: HashMap<Vec<u8>, Vec<u8>>,
+    pub policy: Option<Policy>,
 }
 
 fn idx(set: Set) -> usize {
-    match set {
-        Set::Store => 0,
-        Set::Prepare => 1,
-        Set::Dead => 2,
-    }
+    set as usize
 }
 
 impl MemStore {
@@ -29,11 +31,24 @@ impl MemStore {
         v
     }
 
-    /// True when no metadata is kept without the message it belongs to.
+    fn order(&self, score: f64) -> [u8; 8] {
+        codec::order_key(self.kind.unwrap_or(Kind::Fixed), score)
+    }
+
+    /// True when no metadata is kept without the message it belongs to, every busy group
+    /// has its message in flight, and the park index holds exactly the parked messages,
+    /// under their group.
     pub fn meta_consistent(&self) -> bool {
-        self.waiting.keys().all(|m| self.sets[0].contains_key(m))
+        let waiting = |m: &Vec<u8>| [Set::Store, Set::Park, Set::Hold].iter().any(|&s| self.sets[idx(s)].contains_key(m));
+        let indexed: BTreeSet<_> = self.sets[idx(Set::Park)]
+            .iter()
+            .map(|(m, sc)| (self.waiting.get(m).and_then(|w| w.group.clone()).unwrap_or_default(), self.order(*sc), m.clone()))
+            .collect();
+        self.waiting.keys().all(waiting)
             && self.flights.keys().all(|m| self.sets[1].contains_key(m))
-            && self.dead_prio.keys().all(|m| self.sets[2].contains_key(m))
+            && self.dead.keys().all(|m| self.sets[2].contains_key(m))
+            && self.busy.iter().all(|(g, m)| self.flights.get(m).is_some_and(|f| f.group.as_ref() == Some(g)))
+            && indexed == self.index
             && (self.kind.is_some() || self.is_empty())
     }
 }
@@ -67,6 +82,20 @@ impl Store for MemStore {
     fn count(&self, set: Set, min: f64, max: f64) -> u64 {
         self.sets[idx(set)].values().filter(|s| **s >= min && **s <= max).count() as u64
     }
+    fn park(&mut self, m: &Vec<u8>, score: f64, g: &[u8]) {
+        self.sets[idx(Set::Park)].insert(m.clone(), score);
+        self.index.insert((g.to_vec(), self.order(score), m.clone()));
+    }
+    fn unpark(&mut self, m: &Vec<u8>) -> Option<f64> {
+        let score = self.sets[idx(Set::Park)].remove(m)?;
+        let order = self.order(score);
+        self.index.retain(|(_, o, im)| !(im == m && *o == order));
+        Some(score)
+    }
+    fn best_parked(&self, g: &[u8]) -> Option<(Vec<u8>, f64)> {
+        let (_, _, m) = self.index.range((g.to_vec(), [0; 8], Vec::new())..).next().filter(|(ig, _, _)| ig == g)?;
+        Some((m.clone(), self.sets[idx(Set::Park)][m]))
+    }
     fn kind(&self) -> Option<Kind> {
         self.kind
     }
@@ -77,34 +106,49 @@ impl Store for MemStore {
         self.kind = None;
         self.waiting.clear();
         self.flights.clear();
-        self.dead_prio.clear();
+        self.dead.clear();
+        self.busy.clear();
     }
-    fn waiting_deliveries(&self, m: &Vec<u8>) -> u32 {
-        self.waiting.get(m).copied().unwrap_or(0)
+    fn waiting(&self, m: &Vec<u8>) -> Waiting {
+        self.waiting.get(m).cloned().unwrap_or_default()
     }
-    fn set_waiting_deliveries(&mut self, m: &Vec<u8>, n: u32) {
-        if n == 0 {
-            self.waiting.remove(m);
-        } else {
-            self.waiting.insert(m.clone(), n);
-        }
+    fn set_waiting(&mut self, m: &Vec<u8>, w: Option<&Waiting>) {
+        match w.filter(|w| **w != Waiting::default()) {
+            Some(w) => self.waiting.insert(m.clone(), w.clone()),
+            None => self.waiting.remove(m),
+        };
     }
     fn flight(&self, m: &Vec<u8>) -> Flight {
-        self.flights.get(m).copied().unwrap_or_default()
+        self.flights.get(m).cloned().unwrap_or_default()
     }
-    fn set_flight(&mut self, m: &Vec<u8>, f: Option<Flight>) {
+    fn set_flight(&mut self, m: &Vec<u8>, f: Option<&Flight>) {
         match f {
-            Some(f) => self.flights.insert(m.clone(), f),
+            Some(f) => self.flights.insert(m.clone(), f.clone()),
             None => self.flights.remove(m),
         };
     }
-    fn dead_priority(&self, m: &Vec<u8>) -> Option<f64> {
-        self.dead_prio.get(m).copied()
+    fn dead(&self, m: &Vec<u8>) -> Dead {
+        self.dead.get(m).cloned().unwrap_or_default()
     }
-    fn set_dead_priority(&mut self, m: &Vec<u8>, p: Option<f64>) {
-        match p {
-            Some(p) => self.dead_prio.insert(m.clone(), p),
-            None => self.dead_prio.remove(m),
+    fn set_dead(&mut self, m: &Vec<u8>, d: Option<&Dead>) {
+        match d {
+            Some(d) => self.dead.insert(m.clone(), d.clone()),
+            None => self.dead.remove(m),
         };
+    }
+    fn busy(&self, g: &[u8]) -> bool {
+        self.busy.contains_key(g)
+    }
+    fn set_busy(&mut self, g: &[u8], m: Option<&Vec<u8>>) {
+        match m {
+            Some(m) => self.busy.insert(g.to_vec(), m.clone()),
+            None => self.busy.remove(g),
+        };
+    }
+    fn policy(&self) -> Policy {
+        self.policy.clone().unwrap_or_default()
+    }
+    fn set_policy(&mut self, p: Option<&Policy>) -> bool {
+        std::mem::replace(&mut self.policy, p.cloned()).is_some()
     }
 }

@@ -5,10 +5,12 @@
 
 #![forbid(unsafe_code)]
 
+pub mod bucket;
 pub mod codec;
 pub mod error;
 pub mod kind;
 pub mod num;
+pub mod policy;
 pub mod route;
 pub mod rules;
 pub mod schedule;

@@ -1,23 +1,34 @@
 //! The queue's rules, over any `Store`, with the clock passed in: push and merge per kind,
-//! pop order and the never-twice-in-flight rule, ack, rollback with retries and dead
-//! letters, lease changes, replay and the read-only views. No FFI here.
+//! pop order, the never-twice-in-flight rules (per content and per group), ack, rollback
+//! with retries, backoff and dead letters, lease changes, replay and the read-only views.
+//!
+//! Groups without a scan: a waiting message whose group is busy (a delivery of the group
+//! in flight) is *parked* (`Set::Park`, indexed by group) when it is added or a pop meets
+//! it, so a pop never walks past it again. When a group's delivery ends, its best parked
+//! message goes back to `Store`, so a group that is not busy always has its best
+//! deliverable message in `Store`, and a group is consumed one message at a time in the
+//! queue's order. Each message is parked at most once per busy period: the cost is
+//! amortised O(log n). A waiting copy whose content is in flight stays in `Store` (SPEC:
+//! only messages held back by their group or a retry delay may leave `Q`) and pops skip it;
+//! there are at most as many as deliveries in flight.
 
 use crate::core::error::{Result, RmqError};
 use crate::core::kind::{Kind, PushMode};
-use crate::core::store::{Flight, Set, Store};
-
-/// The settings the rules depend on (read once per command).
-#[derive(Clone, Copy, Debug)]
-pub struct Limits {
-    pub retries: u32,
-    pub max_message_bytes: i64,
-    pub max_queue_length: i64,
-}
+use crate::core::policy::Limits;
+use crate::core::store::{Dead, Flight, Set, Store, Waiting};
 
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct PushOutcome {
     pub added: u64,
     pub merged: u64,
+}
+
+#[derive(Debug, PartialEq)]
+pub struct Popped<M> {
+    /// Each message taken, with its delivery count.
+    pub got: Vec<(M, u32)>,
+    /// Messages passed over because their group had a delivery in flight (parked).
+    pub group_waits: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,9 +43,80 @@ pub struct SweepOutcome {
     pub dead: u64,
 }
 
+/// Where a waiting copy is kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Place {
+    Store,
+    Park,
+    Hold,
+}
+
+/// Where the waiting copy of `m` is, if it has one.
+fn place_of<S: Store>(s: &S, m: &S::M) -> Option<Place> {
+    if s.score(Set::Store, m).is_some() {
+        Some(Place::Store)
+    } else if s.score(Set::Park, m).is_some() {
+        Some(Place::Park)
+    } else if s.score(Set::Hold, m).is_some() {
+        Some(Place::Hold)
+    } else {
+        None
+    }
+}
+
+/// Puts a waiting message where it belongs: parked while its group is busy, else `Store`.
+fn insert<S: Store>(s: &mut S, m: &S::M, score: f64, group: Option<&[u8]>) {
+    match group {
+        Some(g) if s.busy(g) => s.park(m, score, g),
+        _ => s.add(Set::Store, m, score),
+    }
+}
+
+/// Keeps a group that is not busy with its best deliverable message in `Store`: after its
+/// delivery ends, or a member left `Store` or fell behind a parked one. Parked messages
+/// whose content is in flight go back too but are not deliverable: the next one follows.
+fn refresh<S: Store>(s: &mut S, g: &[u8]) {
+    if s.busy(g) {
+        return;
+    }
+    while let Some((m, score)) = s.best_parked(g) {
+        s.unpark(&m);
+        s.add(Set::Store, &m, score);
+        if s.score(Set::Prepare, &m).is_none() {
+            return;
+        }
+    }
+}
+
+/// Adds a new waiting copy with its metadata.
+fn add_waiting<S: Store>(s: &mut S, m: &S::M, score: f64, w: Waiting) {
+    s.set_waiting(m, Some(&w));
+    insert(s, m, score, w.group.as_deref());
+}
+
+/// Takes the waiting copy of `m` out of where it is; returns its place and score.
+fn take_waiting<S: Store>(s: &mut S, m: &S::M) -> Option<(Place, f64)> {
+    let place = place_of(s, m)?;
+    let score = match place {
+        Place::Store => {
+            let sc = s.score(Set::Store, m);
+            s.rem(Set::Store, m);
+            sc
+        }
+        Place::Park => s.unpark(m),
+        Place::Hold => {
+            let sc = s.score(Set::Hold, m);
+            s.rem(Set::Hold, m);
+            sc
+        }
+    };
+    score.map(|sc| (place, sc))
+}
+
 /// RMQ.PUSH: validates the whole batch first (kind, sizes, queue length) so an error
-/// changes nothing, then adds or merges each message.
-pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, msgs: &[S::M]) -> Result<PushOutcome> {
+/// changes nothing, then adds or merges each message. With `group`, each message joins
+/// it; without, a merged copy leaves its group (the latest push sets the group).
+pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, group: Option<&[u8]>, msgs: &[S::M]) -> Result<PushOutcome> {
     let kind = mode.kind();
     if let Some(holds) = s.kind() {
         if holds != kind {
@@ -52,10 +134,10 @@ pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, msgs: &
         }
     }
     if lim.max_queue_length > 0 {
-        let mut fresh: Vec<&[u8]> = msgs.iter().filter(|m| s.score(Set::Store, m).is_none()).map(|m| m.as_ref()).collect();
+        let mut fresh: Vec<&[u8]> = msgs.iter().filter(|m| place_of(s, m).is_none()).map(|m| m.as_ref()).collect();
         fresh.sort_unstable();
         fresh.dedup();
-        if s.len(Set::Store) + fresh.len() as u64 > lim.max_queue_length as u64 {
+        if s.waiting_len() + fresh.len() as u64 > lim.max_queue_length as u64 {
             return Err(RmqError::QueueFull(lim.max_queue_length));
         }
     }
@@ -63,14 +145,53 @@ pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, msgs: &
         s.set_kind(kind);
     }
     let mut out = PushOutcome::default();
+    let simple = group.is_none() && s.len(Set::Park) == 0 && s.len(Set::Hold) == 0;
     for m in msgs {
-        if s.upsert(Set::Store, m, score, mode.replaces_waiting()) {
-            out.added += 1;
-        } else {
-            out.merged += 1;
+        if simple {
+            // The common case in one lookup: no group and nothing parked or held.
+            if s.upsert(Set::Store, m, score, mode.replaces_waiting()) {
+                out.added += 1;
+            } else {
+                out.merged += 1;
+                leave_group(s, m);
+            }
+            continue;
+        }
+        let mut w = s.waiting(m);
+        let old_group = std::mem::replace(&mut w.group, group.map(<[u8]>::to_vec));
+        match take_waiting(s, m) {
+            None => {
+                out.added += 1;
+                add_waiting(s, m, score, Waiting { deliveries: 0, held_priority: None, group: w.group });
+            }
+            Some((Place::Hold, release)) => {
+                // Held back by a retry delay: it stays held, with the latest priority.
+                out.merged += 1;
+                w.held_priority = Some(score);
+                s.set_waiting(m, Some(&w));
+                s.add(Set::Hold, m, release);
+            }
+            Some((_, old)) => {
+                out.merged += 1;
+                let new = if mode.replaces_waiting() { score } else { old };
+                add_waiting(s, m, new, w);
+                // The copy may have left its group, or now rank below a parked member.
+                for g in old_group.as_deref().into_iter().chain(group) {
+                    refresh(s, g);
+                }
+            }
         }
     }
     Ok(out)
+}
+
+/// A merged push without a group: the waiting copy (in `Store`) leaves its group.
+fn leave_group<S: Store>(s: &mut S, m: &S::M) {
+    let mut w = s.waiting(m);
+    if let Some(g) = w.group.take() {
+        s.set_waiting(m, Some(&w));
+        refresh(s, &g);
+    }
 }
 
 /// The score range a pop may take from the store, and its direction.
@@ -82,35 +203,69 @@ fn deliverable_range(kind: Kind, now: i64) -> (f64, f64, bool) {
     }
 }
 
+/// Moves priority messages whose retry delay has ended back to waiting.
+pub fn release_holds<S: Store>(s: &mut S, now: i64) {
+    if s.len(Set::Hold) == 0 {
+        return;
+    }
+    let mut ended: Vec<S::M> = Vec::new();
+    s.scan(Set::Hold, f64::NEG_INFINITY, now as f64, false, &mut |m, _| {
+        ended.push(m);
+        true
+    });
+    for m in &ended {
+        s.rem(Set::Hold, m);
+        let mut w = s.waiting(m);
+        let priority = w.held_priority.take().unwrap_or(0.0);
+        add_waiting(s, m, priority, w);
+    }
+}
+
 /// RMQ.POP: moves up to `count` deliverable messages to prepare with `deadline`; returns
-/// each with its delivery count. A waiting copy whose content is in flight is skipped.
-pub fn pop<S: Store>(s: &mut S, now: i64, count: usize, deadline: i64) -> Vec<(S::M, u32)> {
-    let Some(kind) = s.kind() else { return Vec::new() };
+/// each with its delivery count. A waiting copy whose group is busy (or already taken by
+/// this pop) is parked; one whose content is in flight is skipped.
+pub fn pop<S: Store>(s: &mut S, now: i64, count: usize, deadline: i64) -> Popped<S::M> {
+    let mut out = Popped { got: Vec::new(), group_waits: 0 };
+    let Some(kind) = s.kind() else { return out };
+    release_holds(s, now);
     let (min, max, rev) = deliverable_range(kind, now);
-    let mut picked: Vec<(S::M, f64)> = Vec::with_capacity(count.min(64));
+    let mut picked: Vec<(S::M, f64, Waiting)> = Vec::with_capacity(count.min(64));
+    let mut parked: Vec<(S::M, f64, Vec<u8>)> = Vec::new();
     s.scan(Set::Store, min, max, rev, &mut |m, score| {
+        let w = s.waiting(&m);
+        if let Some(g) = &w.group {
+            if s.busy(g) || picked.iter().any(|(_, _, p)| p.group.as_ref() == Some(g)) {
+                parked.push((m, score, g.clone()));
+                return true;
+            }
+        }
         if s.score(Set::Prepare, &m).is_none() {
-            picked.push((m, score));
+            picked.push((m, score, w));
         }
         picked.len() < count
     });
-    picked
-        .into_iter()
-        .map(|(m, score)| {
-            s.rem(Set::Store, &m);
-            let deliveries = s.waiting_deliveries(&m) + 1;
-            if deliveries > 1 {
-                s.set_waiting_deliveries(&m, 0);
-            }
-            s.add(Set::Prepare, &m, deadline as f64);
-            let priority = (kind == Kind::Priority).then_some(score);
-            let f = Flight { deliveries, priority };
-            if f != Flight::default() {
-                s.set_flight(&m, Some(f));
-            }
-            (m, deliveries)
-        })
-        .collect()
+    out.group_waits = parked.len() as u64;
+    for (m, score, g) in &parked {
+        s.rem(Set::Store, m);
+        s.park(m, *score, g);
+    }
+    for (m, score, w) in picked {
+        s.rem(Set::Store, &m);
+        if w != Waiting::default() {
+            s.set_waiting(&m, None);
+        }
+        s.add(Set::Prepare, &m, deadline as f64);
+        let priority = (kind == Kind::Priority).then_some(score);
+        let f = Flight { deliveries: w.deliveries + 1, priority, group: w.group };
+        if let Some(g) = &f.group {
+            s.set_busy(g, Some(&m));
+        }
+        if f != Flight::default() {
+            s.set_flight(&m, Some(&f));
+        }
+        out.got.push((m, f.deliveries));
+    }
+    out
 }
 
 /// The earliest lease deadline of the queue.
@@ -118,14 +273,31 @@ pub fn next_expiry<S: Store>(s: &S) -> Option<i64> {
     s.first(Set::Prepare, false).map(|(_, d)| d as i64)
 }
 
-/// When the next waiting message of a timed queue comes due, if later than `now`: the time
-/// a blocked consumer must be woken at.
-pub fn next_due_after<S: Store>(s: &S, now: i64) -> Option<i64> {
-    if !s.kind()?.is_timed() {
-        return None;
+/// Whether a pop would find a message now, looking at no more than a few dozen waiting
+/// messages (read-only: nothing is parked). For accounting a pop cut short by a rate limit.
+pub fn has_deliverable<S: Store>(s: &S, now: i64) -> bool {
+    const LOOK: usize = 64;
+    let Some(kind) = s.kind() else { return false };
+    if kind == Kind::Priority && s.count(Set::Hold, f64::NEG_INFINITY, now as f64) > 0 {
+        return true;
     }
+    let (min, max, rev) = deliverable_range(kind, now);
+    let (mut seen, mut found) = (0, false);
+    s.scan(Set::Store, min, max, rev, &mut |m, _| {
+        seen += 1;
+        let free = s.waiting(&m).group.is_none_or(|g| !s.busy(&g));
+        found = free && s.score(Set::Prepare, &m).is_none();
+        !found && seen < LOOK
+    });
+    found
+}
+
+/// When the next waiting message comes due (timed kinds) or out of its retry delay
+/// (priority), if later than `now`: the time a blocked consumer must be woken at.
+pub fn next_due_after<S: Store>(s: &S, now: i64) -> Option<i64> {
+    let set = if s.kind()?.is_timed() { Set::Store } else { Set::Hold };
     let mut due = None;
-    s.scan(Set::Store, now.saturating_add(1) as f64, f64::INFINITY, false, &mut |_, sc| {
+    s.scan(set, now.saturating_add(1) as f64, f64::INFINITY, false, &mut |_, sc| {
         due = Some(sc as i64);
         false
     });
@@ -139,12 +311,21 @@ pub fn tidy<S: Store>(s: &mut S) {
     }
 }
 
+/// A delivery has ended: its group is free, and the group's best parked message may go.
+fn end_delivery<S: Store>(s: &mut S, f: &Flight) {
+    if let Some(g) = &f.group {
+        s.set_busy(g, None);
+        refresh(s, g);
+    }
+}
+
 /// RMQ.ACK: ends the in-flight deliveries; returns how many were in flight.
 pub fn ack<S: Store>(s: &mut S, msgs: &[S::M]) -> u64 {
     let mut n = 0;
     for m in msgs {
         if s.rem(Set::Prepare, m) {
-            s.set_flight(m, None);
+            let f = s.take_flight(m);
+            end_delivery(s, &f);
             n += 1;
         }
     }
@@ -153,42 +334,48 @@ pub fn ack<S: Store>(s: &mut S, msgs: &[S::M]) -> u64 {
 }
 
 /// Fails one in-flight delivery (NACK, or a lease run out): to dead if `dead` or its retries
-/// are used up, else back to waiting (`delay` ms from now for timed kinds). The caller has
-/// checked that `m` is in flight.
-fn roll_back<S: Store>(s: &mut S, now: i64, retries: u32, m: &S::M, delay: i64, dead: bool) -> Rollback {
+/// are used up, else back to waiting after `delay` ms (or the queue's backoff). The caller
+/// has checked that `m` is in flight.
+fn roll_back<S: Store>(s: &mut S, now: i64, lim: &Limits, m: &S::M, delay: Option<i64>, dead: bool) -> Rollback {
     let f = s.take_flight(m);
     s.rem(Set::Prepare, m);
+    end_delivery(s, &f);
     let kind = s.kind().unwrap_or(Kind::Fixed);
-    if dead || f.deliveries > retries {
+    if dead || f.deliveries > lim.retries {
         s.add(Set::Dead, m, now as f64);
-        if kind == Kind::Priority {
-            s.set_dead_priority(m, Some(f.priority.unwrap_or(0.0)));
+        let d = Dead { priority: (kind == Kind::Priority).then(|| f.priority.unwrap_or(0.0)), group: f.group };
+        if d != Dead::default() {
+            s.set_dead(m, Some(&d));
         }
         return Rollback::Dead;
     }
-    if s.score(Set::Store, m).is_none() {
-        let score = match kind {
-            Kind::Priority => f.priority.unwrap_or(0.0),
-            _ => now.saturating_add(delay) as f64,
-        };
-        s.add(Set::Store, m, score);
+    if place_of(s, m).is_some() {
+        // A newer waiting copy keeps its own score and group and inherits the count.
+        let mut w = s.waiting(m);
+        w.deliveries = f.deliveries;
+        s.set_waiting(m, Some(&w));
+        return Rollback::Requeued;
     }
-    // A newer waiting copy keeps its own score and inherits the delivery count.
-    s.set_waiting_deliveries(m, f.deliveries);
+    let delay = delay.unwrap_or_else(|| lim.backoff(f.deliveries));
+    let mut w = Waiting { deliveries: f.deliveries, held_priority: None, group: f.group };
+    match kind {
+        Kind::Priority if delay > 0 => {
+            w.held_priority = Some(f.priority.unwrap_or(0.0));
+            s.set_waiting(m, Some(&w));
+            s.add(Set::Hold, m, now.saturating_add(delay) as f64);
+        }
+        Kind::Priority => add_waiting(s, m, f.priority.unwrap_or(0.0), w),
+        _ => add_waiting(s, m, now.saturating_add(delay) as f64, w),
+    }
     Rollback::Requeued
 }
 
 /// RMQ.NACK: None if `m` was not in flight.
-pub fn nack<S: Store>(s: &mut S, now: i64, lim: &Limits, m: &S::M, delay: Option<i64>, dead: bool) -> Result<Option<Rollback>> {
-    if delay.is_some() && s.kind() == Some(Kind::Priority) {
-        return Err(RmqError::DelayOnPriority);
-    }
-    if s.score(Set::Prepare, m).is_none() {
-        return Ok(None);
-    }
-    let r = roll_back(s, now, lim.retries, m, delay.unwrap_or(0), dead);
+pub fn nack<S: Store>(s: &mut S, now: i64, lim: &Limits, m: &S::M, delay: Option<i64>, dead: bool) -> Option<Rollback> {
+    s.score(Set::Prepare, m)?;
+    let r = roll_back(s, now, lim, m, delay, dead);
     tidy(s);
-    Ok(Some(r))
+    Some(r)
 }
 
 /// RMQ.SWEEP and the timer: rolls back up to `limit` expired leases (deadline <= now),
@@ -204,7 +391,7 @@ pub fn sweep<S: Store>(s: &mut S, now: i64, lim: &Limits, limit: usize) -> Sweep
     let mut out = SweepOutcome::default();
     for m in &expired {
         out.expired += 1;
-        if roll_back(s, now, lim.retries, m, 0, false) == Rollback::Dead {
+        if roll_back(s, now, lim, m, None, false) == Rollback::Dead {
             out.dead += 1;
         }
     }
@@ -223,8 +410,12 @@ pub fn extend<S: Store>(s: &mut S, m: &S::M, deadline: i64) -> Option<i64> {
 pub fn cancel<S: Store>(s: &mut S, msgs: &[S::M]) -> u64 {
     let mut n = 0;
     for m in msgs {
-        if s.rem(Set::Store, m) {
-            s.set_waiting_deliveries(m, 0);
+        let w = s.waiting(m);
+        if let Some((place, _)) = take_waiting(s, m) {
+            s.set_waiting(m, None);
+            if let (Place::Store, Some(g)) = (place, &w.group) {
+                refresh(s, g);
+            }
             n += 1;
         }
     }
@@ -233,7 +424,8 @@ pub fn cancel<S: Store>(s: &mut S, msgs: &[S::M]) -> u64 {
 }
 
 /// RMQ.REPLAY: moves up to `limit` dead messages, oldest death first, back to waiting with
-/// the delivery count reset; a content already waiting merges by the kind's push rule.
+/// the delivery count reset and the group they had; a content already waiting merges into
+/// the waiting copy, which keeps its score and group (it is the newer).
 pub fn replay<S: Store>(s: &mut S, now: i64, limit: usize) -> u64 {
     let mut dead: Vec<S::M> = Vec::new();
     if limit > 0 {
@@ -245,18 +437,16 @@ pub fn replay<S: Store>(s: &mut S, now: i64, limit: usize) -> u64 {
     let kind = s.kind().unwrap_or(Kind::Fixed);
     for m in &dead {
         s.rem(Set::Dead, m);
-        let score = if kind == Kind::Priority {
-            let p = s.dead_priority(m).unwrap_or(0.0);
-            s.set_dead_priority(m, None);
-            p
+        let d = s.dead(m);
+        s.set_dead(m, None);
+        if place_of(s, m).is_some() {
+            let mut w = s.waiting(m);
+            w.deliveries = 0;
+            s.set_waiting(m, Some(&w));
         } else {
-            now as f64
-        };
-        let waiting = s.score(Set::Store, m).is_some();
-        if !waiting || kind != Kind::Range {
-            s.add(Set::Store, m, score);
+            let score = if kind == Kind::Priority { d.priority.unwrap_or(0.0) } else { now as f64 };
+            add_waiting(s, m, score, Waiting { deliveries: 0, held_priority: None, group: d.group });
         }
-        s.set_waiting_deliveries(m, 0);
     }
     dead.len() as u64
 }
@@ -275,27 +465,44 @@ pub struct Info {
 
 pub fn info<S: Store>(s: &S, now: i64) -> Info {
     let kind = s.kind();
-    let waiting = s.len(Set::Store);
-    let timed = kind.is_some_and(Kind::is_timed);
-    let (ready, next_due) = if timed {
-        let due = s.first(Set::Store, false).map(|(_, sc)| sc as i64);
-        (s.count(Set::Store, f64::NEG_INFINITY, now as f64), due)
-    } else {
-        (waiting, None)
+    let upto = |set| s.count(set, f64::NEG_INFINITY, now as f64);
+    let first = |set| s.first(set, false).map(|(_, sc)| sc as i64);
+    let (ready, next_due) = match kind {
+        Some(k) if k.is_timed() => {
+            let due = [first(Set::Store), first(Set::Park)].into_iter().flatten().min();
+            (upto(Set::Store) + upto(Set::Park), due)
+        }
+        _ => (s.len(Set::Store) + s.len(Set::Park) + upto(Set::Hold), first(Set::Hold)),
     };
-    Info { kind, waiting, ready, inflight: s.len(Set::Prepare), dead: s.len(Set::Dead), next_due, next_expiry: next_expiry(s) }
+    Info {
+        kind,
+        waiting: s.waiting_len(),
+        ready,
+        inflight: s.len(Set::Prepare),
+        dead: s.len(Set::Dead),
+        next_due,
+        next_expiry: next_expiry(s),
+    }
 }
 
-/// RMQ.PENDING: up to `limit` in-flight deliveries, soonest deadline first, as
-/// (message, deliveries, deadline).
-pub fn pending<S: Store>(s: &S, limit: usize) -> Vec<(S::M, u32, i64)> {
+/// One in-flight delivery, as RMQ.PENDING shows it.
+#[derive(Debug, PartialEq)]
+pub struct Pending<M> {
+    pub message: M,
+    pub deliveries: u32,
+    pub deadline: i64,
+    pub group: Option<Vec<u8>>,
+}
+
+/// RMQ.PENDING: up to `limit` in-flight deliveries, soonest deadline first.
+pub fn pending<S: Store>(s: &S, limit: usize) -> Vec<Pending<S::M>> {
     let mut out = Vec::new();
     if limit == 0 {
         return out;
     }
     s.scan(Set::Prepare, f64::NEG_INFINITY, f64::INFINITY, false, &mut |m, deadline| {
-        let d = s.flight(&m).deliveries;
-        out.push((m, d, deadline as i64));
+        let f = s.flight(&m);
+        out.push(Pending { message: m, deliveries: f.deliveries, deadline: deadline as i64, group: f.group });
         out.len() < limit
     });
     out

@@ -6,10 +6,13 @@
 use crate::core::error::RmqError;
 use crate::core::kind::{Kind, PushMode};
 use crate::core::memstore::MemStore;
+use crate::core::policy::Limits;
 use crate::core::rules::*;
 use crate::core::store::{Flight, Set, Store};
 
-const LIM: Limits = Limits { retries: 2, max_message_bytes: 16, max_queue_length: 0 };
+fn lim() -> Limits {
+    Limits::server(2, 30_000, 16, 0)
+}
 
 fn m(s: &str) -> Vec<u8> {
     s.as_bytes().to_vec()
@@ -27,12 +30,12 @@ fn pairs(v: &[(&str, u32)]) -> Vec<(String, u32)> {
 #[test]
 fn range_merge_keeps_first_due_time() {
     let mut s = MemStore::default();
-    let out = push(&mut s, 1000, &LIM, PushMode::Range(100), &ms(&["a", "b", "a"])).unwrap();
+    let out = push(&mut s, 1000, &lim(), PushMode::Range(100), None, &ms(&["a", "b", "a"])).unwrap();
     assert_eq!(out, PushOutcome { added: 2, merged: 1 });
-    push(&mut s, 1050, &LIM, PushMode::Range(100), &ms(&["a"])).unwrap();
+    push(&mut s, 1050, &lim(), PushMode::Range(100), None, &ms(&["a"])).unwrap();
     assert_eq!(s.score(Set::Store, &m("a")), Some(1100.0));
-    assert!(pop(&mut s, 1099, 10, 5000).is_empty());
-    let got = pop(&mut s, 1100, 10, 5000);
+    assert!(pop(&mut s, 1099, 10, 5000).got.is_empty());
+    let got = pop(&mut s, 1100, 10, 5000).got;
     assert_eq!(got.len(), 2);
     assert_eq!(s.kind(), Some(Kind::Range));
 }
@@ -40,11 +43,11 @@ fn range_merge_keeps_first_due_time() {
 #[test]
 fn priority_latest_wins_and_highest_first() {
     let mut s = MemStore::default();
-    push(&mut s, 0, &LIM, PushMode::Priority(1), &ms(&["lo", "x"])).unwrap();
-    push(&mut s, 0, &LIM, PushMode::Priority(9), &ms(&["hi"])).unwrap();
-    let out = push(&mut s, 0, &LIM, PushMode::Priority(-5), &ms(&["x"])).unwrap();
+    push(&mut s, 0, &lim(), PushMode::Priority(1), None, &ms(&["lo", "x"])).unwrap();
+    push(&mut s, 0, &lim(), PushMode::Priority(9), None, &ms(&["hi"])).unwrap();
+    let out = push(&mut s, 0, &lim(), PushMode::Priority(-5), None, &ms(&["x"])).unwrap();
     assert_eq!(out, PushOutcome { added: 0, merged: 1 });
-    let got = pop(&mut s, 0, 3, 100);
+    let got = pop(&mut s, 0, 3, 100).got;
     assert_eq!(names(&got), pairs(&[("hi", 1), ("lo", 1), ("x", 1)]));
     assert_eq!(s.flight(&m("hi")).priority, Some(9.0));
 }
@@ -52,47 +55,47 @@ fn priority_latest_wins_and_highest_first() {
 #[test]
 fn fixed_latest_wins_oldest_due_first() {
     let mut s = MemStore::default();
-    push(&mut s, 0, &LIM, PushMode::At(2000), &ms(&["a"])).unwrap();
-    push(&mut s, 0, &LIM, PushMode::At(1000), &ms(&["b"])).unwrap();
-    push(&mut s, 0, &LIM, PushMode::Delay(500), &ms(&["a"])).unwrap();
+    push(&mut s, 0, &lim(), PushMode::At(2000), None, &ms(&["a"])).unwrap();
+    push(&mut s, 0, &lim(), PushMode::At(1000), None, &ms(&["b"])).unwrap();
+    push(&mut s, 0, &lim(), PushMode::Delay(500), None, &ms(&["a"])).unwrap();
     assert_eq!(s.score(Set::Store, &m("a")), Some(500.0));
-    let got = pop(&mut s, 5000, 10, 9000);
+    let got = pop(&mut s, 5000, 10, 9000).got;
     assert_eq!(names(&got), pairs(&[("a", 1), ("b", 1)]));
 }
 
 #[test]
 fn kind_is_fixed_until_completely_empty() {
     let mut s = MemStore::default();
-    push(&mut s, 0, &LIM, PushMode::Priority(1), &ms(&["a"])).unwrap();
-    let e = push(&mut s, 0, &LIM, PushMode::Range(1), &ms(&["b"])).unwrap_err();
+    push(&mut s, 0, &lim(), PushMode::Priority(1), None, &ms(&["a"])).unwrap();
+    let e = push(&mut s, 0, &lim(), PushMode::Range(1), None, &ms(&["b"])).unwrap_err();
     assert_eq!(e, RmqError::KindMismatch { holds: Kind::Priority, pushed: Kind::Range });
-    let got = pop(&mut s, 0, 1, 10);
+    let got = pop(&mut s, 0, 1, 10).got;
     assert_eq!(got.len(), 1);
     // Store empty but in flight: still priority.
-    assert!(push(&mut s, 0, &LIM, PushMode::At(crate::core::kind::MIN_AT), &ms(&["b"])).is_err());
-    nack(&mut s, 0, &LIM, &m("a"), None, true).unwrap();
+    assert!(push(&mut s, 0, &lim(), PushMode::At(crate::core::kind::MIN_AT), None, &ms(&["b"])).is_err());
+    nack(&mut s, 0, &lim(), &m("a"), None, true);
     // Only dead left: still priority.
-    assert!(push(&mut s, 0, &LIM, PushMode::Range(1), &ms(&["b"])).is_err());
+    assert!(push(&mut s, 0, &lim(), PushMode::Range(1), None, &ms(&["b"])).is_err());
     assert_eq!(replay(&mut s, 0, usize::MAX), 1);
     assert_eq!(cancel(&mut s, &ms(&["a"])), 1);
     assert!(s.is_empty());
     assert_eq!(s.kind(), None);
-    assert!(push(&mut s, 0, &LIM, PushMode::Range(1), &ms(&["b"])).is_ok());
+    assert!(push(&mut s, 0, &lim(), PushMode::Range(1), None, &ms(&["b"])).is_ok());
 }
 
 #[test]
 fn batch_errors_change_nothing() {
     let mut s = MemStore::default();
-    push(&mut s, 0, &LIM, PushMode::Priority(1), &ms(&["keep"])).unwrap();
+    push(&mut s, 0, &lim(), PushMode::Priority(1), None, &ms(&["keep"])).unwrap();
     let before = s.members(Set::Store);
-    assert_eq!(push(&mut s, 0, &LIM, PushMode::Priority(2), &ms(&["a", ""])).unwrap_err(), RmqError::EmptyMessage);
-    assert_eq!(push(&mut s, 0, &LIM, PushMode::Priority(2), &ms(&["a", "0123456789abcdefg"])).unwrap_err(), RmqError::TooLong(16));
-    let lim = Limits { max_queue_length: 2, ..LIM };
-    assert_eq!(push(&mut s, 0, &lim, PushMode::Priority(2), &ms(&["a", "b"])).unwrap_err(), RmqError::QueueFull(2));
+    assert_eq!(push(&mut s, 0, &lim(), PushMode::Priority(2), None, &ms(&["a", ""])).unwrap_err(), RmqError::EmptyMessage);
+    assert_eq!(push(&mut s, 0, &lim(), PushMode::Priority(2), None, &ms(&["a", "0123456789abcdefg"])).unwrap_err(), RmqError::TooLong(16));
+    let short = Limits { max_queue_length: 2, ..lim() };
+    assert_eq!(push(&mut s, 0, &short, PushMode::Priority(2), None, &ms(&["a", "b"])).unwrap_err(), RmqError::QueueFull(2));
     assert_eq!(s.members(Set::Store), before);
     // Merges and in-batch duplicates do not count against the length.
-    assert_eq!(push(&mut s, 0, &lim, PushMode::Priority(2), &ms(&["keep", "a", "a"])).unwrap().added, 1);
-    let e = push(&mut MemStore::default(), i64::MAX - 1, &LIM, PushMode::Range(5), &ms(&["a"])).unwrap_err();
+    assert_eq!(push(&mut s, 0, &short, PushMode::Priority(2), None, &ms(&["keep", "a", "a"])).unwrap().added, 1);
+    let e = push(&mut MemStore::default(), i64::MAX - 1, &lim(), PushMode::Range(5), None, &ms(&["a"])).unwrap_err();
     assert_eq!(e, RmqError::DueTooLate(PushMode::Range(5)));
     assert!(e.message().contains("RANGE"));
 }
@@ -100,95 +103,89 @@ fn batch_errors_change_nothing() {
 #[test]
 fn never_twice_in_flight() {
     let mut s = MemStore::default();
-    push(&mut s, 0, &LIM, PushMode::Priority(1), &ms(&["a", "b"])).unwrap();
-    assert_eq!(names(&pop(&mut s, 0, 1, 100)).len(), 1);
+    push(&mut s, 0, &lim(), PushMode::Priority(1), None, &ms(&["a", "b"])).unwrap();
+    assert_eq!(names(&pop(&mut s, 0, 1, 100).got).len(), 1);
     let first = s.members(Set::Prepare)[0].0.clone();
     // Push the in-flight content again: a second, fresh waiting copy, skipped by pop.
-    assert_eq!(push(&mut s, 0, &LIM, PushMode::Priority(50), &[first.clone()]).unwrap().added, 1);
-    let got = pop(&mut s, 0, 10, 100);
+    assert_eq!(push(&mut s, 0, &lim(), PushMode::Priority(50), None, &[first.clone()]).unwrap().added, 1);
+    let got = pop(&mut s, 0, 10, 100).got;
     assert_eq!(got.len(), 1);
     assert_ne!(got[0].0, first);
-    assert!(pop(&mut s, 0, 10, 100).is_empty());
+    assert!(pop(&mut s, 0, 10, 100).got.is_empty());
     assert_eq!(ack(&mut s, &[first.clone()]), 1);
-    assert_eq!(pop(&mut s, 0, 10, 100), vec![(first, 1)]);
+    assert_eq!(pop(&mut s, 0, 10, 100).got, vec![(first, 1)]);
 }
 
 #[test]
 fn nack_requeues_until_retries_used_then_dead() {
     let mut s = MemStore::default();
-    push(&mut s, 0, &LIM, PushMode::Priority(7), &ms(&["a"])).unwrap();
+    push(&mut s, 0, &lim(), PushMode::Priority(7), None, &ms(&["a"])).unwrap();
     for round in 1..=3u32 {
-        let got = pop(&mut s, 10, 1, 100);
+        let got = pop(&mut s, 10, 1, 100).got;
         assert_eq!(got, vec![(m("a"), round)]);
-        let r = nack(&mut s, 20, &LIM, &m("a"), None, false).unwrap();
-        let want = if round <= LIM.retries { Rollback::Requeued } else { Rollback::Dead };
+        let r = nack(&mut s, 20, &lim(), &m("a"), None, false);
+        let want = if round <= lim().retries { Rollback::Requeued } else { Rollback::Dead };
         assert_eq!(r, Some(want));
         if want == Rollback::Requeued {
             assert_eq!(s.score(Set::Store, &m("a")), Some(7.0), "priority kept");
         }
     }
     assert_eq!(s.members(Set::Dead), vec![(m("a"), 20.0)]);
-    assert_eq!(s.dead_priority(&m("a")), Some(7.0));
-    assert_eq!(nack(&mut s, 20, &LIM, &m("a"), None, false).unwrap(), None);
+    assert_eq!(s.dead(&m("a")).priority, Some(7.0));
+    assert_eq!(nack(&mut s, 20, &lim(), &m("a"), None, false), None);
     assert_eq!(replay(&mut s, 30, 10), 1);
     assert_eq!(s.members(Set::Store), vec![(m("a"), 7.0)]);
-    assert_eq!(pop(&mut s, 40, 1, 100), vec![(m("a"), 1)], "replay resets the count");
+    assert_eq!(pop(&mut s, 40, 1, 100).got, vec![(m("a"), 1)], "replay resets the count");
     assert!(s.meta_consistent());
 }
 
 #[test]
 fn nack_delay_dead_and_merge() {
     let mut s = MemStore::default();
-    push(&mut s, 0, &LIM, PushMode::Delay(0), &ms(&["a"])).unwrap();
+    push(&mut s, 0, &lim(), PushMode::Delay(0), None, &ms(&["a"])).unwrap();
     pop(&mut s, 0, 1, 100);
-    assert_eq!(nack(&mut s, 10, &LIM, &m("a"), Some(50), false).unwrap(), Some(Rollback::Requeued));
+    assert_eq!(nack(&mut s, 10, &lim(), &m("a"), Some(50), false), Some(Rollback::Requeued));
     assert_eq!(s.score(Set::Store, &m("a")), Some(60.0));
-    assert_eq!(pop(&mut s, 60, 1, 100), vec![(m("a"), 2)]);
+    assert_eq!(pop(&mut s, 60, 1, 100).got, vec![(m("a"), 2)]);
     // A newer copy waits meanwhile: it keeps its score and inherits the count.
-    push(&mut s, 70, &LIM, PushMode::At(5000), &ms(&["a"])).unwrap();
-    assert_eq!(nack(&mut s, 80, &LIM, &m("a"), Some(1), false).unwrap(), Some(Rollback::Requeued));
+    push(&mut s, 70, &lim(), PushMode::At(5000), None, &ms(&["a"])).unwrap();
+    assert_eq!(nack(&mut s, 80, &lim(), &m("a"), Some(1), false), Some(Rollback::Requeued));
     assert_eq!(s.members(Set::Store), vec![(m("a"), 5000.0)]);
-    assert_eq!(pop(&mut s, 5000, 1, 9000), vec![(m("a"), 3)]);
-    assert_eq!(nack(&mut s, 5001, &LIM, &m("a"), None, true).unwrap(), Some(Rollback::Dead));
+    assert_eq!(pop(&mut s, 5000, 1, 9000).got, vec![(m("a"), 3)]);
+    assert_eq!(nack(&mut s, 5001, &lim(), &m("a"), None, true), Some(Rollback::Dead));
     assert_eq!(s.members(Set::Dead), vec![(m("a"), 5001.0)]);
-    assert_eq!(s.dead_priority(&m("a")), None);
-
-    let mut p = MemStore::default();
-    push(&mut p, 0, &LIM, PushMode::Priority(1), &ms(&["a"])).unwrap();
-    pop(&mut p, 0, 1, 100);
-    assert_eq!(nack(&mut p, 0, &LIM, &m("a"), Some(1), false).unwrap_err(), RmqError::DelayOnPriority);
-    assert_eq!(p.members(Set::Prepare).len(), 1, "error changed nothing");
+    assert_eq!(s.dead(&m("a")).priority, None);
 }
 
 #[test]
 fn retries_zero_means_one_delivery() {
-    let lim = Limits { retries: 0, ..LIM };
+    let lim = Limits { retries: 0, ..lim() };
     let mut s = MemStore::default();
-    push(&mut s, 0, &lim, PushMode::Range(1), &ms(&["a"])).unwrap();
+    push(&mut s, 0, &lim, PushMode::Range(1), None, &ms(&["a"])).unwrap();
     pop(&mut s, 1, 1, 10);
-    assert_eq!(nack(&mut s, 2, &lim, &m("a"), None, false).unwrap(), Some(Rollback::Dead));
+    assert_eq!(nack(&mut s, 2, &lim, &m("a"), None, false), Some(Rollback::Dead));
 }
 
 #[test]
 fn sweep_rolls_back_expired_only_with_limit() {
     let mut s = MemStore::default();
-    push(&mut s, 0, &LIM, PushMode::Delay(0), &ms(&["a", "b", "c"])).unwrap();
+    push(&mut s, 0, &lim(), PushMode::Delay(0), None, &ms(&["a", "b", "c"])).unwrap();
     pop(&mut s, 0, 1, 10);
     pop(&mut s, 0, 1, 20);
     pop(&mut s, 0, 1, 30);
-    assert_eq!(sweep(&mut s, 5, &LIM, usize::MAX), SweepOutcome::default());
-    assert_eq!(sweep(&mut s, 25, &LIM, 1), SweepOutcome { expired: 1, dead: 0 });
+    assert_eq!(sweep(&mut s, 5, &lim(), usize::MAX), SweepOutcome::default());
+    assert_eq!(sweep(&mut s, 25, &lim(), 1), SweepOutcome { expired: 1, dead: 0 });
     assert_eq!(s.len(Set::Prepare), 2);
-    assert_eq!(sweep(&mut s, 25, &LIM, 10), SweepOutcome { expired: 1, dead: 0 });
+    assert_eq!(sweep(&mut s, 25, &lim(), 10), SweepOutcome { expired: 1, dead: 0 });
     assert_eq!(s.members(Set::Store).iter().map(|x| x.1).collect::<Vec<_>>(), vec![25.0, 25.0]);
-    assert_eq!(s.waiting_deliveries(&s.members(Set::Store)[0].0), 1);
+    assert_eq!(s.waiting(&s.members(Set::Store)[0].0).deliveries, 1);
 }
 
 #[test]
 fn extend_cancel_info_pending() {
     let mut s = MemStore::default();
-    push(&mut s, 0, &LIM, PushMode::At(100), &ms(&["a", "b"])).unwrap();
-    push(&mut s, 0, &LIM, PushMode::At(300), &ms(&["c"])).unwrap();
+    push(&mut s, 0, &lim(), PushMode::At(100), None, &ms(&["a", "b"])).unwrap();
+    push(&mut s, 0, &lim(), PushMode::At(300), None, &ms(&["c"])).unwrap();
     pop(&mut s, 150, 1, 400);
     assert_eq!(extend(&mut s, &m("a"), 900), Some(900));
     assert_eq!(extend(&mut s, &m("c"), 900), None);
@@ -198,9 +195,7 @@ fn extend_cancel_info_pending() {
         Info { kind: Some(Kind::Fixed), waiting: 2, ready: 1, inflight: 1, dead: 0, next_due: Some(100), next_expiry: Some(900) }
     );
     let p = pending(&s, 10);
-    assert_eq!(p.len(), 1);
-    assert_eq!(p[0].1, 1);
-    assert_eq!(p[0].2, 900);
+    assert_eq!(p, vec![Pending { message: m("a"), deliveries: 1, deadline: 900, group: None }]);
     assert_eq!(cancel(&mut s, &ms(&["a", "b", "c", "zz"])), 2, "a is in flight, not waiting");
     ack(&mut s, &ms(&["a"]));
     assert!(s.is_empty());
@@ -211,25 +206,222 @@ fn extend_cancel_info_pending() {
 fn next_due_and_expiry() {
     let mut s = MemStore::default();
     assert_eq!(next_due_after(&s, 0), None);
-    push(&mut s, 0, &LIM, PushMode::At(100), &ms(&["a"])).unwrap();
-    push(&mut s, 0, &LIM, PushMode::At(200), &ms(&["b"])).unwrap();
+    push(&mut s, 0, &lim(), PushMode::At(100), None, &ms(&["a"])).unwrap();
+    push(&mut s, 0, &lim(), PushMode::At(200), None, &ms(&["b"])).unwrap();
     assert_eq!(next_due_after(&s, 50), Some(100));
     assert_eq!(next_due_after(&s, 100), Some(200), "due now is not 'after'");
     assert_eq!(next_due_after(&s, 200), None);
     pop(&mut s, 150, 1, 900);
     assert_eq!(next_expiry(&s), Some(900));
     let mut p = MemStore::default();
-    push(&mut p, 0, &LIM, PushMode::Priority(1), &ms(&["a"])).unwrap();
-    assert_eq!(next_due_after(&p, 0), None, "priority messages have no due time");
+    push(&mut p, 0, &lim(), PushMode::Priority(1), None, &ms(&["a"])).unwrap();
+    assert_eq!(next_due_after(&p, 0), None, "priority messages have no due time until held");
 }
 
 #[test]
 fn flight_metadata_elided_for_first_delivery_of_timed_kinds() {
     let mut s = MemStore::default();
-    push(&mut s, 0, &LIM, PushMode::Delay(0), &ms(&["a"])).unwrap();
+    push(&mut s, 0, &lim(), PushMode::Delay(0), None, &ms(&["a"])).unwrap();
     pop(&mut s, 0, 1, 10);
     assert!(s.flights.is_empty());
     assert_eq!(s.flight(&m("a")), Flight::default());
+}
+
+fn grouped(s: &mut MemStore, now: i64, mode: PushMode, g: &str, msgs: &[&str]) -> PushOutcome {
+    push(s, now, &lim(), mode, Some(g.as_bytes()), &ms(msgs)).unwrap()
+}
+
+#[test]
+fn a_group_is_consumed_one_at_a_time_in_queue_order() {
+    let mut s = MemStore::default();
+    grouped(&mut s, 0, PushMode::At(30), "o1", &["o1:shipped"]);
+    grouped(&mut s, 0, PushMode::At(10), "o1", &["o1:paid"]);
+    grouped(&mut s, 0, PushMode::At(20), "o2", &["o2:paid"]);
+    push(&mut s, 0, &lim(), PushMode::At(40), None, &ms(&["free"])).unwrap();
+    // One pop takes at most one message of a group.
+    let p = pop(&mut s, 100, 10, 500);
+    assert_eq!(names(&p.got), pairs(&[("o1:paid", 1), ("o2:paid", 1), ("free", 1)]));
+    assert_eq!(p.group_waits, 1, "o1:shipped passed over");
+    assert_eq!(s.members(Set::Park), vec![(m("o1:shipped"), 30.0)]);
+    assert!(pop(&mut s, 100, 10, 500).got.is_empty(), "held back while o1 is in flight");
+    assert_eq!(info(&s, 100).ready, 1, "held back only by its group: ready");
+    assert_eq!(info(&s, 100).waiting, 1);
+    assert_eq!(ack(&mut s, &ms(&["o2:paid"])), 1);
+    assert!(pop(&mut s, 100, 10, 500).got.is_empty(), "another group's end frees nothing");
+    assert_eq!(ack(&mut s, &ms(&["o1:paid"])), 1);
+    assert_eq!(s.members(Set::Store), vec![(m("o1:shipped"), 30.0)], "freed: back in the store");
+    assert_eq!(pop(&mut s, 100, 10, 500).got, vec![(m("o1:shipped"), 1)]);
+    assert!(s.meta_consistent());
+}
+
+#[test]
+fn every_way_a_delivery_ends_frees_its_group() {
+    type End = fn(&mut MemStore);
+    let ends: [(&str, End); 4] = [
+        ("ack", |s| assert_eq!(ack(s, &ms(&["a"])), 1)),
+        ("nack", |s| assert_eq!(nack(s, 50, &lim(), &m("a"), Some(1000), false), Some(Rollback::Requeued))),
+        ("dead", |s| assert_eq!(nack(s, 50, &lim(), &m("a"), None, true), Some(Rollback::Dead))),
+        ("expiry", |s| assert_eq!(sweep(s, 600, &lim(), 10), SweepOutcome { expired: 1, dead: 0 })),
+    ];
+    for (how, end) in ends {
+        let mut s = MemStore::default();
+        grouped(&mut s, 0, PushMode::Delay(0), "g", &["a"]);
+        grouped(&mut s, 0, PushMode::Delay(5), "g", &["b"]);
+        assert_eq!(pop(&mut s, 10, 1, 500).got, vec![(m("a"), 1)], "{how}");
+        assert!(pop(&mut s, 10, 1, 500).got.is_empty(), "{how}: b held back");
+        end(&mut s);
+        assert_eq!(pop(&mut s, 600, 1, 900).got, vec![(m("b"), 1)], "{how}: b freed");
+        assert!(s.meta_consistent(), "{how}");
+    }
+}
+
+#[test]
+fn latest_push_sets_the_group() {
+    let mut s = MemStore::default();
+    grouped(&mut s, 0, PushMode::Priority(5), "g", &["a", "b"]);
+    assert_eq!(pop(&mut s, 0, 1, 100).got.len(), 1);
+    let held = if s.score(Set::Prepare, &m("a")).is_some() { "b" } else { "a" };
+    assert!(pop(&mut s, 0, 1, 100).got.is_empty());
+    // Pushed again without a group: it leaves g and is deliverable at once.
+    assert_eq!(push(&mut s, 0, &lim(), PushMode::Priority(6), None, &ms(&[held])).unwrap(), PushOutcome { added: 0, merged: 1 });
+    assert_eq!(s.waiting(&m(held)).group, None);
+    assert_eq!(pop(&mut s, 0, 1, 100).got, vec![(m(held), 1)]);
+    // Moved from a busy group into another: follows the new group's state.
+    let mut t = MemStore::default();
+    grouped(&mut t, 0, PushMode::Priority(9), "x", &["x1"]);
+    grouped(&mut t, 0, PushMode::Priority(1), "x", &["x2"]);
+    assert_eq!(pop(&mut t, 0, 5, 100).got, vec![(m("x1"), 1)]);
+    grouped(&mut t, 0, PushMode::Priority(1), "y", &["x2"]);
+    assert_eq!(t.waiting(&m("x2")).group, Some(b"y".to_vec()));
+    assert_eq!(pop(&mut t, 0, 5, 100).got, vec![(m("x2"), 1)]);
+    assert_eq!(pending(&t, 10).iter().map(|p| p.group.clone()).collect::<Vec<_>>(), vec![Some(b"x".to_vec()), Some(b"y".to_vec())]);
+    assert!(t.meta_consistent());
+}
+
+#[test]
+fn cancelling_a_groups_head_frees_the_next() {
+    let mut s = MemStore::default();
+    grouped(&mut s, 0, PushMode::At(10), "g", &["a", "b"]);
+    grouped(&mut s, 0, PushMode::At(20), "g", &["c"]);
+    assert_eq!(pop(&mut s, 50, 1, 500).got, vec![(m("a"), 1)]);
+    assert!(pop(&mut s, 50, 1, 500).got.is_empty());
+    assert_eq!(ack(&mut s, &ms(&["a"])), 1);
+    // b is back in the store, c still parked: cancelling b must free c.
+    assert_eq!(cancel(&mut s, &ms(&["b"])), 1);
+    assert_eq!(pop(&mut s, 50, 1, 500).got, vec![(m("c"), 1)]);
+    assert!(s.meta_consistent());
+}
+
+#[test]
+fn a_content_in_flight_and_its_waiting_copy_share_the_group_rule() {
+    let mut s = MemStore::default();
+    grouped(&mut s, 0, PushMode::Range(1), "g", &["a"]);
+    assert_eq!(pop(&mut s, 5, 1, 100).got, vec![(m("a"), 1)]);
+    assert_eq!(grouped(&mut s, 5, PushMode::Range(1), "g", &["a"]), PushOutcome { added: 1, merged: 0 });
+    assert_eq!(s.members(Set::Park), vec![(m("a"), 6.0)], "its group is busy: parked at push");
+    assert_eq!(nack(&mut s, 7, &lim(), &m("a"), None, false), Some(Rollback::Requeued));
+    // Merged into the waiting copy, which keeps its due time and inherits the count.
+    assert_eq!(pop(&mut s, 7, 1, 100).got, vec![(m("a"), 2)]);
+    assert!(s.meta_consistent());
+}
+
+#[test]
+fn replay_merges_into_the_newer_waiting_copy() {
+    let mut s = MemStore::default();
+    grouped(&mut s, 0, PushMode::At(100), "old", &["a"]);
+    pop(&mut s, 100, 1, 200);
+    assert_eq!(nack(&mut s, 150, &lim(), &m("a"), None, true), Some(Rollback::Dead));
+    assert_eq!(s.dead(&m("a")).group, Some(b"old".to_vec()));
+    grouped(&mut s, 160, PushMode::At(900_000), "new", &["a"]);
+    assert_eq!(replay(&mut s, 170, 10), 1);
+    assert_eq!(s.members(Set::Store), vec![(m("a"), 900_000.0)], "the waiting copy keeps its due time");
+    assert_eq!(s.waiting(&m("a")).group, Some(b"new".to_vec()), "and its group");
+    // Without a waiting copy, a replayed message keeps the group it had.
+    let mut p = MemStore::default();
+    grouped(&mut p, 0, PushMode::Priority(3), "g", &["a", "b"]);
+    assert_eq!(pop(&mut p, 0, 1, 100).got.len(), 1);
+    let first = p.members(Set::Prepare)[0].0.clone();
+    nack(&mut p, 0, &lim(), &first, None, true);
+    assert_eq!(replay(&mut p, 0, 10), 1);
+    assert_eq!(p.waiting(&first).group, Some(b"g".to_vec()));
+    assert_eq!(p.score(Set::Store, &first).or(p.score(Set::Park, &first)), Some(3.0));
+    assert!(p.meta_consistent());
+}
+
+#[test]
+fn priority_retry_delay_holds_back_then_competes_again() {
+    let mut s = MemStore::default();
+    push(&mut s, 0, &lim(), PushMode::Priority(9), None, &ms(&["hi"])).unwrap();
+    push(&mut s, 0, &lim(), PushMode::Priority(1), None, &ms(&["lo"])).unwrap();
+    assert_eq!(pop(&mut s, 0, 1, 100).got, vec![(m("hi"), 1)]);
+    assert_eq!(nack(&mut s, 10, &lim(), &m("hi"), Some(50), false), Some(Rollback::Requeued));
+    assert_eq!(s.members(Set::Hold), vec![(m("hi"), 60.0)]);
+    let i = info(&s, 20);
+    assert_eq!((i.waiting, i.ready, i.next_due), (2, 1, Some(60)), "held: waiting, not ready");
+    assert_eq!(next_due_after(&s, 20), Some(60));
+    assert_eq!(pop(&mut s, 20, 1, 100).got, vec![(m("lo"), 1)]);
+    assert!(pop(&mut s, 59, 1, 100).got.is_empty());
+    // A push while held replaces the priority and keeps the hold.
+    push(&mut s, 30, &lim(), PushMode::Priority(4), None, &ms(&["hi"])).unwrap();
+    assert_eq!(info(&s, 60).ready, 1);
+    assert_eq!(pop(&mut s, 60, 1, 100).got, vec![(m("hi"), 2)]);
+    assert_eq!(s.flight(&m("hi")).priority, Some(4.0));
+    assert!(s.meta_consistent());
+}
+
+#[test]
+fn backoff_delays_each_failed_delivery() {
+    let l = Limits { backoff_ms: 100, backoff_max_ms: 250, retries: 5, ..lim() };
+    let mut f = MemStore::default();
+    push(&mut f, 0, &l, PushMode::Delay(0), None, &ms(&["a"])).unwrap();
+    let mut now = 0;
+    for (round, wait) in [(1, 100), (2, 200), (3, 250)] {
+        assert_eq!(pop(&mut f, now, 1, now + 10).got, vec![(m("a"), round)]);
+        assert_eq!(sweep(&mut f, now + 10, &l, 10).expired, 1, "expiry counts as a failed delivery");
+        assert_eq!(f.score(Set::Store, &m("a")), Some((now + 10 + wait) as f64), "round {round}");
+        now += 10 + wait;
+    }
+    assert_eq!(nack(&mut f, now, &l, &m("a"), Some(0), false), None, "not in flight");
+    assert_eq!(pop(&mut f, now, 1, now + 10).got, vec![(m("a"), 4)]);
+    assert_eq!(nack(&mut f, now, &l, &m("a"), Some(0), false), Some(Rollback::Requeued), "explicit DELAY wins");
+    assert_eq!(f.score(Set::Store, &m("a")), Some(now as f64));
+    let mut p = MemStore::default();
+    push(&mut p, 0, &l, PushMode::Priority(2), None, &ms(&["a"])).unwrap();
+    pop(&mut p, 0, 1, 10);
+    nack(&mut p, 5, &l, &m("a"), None, false);
+    assert_eq!(p.members(Set::Hold), vec![(m("a"), 105.0)], "priority: held by the backoff");
+    assert_eq!(p.waiting(&m("a")).held_priority, Some(2.0));
+}
+
+#[test]
+fn cancel_removes_parked_and_held_copies() {
+    let mut s = MemStore::default();
+    grouped(&mut s, 0, PushMode::Priority(1), "g", &["a", "b"]);
+    push(&mut s, 0, &lim(), PushMode::Priority(1), None, &ms(&["c"])).unwrap();
+    pop(&mut s, 0, 3, 100);
+    nack(&mut s, 0, &lim(), &m("c"), Some(100), false);
+    assert_eq!((s.len(Set::Park), s.len(Set::Hold)), (1, 1));
+    let parked = s.members(Set::Park)[0].0.clone();
+    assert_eq!(cancel(&mut s, &[parked, m("c")]), 2);
+    assert_eq!(s.waiting_len(), 0);
+    assert!(s.meta_consistent());
+}
+
+#[test]
+fn has_deliverable_sees_what_a_pop_would_take() {
+    let mut s = MemStore::default();
+    assert!(!has_deliverable(&s, 0));
+    grouped(&mut s, 0, PushMode::At(10), "g", &["a", "b"]);
+    assert!(!has_deliverable(&s, 9), "not due");
+    assert!(has_deliverable(&s, 10));
+    pop(&mut s, 10, 1, 100);
+    assert!(!has_deliverable(&s, 10), "the other is held back by its group");
+    let mut p = MemStore::default();
+    push(&mut p, 0, &lim(), PushMode::Priority(1), None, &ms(&["a"])).unwrap();
+    pop(&mut p, 0, 1, 100);
+    nack(&mut p, 0, &lim(), &m("a"), Some(50), false);
+    assert!(!has_deliverable(&p, 49));
+    assert!(has_deliverable(&p, 50), "a hold that ended");
 }
 
 /// A tiny deterministic PRNG so the model test needs no crate.
@@ -246,76 +438,113 @@ impl Rng {
     }
 }
 
-/// Random sequences of every operation, checking after each step the invariants the SPEC
-/// promises: message conservation, metadata consistency, the kind rule, pop order, the
-/// never-twice-in-flight rule, delivery counts and the retry bound.
+/// What a pop must take, computed from the SPEC by brute force: every waiting copy that is
+/// deliverable (content and group not in flight, due, not held), best first, at most one
+/// per group, up to `count`. Returns the scores (ties make the messages unspecified).
+fn reference_pop(s: &MemStore, now: i64, count: usize) -> Vec<f64> {
+    let kind = s.kind.unwrap_or(Kind::Fixed);
+    let mut cands: Vec<(f64, Option<Vec<u8>>)> = Vec::new();
+    for set in [Set::Store, Set::Park, Set::Hold] {
+        for (m, score) in s.members(set) {
+            let w = s.waiting(&m);
+            let score = if set == Set::Hold {
+                if score > now as f64 {
+                    continue;
+                }
+                w.held_priority.unwrap_or(0.0)
+            } else {
+                score
+            };
+            let free = w.group.as_ref().is_none_or(|g| !s.busy.contains_key(g));
+            let due = !kind.is_timed() || score <= now as f64;
+            if free && due && s.score(Set::Prepare, &m).is_none() {
+                cands.push((score, w.group));
+            }
+        }
+    }
+    cands.sort_by(|a, b| if kind.is_timed() { a.0.total_cmp(&b.0) } else { b.0.total_cmp(&a.0) });
+    let mut taken: Vec<Vec<u8>> = Vec::new();
+    let mut out = Vec::new();
+    for (score, g) in cands {
+        if out.len() == count {
+            break;
+        }
+        if let Some(g) = g {
+            if taken.contains(&g) {
+                continue;
+            }
+            taken.push(g);
+        }
+        out.push(score);
+    }
+    out
+}
+
+/// Random sequences of every operation over groups, holds, backoff and retries, checking
+/// after each step what the SPEC promises: pops take exactly what the brute-force
+/// reference says (order, groups, due times, holds), no two deliveries of a content or a
+/// group are in flight, a group that is free has its best message deliverable, messages
+/// are conserved, metadata is consistent, delivery counts and the retry bound hold.
 #[test]
 fn model_random_operations_keep_invariants() {
-    for seed in 1..=300u64 {
+    for seed in 1..=1500u64 {
         let mut r = Rng(seed * 0x9E37_79B9_7F4A_7C15);
         let mut s = MemStore::default();
         let mut now = 1_000_000i64;
-        let lim = Limits { retries: (seed % 4) as u32, max_message_bytes: 8, max_queue_length: 0 };
-        let words: Vec<Vec<u8>> = (0..6).map(|i| vec![b'a' + i as u8]).collect();
-        for _ in 0..200 {
-            now += r.below(40) as i64;
+        let backoff = if seed % 3 == 0 { 10 } else { 0 };
+        let lim = Limits { retries: (seed % 4) as u32, max_message_bytes: 8, backoff_ms: backoff, backoff_max_ms: 40, ..lim() };
+        let words: Vec<Vec<u8>> = (0..7).map(|i| vec![b'a' + i as u8]).collect();
+        let groups: [Option<&[u8]>; 4] = [None, Some(b"g1"), Some(b"g2"), Some(b"g:3")];
+        for step in 0..300 {
+            let ctx = format!("seed {seed} step {step}");
+            now += r.below(25) as i64;
             let w = words[r.below(words.len() as u64) as usize].clone();
-            let total = |s: &MemStore| s.len(Set::Store) + s.len(Set::Prepare) + s.len(Set::Dead);
+            let total = |s: &MemStore| s.waiting_len() + s.len(Set::Prepare) + s.len(Set::Dead);
             let total_before = total(&s);
             // Copies appear only by push and end only by ack or cancel, or by merging into a
             // copy of the same content (rollback/replay into a waiting one, or a second death).
             let (mut appeared, mut ended, mut may_merge) = (0u64, 0u64, 0u64);
-            match r.below(8) {
-                0 | 1 => {
+            match r.below(9) {
+                0..=2 => {
                     let mode = match (s.kind(), r.below(3)) {
                         (Some(Kind::Range), _) | (None, 0) => PushMode::Range(1 + r.below(50) as i64),
                         (Some(Kind::Priority), _) | (None, 1) => PushMode::Priority(r.below(5) as i64),
                         _ => PushMode::Delay(r.below(50) as i64),
                     };
-                    let was = s.score(Set::Store, &w);
-                    let out = push(&mut s, now, &lim, mode, &[w.clone()]).unwrap();
+                    let g = groups[r.below(4) as usize];
+                    let out = push(&mut s, now, &lim, mode, g, &[w.clone()]).unwrap();
                     appeared = out.added;
-                    if mode.kind() == Kind::Range {
-                        if let Some(old) = was {
-                            assert_eq!(s.score(Set::Store, &w), Some(old), "range merge keeps due");
-                        }
-                    } else {
-                        assert_eq!(s.score(Set::Store, &w), Some(mode.score(now).unwrap() as f64), "latest wins");
-                    }
+                    assert_eq!(s.waiting(&w).group.as_deref(), g, "{ctx}: latest push sets the group");
                 }
-                2 | 3 => {
-                    let kind = s.kind();
+                3 | 4 => {
+                    let count = 1 + r.below(3) as usize;
+                    let want = reference_pop(&s, now, count);
                     let before = s.clone();
-                    let got = pop(&mut s, now, 1 + r.below(3) as usize, now + r.below(100) as i64);
+                    let got = pop(&mut s, now, count, now + 1 + r.below(60) as i64).got;
+                    // The score each was taken with: its priority, or its due time.
+                    let mut scores: Vec<f64> = got
+                        .iter()
+                        .map(|(m, _)| match s.kind {
+                            Some(Kind::Priority) => s.flight(m).priority.expect("a priority delivery keeps its priority"),
+                            _ => [Set::Store, Set::Park].iter().find_map(|&set| before.score(set, m)).expect("popped a waiting copy"),
+                        })
+                        .collect();
+                    let mut want_sorted = want.clone();
+                    want_sorted.sort_by(f64::total_cmp);
+                    scores.sort_by(f64::total_cmp);
+                    assert_eq!(scores, want_sorted, "{ctx}: pop took other messages than the reference");
                     for (gm, d) in &got {
-                        assert!(before.score(Set::Prepare, gm).is_none(), "never twice in flight");
-                        assert_eq!(*d, before.waiting_deliveries(gm) + 1);
-                        assert!(*d <= lim.retries + 1);
-                    }
-                    // Nothing better left behind: every still-deliverable waiting message
-                    // ranks no better than the worst one popped.
-                    if let (Some(k), Some((last, _))) = (kind, got.last()) {
-                        let last_score = before.score(Set::Store, last).unwrap();
-                        for (om, os) in s.members(Set::Store) {
-                            if s.score(Set::Prepare, &om).is_some() || before.score(Set::Prepare, &om).is_some() {
-                                continue;
-                            }
-                            if k.is_timed() {
-                                assert!(os > now as f64 || os >= last_score);
-                            } else {
-                                assert!(os <= last_score);
-                            }
-                        }
+                        assert!(before.score(Set::Prepare, gm).is_none(), "{ctx}: never twice in flight");
+                        assert_eq!(*d, before.waiting(gm).deliveries + 1, "{ctx}");
+                        assert!(*d <= lim.retries + 1, "{ctx}");
                     }
                 }
-                4 => ended = ack(&mut s, &[w.clone()]),
-                5 => {
-                    let delay = if s.kind() == Some(Kind::Priority) { None } else { Some(r.below(30) as i64) };
-                    may_merge = nack(&mut s, now, &lim, &w, delay, r.below(5) == 0).unwrap().is_some() as u64;
-                }
+                5 => ended = ack(&mut s, &[w.clone()]),
                 6 => {
-                    may_merge = sweep(&mut s, now, &lim, 1 + r.below(4) as usize).expired;
+                    let delay = [None, Some(0), Some(r.below(30) as i64)][r.below(3) as usize];
+                    may_merge = nack(&mut s, now, &lim, &w, delay, r.below(6) == 0).is_some() as u64;
                 }
+                7 => may_merge = sweep(&mut s, now, &lim, 1 + r.below(4) as usize).expired,
                 _ => match r.below(3) {
                     0 => ended = cancel(&mut s, &[w.clone()]),
                     1 => may_merge = replay(&mut s, now, 1 + r.below(3) as usize),
@@ -324,11 +553,39 @@ fn model_random_operations_keep_invariants() {
                     }
                 },
             }
-            assert!(s.meta_consistent(), "seed {seed}: metadata without its message");
-            assert_eq!(s.kind().is_none(), s.is_empty(), "seed {seed}: kind iff not empty");
+            assert!(s.meta_consistent(), "{ctx}: metadata inconsistent");
+            assert_eq!(s.kind().is_none(), s.is_empty(), "{ctx}: kind iff not empty");
+            if s.kind() != Some(Kind::Priority) {
+                assert_eq!(s.len(Set::Hold), 0, "{ctx}: only priority queues hold");
+            }
+            for m in &words {
+                let copies = [Set::Store, Set::Park, Set::Hold].iter().filter(|&&set| s.score(set, m).is_some()).count();
+                assert!(copies <= 1, "{ctx}: two waiting copies of one content");
+            }
+            let mut in_flight_groups: Vec<Vec<u8>> = s.flights.values().filter_map(|f| f.group.clone()).collect();
+            in_flight_groups.sort();
+            let n = in_flight_groups.len();
+            in_flight_groups.dedup();
+            assert_eq!(n, in_flight_groups.len(), "{ctx}: two deliveries of a group in flight");
+            let mut busy: Vec<Vec<u8>> = s.busy.keys().cloned().collect();
+            busy.sort();
+            assert_eq!(busy, in_flight_groups, "{ctx}: busy groups are exactly those in flight");
+            // A free group's best waiting (not held) message is in the store.
+            for g in groups.iter().flatten() {
+                if s.busy.contains_key(*g) {
+                    continue;
+                }
+                if let Some((_, best)) = s.best_parked(g) {
+                    let kind = s.kind.unwrap_or(Kind::Fixed);
+                    let better = |a: f64, b: f64| if kind.is_timed() { a <= b } else { a >= b };
+                    let in_store =
+                        s.members(Set::Store).into_iter().any(|(m, sc)| s.waiting(&m).group.as_deref() == Some(*g) && better(sc, best));
+                    assert!(in_store, "{ctx}: free group {g:?} has its best message parked");
+                }
+            }
             let after = total(&s) + ended;
-            assert!(after <= total_before + appeared, "seed {seed}: a copy appeared from nowhere");
-            assert!(after + may_merge >= total_before + appeared, "seed {seed}: a copy was lost");
+            assert!(after <= total_before + appeared, "{ctx}: a copy appeared from nowhere");
+            assert!(after + may_merge >= total_before + appeared, "{ctx}: a copy was lost");
         }
     }
 }

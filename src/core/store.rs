@@ -1,29 +1,61 @@
-//! The storage a queue's logic runs over: three sorted sets and a little metadata per
-//! message. `RedisQueue` implements it over real keys, `MemStore` in memory for tests.
+//! The storage a queue's rules run over: five sorted sets and a little metadata per
+//! message and per busy group. `RedisQueue` implements it over real keys, `MemStore` in
+//! memory for tests.
 
 use crate::core::kind::Kind;
+use crate::core::policy::Policy;
 
-/// The three sorted sets of a queue: `Q`, `prepare{Q}`, `dead{Q}`.
+/// A queue's sorted sets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Set {
+    /// `Q`: waiting messages that may be deliverable, by priority or due time.
     Store,
+    /// In flight, by lease deadline.
     Prepare,
+    /// Dead, by the time they died.
     Dead,
+    /// Waiting but held back because their group had a delivery in flight, scored as in
+    /// `Store` (and indexed by group: `park`, `best_parked`).
+    Park,
+    /// Priority messages held back by a retry delay, by the time the delay ends.
+    Hold,
+}
+
+/// A message's group (binary-safe).
+pub type Group = Vec<u8>;
+
+/// What is kept about a waiting copy besides its score.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Waiting {
+    /// Deliveries already made (0 for a fresh copy).
+    pub deliveries: u32,
+    /// The priority of a held copy (in `Hold`, where the score is the release time).
+    pub held_priority: Option<f64>,
+    pub group: Option<Group>,
 }
 
 /// What is kept about an in-flight delivery besides its deadline.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Flight {
     /// Deliveries so far, this one included (1 on the first).
     pub deliveries: u32,
     /// The priority it was delivered with (priority queues only), restored on rollback.
     pub priority: Option<f64>,
+    pub group: Option<Group>,
 }
 
 impl Default for Flight {
     fn default() -> Self {
-        Flight { deliveries: 1, priority: None }
+        Flight { deliveries: 1, priority: None, group: None }
     }
+}
+
+/// What is kept about a dead message besides the time it died.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Dead {
+    /// The priority it last had (priority queues only).
+    pub priority: Option<f64>,
+    pub group: Option<Group>,
 }
 
 /// Members are the store's own handle on a message (a refcounted Redis string, or bytes in
@@ -36,7 +68,7 @@ pub trait Store {
 
     fn len(&self, set: Set) -> u64;
     fn score(&self, set: Set, m: &Self::M) -> Option<f64>;
-    /// Inserts or updates the member's score.
+    /// Inserts or updates the member's score (not for `Park`: see `park`).
     fn add(&mut self, set: Set, m: &Self::M, score: f64);
     /// Adds the member if absent (returns true); if present, sets its score when `replace`
     /// (returns false).
@@ -54,7 +86,7 @@ pub trait Store {
             }
         }
     }
-    /// Removes the member; returns whether it was there.
+    /// Removes the member; returns whether it was there (not for `Park`: see `unpark`).
     fn rem(&mut self, set: Set, m: &Self::M) -> bool;
     /// Members with score in [min, max], ascending (or descending if `rev`), calling `f` on
     /// each until it returns false.
@@ -62,27 +94,43 @@ pub trait Store {
     /// How many members have score in [min, max].
     fn count(&self, set: Set, min: f64, max: f64) -> u64;
 
+    /// Parks a waiting message of group `g` with its queue score.
+    fn park(&mut self, m: &Self::M, score: f64, g: &[u8]);
+    /// Takes a message out of `Park` (and the index); its score, if it was there.
+    fn unpark(&mut self, m: &Self::M) -> Option<f64>;
+    /// The parked message of group `g` that comes first in the queue's order.
+    fn best_parked(&self, g: &[u8]) -> Option<(Self::M, f64)>;
+
     fn kind(&self) -> Option<Kind>;
     fn set_kind(&mut self, kind: Kind);
-    /// Deletes all metadata (the queue is completely empty).
+    /// Deletes all metadata but the policy (the queue is completely empty).
     fn clear_meta(&mut self);
 
-    /// Deliveries already made of the waiting copy (0 for a fresh one).
-    fn waiting_deliveries(&self, m: &Self::M) -> u32;
-    fn set_waiting_deliveries(&mut self, m: &Self::M, n: u32);
+    fn waiting(&self, m: &Self::M) -> Waiting;
+    /// Sets (Some) or forgets (None, or the default) the waiting copy's metadata.
+    fn set_waiting(&mut self, m: &Self::M, w: Option<&Waiting>);
     /// The in-flight delivery's metadata (the default if none was kept).
     fn flight(&self, m: &Self::M) -> Flight;
     /// Sets (Some) or forgets (None) the in-flight metadata.
-    fn set_flight(&mut self, m: &Self::M, f: Option<Flight>);
+    fn set_flight(&mut self, m: &Self::M, f: Option<&Flight>);
     /// Reads and forgets the in-flight metadata (the delivery ends).
     fn take_flight(&mut self, m: &Self::M) -> Flight {
         let f = self.flight(m);
         self.set_flight(m, None);
         f
     }
-    /// The priority a dead priority-queue message last had.
-    fn dead_priority(&self, m: &Self::M) -> Option<f64>;
-    fn set_dead_priority(&mut self, m: &Self::M, p: Option<f64>);
+    fn dead(&self, m: &Self::M) -> Dead;
+    fn set_dead(&mut self, m: &Self::M, d: Option<&Dead>);
+
+    /// Whether group `g` has a delivery in flight.
+    fn busy(&self, g: &[u8]) -> bool;
+    /// Marks group `g` busy with in-flight message `m`, or free (None).
+    fn set_busy(&mut self, g: &[u8], m: Option<&Self::M>);
+
+    /// The queue's own settings (empty when it has none).
+    fn policy(&self) -> Policy;
+    /// Sets or drops the queue's policy; returns whether it had one.
+    fn set_policy(&mut self, p: Option<&Policy>) -> bool;
 
     fn first(&self, set: Set, rev: bool) -> Option<(Self::M, f64)> {
         let mut out = None;
@@ -93,7 +141,12 @@ pub trait Store {
         out
     }
 
+    /// Waiting messages, wherever they are kept.
+    fn waiting_len(&self) -> u64 {
+        self.len(Set::Store) + self.len(Set::Park) + self.len(Set::Hold)
+    }
+
     fn is_empty(&self) -> bool {
-        self.len(Set::Store) == 0 && self.len(Set::Prepare) == 0 && self.len(Set::Dead) == 0
+        self.waiting_len() == 0 && self.len(Set::Prepare) == 0 && self.len(Set::Dead) == 0
     }
 }

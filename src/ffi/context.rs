@@ -74,6 +74,21 @@ impl Ctx {
         unsafe { rm!(RedisModule_Log)(self.0, c"warning".as_ptr(), c"%s".as_ptr(), c.as_ptr()) };
     }
 
+    /// Tells WATCH and client-side caching that `key` changed (implicit signals are off:
+    /// see `no_implicit_signals`).
+    pub fn signal_modified(self, key: &RStr) {
+        // SAFETY: a valid context and a live key name.
+        unsafe { rm!(RedisModule_SignalModifiedKey)(self.0, key.ptr()) };
+    }
+
+    /// Stops Redis from marking every key opened for writing as modified when it is
+    /// closed: the module signals only the keys it changed (a command that changes
+    /// nothing leaves WATCH alone).
+    pub fn no_implicit_signals(self) {
+        // SAFETY: a valid context at load.
+        unsafe { rm!(RedisModule_SetModuleOptions)(self.0, raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as i32) };
+    }
+
     /// Wakes the clients blocked on `key`.
     pub fn signal_ready(self, key: &RStr) {
         // SAFETY: a valid context and a live key name.

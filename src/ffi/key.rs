@@ -14,6 +14,7 @@ pub enum KeyType {
 }
 
 /// An open key (a null handle stands for a key opened for reading that does not exist).
+/// Its methods take `&self`: the handle is a pointer, and Redis runs one command at a time.
 pub struct Key(*mut raw::RedisModuleKey);
 
 impl Drop for Key {
@@ -31,6 +32,11 @@ impl Key {
     pub fn open(ctx: Ctx, name: &RStr, write: bool) -> Key {
         let mode = if write { raw::REDISMODULE_READ | raw::REDISMODULE_WRITE } else { raw::REDISMODULE_READ };
         Key(unsafe { rm!(RedisModule_OpenKey)(ctx.ptr(), name.ptr(), mode as i32) }.cast())
+    }
+
+    /// Whether the key exists (a read-mode open of a missing key gives a null handle).
+    pub fn is_null(&self) -> bool {
+        self.0.is_null()
     }
 
     pub fn key_type(&self) -> KeyType {
@@ -54,7 +60,7 @@ impl Key {
     }
 
     /// RM_ZsetAdd with input `flags` (REDISMODULE_ZADD_*): the output flags, None on failure.
-    pub fn zadd(&mut self, score: f64, m: &RStr, mut flags: i32) -> Option<i32> {
+    pub fn zadd(&self, score: f64, m: &RStr, mut flags: i32) -> Option<i32> {
         if self.0.is_null() {
             return None;
         }
@@ -72,7 +78,7 @@ impl Key {
     }
 
     /// Removes a member; true if it was there. Removing the last member deletes the key.
-    pub fn zrem(&mut self, m: &RStr) -> bool {
+    pub fn zrem(&self, m: &RStr) -> bool {
         if self.key_type() != KeyType::ZSet {
             return false;
         }
@@ -133,7 +139,7 @@ impl Key {
 
     /// Sets (Some) or deletes (None) a hash field; returns how many fields were updated or
     /// deleted (0 for a new field). Deleting the last field deletes the key.
-    pub fn hset(&mut self, field: &RStr, value: Option<&RStr>) -> i32 {
+    pub fn hset(&self, field: &RStr, value: Option<&RStr>) -> i32 {
         if self.0.is_null() {
             return 0;
         }
@@ -150,7 +156,7 @@ impl Key {
     }
 
     /// Deletes the key's value; false when there was none.
-    pub fn delete(&mut self) -> bool {
+    pub fn delete(&self) -> bool {
         if self.key_type() == KeyType::Empty {
             return false;
         }

@@ -6,9 +6,9 @@
 use std::ops::{Deref, DerefMut};
 
 use crate::core::error::Result;
-use crate::core::rules::{self, SweepOutcome};
+use crate::core::rules::{self, Popped, SweepOutcome};
 use crate::ffi::{reply, Ctx, RStr};
-use crate::runtime::{alarm, events, stats, waiters};
+use crate::runtime::{alarm, events, ratelimit, settings, stats, waiters};
 use crate::storage::redis_queue::RedisQueue;
 
 /// A queue opened by a command or the timer. When it closes, consumers blocked on it are
@@ -47,11 +47,19 @@ impl Drop for Opened {
     }
 }
 
-/// Takes up to `count` deliverable messages under a lease of `lease` ms, and schedules
-/// the lease's rollback.
+/// Takes up to `count` deliverable messages (fewer if the queue's rate limit says so)
+/// under a lease of `lease` ms, and schedules the lease's rollback.
 pub fn take(ctx: Ctx, q: &mut RedisQueue, now: i64, count: usize, lease: i64) -> Vec<(RStr, u32)> {
+    let lim = settings::limits(q);
+    let allowed = ratelimit::allowance(ctx.db(), q.name().as_ref(), &lim, now, count);
     let deadline = now + lease;
-    let got = rules::pop(q, now, count, deadline);
+    let popped = if allowed > 0 { rules::pop(q, now, allowed, deadline) } else { Popped { got: Vec::new(), group_waits: 0 } };
+    stats::GROUP_WAITS.add(popped.group_waits);
+    let got = popped.got;
+    ratelimit::consumed(ctx.db(), q.name().as_ref(), &lim, got.len());
+    if allowed < count && got.len() == allowed && rules::has_deliverable(q, now) {
+        stats::RATE_LIMITED.add(1);
+    }
     if !got.is_empty() {
         stats::POPPED.add(got.len() as u64);
         events::notify(ctx, q.name(), events::POPPED, true);

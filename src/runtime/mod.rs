@@ -10,6 +10,7 @@ pub mod delivery;
 pub mod events;
 pub mod eviction;
 pub mod hooks;
+pub mod ratelimit;
 pub mod settings;
 pub mod stats;
 pub mod timers;

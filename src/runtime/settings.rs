@@ -2,7 +2,8 @@
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use crate::core::rules::Limits;
+use crate::core::policy::{self, Bounds, Limits};
+use crate::core::store::Store;
 
 const RETRIES_DEFAULT: i64 = 16;
 const LEASE_MS_DEFAULT: i64 = 30_000;
@@ -14,7 +15,7 @@ pub static LEASE_MS: AtomicI64 = AtomicI64::new(LEASE_MS_DEFAULT);
 pub static MAX_MESSAGE_BYTES: AtomicI64 = AtomicI64::new(MAX_MESSAGE_BYTES_DEFAULT);
 pub static MAX_QUEUE_LENGTH: AtomicI64 = AtomicI64::new(MAX_QUEUE_LENGTH_DEFAULT);
 
-/// One setting: its name, variable, default and inclusive bounds.
+/// One setting: its name and bounds (shared with RMQ.POLICY), variable and default.
 pub struct Setting {
     pub name: &'static str,
     pub var: &'static AtomicI64,
@@ -23,11 +24,15 @@ pub struct Setting {
     pub max: i64,
 }
 
+const fn setting(b: Bounds, var: &'static AtomicI64, default: i64) -> Setting {
+    Setting { name: b.name, var, default, min: b.min, max: b.max }
+}
+
 pub static SETTINGS: [Setting; 4] = [
-    Setting { name: "retries", var: &RETRIES, default: RETRIES_DEFAULT, min: 0, max: 1000 },
-    Setting { name: "lease-ms", var: &LEASE_MS, default: LEASE_MS_DEFAULT, min: 1, max: 1 << 31 },
-    Setting { name: "max-message-bytes", var: &MAX_MESSAGE_BYTES, default: MAX_MESSAGE_BYTES_DEFAULT, min: 1, max: 536_870_912 },
-    Setting { name: "max-queue-length", var: &MAX_QUEUE_LENGTH, default: MAX_QUEUE_LENGTH_DEFAULT, min: 0, max: 1 << 62 },
+    setting(policy::RETRIES, &RETRIES, RETRIES_DEFAULT),
+    setting(policy::LEASE_MS, &LEASE_MS, LEASE_MS_DEFAULT),
+    setting(policy::MAX_MESSAGE_BYTES, &MAX_MESSAGE_BYTES, MAX_MESSAGE_BYTES_DEFAULT),
+    setting(policy::MAX_QUEUE_LENGTH, &MAX_QUEUE_LENGTH, MAX_QUEUE_LENGTH_DEFAULT),
 ];
 
 /// Validates module arguments (`name value` pairs) and returns the values to apply, or
@@ -59,16 +64,15 @@ pub fn parse_module_args(args: &[&[u8]]) -> Result<Vec<(&'static Setting, i64)>,
     Ok(out)
 }
 
-pub fn limits() -> Limits {
-    Limits {
-        retries: RETRIES.load(Ordering::Relaxed) as u32,
-        max_message_bytes: MAX_MESSAGE_BYTES.load(Ordering::Relaxed),
-        max_queue_length: MAX_QUEUE_LENGTH.load(Ordering::Relaxed),
-    }
+/// The server-wide settings.
+pub fn server_limits() -> Limits {
+    let get = |v: &AtomicI64| v.load(Ordering::Relaxed);
+    Limits::server(get(&RETRIES), get(&LEASE_MS), get(&MAX_MESSAGE_BYTES), get(&MAX_QUEUE_LENGTH))
 }
 
-pub fn lease_ms() -> i64 {
-    LEASE_MS.load(Ordering::Relaxed)
+/// A queue's effective settings: the server's, overridden by its policy.
+pub fn limits<S: Store>(q: &S) -> Limits {
+    server_limits().with(&q.policy())
 }
 
 #[cfg(test)]

@@ -32,12 +32,14 @@ pub static EXPIRED: Counter = Counter::new();
 pub static DEAD: Counter = Counter::new();
 pub static REPLAYED: Counter = Counter::new();
 pub static CANCELLED: Counter = Counter::new();
+pub static GROUP_WAITS: Counter = Counter::new();
+pub static RATE_LIMITED: Counter = Counter::new();
 pub static BLOCKED_CLIENTS: Counter = Counter::new();
 pub static SWEEP_RUNS: Counter = Counter::new();
 pub static SWEEP_MAX_US: Counter = Counter::new();
 
 /// Every field of the `INFO rmq` section, in order.
-pub fn fields() -> [(&'static str, u64); 12] {
+pub fn fields() -> [(&'static str, u64); 14] {
     [
         ("pushed", PUSHED.get()),
         ("merged", MERGED.get()),
@@ -48,6 +50,8 @@ pub fn fields() -> [(&'static str, u64); 12] {
         ("dead", DEAD.get()),
         ("replayed", REPLAYED.get()),
         ("cancelled", CANCELLED.get()),
+        ("group_waits", GROUP_WAITS.get()),
+        ("rate_limited", RATE_LIMITED.get()),
         ("blocked_clients", BLOCKED_CLIENTS.get()),
         ("sweep_runs", SWEEP_RUNS.get()),
         ("sweep_max_us", SWEEP_MAX_US.get()),

@@ -123,13 +123,15 @@ extern "C" fn tick(ctx: *mut RedisModuleCtx, _data: *mut c_void) {
 fn step(ctx: Ctx) -> Option<Next> {
     let started = Instant::now();
     let now = now_ms();
-    let lim = settings::limits();
     let due: Vec<_> = std::iter::from_fn(|| alarm::pop_due(now)).collect();
     for (db, q) in due {
         ctx.select_db(db);
         // Closing it signals the key and, from here rather than from the consumers'
         // callbacks (too late for this sleep), schedules the queue's next due time.
-        if let Ok(mut queue) = Opened::open(ctx, RStr::from_bytes(&q), false) {
+        // Redis serves clients blocked on a key only if the key exists: a priority message
+        // whose retry delay ended goes back to `Q` first.
+        if let Ok(mut queue) = Opened::open(ctx, RStr::from_bytes(&q), true) {
+            rules::release_holds(&mut *queue, now);
             queue.wake_consumers();
         }
     }
@@ -138,6 +140,7 @@ fn step(ctx: Ctx) -> Option<Next> {
         let Some((db, q)) = alarm::pop_lease(now) else { break };
         ctx.select_db(db);
         let Ok(mut queue) = Opened::open(ctx, RStr::from_bytes(&q), true) else { continue };
+        let lim = settings::limits(&*queue);
         loop {
             let out = rules::sweep(&mut *queue, now, &lim, CHUNK);
             swept(ctx, &queue, &out);

@@ -6,9 +6,10 @@ use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use crate::core::rules;
 use crate::core::schedule::QueueId;
+use crate::core::store::Store;
 use crate::ffi::context::now_ms;
 use crate::ffi::Ctx;
-use crate::runtime::{alarm, stats};
+use crate::runtime::{alarm, ratelimit, settings, stats};
 use crate::storage::redis_queue::RedisQueue;
 
 /// How many consumers are blocked on each queue.
@@ -44,14 +45,17 @@ pub fn has_waiters(db: i32, queue: &[u8]) -> bool {
 }
 
 /// After a change to a queue: if consumers wait on it, make sure the timer wakes them when
-/// its next message comes due. Called where a change is made (a command, the timer), so
-/// the timer is armed before the event loop computes how long it may sleep; arming it from
-/// a blocked client's callback (run just before the sleep) can be late by a whole
-/// serverCron period.
+/// its next message comes due, or its rate limit allows the next delivery. Called where a
+/// change is made (a command, the timer), so the timer is armed before the event loop
+/// computes how long it may sleep; arming it from a blocked client's callback (run just
+/// before the sleep) can be late by a whole serverCron period.
 pub fn schedule_wakeup(ctx: Ctx, q: &RedisQueue) {
-    if has_waiters(ctx.db(), q.name().as_ref()) {
-        if let Some(due) = rules::next_due_after(q, now_ms()) {
-            alarm::note_due(ctx, q.name().as_ref(), due);
+    let (db, name) = (ctx.db(), q.name().as_ref());
+    if has_waiters(db, name) {
+        let now = now_ms();
+        let refill = ratelimit::next_refill(db, name, &settings::limits(q), now).filter(|_| q.waiting_len() > 0);
+        if let Some(at) = [rules::next_due_after(q, now), refill].into_iter().flatten().min() {
+            alarm::note_due(ctx, name, at);
         }
     }
 }

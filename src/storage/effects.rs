@@ -17,7 +17,7 @@ use redis_module::raw::RedisModuleString;
 
 use crate::ffi::hooks::ServerInfo;
 use crate::ffi::{Ctx, RStr};
-use crate::storage::keys::KeyId;
+use crate::storage::keys::{KeyId, KEYS};
 
 const UNKNOWN: u8 = 0;
 const NEEDED: u8 = 1;
@@ -105,7 +105,7 @@ impl Effects {
 
     /// Sends every recorded change to replicas and the AOF (Redis wraps several in
     /// MULTI/EXEC) and forgets them.
-    pub fn flush(&mut self, ctx: Ctx, names: &[RStr; 4]) {
+    pub fn flush(&mut self, ctx: Ctx, names: &[RStr; KEYS]) {
         if std::mem::take(&mut self.changed) && !self.send {
             // Sent nowhere, but counted as a change of the dataset, as every RM_Replicate
             // is, for the save points.

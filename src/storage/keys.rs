@@ -1,5 +1,5 @@
-//! The names of a queue's keys: `Q`, `prepare{Q}`, `dead{Q}`, `meta{Q}`, all tagged `{Q}`
-//! so a queue lives in one cluster hash slot.
+//! The names of a queue's keys: `Q` and `prepare{Q}`, `dead{Q}`, `meta{Q}`, `park{Q}`,
+//! `parkidx{Q}`, `hold{Q}`, all tagged `{Q}` so a queue lives in one cluster hash slot.
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};
@@ -15,7 +15,18 @@ pub enum KeyId {
     Prepare = 1,
     Dead = 2,
     Meta = 3,
+    /// Waiting messages held back by their group, scored as in `Q`.
+    Park = 4,
+    /// The park index: score a hash of the group, member the order key and the message.
+    ParkIndex = 5,
+    /// Priority messages held back by a retry delay, scored by its end.
+    Hold = 6,
 }
+
+pub const KEYS: usize = 7;
+
+/// The tagged keys' prefixes, in `KeyId` order from `Prepare` on.
+const PREFIXES: [&[u8]; KEYS - 1] = [b"prepare", b"dead", b"meta", b"park", b"parkidx", b"hold"];
 
 impl KeyId {
     pub fn of(set: Set) -> KeyId {
@@ -23,6 +34,8 @@ impl KeyId {
             Set::Store => KeyId::Store,
             Set::Prepare => KeyId::Prepare,
             Set::Dead => KeyId::Dead,
+            Set::Park => KeyId::Park,
+            Set::Hold => KeyId::Hold,
         }
     }
 }
@@ -36,30 +49,38 @@ fn tagged(prefix: &[u8], q: &[u8]) -> Vec<u8> {
     v
 }
 
-const PREPARE: &[u8] = b"prepare";
+/// The queue and the key of it that a key name is, if it is one of a queue's tagged keys
+/// (`Q` itself cannot be told from any other key by its name).
+pub fn queue_of(key: &[u8]) -> Option<(&[u8], KeyId)> {
+    let open = key.iter().position(|&c| c == b'{')?;
+    let q = key[open + 1..].strip_suffix(b"}")?;
+    let at = PREFIXES.iter().position(|p| *p == &key[..open])?;
+    let id = [KeyId::Prepare, KeyId::Dead, KeyId::Meta, KeyId::Park, KeyId::ParkIndex, KeyId::Hold][at];
+    Some((q, id))
+}
 
 /// The queue whose leases a key holds, if it is a `prepare{Q}` key.
 pub fn lease_queue(key: &[u8]) -> Option<&[u8]> {
-    key.strip_prefix(PREPARE).and_then(|r| r.strip_prefix(b"{")).and_then(|r| r.strip_suffix(b"}"))
+    queue_of(key).filter(|(_, id)| *id == KeyId::Prepare).map(|(q, _)| q)
 }
 
 /// Most workloads use a few queues over and over: their derived key names are made once.
 const NAME_CACHE_SIZE: usize = 4096;
-static NAMES: LazyLock<Mutex<HashMap<Vec<u8>, [Shared; 3]>>> = LazyLock::new(Mutex::default);
+type Derived = [Shared; KEYS - 1];
+static NAMES: LazyLock<Mutex<HashMap<Vec<u8>, Derived>>> = LazyLock::new(Mutex::default);
 
 /// The names of a queue's keys, in `KeyId` order.
-pub fn names(q: &RStr) -> [RStr; 4] {
+pub fn names(q: &RStr) -> [RStr; KEYS] {
     let b = q.as_ref();
     let mut cache = NAMES.lock().unwrap_or_else(|e| e.into_inner());
     if !cache.contains_key(b) {
         if cache.len() >= NAME_CACHE_SIZE {
             cache.clear();
         }
-        let made = [PREPARE, b"dead", b"meta"].map(|p| Shared(RStr::from_bytes(&tagged(p, b))));
-        cache.insert(b.to_vec(), made);
+        cache.insert(b.to_vec(), PREFIXES.map(|p| Shared(RStr::from_bytes(&tagged(p, b)))));
     }
-    let [p, d, m] = &cache[b];
-    [q.clone(), p.0.clone(), d.0.clone(), m.0.clone()]
+    let d = &cache[b];
+    std::array::from_fn(|i| if i == 0 { q.clone() } else { d[i - 1].0.clone() })
 }
 
 #[cfg(test)]
@@ -67,12 +88,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn lease_keys_name_their_queue() {
+    fn tagged_keys_name_their_queue() {
         assert_eq!(lease_queue(b"prepare{q}"), Some(&b"q"[..]));
-        assert_eq!(lease_queue(&tagged(PREPARE, b"a\0b")), Some(&b"a\0b"[..]));
+        assert_eq!(lease_queue(&tagged(b"prepare", b"a\0b")), Some(&b"a\0b"[..]));
         assert_eq!(lease_queue(b"prepare{}"), Some(&b""[..]));
         for other in [&b"prepare"[..], b"dead{q}", b"prepare{q", b"xprepare{q}"] {
             assert_eq!(lease_queue(other), None);
+        }
+        assert_eq!(queue_of(b"parkidx{orders_3}"), Some((&b"orders_3"[..], KeyId::ParkIndex)));
+        assert_eq!(queue_of(b"meta{q}"), Some((&b"q"[..], KeyId::Meta)));
+        assert_eq!(queue_of(b"q"), None);
+        for (i, p) in PREFIXES.iter().enumerate() {
+            assert_eq!(queue_of(&tagged(p, b"x")).map(|(_, id)| id as usize), Some(i + 1));
         }
     }
 }

@@ -1,10 +1,10 @@
 //! `RedisQueue`: the `Store` over a queue's real keys, through the raw sorted-set and hash
 //! API. Every change is also recorded for replication and sent when the queue is dropped
-//! (so even a failed command replicates exactly what it changed). Whether a change may
-//! have made a message deliverable is recorded too (`take_wake`), for the runtime to act
-//! on.
+//! (so even a failed command replicates exactly what it changed), and only the keys that
+//! changed are signalled as modified (WATCH). Whether a change may have made a message
+//! deliverable is recorded too (`take_wake`), for the runtime to act on.
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use std::ffi::CStr;
 use std::sync::{LazyLock, OnceLock};
 
@@ -13,34 +13,54 @@ use redis_module::raw;
 use crate::core::codec;
 use crate::core::error::{Result, RmqError};
 use crate::core::kind::Kind;
-use crate::core::store::{Flight, Set, Store};
+use crate::core::policy::Policy;
+use crate::core::store::{Dead, Flight, Set, Store, Waiting};
 use crate::ffi::call::call;
 use crate::ffi::key::{Key, KeyType};
 use crate::ffi::rstr::Shared;
 use crate::ffi::{Ctx, RStr};
 use crate::storage::effects::Effects;
-use crate::storage::keys::{self, KeyId};
+use crate::storage::keys::{self, KeyId, KEYS};
 
 pub struct RedisQueue {
     ctx: Ctx,
-    /// Names of `Q`, `prepare{Q}`, `dead{Q}`, `meta{Q}` (in `KeyId` order).
-    names: [RStr; 4],
-    keys: [Key; 4],
+    write: bool,
+    /// Names of the queue's keys, in `KeyId` order.
+    names: [RStr; KEYS],
+    /// Open keys. `Q`, `prepare`, `dead` and `meta` are opened with the queue; `park`,
+    /// `parkidx` and `hold` (used only by groups and retry delays) only if they exist,
+    /// else when first written, so a queue without them pays one lookup each.
+    keys: [OnceCell<Key>; KEYS],
     effects: Effects,
+    /// Keys changed (to be signalled as modified).
+    dirty: Cell<u8>,
     /// Something may have become deliverable: consumers blocked on `Q` should be woken.
     wake: bool,
     /// The kind, once read (it changes only through `set_kind`/`clear_meta`).
     kind: Cell<Option<Option<Kind>>>,
+    /// The policy, once read.
+    policy: OnceCell<Option<Policy>>,
     field: RefCell<Vec<u8>>,
+}
+
+fn shared(b: &'static [u8]) -> impl Fn() -> Shared {
+    move || Shared(RStr::from_bytes(b))
 }
 
 fn kind_field() -> &'static RStr {
     static FIELD: OnceLock<Shared> = OnceLock::new();
-    &FIELD.get_or_init(|| Shared(RStr::from_bytes(codec::KIND_FIELD))).0
+    &FIELD.get_or_init(shared(codec::KIND_FIELD)).0
+}
+
+fn policy_field() -> &'static RStr {
+    static FIELD: OnceLock<Shared> = OnceLock::new();
+    &FIELD.get_or_init(shared(codec::POLICY_FIELD)).0
 }
 
 /// The number of `meta{Q}` fields at which it is made a hashtable (see `convert_meta`).
 const HASHTABLE_AT: usize = 32;
+/// Keys opened only when they exist or are written.
+const LAZY_FROM: usize = KeyId::Park as usize;
 
 const ZADD: &CStr = c"ZADD";
 const ZREM: &CStr = c"ZREM";
@@ -51,43 +71,73 @@ impl RedisQueue {
     /// Opens the queue's keys (for writing if `write`); WRONGTYPE if any holds another type.
     pub fn open(ctx: Ctx, q: RStr, write: bool) -> Result<RedisQueue> {
         let names = keys::names(&q);
-        let keys = [0, 1, 2, 3].map(|i| Key::open(ctx, &names[i], write));
+        let keys: [OnceCell<Key>; KEYS] = std::array::from_fn(|i| {
+            let cell = OnceCell::new();
+            // A read-mode open of a missing key is a lookup that allocates nothing.
+            if i < LAZY_FROM || !Key::open(ctx, &names[i], false).is_null() {
+                let _ = cell.set(Key::open(ctx, &names[i], write));
+            }
+            cell
+        });
         for (i, k) in keys.iter().enumerate() {
             let want = if i == KeyId::Meta as usize { KeyType::Hash } else { KeyType::ZSet };
-            if k.key_type() != KeyType::Empty && k.key_type() != want {
+            let t = k.get().map_or(KeyType::Empty, Key::key_type);
+            if t != KeyType::Empty && t != want {
                 return Err(RmqError::WrongType);
             }
         }
-        Ok(RedisQueue { ctx, names, keys, effects: Effects::new(ctx), wake: false, kind: Cell::new(None), field: RefCell::new(Vec::new()) })
+        Ok(RedisQueue {
+            ctx,
+            write,
+            names,
+            keys,
+            effects: Effects::new(ctx),
+            dirty: Cell::new(0),
+            wake: false,
+            kind: Cell::new(None),
+            policy: OnceCell::new(),
+            field: RefCell::new(Vec::new()),
+        })
     }
 
     pub fn name(&self) -> &RStr {
         &self.names[0]
     }
 
-    fn zkey(&self, set: Set) -> &Key {
-        &self.keys[KeyId::of(set) as usize]
+    /// A key for reading (None: it does not exist).
+    fn key(&self, id: KeyId) -> Option<&Key> {
+        self.keys[id as usize].get()
     }
 
-    fn meta(&self) -> &Key {
-        &self.keys[KeyId::Meta as usize]
+    /// A key for writing, opened now if it was not.
+    fn key_mut(&self, id: KeyId) -> &Key {
+        self.keys[id as usize].get_or_init(|| Key::open(self.ctx, &self.names[id as usize], self.write))
+    }
+
+    fn touched(&self, id: KeyId) {
+        self.dirty.set(self.dirty.get() | 1 << id as u8);
     }
 
     /// How many fields `meta{Q}` holds (0 when it does not exist).
     fn meta_fields(&self) -> usize {
-        self.meta().len()
+        self.key(KeyId::Meta).map_or(0, Key::len)
     }
 
     /// Whether the queue has any state on this node (`meta{Q}` exists while any of its
-    /// messages does).
+    /// messages does, or a policy).
     pub fn exists(&self) -> bool {
         self.meta_fields() > 0
     }
 
-    /// Whether `meta{Q}` holds anything besides the kind: when it does not (the usual case
-    /// for range and fixed queues), per-message lookups and deletions are skipped.
+    fn has_policy(&self) -> bool {
+        self.stored_policy().is_some()
+    }
+
+    /// Whether `meta{Q}` holds anything besides the kind and the policy: when it does not
+    /// (the usual case for range and fixed queues), per-message lookups are skipped.
     fn has_message_meta(&self) -> bool {
-        self.meta_fields() > 1
+        let n = self.meta_fields();
+        n > 2 || (n == 2 && !self.has_policy())
     }
 
     /// Marks the queue's consumers for waking (the timer, at a due time).
@@ -101,20 +151,22 @@ impl RedisQueue {
     }
 
     fn hget(&self, field: &RStr) -> Option<RStr> {
-        self.meta().hget(field)
+        self.key(KeyId::Meta)?.hget(field)
     }
 
     /// Sets (Some) or deletes (None) a meta field; removing the last field deletes the key.
     fn hset(&mut self, field: RStr, value: Option<RStr>) {
-        let changed = self.keys[KeyId::Meta as usize].hset(&field, value.as_ref());
-        if value.is_some() && changed == 0 && self.meta_fields() == HASHTABLE_AT {
-            self.convert_meta();
+        let meta = self.key_mut(KeyId::Meta);
+        let changed = meta.hset(&field, value.as_ref());
+        if value.is_some() && changed == 0 && meta.len() == HASHTABLE_AT {
+            Self::convert_meta(meta);
         }
         match value {
             Some(v) => self.effects.record(HSET, KeyId::Meta, || [field, v]),
             None if changed > 0 => self.effects.record(HDEL, KeyId::Meta, || [field]),
-            None => {}
+            None => return,
         }
+        self.touched(KeyId::Meta);
     }
 
     /// Makes `meta{Q}` a hashtable. Redis keeps a hash a listpack up to
@@ -122,28 +174,65 @@ impl RedisQueue {
     /// scan: with hundreds of messages in flight that scan dominated POP and ACK. Setting a
     /// field longer than hash-max-listpack-value converts the hash (it never converts back
     /// while the key lives); the field is deleted at once and never replicated.
-    fn convert_meta(&mut self) {
+    fn convert_meta(meta: &Key) {
         static LONG: LazyLock<Shared> = LazyLock::new(|| Shared(RStr::from_bytes(&[codec::CONVERT; 1024])));
-        let meta = &mut self.keys[KeyId::Meta as usize];
         meta.hset(&LONG.0, Some(kind_field()));
         meta.hset(&LONG.0, None);
     }
 
-    fn tagged_field(&self, tag: u8, m: &RStr) -> RStr {
+    fn tagged_field(&self, tag: u8, m: &[u8]) -> RStr {
         let mut buf = self.field.borrow_mut();
-        codec::field(tag, m.as_ref(), &mut buf);
+        codec::field(tag, m, &mut buf);
         RStr::from_bytes(&buf)
     }
 
-    /// RM_ZsetAdd with input `flags`; records the change if there was one. Returns the
-    /// output flags (0 on failure).
-    fn zadd(&mut self, set: Set, m: &RStr, score: f64, flags: i32) -> i32 {
-        let Some(flags) = self.keys[KeyId::of(set) as usize].zadd(score, m, flags) else { return 0 };
+    /// A per-message record, if the queue keeps any.
+    fn record(&self, tag: u8, m: &[u8]) -> Option<RStr> {
+        if !self.has_message_meta() {
+            return None;
+        }
+        self.hget(&self.tagged_field(tag, m))
+    }
+
+    /// Sets or deletes a per-message record (a deletion is skipped when the queue keeps
+    /// none).
+    fn set_record(&mut self, tag: u8, m: &[u8], value: Option<Vec<u8>>) {
+        if value.is_none() && !self.has_message_meta() {
+            return;
+        }
+        let field = self.tagged_field(tag, m);
+        self.hset(field, value.map(|v| RStr::from_bytes(&v)));
+    }
+
+    /// RM_ZsetAdd with input `flags` on key `id`; records the change if there was one.
+    /// Returns the output flags (0 on failure).
+    fn zadd(&mut self, id: KeyId, m: &RStr, score: f64, flags: i32) -> i32 {
+        let Some(flags) = self.key_mut(id).zadd(score, m, flags) else { return 0 };
         if flags & (raw::REDISMODULE_ZADD_ADDED | raw::REDISMODULE_ZADD_UPDATED) as i32 != 0 {
-            self.effects.record(ZADD, KeyId::of(set), || [RStr::from_score(score), m.clone()]);
-            self.wake |= set == Set::Store;
+            self.effects.record(ZADD, id, || [RStr::from_score(score), m.clone()]);
+            self.touched(id);
+            self.wake |= id == KeyId::Store;
         }
         flags
+    }
+
+    fn zrem(&mut self, id: KeyId, m: &RStr) -> bool {
+        if !self.key(id).is_some_and(|k| k.zrem(m)) {
+            return false;
+        }
+        self.effects.record(ZREM, id, || [m.clone()]);
+        self.touched(id);
+        // An ended delivery frees the content's waiting copy, if it has one.
+        self.wake |= id == KeyId::Prepare;
+        true
+    }
+
+    fn stored_policy(&self) -> &Option<Policy> {
+        self.policy.get_or_init(|| if self.exists() { self.hget(policy_field()).map(|v| Policy::decode(v.as_ref())) } else { None })
+    }
+
+    fn kind_of(&self) -> Kind {
+        self.kind().unwrap_or(Kind::Fixed)
     }
 }
 
@@ -152,6 +241,12 @@ impl Drop for RedisQueue {
         if !self.effects.is_empty() {
             self.effects.flush(self.ctx, &self.names);
         }
+        let dirty = self.dirty.get();
+        for (i, name) in self.names.iter().enumerate() {
+            if dirty & (1 << i) != 0 {
+                self.ctx.signal_modified(name);
+            }
+        }
     }
 }
 
@@ -159,42 +254,70 @@ impl Store for RedisQueue {
     type M = RStr;
 
     fn len(&self, set: Set) -> u64 {
-        self.zkey(set).len() as u64
+        self.key(KeyId::of(set)).map_or(0, |k| k.len() as u64)
     }
 
     fn score(&self, set: Set, m: &RStr) -> Option<f64> {
-        self.zkey(set).zscore(m)
+        self.key(KeyId::of(set))?.zscore(m)
     }
 
     fn add(&mut self, set: Set, m: &RStr, score: f64) {
-        self.zadd(set, m, score, 0);
+        self.zadd(KeyId::of(set), m, score, 0);
     }
 
     /// One lookup instead of `score` then `add`: the member's hash lookup is the main
     /// cost of a push into a large queue.
     fn upsert(&mut self, set: Set, m: &RStr, score: f64, replace: bool) -> bool {
-        let flags = self.zadd(set, m, score, if replace { 0 } else { raw::REDISMODULE_ZADD_NX as i32 });
+        let flags = self.zadd(KeyId::of(set), m, score, if replace { 0 } else { raw::REDISMODULE_ZADD_NX as i32 });
         flags & raw::REDISMODULE_ZADD_ADDED as i32 != 0
     }
 
     fn rem(&mut self, set: Set, m: &RStr) -> bool {
-        if !self.keys[KeyId::of(set) as usize].zrem(m) {
-            return false;
-        }
-        self.effects.record(ZREM, KeyId::of(set), || [m.clone()]);
-        // An ended delivery frees the content's waiting copy, if it has one.
-        self.wake |= set == Set::Prepare;
-        true
+        self.zrem(KeyId::of(set), m)
     }
 
     fn scan(&self, set: Set, min: f64, max: f64, rev: bool, f: &mut dyn FnMut(RStr, f64) -> bool) {
-        self.zkey(set).zscan(min, max, rev, f);
+        if let Some(k) = self.key(KeyId::of(set)) {
+            k.zscan(min, max, rev, f);
+        }
     }
 
     fn count(&self, set: Set, min: f64, max: f64) -> u64 {
+        if self.len(set) == 0 {
+            return 0;
+        }
         let (lo, hi) = (RStr::from_score(min), RStr::from_score(max));
         let name = &self.names[KeyId::of(set) as usize];
         call(self.ctx, c"ZCOUNT", &[name, &lo, &hi]).and_then(|r| r.integer()).map_or(0, |n| n.max(0) as u64)
+    }
+
+    fn park(&mut self, m: &RStr, score: f64, g: &[u8]) {
+        self.zadd(KeyId::Park, m, score, 0);
+        let member = RStr::from_bytes(&codec::index_member(self.kind_of(), score, m.as_ref()));
+        self.zadd(KeyId::ParkIndex, &member, codec::group_score(g), 0);
+    }
+
+    fn unpark(&mut self, m: &RStr) -> Option<f64> {
+        let score = self.score(Set::Park, m)?;
+        self.zrem(KeyId::Park, m);
+        let member = RStr::from_bytes(&codec::index_member(self.kind_of(), score, m.as_ref()));
+        self.zrem(KeyId::ParkIndex, &member);
+        Some(score)
+    }
+
+    fn best_parked(&self, g: &[u8]) -> Option<(RStr, f64)> {
+        let index = self.key(KeyId::ParkIndex)?;
+        let h = codec::group_score(g);
+        let mut best = None;
+        // Groups that share a hash share a score: skip the other groups' members.
+        index.zscan(h, h, false, &mut |member, _| {
+            let m = RStr::from_bytes(codec::index_message(member.as_ref()));
+            if self.waiting(&m).group.as_deref() == Some(g) {
+                best = self.score(Set::Park, &m).map(|sc| (m, sc));
+            }
+            best.is_none()
+        });
+        best
     }
 
     fn kind(&self) -> Option<Kind> {
@@ -212,64 +335,60 @@ impl Store for RedisQueue {
     }
 
     fn clear_meta(&mut self) {
-        if self.keys[KeyId::Meta as usize].delete() {
+        if self.has_policy() {
+            self.hset(kind_field().clone(), None);
+        } else if self.key(KeyId::Meta).is_some_and(Key::delete) {
             self.effects.record(c"DEL", KeyId::Meta, || []);
-            self.kind.set(Some(None));
+            self.touched(KeyId::Meta);
         }
+        self.kind.set(Some(None));
     }
 
-    fn waiting_deliveries(&self, m: &RStr) -> u32 {
-        if !self.has_message_meta() {
-            return 0;
-        }
-        self.hget(&self.tagged_field(codec::WAITING, m)).map_or(0, |v| codec::decode_count(v.as_ref()))
+    fn waiting(&self, m: &RStr) -> Waiting {
+        self.record(codec::WAITING, m.as_ref()).map_or_else(Waiting::default, |v| codec::decode_waiting(v.as_ref()))
     }
 
-    fn set_waiting_deliveries(&mut self, m: &RStr, n: u32) {
-        if n == 0 && !self.has_message_meta() {
-            return;
-        }
-        let f = self.tagged_field(codec::WAITING, m);
-        self.hset(f, (n > 0).then(|| RStr::from_i64(n as i64)));
+    fn set_waiting(&mut self, m: &RStr, w: Option<&Waiting>) {
+        let value = w.filter(|w| **w != Waiting::default()).map(codec::encode_waiting);
+        self.set_record(codec::WAITING, m.as_ref(), value);
     }
 
     fn flight(&self, m: &RStr) -> Flight {
-        if !self.has_message_meta() {
-            return Flight::default();
-        }
-        self.hget(&self.tagged_field(codec::FLIGHT, m)).map_or_else(Flight::default, |v| codec::decode_flight(v.as_ref()))
+        self.record(codec::FLIGHT, m.as_ref()).map_or_else(Flight::default, |v| codec::decode_flight(v.as_ref()))
     }
 
-    fn set_flight(&mut self, m: &RStr, f: Option<Flight>) {
-        if f.is_none() && !self.has_message_meta() {
-            return;
-        }
-        let field = self.tagged_field(codec::FLIGHT, m);
-        self.hset(field, f.map(|f| RStr::from_bytes(codec::encode_flight(&f).as_bytes())));
+    fn set_flight(&mut self, m: &RStr, f: Option<&Flight>) {
+        self.set_record(codec::FLIGHT, m.as_ref(), f.map(codec::encode_flight));
     }
 
-    fn take_flight(&mut self, m: &RStr) -> Flight {
-        if !self.has_message_meta() {
-            return Flight::default();
-        }
-        let field = self.tagged_field(codec::FLIGHT, m);
-        let f = self.hget(&field).map_or_else(Flight::default, |v| codec::decode_flight(v.as_ref()));
-        self.hset(field, None);
-        f
+    fn dead(&self, m: &RStr) -> Dead {
+        self.record(codec::DEAD, m.as_ref()).map_or_else(Dead::default, |v| codec::decode_dead(v.as_ref()))
     }
 
-    fn dead_priority(&self, m: &RStr) -> Option<f64> {
-        if !self.has_message_meta() {
-            return None;
-        }
-        self.hget(&self.tagged_field(codec::DEAD, m)).and_then(|v| codec::decode_priority(v.as_ref()))
+    fn set_dead(&mut self, m: &RStr, d: Option<&Dead>) {
+        self.set_record(codec::DEAD, m.as_ref(), d.map(codec::encode_dead));
     }
 
-    fn set_dead_priority(&mut self, m: &RStr, p: Option<f64>) {
-        if p.is_none() && !self.has_message_meta() {
-            return;
+    fn busy(&self, g: &[u8]) -> bool {
+        self.record(codec::BUSY, g).is_some()
+    }
+
+    fn set_busy(&mut self, g: &[u8], m: Option<&RStr>) {
+        self.set_record(codec::BUSY, g, m.map(|m| m.as_ref().to_vec()));
+    }
+
+    fn policy(&self) -> Policy {
+        self.stored_policy().clone().unwrap_or_default()
+    }
+
+    fn set_policy(&mut self, p: Option<&Policy>) -> bool {
+        let had = self.has_policy();
+        match p {
+            Some(p) => self.hset(policy_field().clone(), Some(RStr::from_bytes(p.encode().as_bytes()))),
+            None if had => self.hset(policy_field().clone(), None),
+            None => {}
         }
-        let field = self.tagged_field(codec::DEAD, m);
-        self.hset(field, p.map(RStr::from_score));
+        self.policy = OnceCell::from(p.cloned());
+        had
     }
 }

@@ -1,0 +1,229 @@
+//! A queue's settings: the server-wide ones, the queue's own (RMQ.POLICY) that override
+//! them, and what the rules read from the result (`Limits`): retries, lease, length,
+//! retry backoff and the rate limit.
+
+use crate::core::num::parse_int;
+
+/// The fields of RMQ.POLICY.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Field {
+    Retries,
+    LeaseMs,
+    MaxQueueLength,
+    BackoffMs,
+    BackoffMaxMs,
+    Rate,
+    RateWindowMs,
+}
+
+/// A field's name and inclusive bounds.
+pub struct Bounds {
+    pub name: &'static str,
+    pub min: i64,
+    pub max: i64,
+}
+
+pub const RETRIES: Bounds = Bounds { name: "retries", min: 0, max: 1000 };
+pub const LEASE_MS: Bounds = Bounds { name: "lease-ms", min: 1, max: 1 << 31 };
+pub const MAX_QUEUE_LENGTH: Bounds = Bounds { name: "max-queue-length", min: 0, max: 1 << 62 };
+pub const MAX_MESSAGE_BYTES: Bounds = Bounds { name: "max-message-bytes", min: 1, max: 536_870_912 };
+
+impl Field {
+    pub const ALL: [Field; 7] =
+        [Field::Retries, Field::LeaseMs, Field::MaxQueueLength, Field::BackoffMs, Field::BackoffMaxMs, Field::Rate, Field::RateWindowMs];
+
+    pub fn bounds(self) -> &'static Bounds {
+        const BACKOFF_MS: Bounds = Bounds { name: "backoff-ms", min: 0, max: 1 << 31 };
+        const BACKOFF_MAX_MS: Bounds = Bounds { name: "backoff-max-ms", min: 0, max: 1 << 31 };
+        const RATE: Bounds = Bounds { name: "rate", min: 0, max: 1_000_000_000 };
+        const RATE_WINDOW_MS: Bounds = Bounds { name: "rate-window-ms", min: 1, max: 1 << 31 };
+        match self {
+            Field::Retries => &RETRIES,
+            Field::LeaseMs => &LEASE_MS,
+            Field::MaxQueueLength => &MAX_QUEUE_LENGTH,
+            Field::BackoffMs => &BACKOFF_MS,
+            Field::BackoffMaxMs => &BACKOFF_MAX_MS,
+            Field::Rate => &RATE,
+            Field::RateWindowMs => &RATE_WINDOW_MS,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        self.bounds().name
+    }
+
+    /// The field named `b` (any case).
+    pub fn from_name(b: &[u8]) -> Option<Field> {
+        Field::ALL.into_iter().find(|f| f.name().as_bytes().eq_ignore_ascii_case(b))
+    }
+
+    /// `v` parsed and within bounds.
+    pub fn parse(self, v: &[u8]) -> Option<i64> {
+        let b = self.bounds();
+        parse_int(v).filter(|v| (b.min..=b.max).contains(v))
+    }
+}
+
+/// A queue's own settings: the fields it sets (the rest come from the server).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Policy([Option<i64>; 7]);
+
+impl Policy {
+    pub fn get(&self, f: Field) -> Option<i64> {
+        self.0[f as usize]
+    }
+
+    pub fn set(&mut self, f: Field, v: i64) {
+        self.0[f as usize] = Some(v);
+    }
+
+    /// `name=value` pairs joined by commas, in field order.
+    pub fn encode(&self) -> String {
+        Field::ALL.iter().filter_map(|&f| self.get(f).map(|v| format!("{}={v}", f.name()))).collect::<Vec<_>>().join(",")
+    }
+
+    /// The inverse of `encode`; pairs that do not parse are ignored (a policy edited by
+    /// hand cannot make the queue unusable).
+    pub fn decode(b: &[u8]) -> Policy {
+        let mut p = Policy::default();
+        for pair in b.split(|&c| c == b',') {
+            let mut kv = pair.splitn(2, |&c| c == b'=');
+            if let (Some(Some(f)), Some(v)) = (kv.next().map(Field::from_name), kv.next()) {
+                if let Some(v) = f.parse(v) {
+                    p.set(f, v);
+                }
+            }
+        }
+        p
+    }
+}
+
+/// The effective settings of one queue, read by the rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    pub retries: u32,
+    pub lease_ms: i64,
+    pub max_message_bytes: i64,
+    pub max_queue_length: i64,
+    pub backoff_ms: i64,
+    pub backoff_max_ms: i64,
+    /// Deliveries per `rate_window_ms`; 0 = unlimited.
+    pub rate: i64,
+    pub rate_window_ms: i64,
+}
+
+impl Limits {
+    /// The server-wide settings with the policy-only fields at their defaults.
+    pub fn server(retries: i64, lease_ms: i64, max_message_bytes: i64, max_queue_length: i64) -> Limits {
+        Limits {
+            retries: retries.clamp(0, u32::MAX as i64) as u32,
+            lease_ms,
+            max_message_bytes,
+            max_queue_length,
+            backoff_ms: 0,
+            backoff_max_ms: 3_600_000,
+            rate: 0,
+            rate_window_ms: 1000,
+        }
+    }
+
+    /// These settings overridden by a queue's policy.
+    pub fn with(mut self, p: &Policy) -> Limits {
+        for f in Field::ALL {
+            if let Some(v) = p.get(f) {
+                match f {
+                    Field::Retries => self.retries = v as u32,
+                    Field::LeaseMs => self.lease_ms = v,
+                    Field::MaxQueueLength => self.max_queue_length = v,
+                    Field::BackoffMs => self.backoff_ms = v,
+                    Field::BackoffMaxMs => self.backoff_max_ms = v,
+                    Field::Rate => self.rate = v,
+                    Field::RateWindowMs => self.rate_window_ms = v,
+                }
+            }
+        }
+        self
+    }
+
+    /// The value of field `f` (RMQ.POLICY GET).
+    pub fn get(&self, f: Field) -> i64 {
+        match f {
+            Field::Retries => self.retries as i64,
+            Field::LeaseMs => self.lease_ms,
+            Field::MaxQueueLength => self.max_queue_length,
+            Field::BackoffMs => self.backoff_ms,
+            Field::BackoffMaxMs => self.backoff_max_ms,
+            Field::Rate => self.rate,
+            Field::RateWindowMs => self.rate_window_ms,
+        }
+    }
+
+    /// The delay after the `failed`-th failed delivery (1 for the first):
+    /// min(backoff-max-ms, backoff-ms × 2^(failed-1)).
+    pub fn backoff(&self, failed: u32) -> i64 {
+        if self.backoff_ms == 0 {
+            return 0;
+        }
+        let doublings = failed.saturating_sub(1).min(62);
+        self.backoff_ms.saturating_mul(1i64 << doublings).min(self.backoff_max_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_parse_within_bounds() {
+        assert_eq!(Field::from_name(b"BACKOFF-MS"), Some(Field::BackoffMs));
+        assert_eq!(Field::from_name(b"speed"), None);
+        assert_eq!(Field::Rate.parse(b"1000000000"), Some(1_000_000_000));
+        assert_eq!(Field::Rate.parse(b"1000000001"), None);
+        assert_eq!(Field::RateWindowMs.parse(b"0"), None);
+        assert_eq!(Field::LeaseMs.parse(b"2147483648"), Some(1 << 31));
+        assert_eq!(Field::BackoffMaxMs.parse(b"-1"), None);
+        assert_eq!(Field::Retries.parse(b"1.5"), None);
+    }
+
+    #[test]
+    fn encoding_round_trips_and_tolerates_junk() {
+        let mut p = Policy::default();
+        assert_eq!(Policy::decode(p.encode().as_bytes()), p);
+        p.set(Field::Rate, 5);
+        p.set(Field::Retries, 0);
+        assert_eq!(p.encode(), "retries=0,rate=5");
+        assert_eq!(Policy::decode(p.encode().as_bytes()), p);
+        assert_eq!(Policy::decode(b"rate=x,junk,retries=3,lease-ms=0"), {
+            let mut q = Policy::default();
+            q.set(Field::Retries, 3);
+            q
+        });
+    }
+
+    #[test]
+    fn policy_overrides_server_settings() {
+        let server = Limits::server(16, 30_000, 1 << 20, 0);
+        assert_eq!(server.with(&Policy::default()), server);
+        let mut p = Policy::default();
+        p.set(Field::Retries, 2);
+        p.set(Field::RateWindowMs, 10);
+        let l = server.with(&p);
+        assert_eq!((l.retries, l.lease_ms, l.rate_window_ms, l.backoff_max_ms), (2, 30_000, 10, 3_600_000));
+        for f in Field::ALL {
+            assert_eq!(l.get(f), p.get(f).unwrap_or(server.get(f)), "{f:?}");
+        }
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_its_cap() {
+        let mut l = Limits::server(16, 1, 1, 0);
+        assert_eq!(l.backoff(1), 0, "no backoff by default");
+        l.backoff_ms = 100;
+        l.backoff_max_ms = 1000;
+        assert_eq!([1, 2, 3, 4, 5].map(|d| l.backoff(d)), [100, 200, 400, 800, 1000]);
+        assert_eq!(l.backoff(0), 100);
+        l.backoff_max_ms = 1 << 31;
+        l.backoff_ms = 1 << 31;
+        assert_eq!(l.backoff(1000), 1 << 31, "no overflow");
+    }
+}

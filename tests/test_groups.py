@@ -1,0 +1,230 @@
+"""Groups (SPEC: Model, PUSH ... GROUP, POP, NACK, REPLAY, PENDING, INFO rmq group_waits):
+at most one delivery of a group in flight, the group's other messages held back until it
+ends, consumed in the queue's order; the latest push sets a content's group."""
+
+import threading
+import time
+
+import pytest
+
+from helpers import (ack, expect_error_unchanged, info_rmq, nack, now_ms, pop, prep, push,
+                     rmq_info, snapshot, start_replica, state, wait_replica_matches, wait_until,
+                     zs)
+from timing_support import start_blocked, watch_rollback
+
+
+def gpush(r, q, mode, value, group, *msgs):
+    return r.execute_command("RMQ.PUSH", q, mode, value, "GROUP", group, *msgs)
+
+
+def pending(r, q):
+    return r.execute_command("RMQ.PENDING", q)
+
+
+def test_one_delivery_of_a_group_in_flight_the_rest_held_back(r):
+    gpush(r, "q", "DELAY", 0, "order-1", "o1:paid")
+    gpush(r, "q", "DELAY", 1, "order-1", "o1:shipped")
+    gpush(r, "q", "DELAY", 2, "order-2", "o2:paid")
+    push(r, "q", "DELAY", 3, "loose")
+    time.sleep(0.01)
+    before = info_rmq(r)["group_waits"]
+    got = pop(r, "q", "COUNT", 10)
+    assert got == [(b"o1:paid", 1), (b"o2:paid", 1), (b"loose", 1)], "one message per group per pop"
+    assert info_rmq(r)["group_waits"] == before + 1, "o1:shipped was passed over"
+    assert pop(r, "q", "COUNT", 10) is None, "o1:shipped is held back while o1:paid is in flight"
+    i = rmq_info(r, "q")
+    assert (i["waiting"], i["ready"], i["inflight"]) == (1, 1, 3), "held back only by its group: ready"
+    pend = {e[0]: e for e in pending(r, "q")}
+    assert pend[b"o1:paid"][3] == b"order-1" and pend[b"o2:paid"][3] == b"order-2"
+    assert pend[b"loose"][3] is None
+    assert ack(r, "q", "o2:paid", "loose") == 2
+    assert pop(r, "q") is None, "another group's end frees nothing"
+    assert ack(r, "q", "o1:paid") == 1
+    assert pop(r, "q") == [(b"o1:shipped", 1)]
+    assert ack(r, "q", "o1:shipped") == 1
+    assert r.dbsize() == 0, "an empty queue leaves no keys"
+
+
+@pytest.mark.parametrize("end", ["ack", "nack", "nack-dead", "sweep", "timer"])
+def test_every_way_a_delivery_ends_frees_the_group(r, end):
+    gpush(r, "q", "PRIORITY", 9, "g", "first")
+    gpush(r, "q", "PRIORITY", 1, "g", "second")
+    lease = 300 if end in ("sweep", "timer") else 60000
+    assert pop(r, "q", "LEASE", lease) == [(b"first", 1)]
+    assert pop(r, "q") is None
+    if end == "ack":
+        assert ack(r, "q", "first") == 1
+    elif end == "nack":
+        assert nack(r, "q", "first", "DELAY", 60000) == b"requeued"
+    elif end == "nack-dead":
+        assert nack(r, "q", "first", "DEAD") == b"dead"
+    elif end == "sweep":
+        wait_until(lambda: zs(r, prep("q")).get(b"first", 0) < now_ms(r), timeout=5)
+        r.execute_command("RMQ.SWEEP", "q")
+    else:
+        _, inflight = watch_rollback(r, "q", b"first")
+    got = pop(r, "q", "COUNT", 10)
+    if end in ("sweep", "timer"):
+        # rolled back with its priority: it comes first again
+        assert got == [(b"first", 2)]
+    else:
+        assert got == [(b"second", 1)]
+
+
+def test_blocked_consumer_woken_when_its_group_frees(server, r):
+    gpush(r, "q", "DELAY", 0, "g", "a", "b")
+    assert pop(r, "q", "LEASE", 60000) == [(b"a", 1)]
+    t = start_blocked(server, r, "q", "BLOCK", 10000)
+    time.sleep(0.1)
+    assert t.is_alive(), "b is held back: the consumer keeps waiting"
+    assert ack(r, "q", "a") == 1
+    assert t.finish() == [(b"b", 1)]
+
+
+def test_latest_push_sets_the_group(r):
+    gpush(r, "q", "PRIORITY", 5, "g", "a", "b")
+    first = pop(r, "q")[0][0]
+    other = b"b" if first == b"a" else b"a"
+    assert pop(r, "q") is None
+    # Pushed again without GROUP: it leaves the group and is deliverable at once.
+    assert push(r, "q", "PRIORITY", 5, other) == 0
+    assert pop(r, "q") == [(other, 1)]
+    # Into another group that is busy: held back by that one.
+    gpush(r, "q", "PRIORITY", 1, "h", "h1", "h2")
+    assert pop(r, "q") in ([(b"h1", 1)], [(b"h2", 1)])
+    gpush(r, "q", "PRIORITY", 1, "g2", "x")
+    gpush(r, "q", "PRIORITY", 1, "h", "x")
+    assert pop(r, "q", "COUNT", 5) is None, "x follows its latest group h, busy"
+
+
+def test_a_content_in_flight_and_in_its_group(r):
+    gpush(r, "q", "RANGE", 1, "g", "a")
+    time.sleep(0.01)
+    assert pop(r, "q", "LEASE", 60000) == [(b"a", 1)]
+    assert gpush(r, "q", "RANGE", 1, "g", "a") == 1, "a new waiting copy"
+    time.sleep(0.01)
+    assert pop(r, "q") is None
+    assert nack(r, "q", "a") == b"requeued"
+    assert pop(r, "q") == [(b"a", 2)], "merged: the waiting copy inherits the count"
+
+
+def test_group_parsing(r):
+    # GROUP is the option only when at least two arguments follow it.
+    assert push(r, "q", "DELAY", 0, "GROUP") == 1
+    assert push(r, "q", "DELAY", 0, "GROUP", "x") == 1, "GROUP (merged) and x are messages"
+    assert zs(r, "q").keys() == {b"GROUP", b"x"}
+    assert r.execute_command("RMQ.PUSH", "q", "DELAY", 0, "group", "g", "m") == 1
+    assert pop(r, "q", "COUNT", 10) is not None
+    assert {e[0]: e[3] for e in pending(r, "q")}[b"m"] == b"g"
+    binary = b"g\x00\xff{x}"
+    r.execute_command("RMQ.PUSH", "b", "DELAY", 0, "GROUP", binary, "m1", "m2")
+    assert pop(r, "b", "COUNT", 5) == [(b"m1", 1)]
+    assert pending(r, "b")[0][3] == binary
+
+
+@pytest.mark.parametrize("group", [b"", b"g" * 1025])
+def test_bad_group_is_an_error_and_changes_nothing(r, group):
+    push(r, "q", "DELAY", 0, "keep")
+    expect_error_unchanged(r, "RMQ.PUSH", "q", "DELAY", 0, "GROUP", group, "m", contains="GROUP")
+
+
+def test_longest_group_accepted(r):
+    assert gpush(r, "q", "DELAY", 0, b"g" * 1024, "m") == 1
+
+
+def test_replay_keeps_the_group(r):
+    gpush(r, "q", "DELAY", 0, "g", "a", "b")
+    assert pop(r, "q") == [(b"a", 1)]
+    assert nack(r, "q", "a", "DEAD") == b"dead"
+    assert pop(r, "q") == [(b"b", 1)]
+    assert r.execute_command("RMQ.REPLAY", "q") == 1
+    assert pop(r, "q") is None, "a replayed with its group g, busy with b"
+    assert ack(r, "q", "b") == 1
+    assert pop(r, "q") == [(b"a", 1)]
+
+
+def test_held_back_messages_are_counted_and_cancelled(r):
+    gpush(r, "q", "AT", 946684800000, "g", "a", "b", "c")
+    assert pop(r, "q", "COUNT", 3) == [(b"a", 1)]
+    i = rmq_info(r, "q")
+    assert (i["waiting"], i["ready"], i["next_due"]) == (2, 2, 946684800000)
+    assert r.execute_command("RMQ.CANCEL", "q", "b") == 1
+    assert rmq_info(r, "q")["waiting"] == 1
+    assert ack(r, "q", "a") == 1
+    assert pop(r, "q") == [(b"c", 1)]
+
+
+def test_two_workers_never_share_a_group(server, r):
+    """The README's example: two events of each order, two workers; no order is ever
+    handled by both at once, and each order's events come in order."""
+    orders = [f"order-{i}" for i in range(20)]
+    for o in orders:
+        gpush(r, "events", "DELAY", 0, o, f"{o}:paid")
+    for o in orders:
+        gpush(r, "events", "DELAY", 1, o, f"{o}:shipped")
+    time.sleep(0.01)
+    active, seen, lock, errors = set(), [], threading.Lock(), []
+
+    def worker():
+        c = server.client()
+        while True:
+            got = c.execute_command("RMQ.POP", "events", "COUNT", 2, "LEASE", 30000, "BLOCK", 500)
+            if got is None:
+                return
+            for m, _ in got:
+                order = m.split(b":")[0]
+                with lock:
+                    if order in active:
+                        errors.append(order)
+                    active.add(order)
+                    seen.append(m)
+                time.sleep(0.002)
+                with lock:
+                    active.discard(order)
+                c.execute_command("RMQ.ACK", "events", m)
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, f"orders handled by two workers at once: {errors}"
+    assert len(seen) == 40
+    for o in orders:
+        assert seen.index(f"{o}:paid".encode()) < seen.index(f"{o}:shipped".encode())
+
+
+def test_groups_replicate_and_survive_restart(start_server):
+    p = start_server(extra_conf=["--appendonly", "yes", "--appendfsync", "always"])
+    c = p.client()
+    rc = start_replica(start_server, p).client()
+    gpush(c, "q", "PRIORITY", 5, "g", "a")
+    gpush(c, "q", "PRIORITY", 4, "g", "b")
+    gpush(c, "q", "PRIORITY", 1, "h", "c")
+    assert pop(c, "q", "COUNT", 3, "LEASE", 60000) == [(b"a", 1), (b"c", 1)]
+    assert pop(c, "q") is None
+    assert wait_replica_matches(c, rc), "replica holds the primary's keys and scores"
+    before = snapshot(c)
+    p.restart()
+    c = p.client()
+    assert snapshot(c) == before, "an AOF reload holds exactly the same keys"
+    assert pop(c, "q") is None, "b still held back after the restart"
+    assert ack(c, "q", "a") == 1
+    assert pop(c, "q") == [(b"b", 1)]
+    assert {e[0]: e[3] for e in pending(c, "q")} == {b"b": b"g", b"c": b"h"}
+
+
+def test_promoted_replica_keeps_busy_groups(start_server):
+    p = start_server()
+    c = p.client()
+    rep = start_replica(start_server, p)
+    rc = rep.client()
+    gpush(c, "q", "DELAY", 0, "g", "a", "b")
+    assert pop(c, "q", "LEASE", 60000) == [(b"a", 1)]
+    assert wait_replica_matches(c, rc)
+    rc.execute_command("REPLICAOF", "NO", "ONE")
+    assert pop(rc, "q") is None, "the new primary knows g is busy"
+    assert ack(rc, "q", "a") == 1
+    assert pop(rc, "q") == [(b"b", 1)]
+    store, prepare, _ = state(rc, "q")
+    assert store == {} and list(prepare) == [b"b"]
