@@ -382,8 +382,8 @@ class Worker:
                       self.name, msg, self.max_runtime)
         if msg._claim():
             try:
-                if stopping:
-                    _release(msg)
+                if stopping:                 # not the message's fault: due again at once
+                    msg._send_nack(0, False)
                 else:
                     self._nacked(msg, msg._send_nack(None, False))
             except Exception as e:
@@ -425,17 +425,6 @@ class Worker:
     def _count(self, field: str) -> None:
         with self._lock:
             setattr(self._stats, field, getattr(self._stats, field) + 1)
-
-
-def _release(msg: Message) -> None:
-    """NACK at a stop: due again at once (DELAY 0), not after the retry backoff. Priority
-    queues of modules that refuse DELAY there get a plain NACK."""
-    try:
-        msg._send_nack(0, False)
-    except redis.ResponseError as e:
-        if "DELAY" not in str(e):
-            raise
-        msg._send_nack(None, False)
 
 
 def _fatal(e: Exception) -> bool:

@@ -205,6 +205,26 @@ def test_stop_nacks_handlers_still_running_after_grace(
     m.ack()
 
 
+def test_messages_released_at_a_stop_skip_the_retry_backoff(
+        r: redis.Redis, make_source: Callable, start_worker: Callable) -> None:
+    require(r, "policy")
+    source = make_source("grace3")
+    source.set_policy(backoff_ms=3_600_000)
+    source.push("long", priority=1)
+    started, release = threading.Event(), threading.Event()
+
+    def handle(m: rmq.Message) -> None:
+        started.set()
+        release.wait(30)
+
+    w = start_worker(source, handle, concurrency=1, grace=0.2)
+    assert started.wait(30)
+    w.stop()
+    release.set()
+    info = source.info()
+    assert (info["waiting"], info["ready"], info["inflight"]) == (1, 1, 0)
+
+
 def test_handler_errors_nack_log_and_dead(r: redis.Redis, make_source: Callable,
                                           start_worker: Callable, caplog: Any) -> None:
     r.config_set("rmq.retries", 1)
