@@ -49,6 +49,17 @@ def as_dict(reply: Any) -> dict[str, Any]:
     return {to_str(k): (to_str(v) if isinstance(v, bytes) else v) for k, v in items}
 
 
+def run_all(client: Client, commands: list[tuple]) -> list:
+    """Run commands, several in one pipeline (not a transaction: on a cluster they may go
+    to different nodes)."""
+    if len(commands) == 1:
+        return [client.execute_command(*commands[0])]
+    pipe = client.pipeline(transaction=False)
+    for c in commands:
+        pipe.execute_command(*c)
+    return pipe.execute()
+
+
 def retrying(call: Callable[[], T], what: str, attempts: int = 4, delay: float = 0.05) -> T:
     """Run `call`, retrying TRANSIENT errors with exponential backoff; the last error is
     raised once `attempts` are used up."""

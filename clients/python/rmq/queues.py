@@ -6,7 +6,7 @@ import time
 import zlib
 from typing import Any, Iterable, Optional, Sequence
 
-from ._util import Client, Data, as_dict, is_cluster, to_bytes, to_str
+from ._util import Client, Data, as_dict, is_cluster, run_all, to_bytes, to_str
 from .message import Message
 
 MAX_SLOTS = 16384
@@ -107,17 +107,6 @@ def _push_commands(queue: str, mode: list, group: Optional[bytes],
     return [("RMQ.PUSH", queue, *mode, *messages)]
 
 
-def _run(client: Client, commands: list[tuple]) -> list:
-    """Run commands, several in one pipeline (not a transaction: on a cluster they go to
-    different nodes)."""
-    if len(commands) == 1:
-        return [client.execute_command(*commands[0])]
-    pipe = client.pipeline(transaction=False)
-    for c in commands:
-        pipe.execute_command(*c)
-    return pipe.execute()
-
-
 def _policy_args(fields: dict[str, int]) -> list:
     if not fields:
         raise ValueError("set_policy needs at least one field")
@@ -163,7 +152,7 @@ class _Target:
     def info_by_queue(self) -> dict[str, dict[str, Any]]:
         """RMQ.INFO of each queue: {queue: {kind, waiting, ready, inflight, dead,
         next_due, next_expiry, ...}}."""
-        replies = _run(self.client, [("RMQ.INFO", q) for q in self.queues])
+        replies = run_all(self.client, [("RMQ.INFO", q) for q in self.queues])
         return {q: as_dict(rep) for q, rep in zip(self.queues, replies)}
 
     def set_policy(self, **fields: int) -> None:
@@ -171,20 +160,20 @@ class _Target:
         Fields: retries, lease_ms, max_queue_length, backoff_ms, backoff_max_ms, rate,
         rate_window_ms; names and bounds are checked before anything is sent."""
         args = _policy_args(fields)
-        _run(self.client, [("RMQ.POLICY", q, "SET", *args) for q in self.queues])
+        run_all(self.client, [("RMQ.POLICY", q, "SET", *args) for q in self.queues])
 
     def reset_policy(self) -> int:
         """RMQ.POLICY Q RESET on every queue; returns how many had a policy."""
-        return sum(_run(self.client, [("RMQ.POLICY", q, "RESET") for q in self.queues]))
+        return sum(run_all(self.client, [("RMQ.POLICY", q, "RESET") for q in self.queues]))
 
     def _policies(self) -> dict[str, dict[str, Any]]:
-        replies = _run(self.client, [("RMQ.POLICY", q, "GET") for q in self.queues])
+        replies = run_all(self.client, [("RMQ.POLICY", q, "GET") for q in self.queues])
         return {q: _policy_dict(rep) for q, rep in zip(self.queues, replies)}
 
     def _push_all(self, by_queue: dict[str, list[bytes]], mode: list,
                   group: Optional[bytes]) -> int:
         commands = [c for q, msgs in by_queue.items() for c in _push_commands(q, mode, group, msgs)]
-        return sum(_run(self.client, commands))
+        return sum(run_all(self.client, commands))
 
 
 class Queue(_Target):

@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator, Optional, Union
 import redis
 from redis.exceptions import RedisClusterException
 
-from ._util import TRANSIENT, is_cluster, log, to_str
+from ._util import TRANSIENT, is_cluster, log, retrying, run_all
 from .message import Dead, Message
 from .queues import Queue, Topic
 
@@ -22,13 +22,14 @@ Fetch = Callable[[int, Optional[int]], "list[Message]"]
 BACKOFF_MIN, BACKOFF_MAX = 0.1, 5.0     # s, between failed fetches
 TOPOLOGY_EVERY = 5.0                    # s, cluster node list re-read at least this often
 TOPOLOGY_MIN_GAP = 0.5                  # s, and at most this often
+ACK_BATCH = 1000                        # most messages acked in one round trip
 
 
 @dataclasses.dataclass
 class WorkerStats:
     """Counters since the worker started."""
 
-    processed: int = 0   #: handlers that returned (message acked)
+    processed: int = 0   #: handlers that returned (message then acked)
     failed: int = 0      #: handlers that raised or ran out of time (message back to waiting)
     dead: int = 0        #: messages sent to dead (rmq.Dead raised, or retries used up)
     extended: int = 0    #: automatic lease extensions (RMQ.EXTEND)
@@ -80,8 +81,10 @@ class Worker:
     those still running (nothing is left in flight). Messages are taken with BLOCK
     `block_ms` (so a stop is noticed within it) and only as many as there are free handlers.
     With `metrics_port`, the counters are served for Prometheus (needs prometheus_client).
-    Delivery is at least once: an ACK that cannot reach the server is retried a few times,
-    after which the lease runs out and the message is delivered again.
+    ACKs are sent by one thread, for all the handlers that finished meanwhile (one RMQ.ACK
+    per queue, pipelined). Delivery is at least once: an ACK or NACK that cannot reach the
+    server is retried a few times, after which the lease runs out and the message is
+    delivered again.
     """
 
     def __init__(self, source: Union[Queue, Topic], handler: Handler, *, concurrency: int = 8,
@@ -114,6 +117,7 @@ class Worker:
         self._inflight: set[_Delivery] = set()   # taken and not yet finished by the worker
         self._slots = _Slots(concurrency)
         self._inbox: "queue.SimpleQueue[Optional[_Delivery]]" = queue.SimpleQueue()
+        self._acks: "queue.SimpleQueue[Optional[_Delivery]]" = queue.SimpleQueue()
         self._stopping = threading.Event()
         self._keeper_done = threading.Event()
         self._topology = threading.Event()       # a fetch failed: re-read the cluster nodes
@@ -121,6 +125,7 @@ class Worker:
         self._loops: dict[str, tuple[threading.Thread, threading.Event]] = {}   # by node
         self._loop_threads: list[threading.Thread] = []     # every fetch loop ever started
         self._keeper: Optional[threading.Thread] = None
+        self._acker: Optional[threading.Thread] = None
         self._metrics_server: Any = None
         self._fatal: Optional[BaseException] = None
         self._ran = False
@@ -184,6 +189,7 @@ class Worker:
         for _ in range(self.concurrency):
             self._spawn_handler()
         self._keeper = _thread(self._keep, "rmq-keeper")
+        self._acker = _thread(self._ack_loop, "rmq-acker")
         if isinstance(self.source, Topic) and is_cluster(self.source.client):
             self._sync_loops()
         else:
@@ -224,9 +230,14 @@ class Worker:
             handlers = list(self._handlers)
         for _ in handlers:
             self._inbox.put(None)
+        end = time.monotonic() + 2.0         # threads stuck in abandoned handlers stay
+        for t in handlers:
+            t.join(max(0.0, end - time.monotonic()))
+        self._acks.put(None)                 # after the handlers: their last acks go out
         self._keeper_done.set()
-        for t in handlers + ([self._keeper] if self._keeper else []):
-            t.join(1.0)
+        for t in (self._acker, self._keeper):
+            if t is not None:
+                t.join(15.0)
         if self._metrics_server is not None:
             self._metrics_server.shutdown()
             self._metrics_server.server_close()
@@ -277,10 +288,10 @@ class Worker:
             except Exception as e:  # never let a fetch error end the loop
                 error = e
             self._slots.give(n - len(msgs))
-            for m in msgs:
-                d = _Delivery(m)
-                with self._lock:
-                    self._inflight.add(d)
+            deliveries = [_Delivery(m) for m in msgs]
+            with self._lock:
+                self._inflight.update(deliveries)
+            for d in deliveries:
                 self._inbox.put(d)
             if error is None:
                 backoff = BACKOFF_MIN
@@ -322,35 +333,70 @@ class Worker:
                                 "outcome ignored", self.name, d.msg)
                     return
                 d.state = "done"
-            self._settle(d.msg, error)
-            self._finish(d)
+            self._slots.give(1)              # free for the next message while this settles
+            if error is None and d.msg._claim():
+                self._acks.put(d)            # acked in a batch by the acker thread
+                continue
+            if error is None:                # the handler acked or nacked it itself
+                self._count("processed")
+            else:
+                self._failed(d.msg, error)
+            self._finish([d])
 
-    def _settle(self, msg: Message, error: Optional[BaseException]) -> None:
-        """ACK after success, NACK after an error (DEAD for rmq.Dead), unless the handler
-        settled the message itself."""
-        if error is None:
-            self._count("processed")
-        elif isinstance(error, Dead):
+    def _failed(self, msg: Message, error: BaseException) -> None:
+        """NACK after a handler raised (DEAD for rmq.Dead), unless it settled the message
+        itself."""
+        if isinstance(error, Dead):
             log.warning("%s: %r sent to dead by its handler: %s", self.name, msg, error)
         else:
             log.error("%s: handler failed on %r (delivery %d): %r", self.name, msg,
                       msg.deliveries, error, exc_info=error)
         if not msg._claim():
-            if error is not None:
-                self._count("dead" if isinstance(error, Dead) else "failed")
+            self._count("dead" if isinstance(error, Dead) else "failed")
             return
         try:
-            if error is None:
-                if not msg._send_ack():
-                    self._count("lost")
-                    log.warning("%s: ack of %r came too late: its lease had run out, it "
-                                "will be delivered again", self.name, msg)
-            else:
-                self._nacked(msg, msg._send_nack(None, isinstance(error, Dead)))
+            self._nacked(msg, msg._send_nack(None, isinstance(error, Dead)))
         except Exception as e:
             self._count("lost")
-            log.error("%s: could not %s %r: %s; its lease will run out and it will be "
-                      "delivered again", self.name, "ack" if error is None else "nack", msg, e)
+            log.error("%s: could not nack %r: %s; its lease will run out and it will be "
+                      "delivered again", self.name, msg, e)
+
+    def _ack_loop(self) -> None:
+        """ACK what the handlers finished: everything waiting at once, one RMQ.ACK per queue
+        in one pipeline. Ends at the None that _shutdown() sends after the handlers end."""
+        while True:
+            batch = [self._acks.get()]
+            while len(batch) < ACK_BATCH and batch[-1] is not None:
+                try:
+                    batch.append(self._acks.get_nowait())
+                except queue.Empty:
+                    break
+            done = [d for d in batch if d is not None]
+            if done:
+                self._ack(done)
+                self._finish(done)
+            if len(done) < len(batch):
+                return
+
+    def _ack(self, done: list[_Delivery]) -> None:
+        self._count("processed", len(done))
+        by_queue: dict[str, list[Message]] = {}
+        for d in done:
+            by_queue.setdefault(d.msg.queue, []).append(d.msg)
+        commands = [("RMQ.ACK", q, *(m.body for m in msgs)) for q, msgs in by_queue.items()]
+        try:
+            replies = retrying(lambda: run_all(self.source.client, commands), "ACK")
+        except Exception as e:
+            self._count("lost", len(done))
+            log.error("%s: could not ack %d messages: %s; their leases will run out and they "
+                      "will be delivered again", self.name, len(done), e)
+            return
+        for (queue_name, msgs), acked in zip(by_queue.items(), replies):
+            if acked < len(msgs):
+                self._count("lost", len(msgs) - acked)
+                log.warning("%s: %d acks on %s came too late (leases had run out): those "
+                            "messages will be delivered again", self.name,
+                            len(msgs) - acked, queue_name)
 
     def _nacked(self, msg: Message, reply: Optional[str]) -> None:
         if reply is None:
@@ -359,11 +405,12 @@ class Worker:
         else:
             self._count("dead" if reply == "dead" else "failed")
 
-    def _finish(self, d: _Delivery) -> None:
+    def _finish(self, done: list[_Delivery]) -> None:
+        """The worker is done with these deliveries (acked, nacked or given up on)."""
         with self._lock:
-            self._inflight.discard(d)
-            self._changed.notify_all()
-        self._slots.give(1)
+            self._inflight.difference_update(done)
+            if self._stopping.is_set():      # only a stop waits for this
+                self._changed.notify_all()
 
     def _abandon(self, d: _Delivery, stopping: bool) -> None:
         """Give up on a delivery: at a stop (nack it, due again now) or after max_runtime
@@ -389,7 +436,8 @@ class Worker:
             except Exception as e:
                 self._count("lost")
                 log.error("%s: could not nack %r: %s; its lease will run out", self.name, msg, e)
-        self._finish(d)
+        self._finish([d])
+        self._slots.give(1)
         if was_running:
             self._spawn_handler()
 
@@ -422,9 +470,9 @@ class Worker:
         except Exception as e:
             log.warning("%s: extending the lease of %r failed: %s", self.name, msg, e)
 
-    def _count(self, field: str) -> None:
+    def _count(self, field: str, n: int = 1) -> None:
         with self._lock:
-            setattr(self._stats, field, getattr(self._stats, field) + 1)
+            setattr(self._stats, field, getattr(self._stats, field) + n)
 
 
 def _fatal(e: Exception) -> bool:
