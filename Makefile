@@ -77,3 +77,13 @@ demo:
 .PHONY: bench-timers
 bench-timers: build
 	$(PYTHON) scripts/bench_timers.py
+
+# The Python client and worker (clients/python, import name rmq): its tests against the
+# built module, with the package on PYTHONPATH (nothing installed). prometheus_client is
+# optional (the metrics endpoint test is skipped without it); it is installed if pip can.
+.PHONY: test-python
+test-python: deps build
+	$(PYTHON) -c 'import prometheus_client' 2>/dev/null || \
+		$(PYTHON) -m pip install --quiet --disable-pip-version-check 'prometheus_client>=0.20' || \
+		echo "test-python: no prometheus_client, the metrics endpoint test will be skipped"
+	PYTHONPATH=clients/python $(PYTHON) -m pytest clients/python/tests -q
