@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use redis_module::configuration::{register_i64_configuration, ConfigurationFlags};
 use redis_module::{redis_module, Context, RedisString, Status};
 
-use crate::cmd::table::COMMANDS;
+use crate::cmd::table::{COMMANDS, TEST_COMMANDS};
 use crate::ffi::command;
 use crate::ffi::hooks::{self, InfoSection};
 use crate::ffi::Ctx;
@@ -35,7 +35,7 @@ fn init(context: &Context, args: &[RedisString]) -> Status {
             return Status::Err;
         }
     };
-    for s in &settings::SETTINGS {
+    for s in settings::SETTINGS.iter().filter(|s| s.config) {
         register_i64_configuration(context, s.name, s.var, s.default, s.min, s.max, ConfigurationFlags::DEFAULT, None);
     }
     // Applies `rmq.*` lines of the config file, then the module arguments win.
@@ -47,15 +47,19 @@ fn init(context: &Context, args: &[RedisString]) -> Status {
         s.var.store(v, Ordering::Relaxed);
     }
     ctx.no_implicit_signals();
-    for spec in COMMANDS {
+    let test = if settings::test_clock() { TEST_COMMANDS } else { &[] };
+    for spec in COMMANDS.iter().chain(test) {
         if !command::create(ctx, spec) {
             ctx.log_warning(&format!("could not register {}", spec.name.to_string_lossy()));
             return Status::Err;
         }
     }
-    if !COMMANDS.iter().all(|spec| command::set_info(ctx, spec)) {
+    if !COMMANDS.iter().chain(test).all(|spec| command::set_info(ctx, spec)) {
         ctx.log_warning("could not set command metadata (COMMAND DOCS)");
         return Status::Err;
+    }
+    if settings::test_clock() {
+        ctx.log_warning("test-clock 1: the module's clock is set by RMQ.TESTCLOCK (for model tests; never in production)");
     }
     hooks::register_info(ctx, info_section);
     timers::init(ctx);
@@ -64,8 +68,8 @@ fn init(context: &Context, args: &[RedisString]) -> Status {
         return Status::Err;
     }
     eviction::watch(ctx);
-    // Loaded at runtime (MODULE LOAD) over existing data: find its leases now.
-    timers::rescan(ctx);
+    // Loaded at runtime (MODULE LOAD) over existing data: find its queues now.
+    runtime_hooks::rescan(ctx);
     Status::Ok
 }
 

@@ -194,6 +194,89 @@ def other_primary(cluster, server):
     return next(p for p, _i, _r in cluster.primaries() if p is not server)
 
 
+class TopicLoop(threading.Thread):
+    """One RMQ.TPOP ... BLOCK loop on one primary, acking what it gets, until stopped."""
+
+    def __init__(self, node, topic, slots):
+        super().__init__(daemon=True)
+        self.conn = node.conn()
+        self.topic, self.slots = topic, slots
+        self.got, self.errors = [], []
+        self.halt = threading.Event()
+
+    def run(self):
+        while not self.halt.is_set():
+            try:
+                rep = self.conn.execute_command("RMQ.TPOP", self.topic, self.slots, "COUNT", 50,
+                                                "LEASE", 60_000, "BLOCK", 200)
+            except redis.RedisError as e:
+                self.errors.append(e)
+                return
+            for q, m, d in rep or []:
+                assert self.conn.execute_command("RMQ.ACK", q, m) == 1
+                self.got.append((q, m, d))
+
+    def stop(self):
+        self.halt.set()
+        self.join(10)
+
+
+def test_one_tpop_loop_per_primary_consumes_a_topic_exactly_once(cluster, rc):
+    topic, slots = "tp", 16
+    primaries = [p for p, _i, _r in cluster.primaries()]
+    queues = {f"{topic}_{i}" for i in range(slots)}
+    assert len({cluster.owner(q).port for q in queues}) == 3, "the topic spreads over every primary"
+    loops = [TopicLoop(p, topic, slots) for p in primaries]
+    for t in loops:
+        t.start()
+    messages = [b"tp-%d" % i for i in range(2000)]
+    by_queue = {}
+    for m in messages:
+        by_queue.setdefault(route(m, slots, topic), []).append(m)
+    try:
+        for q, msgs in by_queue.items():
+            for j in range(0, len(msgs), 50):
+                rc.execute_command("RMQ.PUSH", q, "DELAY", 0, *msgs[j:j + 50])
+        wait_for(lambda: sum(len(t.got) for t in loops) >= len(messages) or any(t.errors for t in loops),
+                 timeout=60, interval=0.05, what="the loops to consume every message")
+    finally:
+        for t in loops:
+            t.stop()
+    assert not any(t.errors for t in loops), [t.errors for t in loops]
+    got = [m for t in loops for _q, m, _d in t.got]
+    assert sorted(got) == sorted(messages), "every message exactly once"
+    for t, p in zip(loops, primaries):
+        for q, _m, d in t.got:
+            assert d == 1 and cluster.owner(q) is p, "each loop serves its own primary's queues"
+        assert t.got, "every primary's loop consumed something"
+
+
+def test_tpop_follows_resharding(cluster, rc):
+    """The new owner of a migrated slot serves its queue through TPOP (the keys arrive by
+    MIGRATE); the old owner no longer does; an importing node does not touch them."""
+    topic, slots = "tr", 4
+    q = f"{topic}_1"
+    slot = cluster.keyslot(q)
+    src = cluster.owner_of_slot(slot)
+    dst = other_primary(cluster, src)
+    rc.execute_command("RMQ.PUSH", q, "DELAY", 0, "a", "b")
+    s, d = src.conn(), dst.conn()
+    # importing: the keys are on dst before the slot is
+    d.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", cluster.node_id(src))
+    s.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", cluster.node_id(dst))
+    keys = s.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100)
+    s.execute_command("MIGRATE", "127.0.0.1", dst.port, "", 0, 5000, "KEYS", *keys)
+    time.sleep(0.2)
+    assert d.execute_command("RMQ.TPOP", topic, slots, "COUNT", 5) is None, "not served while importing"
+    for p, _id, _r in cluster.primaries():
+        p.conn().execute_command("CLUSTER", "SETSLOT", slot, "NODE", cluster.node_id(dst))
+    got = wait_for(lambda: d.execute_command("RMQ.TPOP", topic, slots, "COUNT", 5), timeout=5,
+                   interval=0.05, what="the new owner to serve the queue")
+    assert sorted(m for _q, m, _d in got) == [b"a", b"b"]
+    assert s.execute_command("RMQ.TPOP", topic, slots, "COUNT", 5) is None
+    assert d.execute_command("RMQ.ACK", q, "a", "b") == 2
+
+
 def test_reshard_while_consuming_loses_nothing(cluster, rc):
     q = "rs:busy"
     slot = cluster.keyslot(q)

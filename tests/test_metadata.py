@@ -22,7 +22,10 @@ COMMANDS = {
     "rmq.pending": (-2, {"readonly"}, {"write"}),
     "rmq.policy": (-3, {"readonly"}, {"write"}),
     "rmq.route": (4, {"readonly", "fast"}, {"write"}),
+    "rmq.tpop": (-3, {"write", "blocking"}, {"readonly"}),
 }
+
+KEYLESS = {"rmq.route", "rmq.tpop"}
 
 # name -> argument names, in order (top level; PUSH's mode is a oneof)
 ARGUMENTS = {
@@ -38,6 +41,7 @@ ARGUMENTS = {
     "rmq.pending": ["queue", "count"],
     "rmq.policy": ["queue", "operation"],
     "rmq.route": ["topic", "slots", "basis"],
+    "rmq.tpop": ["topic", "slots", "count", "ms", "timeout-ms"],
 }
 
 # a valid call of each (after the command name) for COMMAND GETKEYS
@@ -54,6 +58,7 @@ VALID = {
     "rmq.pending": ["myq", "COUNT", "3"],
     "rmq.policy": ["myq", "GET"],
     "rmq.route": ["topic", "8", "basis"],
+    "rmq.tpop": ["topic", "8"],
 }
 
 DOC_KEYS = {"summary", "since", "group", "complexity", "module", "arguments", "name", "type",
@@ -84,8 +89,8 @@ def test_command_docs(server, name):
     assert d["since"]
     args = d["arguments"]
     assert [a["name"] for a in args] == ARGUMENTS[name]
-    if name == "rmq.route":
-        assert all(a["type"] != "key" for a in args), "ROUTE is keyless"
+    if name in KEYLESS:
+        assert all(a["type"] != "key" for a in args), f"{name} is keyless"
     else:
         assert args[0] == {"name": "queue", "type": "key", "key_spec_index": 0}
 
@@ -130,7 +135,7 @@ def test_command_info(server, name):
     assert must <= flags and not (must_not & flags), flags
     assert "module" in flags
     specs = entry[8]
-    if name == "rmq.route":
+    if name in KEYLESS:
         assert entry[3:6] == [0, 0, 0] and specs == []
         return
     assert entry[3:6] == [1, 1, 1]
@@ -160,7 +165,7 @@ def test_arity_enforced_by_redis(r, name):
     assert r.dbsize() == 0
 
 
-@pytest.mark.parametrize("name", [n for n in COMMANDS if n != "rmq.route"])
+@pytest.mark.parametrize("name", [n for n in COMMANDS if n not in KEYLESS])
 def test_command_getkeys(server, name):
     c = raw_client(server)
     assert c.execute_command("COMMAND", "GETKEYS", name.upper(), *VALID[name]) == [b"myq"]
@@ -168,9 +173,9 @@ def test_command_getkeys(server, name):
     assert keys[0][0] == b"myq"
 
 
-def test_command_getkeys_route_is_keyless(r):
-    expect_error(r, "COMMAND", "GETKEYS", "RMQ.ROUTE", "topic", "8", "basis",
-                 contains="no key arguments")
+@pytest.mark.parametrize("name", sorted(KEYLESS))
+def test_command_getkeys_keyless(r, name):
+    expect_error(r, "COMMAND", "GETKEYS", name.upper(), *VALID[name], contains="no key arguments")
 
 
 # ---------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ use crate::core::error::{Result, RmqError};
 use crate::core::kind::{PushMode, MAX_EXACT, MIN_AT};
 use crate::core::num::parse_int;
 use crate::core::policy::Field;
+use crate::core::route::MAX_SLOTS;
 
 /// Longest relative time accepted (RANGE, DELAY, LEASE, BLOCK, EXTEND): 2^52 ms, so that
 /// now + ms stays an exact integer score.
@@ -100,11 +101,10 @@ pub struct PopArgs {
     pub block: Option<i64>,
 }
 
-/// RMQ.POP Q [COUNT n] [LEASE ms] [BLOCK ms]
-pub fn pop(args: &[&[u8]]) -> Result<PopArgs> {
-    queue(args, "rmq.pop")?;
+/// The POP options (COUNT, LEASE, BLOCK) in `args`, in any order.
+fn pop_options(args: &[&[u8]]) -> Result<PopArgs> {
     let mut out = PopArgs { count: 1, lease: None, block: None };
-    let mut i = 1;
+    let mut i = 0;
     while i < args.len() {
         let v = value(args, i);
         if is(args[i], "COUNT") {
@@ -119,6 +119,30 @@ pub fn pop(args: &[&[u8]]) -> Result<PopArgs> {
         i += 2;
     }
     Ok(out)
+}
+
+/// RMQ.POP Q [COUNT n] [LEASE ms] [BLOCK ms]
+pub fn pop(args: &[&[u8]]) -> Result<PopArgs> {
+    queue(args, "rmq.pop")?;
+    pop_options(&args[1..])
+}
+
+/// A topic's number of slots: a power of two from 1 to 16384.
+fn slots(v: &[u8]) -> Result<u32> {
+    match parse_int(v) {
+        Some(n) if (1..=MAX_SLOTS as i64).contains(&n) && (n & (n - 1)) == 0 => Ok(n as u32),
+        _ => Err(RmqError::BadValue("slots", "a power of two from 1 to 16384")),
+    }
+}
+
+/// RMQ.TPOP topic slots [COUNT n] [LEASE ms] [BLOCK ms]: the slots and the options. The
+/// topic must make valid queue names (non-empty queue names without braces).
+pub fn tpop(args: &[&[u8]]) -> Result<(u32, PopArgs)> {
+    arity(args, 2, "rmq.tpop")?;
+    if args[0].iter().any(|&c| c == b'{' || c == b'}') {
+        return Err(RmqError::QueueName);
+    }
+    Ok((slots(args[1])?, pop_options(&args[2..])?))
 }
 
 /// RMQ.ACK Q message [message ...] and RMQ.CANCEL: index of the first message.
@@ -242,15 +266,25 @@ pub fn policy(args: &[&[u8]]) -> Result<PolicyOp> {
         .map(PolicyOp::Set)
 }
 
+/// RMQ.TESTCLOCK GET | SET ms | ADVANCE ms at time `now`: the new time (None for GET).
+pub fn testclock(args: &[&[u8]], now: i64) -> Result<Option<i64>> {
+    match args {
+        [op] if is(op, "GET") => Ok(None),
+        [op, v] if is(op, "SET") => int_in("ms", v, 0, MAX_EXACT, "an integer from 0 to 2^53").map(Some),
+        [op, v] if is(op, "ADVANCE") => {
+            let ms = int_in("ms", v, 0, MAX_RELATIVE, "an integer from 0 to 2^52")?;
+            Ok(Some(now.saturating_add(ms).min(MAX_EXACT)))
+        }
+        _ => Err(RmqError::Syntax("expected GET, SET ms or ADVANCE ms".into())),
+    }
+}
+
 /// RMQ.ROUTE topic slots basis: the number of slots.
 pub fn route(args: &[&[u8]]) -> Result<u32> {
     if args.len() != 3 {
         return Err(RmqError::Arity("rmq.route"));
     }
-    match parse_int(args[1]) {
-        Some(n) if (1..=16384).contains(&n) && (n & (n - 1)) == 0 => Ok(n as u32),
-        _ => Err(RmqError::BadValue("slots", "a power of two from 1 to 16384")),
-    }
+    slots(args[1])
 }
 
 #[cfg(test)]
@@ -379,6 +413,37 @@ mod tests {
         ] {
             let e = policy(&a(&args)).unwrap_err().message();
             assert!(e.contains(word), "{args:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn tpop_options() {
+        assert_eq!(tpop(&a(&["t", "16"])), Ok((16, PopArgs { count: 1, lease: None, block: None })));
+        assert_eq!(
+            tpop(&a(&["t", "1", "BLOCK", "0", "count", "100", "LEASE", "9"])),
+            Ok((1, PopArgs { count: 100, lease: Some(9), block: Some(0) }))
+        );
+        for (args, word) in [
+            (vec!["t"], "wrong number"),
+            (vec!["t", "3"], "slots"),
+            (vec!["t", "32768"], "slots"),
+            (vec!["t", "8", "COUNT", "0"], "COUNT"),
+            (vec!["t", "8", "COUNT"], "syntax"),
+            (vec!["t", "8", "FOO", "1"], "syntax"),
+            (vec!["t{x}", "8"], "queue name"),
+        ] {
+            let e = tpop(&a(&args)).unwrap_err().message();
+            assert!(e.contains(word), "{args:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn testclock_operations() {
+        assert_eq!(testclock(&a(&["get"]), 5), Ok(None));
+        assert_eq!(testclock(&a(&["SET", "100"]), 5), Ok(Some(100)));
+        assert_eq!(testclock(&a(&["advance", "10"]), 5), Ok(Some(15)));
+        for bad in [vec!["SET"], vec!["SET", "-1"], vec!["ADVANCE", "x"], vec!["NOW"], vec![]] {
+            assert!(testclock(&a(&bad), 5).is_err(), "{bad:?}");
         }
     }
 

@@ -6,11 +6,11 @@ use crate::core::error::{Result, RmqError};
 use crate::core::policy::Field;
 use crate::core::rules::{self, Rollback};
 use crate::core::store::Store;
-use crate::ffi::context::now_ms;
+use crate::ffi::context::{now_ms, set_test_now};
 use crate::ffi::rstr::Argv;
 use crate::ffi::{reply, Ctx, RStr};
-use crate::runtime::delivery::{reply_popped, swept, take, Opened};
-use crate::runtime::{alarm, blocking, cluster, events, ratelimit, settings, stats};
+use crate::runtime::delivery::{reply_popped, reply_topic, swept, take, take_topic, Opened};
+use crate::runtime::{acl, alarm, blocking, cluster, events, ratelimit, settings, stats};
 
 /// One invocation: the context and the arguments after the command name.
 pub struct Call<'a> {
@@ -54,6 +54,21 @@ pub fn pop(c: &Call) -> Result<()> {
         reply_popped(c.ctx, &got);
     } else if let Some(timeout) = a.block.filter(|_| c.ctx.may_block()) {
         blocking::block(c.ctx, &q, a.count, lease, timeout);
+    } else {
+        reply::null(c.ctx);
+    }
+    Ok(())
+}
+
+pub fn tpop(c: &Call) -> Result<()> {
+    let (slots, a) = args::tpop(&c.args)?;
+    let topic = c.args[0];
+    acl::check_topic(c.ctx, topic, slots)?;
+    let got = take_topic(c.ctx, topic, slots, a.count, a.lease, now_ms());
+    if !got.is_empty() {
+        reply_topic(c.ctx, &got);
+    } else if let Some(timeout) = a.block.filter(|_| c.ctx.may_block()) {
+        blocking::block_topic(c.ctx, topic, slots, a.count, a.lease, timeout);
     } else {
         reply::null(c.ctx);
     }
@@ -215,5 +230,20 @@ pub fn policy(c: &Call) -> Result<()> {
 pub fn route(c: &Call) -> Result<()> {
     let slots = args::route(&c.args)?;
     reply::bytes(c.ctx, &crate::core::route::queue_for(c.args[0], slots, c.args[2]));
+    Ok(())
+}
+
+/// RMQ.TESTCLOCK GET | SET ms | ADVANCE ms: the test clock (registered only with
+/// `test-clock 1`). A change runs what fell due at once (leases, due times, refills).
+pub fn testclock(c: &Call) -> Result<()> {
+    let now = match args::testclock(&c.args, now_ms())? {
+        Some(t) => {
+            set_test_now(t);
+            alarm::fire_now(c.ctx);
+            t
+        }
+        None => now_ms(),
+    };
+    reply::int(c.ctx, now);
     Ok(())
 }

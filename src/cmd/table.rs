@@ -31,15 +31,15 @@ const POLICY_OPS: &[Arg] = &[tok("SET", "field-value", Ty::Str), tok("GET", "get
 /// Defines one `extern "C"` entry per command (running its body through `run`) and the
 /// table of their specs.
 macro_rules! commands {
-    ($($entry:ident => $body:path { $($field:ident: $value:expr),* $(,)? })*) => {
+    ($table:ident: $($entry:ident => $body:path { $($field:ident: $value:expr),* $(,)? })*) => {
         $(extern "C" fn $entry(ctx: *mut RedisModuleCtx, argv: *mut *mut RedisModuleString, argc: c_int) -> c_int {
             run(ctx, argv, argc, $body)
         })*
-        pub static COMMANDS: &[Spec] = &[$(Spec { entry: $entry, $($field: $value),* }),*];
+        pub static $table: &[Spec] = &[$(Spec { entry: $entry, $($field: $value),* }),*];
     };
 }
 
-commands! {
+commands! { COMMANDS:
     cmd_push => handlers::push {
         name: c"rmq.push", flags: c"write deny-oom", key: KeyUse::Write, arity: -5,
         summary: c"Adds messages of one kind (range-merge, priority or fixed-time); duplicates merge by the kind's rule",
@@ -51,6 +51,12 @@ commands! {
         summary: c"Takes up to COUNT deliverable messages under a lease (two-phase); BLOCK waits for one",
         complexity: c"O(N log(M)) for N messages taken",
         args: &[QUEUE, opt("COUNT", "count", Ty::Int), opt("LEASE", "ms", Ty::Int), opt("BLOCK", "timeout-ms", Ty::Int)],
+    }
+    cmd_tpop => handlers::tpop {
+        name: c"rmq.tpop", flags: c"write blocking", key: KeyUse::None, arity: -3,
+        summary: c"Takes up to COUNT deliverable messages from the queues <topic>_0 .. <topic>_<slots-1> this server holds, one from each in turn, under a lease; BLOCK waits for one",
+        complexity: c"O(N log(M)) for N messages taken, whatever the number of empty queues",
+        args: &[arg("topic", Ty::Str), arg("slots", Ty::Int), opt("COUNT", "count", Ty::Int), opt("LEASE", "ms", Ty::Int), opt("BLOCK", "timeout-ms", Ty::Int)],
     }
     cmd_ack => handlers::ack {
         name: c"rmq.ack", flags: c"write fast", key: KeyUse::Write, arity: -3,
@@ -114,6 +120,16 @@ commands! {
     }
 }
 
+// Registered only with `test-clock 1` at load (model tests).
+commands! { TEST_COMMANDS:
+    cmd_testclock => handlers::testclock {
+        name: c"rmq.testclock", flags: c"write", key: KeyUse::None, arity: -2,
+        summary: c"Test only (loaded with test-clock 1): GET, SET ms or ADVANCE ms the module's clock",
+        complexity: c"O(1)",
+        args: &[arg("operation", Ty::Str), arg("ms", Ty::Int)],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,7 +140,7 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), COMMANDS.len());
-        for c in COMMANDS {
+        for c in COMMANDS.iter().chain(TEST_COMMANDS) {
             assert!(c.name.to_bytes().starts_with(b"rmq."));
             assert!(!c.args.is_empty());
             let first_is_key = matches!(c.args[0].ty, Ty::Key);

@@ -13,6 +13,8 @@ pub enum RmqError {
     BadPolicyValue(&'static str, i64, i64),
     /// A write on a replica.
     ReadOnly,
+    /// The user (named) may not read and write every queue of a topic.
+    NoPerm(String),
     KindMismatch {
         holds: Kind,
         pushed: Kind,
@@ -40,6 +42,9 @@ impl RmqError {
             RmqError::BadValue(opt, must) => format!("ERR invalid {opt}: must be {must}"),
             RmqError::BadPolicyValue(field, min, max) => format!("ERR invalid {field}: must be an integer from {min} to {max}"),
             RmqError::ReadOnly => "READONLY You can't write against a read only replica.".into(),
+            RmqError::NoPerm(user) => {
+                format!("NOPERM User {user} has no permissions to read and write every queue of this topic")
+            }
             RmqError::KindMismatch { holds, pushed } => format!(
                 "ERR queue holds {} messages, not {} (kind mismatch; a queue's kind is kept until it is completely empty)",
                 holds.name(),
@@ -72,6 +77,7 @@ mod tests {
         assert!(RmqError::WrongType.message().starts_with("WRONGTYPE "));
         assert!(RmqError::TryAgain.message().starts_with("TRYAGAIN "));
         assert!(RmqError::ReadOnly.message().starts_with("READONLY "));
+        assert!(RmqError::NoPerm("u".into()).message().starts_with("NOPERM "));
         let all = [
             (RmqError::Arity("rmq.pop"), "wrong number of arguments"),
             (RmqError::Syntax("x".into()), "syntax"),

@@ -3,6 +3,7 @@
 //! keyspace notifications.
 
 use std::ffi::{CStr, CString};
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use redis_module::raw::{self, RedisModuleCtx};
 
@@ -12,10 +13,23 @@ use super::RStr;
 #[derive(Clone, Copy, Debug)]
 pub struct Ctx(*mut RedisModuleCtx);
 
-/// The server clock in Unix ms.
+/// The test clock's time, when it is set (model tests only: see `runtime::settings`).
+static TEST_NOW: AtomicI64 = AtomicI64::new(i64::MIN);
+
+/// The module's clock in Unix ms: the server clock, or the test clock once set.
 pub fn now_ms() -> i64 {
-    // SAFETY: a plain clock read.
-    unsafe { rm!(RedisModule_Milliseconds)() }
+    match TEST_NOW.load(Ordering::Relaxed) {
+        i64::MIN => {
+            // SAFETY: a plain clock read.
+            unsafe { rm!(RedisModule_Milliseconds)() }
+        }
+        t => t,
+    }
+}
+
+/// Sets the test clock (it then stands still until set again).
+pub fn set_test_now(ms: i64) {
+    TEST_NOW.store(ms, Ordering::Relaxed);
 }
 
 /// While clients are paused (CLIENT PAUSE WRITE, FAILOVER) the dataset must not change:

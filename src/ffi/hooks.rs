@@ -21,11 +21,14 @@ pub enum ServerEvent {
     Loading,
     RoleChanged,
     SwapDb,
+    /// FLUSHDB / FLUSHALL (after it).
+    Flushed,
 }
 
 /// Sub-events handlers look at.
 pub const LOADING_ENDED: u64 = raw::REDISMODULE_SUBEVENT_LOADING_ENDED;
 pub const NOW_PRIMARY: u64 = raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER;
+pub const FLUSH_ENDED: u64 = raw::REDISMODULE_SUBEVENT_FLUSHDB_END;
 
 macro_rules! event_slots {
     ($($slot:ident, $tramp:ident;)*) => {
@@ -44,6 +47,7 @@ event_slots! {
     LOADING, on_loading;
     ROLE, on_role;
     SWAPDB, on_swapdb;
+    FLUSHED, on_flushed;
 }
 
 /// Calls `f` on every `event`; false if Redis refused the subscription.
@@ -53,6 +57,7 @@ pub fn subscribe(ctx: Ctx, event: ServerEvent, f: EventFn) -> bool {
         ServerEvent::Loading => (raw::REDISMODULE_EVENT_LOADING, &LOADING, on_loading),
         ServerEvent::RoleChanged => (raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED, &ROLE, on_role),
         ServerEvent::SwapDb => (raw::REDISMODULE_EVENT_SWAPDB, &SWAPDB, on_swapdb),
+        ServerEvent::Flushed => (raw::REDISMODULE_EVENT_FLUSHDB, &FLUSHED, on_flushed),
     };
     let _ = slot.set(f);
     // SAFETY: a valid context at load; the trampoline ignores the event data.

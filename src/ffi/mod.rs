@@ -14,6 +14,7 @@ macro_rules! rm {
     };
 }
 
+pub mod acl;
 pub mod block;
 pub mod call;
 pub mod command;

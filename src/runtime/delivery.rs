@@ -1,19 +1,22 @@
 //! The one place that acts on what a change did: opening a queue for a command or the
 //! timer (`Opened`, which wakes blocked consumers when it closes after a change that may
-//! have made a message deliverable), taking messages under a lease (POP, a served blocked
-//! POP) and accounting for rollbacks.
+//! have made a message deliverable, and keeps the topic index), taking messages under a
+//! lease (POP, TPOP, served blocked pops) and accounting for rollbacks.
 
 use std::ops::{Deref, DerefMut};
 
 use crate::core::error::Result;
+use crate::core::route::queue_name;
 use crate::core::rules::{self, Popped, SweepOutcome};
+use crate::core::store::{Set, Store};
 use crate::ffi::{reply, Ctx, RStr};
-use crate::runtime::{alarm, events, ratelimit, settings, stats, waiters};
+use crate::runtime::{alarm, cluster, events, ratelimit, settings, stats, topics, waiters};
 use crate::storage::redis_queue::RedisQueue;
 
 /// A queue opened by a command or the timer. When it closes, consumers blocked on it are
-/// signalled if a change may have made a message deliverable, and the timer is told when
-/// its next message comes due; then its effects are replicated (`RedisQueue`'s drop).
+/// signalled if a change may have made a message deliverable, the timer is told when its
+/// next message comes due, and the topic index learns whether it still has waiting
+/// messages; then its effects are replicated (`RedisQueue`'s drop).
 pub struct Opened {
     ctx: Ctx,
     q: RedisQueue,
@@ -44,27 +47,39 @@ impl Drop for Opened {
             self.ctx.signal_ready(self.q.name());
             waiters::schedule_wakeup(self.ctx, &self.q);
         }
+        if self.q.waiting_changed() {
+            topics::note(self.ctx.db(), self.q.name().as_ref(), self.q.len(Set::Store) + self.q.len(Set::Hold) > 0);
+        }
     }
 }
 
 /// Takes up to `count` deliverable messages (fewer if the queue's rate limit says so)
-/// under a lease of `lease` ms, and schedules the lease's rollback.
-pub fn take(ctx: Ctx, q: &mut RedisQueue, now: i64, count: usize, lease: i64) -> Vec<(RStr, u32)> {
+/// under a lease of `lease` ms; see `announce`.
+fn take_quiet(ctx: Ctx, q: &mut RedisQueue, now: i64, count: usize, lease: i64) -> Vec<(RStr, u32)> {
     let lim = settings::limits(q);
     let allowed = ratelimit::allowance(ctx.db(), q.name().as_ref(), &lim, now, count);
-    let deadline = now + lease;
-    let popped = if allowed > 0 { rules::pop(q, now, allowed, deadline) } else { Popped { got: Vec::new(), group_waits: 0 } };
+    let popped = if allowed > 0 { rules::pop(q, now, allowed, now + lease) } else { Popped { got: Vec::new(), group_waits: 0 } };
     stats::GROUP_WAITS.add(popped.group_waits);
-    let got = popped.got;
-    ratelimit::consumed(ctx.db(), q.name().as_ref(), &lim, got.len());
-    if allowed < count && got.len() == allowed && rules::has_deliverable(q, now) {
+    ratelimit::consumed(ctx.db(), q.name().as_ref(), &lim, popped.got.len());
+    if allowed < count && popped.got.len() == allowed && rules::has_deliverable(q, now) {
         stats::RATE_LIMITED.add(1);
     }
-    if !got.is_empty() {
-        stats::POPPED.add(got.len() as u64);
+    popped.got
+}
+
+/// Counts and announces `n` deliveries from `q` and schedules their leases' rollback.
+fn announce(ctx: Ctx, q: &RedisQueue, n: usize, deadline: i64) {
+    if n > 0 {
+        stats::POPPED.add(n as u64);
         events::notify(ctx, q.name(), events::POPPED, true);
         alarm::note_lease(ctx, q.name().as_ref(), deadline);
     }
+}
+
+/// RMQ.POP: takes up to `count` deliverable messages under a lease of `lease` ms.
+pub fn take(ctx: Ctx, q: &mut RedisQueue, now: i64, count: usize, lease: i64) -> Vec<(RStr, u32)> {
+    let got = take_quiet(ctx, q, now, count, lease);
+    announce(ctx, q, got.len(), now + lease);
     got
 }
 
@@ -73,6 +88,66 @@ pub fn reply_popped(ctx: Ctx, got: &[(RStr, u32)]) {
     reply::array(ctx, got.len());
     for (m, deliveries) in got {
         reply::array(ctx, 2);
+        reply::string(ctx, m);
+        reply::int(ctx, *deliveries as i64);
+    }
+}
+
+/// One delivery of RMQ.TPOP: its queue, the message and its delivery count.
+pub type TopicDelivery = (RStr, RStr, u32);
+
+/// RMQ.TPOP: up to `count` messages from the queues of `topic` that have waiting messages
+/// on this node (and whose slot it serves), one from each queue in turn, starting where
+/// the previous TPOP of the topic did not. `lease` None: each queue's own lease.
+pub fn take_topic(ctx: Ctx, topic: &[u8], slots: u32, count: usize, lease: Option<i64>, now: i64) -> Vec<TopicDelivery> {
+    let mut out: Vec<TopicDelivery> = Vec::new();
+    // Queues that gave a message in the last round: (queue, its lease, deliveries so far).
+    let mut giving: Vec<(Opened, i64, usize)> = Vec::new();
+    let mut done: Vec<(Opened, i64, usize)> = Vec::new();
+    for slot in topics::rotation(ctx.db(), topic, slots) {
+        if out.len() >= count {
+            break;
+        }
+        let name = queue_name(topic, slot);
+        if !cluster::serves(ctx, &name) {
+            continue;
+        }
+        let Ok(mut q) = Opened::open(ctx, RStr::from_bytes(&name), true) else { continue };
+        let lease = lease.unwrap_or_else(|| settings::limits(&*q).lease_ms);
+        match take_quiet(ctx, &mut q, now, 1, lease).pop() {
+            Some((m, d)) => {
+                out.push((q.name().clone(), m, d));
+                giving.push((q, lease, 1));
+            }
+            // An entry that outlived its queue (deleted by hand, say).
+            None if q.len(Set::Store) + q.len(Set::Hold) == 0 => topics::note(ctx.db(), &name, false),
+            None => {}
+        }
+    }
+    while out.len() < count && !giving.is_empty() {
+        for (mut q, lease, n) in std::mem::take(&mut giving) {
+            let next = if out.len() < count { take_quiet(ctx, &mut q, now, 1, lease).pop() } else { None };
+            match next {
+                Some((m, d)) => {
+                    out.push((q.name().clone(), m, d));
+                    giving.push((q, lease, n + 1));
+                }
+                None => done.push((q, lease, n)),
+            }
+        }
+    }
+    for (q, lease, n) in giving.iter().chain(&done) {
+        announce(ctx, q, *n, now + lease);
+    }
+    out
+}
+
+/// Replies with TPOP deliveries: an array of [queue, message, deliveries].
+pub fn reply_topic(ctx: Ctx, got: &[TopicDelivery]) {
+    reply::array(ctx, got.len());
+    for (q, m, deliveries) in got {
+        reply::array(ctx, 3);
+        reply::string(ctx, q);
         reply::string(ctx, m);
         reply::int(ctx, *deliveries as i64);
     }

@@ -1,47 +1,104 @@
-//! Server events the module follows, and what each sets going: after a load, a promotion
-//! or a SWAPDB the leases are found again; keys arriving by RESTORE bring leases; SYNC and
-//! PSYNC (seen by a command filter) and role changes switch effects on.
+//! Server events the module follows, and what each sets going: after a load, a promotion,
+//! a SWAPDB or a FLUSH, the leases and the topic index are found again by one scan of the
+//! keyspace; keys arriving by RESTORE, RENAME, MOVE or COPY bring their queue's leases and
+//! waiting messages; SYNC and PSYNC (seen by a command filter) and role changes switch
+//! effects on; ACL commands drop TPOP's permission verdicts.
 
-use crate::ffi::hooks::{self, ServerEvent, LOADING_ENDED, NOW_PRIMARY};
+use std::collections::BTreeSet;
+
+use crate::core::rules;
+use crate::core::store::{Set, Store};
+use crate::ffi::guard::guard;
+use crate::ffi::hooks::{self, scan_keys, ServerEvent, FLUSH_ENDED, LOADING_ENDED, NOW_PRIMARY};
 use crate::ffi::{Ctx, RStr};
-use crate::runtime::{alarm, timers};
+use crate::runtime::{acl, alarm, cluster, topics};
 use crate::storage::effects;
+use crate::storage::keys::queue_of;
+use crate::storage::redis_queue::RedisQueue;
+
+/// Tells the timer about queue `q`'s leases and the topic index about its waiting
+/// messages.
+fn found(ctx: Ctx, q: &[u8]) {
+    if let Ok(queue) = RedisQueue::open(ctx, RStr::from_bytes(q), false) {
+        if let Some(next) = rules::next_expiry(&queue) {
+            alarm::note_lease(ctx, q, next);
+        }
+        topics::note(ctx.db(), q, queue.len(Set::Store) + queue.len(Set::Hold) > 0);
+    }
+}
+
+/// Finds every queue of every database (one keyspace scan, after a load, a promotion, a
+/// SWAPDB or a FLUSH): their leases and the topic index. Primaries only (replicas neither
+/// roll back nor serve TPOP).
+pub fn rescan(ctx: Ctx) {
+    if !ctx.is_primary() {
+        return;
+    }
+    guard((), || {
+        let original = ctx.db();
+        alarm::clear_leases();
+        topics::clear();
+        let mut db = 0;
+        while ctx.select_db(db) {
+            // Queues are opened after the scan: the scan must not see keys change.
+            let mut queues: BTreeSet<Vec<u8>> = BTreeSet::new();
+            scan_keys(ctx, &mut |key| queues.extend(queue_of(key).map(|(q, _)| q.to_vec())));
+            for q in queues {
+                found(ctx, &q);
+            }
+            db += 1;
+        }
+        ctx.select_db(original);
+    });
+}
 
 fn on_loading(ctx: Ctx, sub: u64) {
     if sub == LOADING_ENDED {
         effects::reconsider();
-        timers::rescan(ctx);
+        rescan(ctx);
     }
 }
 
-/// SWAPDB moves queues between databases: find their leases again. Consumers blocked on
-/// the swapped keys are signalled by Redis itself and note their due times anew.
+/// SWAPDB moves queues between databases: find them again. Consumers blocked on the
+/// swapped keys are signalled by Redis itself and note their due times anew.
 fn on_swapdb(ctx: Ctx, _sub: u64) {
     alarm::clear_dues();
-    timers::rescan(ctx);
+    rescan(ctx);
+}
+
+fn on_flushed(ctx: Ctx, sub: u64) {
+    if sub == FLUSH_ENDED {
+        rescan(ctx);
+    }
 }
 
 fn on_role_changed(ctx: Ctx, sub: u64) {
     effects::replicas_from_now();
+    cluster::forget_slots();
     if sub == NOW_PRIMARY {
-        timers::rescan(ctx);
+        rescan(ctx);
     }
 }
 
-/// A `prepare{Q}` key arriving by RESTORE (a cluster slot migrated here, or a restore by
-/// hand) brings leases this node's timer does not know yet.
+/// A key of a queue arriving by RESTORE (a cluster slot migrated here, or a restore by
+/// hand), RENAME, MOVE or COPY brings leases the timer does not know yet and waiting
+/// messages the topic index does not. (`Q` itself cannot be told from another key by its
+/// name: it is looked at as a queue, which costs a lookup when it is not one.)
 fn on_key_event(ctx: Ctx, event: &[u8], key: &RStr) {
-    if event == b"restore" && ctx.is_primary() {
-        timers::note_arrived(ctx, key.as_ref());
+    let arrived = matches!(event, b"restore" | b"rename_to" | b"move_to" | b"copy_to");
+    if arrived && ctx.is_primary() {
+        let key = key.as_ref();
+        found(ctx, queue_of(key).map_or(key, |(q, _)| q));
     }
 }
 
 /// Sees SYNC and PSYNC before they run, so propagation is on before a replica's initial
-/// snapshot is taken and its backlog begins.
+/// snapshot is taken and its backlog begins; and commands that may change ACL rules.
 fn on_command(name: &[u8]) {
     if name.eq_ignore_ascii_case(b"sync") || name.eq_ignore_ascii_case(b"psync") {
         effects::replicas_from_now();
     }
+    acl::rules_may_change(name);
 }
 
 /// Subscribes to everything above; false if Redis refused a subscription.
@@ -50,6 +107,7 @@ pub fn subscribe(ctx: Ctx) -> bool {
         (ServerEvent::Loading, on_loading as hooks::EventFn),
         (ServerEvent::RoleChanged, on_role_changed),
         (ServerEvent::SwapDb, on_swapdb),
+        (ServerEvent::Flushed, on_flushed),
     ]
     .into_iter()
     .all(|(e, f)| hooks::subscribe(ctx, e, f));

@@ -3,6 +3,7 @@
 //! migration and the eviction warning. Dependencies run one way:
 //! `alarm` <- `waiters` <- `delivery` <- `blocking`, `timers` <- `hooks`.
 
+pub mod acl;
 pub mod alarm;
 pub mod blocking;
 pub mod cluster;
@@ -14,4 +15,5 @@ pub mod ratelimit;
 pub mod settings;
 pub mod stats;
 pub mod timers;
+pub mod topics;
 pub mod waiters;

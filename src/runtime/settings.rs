@@ -14,26 +14,36 @@ pub static RETRIES: AtomicI64 = AtomicI64::new(RETRIES_DEFAULT);
 pub static LEASE_MS: AtomicI64 = AtomicI64::new(LEASE_MS_DEFAULT);
 pub static MAX_MESSAGE_BYTES: AtomicI64 = AtomicI64::new(MAX_MESSAGE_BYTES_DEFAULT);
 pub static MAX_QUEUE_LENGTH: AtomicI64 = AtomicI64::new(MAX_QUEUE_LENGTH_DEFAULT);
+/// 1: the module's clock is set by RMQ.TESTCLOCK (model tests only; load argument only).
+pub static TEST_CLOCK: AtomicI64 = AtomicI64::new(0);
 
-/// One setting: its name and bounds (shared with RMQ.POLICY), variable and default.
+/// One setting: its name and bounds (shared with RMQ.POLICY), variable, default, and
+/// whether CONFIG GET/SET reach it (else it is a load argument only).
 pub struct Setting {
     pub name: &'static str,
     pub var: &'static AtomicI64,
     pub default: i64,
     pub min: i64,
     pub max: i64,
+    pub config: bool,
 }
 
 const fn setting(b: Bounds, var: &'static AtomicI64, default: i64) -> Setting {
-    Setting { name: b.name, var, default, min: b.min, max: b.max }
+    Setting { name: b.name, var, default, min: b.min, max: b.max, config: true }
 }
 
-pub static SETTINGS: [Setting; 4] = [
+pub static SETTINGS: [Setting; 5] = [
     setting(policy::RETRIES, &RETRIES, RETRIES_DEFAULT),
     setting(policy::LEASE_MS, &LEASE_MS, LEASE_MS_DEFAULT),
     setting(policy::MAX_MESSAGE_BYTES, &MAX_MESSAGE_BYTES, MAX_MESSAGE_BYTES_DEFAULT),
     setting(policy::MAX_QUEUE_LENGTH, &MAX_QUEUE_LENGTH, MAX_QUEUE_LENGTH_DEFAULT),
+    Setting { name: "test-clock", var: &TEST_CLOCK, default: 0, min: 0, max: 1, config: false },
 ];
+
+/// Whether the module runs on the test clock (`test-clock 1` at load).
+pub fn test_clock() -> bool {
+    TEST_CLOCK.load(Ordering::Relaxed) == 1
+}
 
 /// Validates module arguments (`name value` pairs) and returns the values to apply, or
 /// the reason the module must refuse to load. Nothing is applied on error.

@@ -3,7 +3,7 @@
 //! small time-bounded steps (about half a millisecond, the clock checked every 16
 //! rollbacks), coming back while it is behind, like Redis's active expire cycle. It runs
 //! on primaries only; after a load or a promotion the leases are found again by one scan
-//! of the keyspace (`rescan`).
+//! of the keyspace (`hooks::rescan`).
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,13 +14,10 @@ use redis_module::raw::RedisModuleCtx;
 use crate::core::rules;
 use crate::ffi::context::{now_ms, writes_paused};
 use crate::ffi::guard::{caught, guard};
-use crate::ffi::hooks::scan_keys;
 use crate::ffi::timer::{self, OneShotFn};
 use crate::ffi::{Ctx, RStr};
 use crate::runtime::delivery::{swept, Opened};
 use crate::runtime::{alarm, settings, stats};
-use crate::storage::keys::lease_queue;
-use crate::storage::redis_queue::RedisQueue;
 
 /// Work per timer step before yielding to clients: with the replication of its effects
 /// and the hop through the event loop a step then keeps a client waiting under 1 ms
@@ -164,44 +161,4 @@ fn step(ctx: Ctx) -> Option<Next> {
         return Some(Next::Now);
     }
     alarm::next().map(Next::At)
-}
-
-/// Schedules the rollback of the leases of the queue whose key `key` is, if it is a
-/// `prepare{Q}` key (a key that arrived by RESTORE, say).
-pub fn note_arrived(ctx: Ctx, key: &[u8]) {
-    if let Some(q) = lease_queue(key) {
-        note_queue(ctx, q);
-    }
-}
-
-/// Schedules the rollback of queue `q`'s leases, if it has any.
-fn note_queue(ctx: Ctx, q: &[u8]) {
-    if let Ok(queue) = RedisQueue::open(ctx, RStr::from_bytes(q), false) {
-        if let Some(next) = rules::next_expiry(&queue) {
-            alarm::note_lease(ctx, q, next);
-        }
-    }
-}
-
-/// Finds every queue holding leases (one keyspace scan, after a load or a promotion) and
-/// schedules its rollback.
-pub fn rescan(ctx: Ctx) {
-    if !ctx.is_primary() {
-        return;
-    }
-    guard((), || {
-        let original = ctx.db();
-        alarm::clear_leases();
-        let mut db = 0;
-        while ctx.select_db(db) {
-            // Queues are opened after the scan: the scan must not see keys change.
-            let mut found: Vec<Vec<u8>> = Vec::new();
-            scan_keys(ctx, &mut |key| found.extend(lease_queue(key).map(<[u8]>::to_vec)));
-            for q in found {
-                note_queue(ctx, &q);
-            }
-            db += 1;
-        }
-        ctx.select_db(original);
-    });
 }

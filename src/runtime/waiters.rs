@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
+use crate::core::route;
 use crate::core::rules;
 use crate::core::schedule::QueueId;
 use crate::core::store::Store;
@@ -12,8 +13,13 @@ use crate::ffi::Ctx;
 use crate::runtime::{alarm, ratelimit, settings, stats};
 use crate::storage::redis_queue::RedisQueue;
 
-/// How many consumers are blocked on each queue.
-type Waiters = HashMap<QueueId, u32>;
+/// How many consumers are blocked on each queue (POP), and on each topic (TPOP: by how
+/// many slots they asked for).
+#[derive(Default)]
+struct Waiters {
+    queues: HashMap<QueueId, u32>,
+    topics: HashMap<QueueId, Vec<u32>>,
+}
 static WAITERS: LazyLock<Mutex<Waiters>> = LazyLock::new(Mutex::default);
 
 fn waiters() -> MutexGuard<'static, Waiters> {
@@ -22,26 +28,54 @@ fn waiters() -> MutexGuard<'static, Waiters> {
 
 /// A consumer starts waiting on a queue.
 pub fn add(db: i32, queue: &[u8]) {
-    *waiters().entry((db, queue.to_vec())).or_insert(0) += 1;
+    *waiters().queues.entry((db, queue.to_vec())).or_insert(0) += 1;
     stats::BLOCKED_CLIENTS.add(1);
 }
 
 /// A consumer stops waiting (served, timed out or gone).
 pub fn remove(db: i32, queue: &[u8]) {
-    let mut map = waiters();
+    let mut w = waiters();
     let key = (db, queue.to_vec());
-    if let Some(n) = map.get_mut(&key) {
+    if let Some(n) = w.queues.get_mut(&key) {
         *n -= 1;
         if *n == 0 {
-            map.remove(&key);
+            w.queues.remove(&key);
         }
     }
     stats::BLOCKED_CLIENTS.sub(1);
 }
 
-/// Whether consumers are blocked on the queue (one atomic load when nobody is blocked).
+/// A consumer starts waiting on the first `slots` queues of a topic.
+pub fn add_topic(db: i32, topic: &[u8], slots: u32) {
+    waiters().topics.entry((db, topic.to_vec())).or_default().push(slots);
+    stats::BLOCKED_CLIENTS.add(1);
+}
+
+/// A topic consumer stops waiting.
+pub fn remove_topic(db: i32, topic: &[u8], slots: u32) {
+    let mut w = waiters();
+    let key = (db, topic.to_vec());
+    if let Some(v) = w.topics.get_mut(&key) {
+        if let Some(i) = v.iter().position(|&s| s == slots) {
+            v.swap_remove(i);
+        }
+        if v.is_empty() {
+            w.topics.remove(&key);
+        }
+    }
+    stats::BLOCKED_CLIENTS.sub(1);
+}
+
+/// Whether consumers are blocked on the queue, directly or through its topic (one atomic
+/// load when nobody is blocked).
 pub fn has_waiters(db: i32, queue: &[u8]) -> bool {
-    stats::BLOCKED_CLIENTS.get() > 0 && waiters().contains_key(&(db, queue.to_vec()))
+    if stats::BLOCKED_CLIENTS.get() == 0 {
+        return false;
+    }
+    let w = waiters();
+    w.queues.contains_key(&(db, queue.to_vec()))
+        || route::split(queue)
+            .is_some_and(|(topic, slot)| w.topics.get(&(db, topic.to_vec())).is_some_and(|v| v.iter().any(|&slots| slot < slots)))
 }
 
 /// After a change to a queue: if consumers wait on it, make sure the timer wakes them when

@@ -59,11 +59,6 @@ pub fn queue_of(key: &[u8]) -> Option<(&[u8], KeyId)> {
     Some((q, id))
 }
 
-/// The queue whose leases a key holds, if it is a `prepare{Q}` key.
-pub fn lease_queue(key: &[u8]) -> Option<&[u8]> {
-    queue_of(key).filter(|(_, id)| *id == KeyId::Prepare).map(|(q, _)| q)
-}
-
 /// Most workloads use a few queues over and over: their derived key names are made once.
 const NAME_CACHE_SIZE: usize = 4096;
 type Derived = [Shared; KEYS - 1];
@@ -89,11 +84,10 @@ mod tests {
 
     #[test]
     fn tagged_keys_name_their_queue() {
-        assert_eq!(lease_queue(b"prepare{q}"), Some(&b"q"[..]));
-        assert_eq!(lease_queue(&tagged(b"prepare", b"a\0b")), Some(&b"a\0b"[..]));
-        assert_eq!(lease_queue(b"prepare{}"), Some(&b""[..]));
-        for other in [&b"prepare"[..], b"dead{q}", b"prepare{q", b"xprepare{q}"] {
-            assert_eq!(lease_queue(other), None);
+        assert_eq!(queue_of(b"prepare{q}"), Some((&b"q"[..], KeyId::Prepare)));
+        assert_eq!(queue_of(&tagged(b"prepare", b"a\0b")), Some((&b"a\0b"[..], KeyId::Prepare)));
+        for other in [&b"prepare"[..], b"prepare{q", b"xprepare{q}", b"other{q}"] {
+            assert_eq!(queue_of(other), None);
         }
         assert_eq!(queue_of(b"parkidx{orders_3}"), Some((&b"orders_3"[..], KeyId::ParkIndex)));
         assert_eq!(queue_of(b"meta{q}"), Some((&b"q"[..], KeyId::Meta)));

@@ -150,6 +150,11 @@ impl RedisQueue {
         std::mem::take(&mut self.wake)
     }
 
+    /// Whether the messages a pop could take (in `Q`, or held) changed.
+    pub fn waiting_changed(&self) -> bool {
+        self.dirty.get() & (1 << KeyId::Store as u8 | 1 << KeyId::Hold as u8) != 0
+    }
+
     fn hget(&self, field: &RStr) -> Option<RStr> {
         self.key(KeyId::Meta)?.hget(field)
     }

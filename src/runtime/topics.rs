@@ -1,0 +1,94 @@
+//! Which queues of each topic have waiting messages on this node, in memory, so RMQ.TPOP
+//! never walks empty queues. Kept up to date by every change a command or the timer makes
+//! (`delivery::Opened`), rebuilt by the keyspace scan after a load, a promotion, a SWAPDB
+//! or a FLUSH, and told about keys that arrive by RESTORE, RENAME, MOVE or COPY. An entry
+//! may outlive its queue (deleted by hand, say): TPOP then finds it empty and drops it.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{LazyLock, Mutex, MutexGuard};
+
+use crate::core::route;
+use crate::core::schedule::QueueId;
+
+#[derive(Default)]
+struct Topic {
+    /// Slots whose queue has waiting messages.
+    slots: BTreeSet<u32>,
+    /// Where the next TPOP starts (successive TPOPs start at successive queues).
+    next: u32,
+}
+
+/// Topics by (db, topic name).
+type Topics = HashMap<QueueId, Topic>;
+static TOPICS: LazyLock<Mutex<Topics>> = LazyLock::new(Mutex::default);
+
+fn topics() -> MutexGuard<'static, Topics> {
+    TOPICS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Records whether queue `q` of db `db` has waiting messages (nothing if `q` is not a
+/// topic's slot).
+pub fn note(db: i32, q: &[u8], waiting: bool) {
+    let Some((topic, slot)) = route::split(q) else { return };
+    let mut all = topics();
+    let key = (db, topic.to_vec());
+    if waiting {
+        all.entry(key).or_default().slots.insert(slot);
+    } else if let Some(t) = all.get_mut(&key) {
+        t.slots.remove(&slot);
+        if t.slots.is_empty() {
+            all.remove(&key);
+        }
+    }
+}
+
+/// The slots below `slots` of `topic` with waiting messages, in the order this TPOP tries
+/// them: from the one after where the previous TPOP started, round the circle.
+pub fn rotation(db: i32, topic: &[u8], slots: u32) -> Vec<u32> {
+    let mut all = topics();
+    let Some(t) = all.get_mut(&(db, topic.to_vec())) else { return Vec::new() };
+    let start = t.next % slots;
+    let mut out: Vec<u32> = t.slots.range(start..slots).copied().collect();
+    out.extend(t.slots.range(..start).copied());
+    if let Some(&first) = out.first() {
+        t.next = (first + 1) % slots;
+    }
+    out
+}
+
+/// The slots below `slots` of `topic` with waiting messages.
+pub fn busy_slots(db: i32, topic: &[u8], slots: u32) -> Vec<u32> {
+    topics().get(&(db, topic.to_vec())).map_or_else(Vec::new, |t| t.slots.range(..slots).copied().collect())
+}
+
+/// Forgets everything (before a keyspace scan rebuilds it).
+pub fn clear() {
+    topics().clear();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rotation_starts_at_successive_queues() {
+        clear();
+        for slot in [1, 3, 6] {
+            note(9, &route::queue_name(b"t", slot), true);
+        }
+        note(9, b"t_8", true);
+        note(9, b"not-a-slot", true);
+        assert_eq!(rotation(9, b"t", 8), vec![1, 3, 6], "slot 8 is beyond an 8-slot topic");
+        assert_eq!(rotation(9, b"t", 8), vec![3, 6, 1]);
+        assert_eq!(rotation(9, b"t", 8), vec![6, 1, 3]);
+        assert_eq!(rotation(9, b"t", 8), vec![1, 3, 6]);
+        note(9, b"t_3", false);
+        assert_eq!(busy_slots(9, b"t", 16), vec![1, 6, 8]);
+        assert_eq!(rotation(9, b"u", 8), Vec::<u32>::new());
+        assert_eq!(rotation(8, b"t", 8), Vec::<u32>::new(), "per database");
+        for slot in [1, 6, 8] {
+            note(9, &route::queue_name(b"t", slot), false);
+        }
+        assert!(topics().is_empty());
+    }
+}
