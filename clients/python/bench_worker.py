@@ -4,7 +4,8 @@
                                            [--slots S] [--queue]
 
 Starts its own redis-server with the module (the repository's test harness: RMQ_MODULE,
-RMQ_SERVER_BIN), stopped by pid at the end. Each round pushes N messages into a topic of S
+RMQ_SERVER_BIN), stopped by pid at the end; with 2 cores or more the server is pinned to
+core 0 and this process to core 1 (so runs do not depend on where the scheduler puts them). Each round pushes N messages into a topic of S
 slots and consumes them twice: with rmq.Worker (no-op handler, C handlers, one blocking
 connection to the server) and with a loop written by hand on one connection (RMQ.TPOP
 COUNT C, then one RMQ.ACK per queue for the batch, pipelined). Prints messages/s, the
@@ -15,6 +16,8 @@ one queue and RMQ.POP instead of a topic and RMQ.TPOP.
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import statistics
 import sys
 import threading
@@ -31,6 +34,14 @@ import rmq  # noqa: E402
 from server_support import Server  # noqa: E402
 
 Source = Union[rmq.Queue, rmq.Topic]
+PIN = (os.cpu_count() or 1) >= 2 and shutil.which("taskset") is not None
+
+
+class PinnedServer(Server):
+    """The harness's server, on core 0 when PIN (taskset execs it: the pid stays)."""
+
+    def argv(self) -> list[str]:
+        return ["taskset", "-c", "0", *super().argv()] if PIN else super().argv()
 
 
 def fill(source: Source, n: int) -> None:
@@ -83,7 +94,9 @@ def main() -> None:
     p.add_argument("--slots", type=int, default=16)
     p.add_argument("--queue", action="store_true", help="one queue and RMQ.POP")
     a = p.parse_args()
-    server = Server(tag="rmq-bench").start()
+    if PIN:
+        os.sched_setaffinity(0, {1})
+    server = PinnedServer(tag="rmq-bench").start()
     try:
         client = server.client(socket_timeout=10)
         source: Source = (rmq.Queue(client, "bench") if a.queue
@@ -99,7 +112,8 @@ def main() -> None:
                 runs[name].append(a.messages / run())
         what = "RMQ.POP, 1 queue" if a.queue else f"RMQ.TPOP, {a.slots} slots"
         print(f"{a.messages} messages, {what}, {a.concurrency} handlers / COUNT "
-              f"{a.concurrency}, median of {a.rounds} rounds\n")
+              f"{a.concurrency}, median of {a.rounds} rounds"
+              f"{', server on core 0, client on core 1' if PIN else ''}\n")
         print(f"{'consumer':<20}{'msg/s':>10}  rounds")
         for name, rates in runs.items():
             print(f"{name:<20}{statistics.median(rates):>10.0f}  "
