@@ -9,6 +9,7 @@ from typing import Any, Optional, Sequence
 import redis
 from redis.cluster import RedisCluster
 
+from ._util import Client
 from .queues import Topic, sum_info
 
 COLUMNS = ("waiting", "ready", "inflight", "dead")
@@ -38,8 +39,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     s.add_argument("--cluster", action="store_true", help="the server is a Redis Cluster node")
     s.add_argument("--nonempty", action="store_true", help="leave out empty queues")
     args = p.parse_args(argv)
-    client_cls = RedisCluster if args.cluster else redis.Redis
-    client = client_cls(host=args.host, port=args.port, socket_timeout=10)
+    client: Client = (RedisCluster if args.cluster else redis.Redis)(
+        host=args.host, port=args.port, socket_timeout=10)
     try:
         topic = Topic(client, args.topic, args.slots)
         sys.stdout.write(stats_table(topic.info_by_queue(), args.nonempty))

@@ -7,9 +7,10 @@ import queue
 import signal
 import threading
 import time
-from typing import Any, Callable, Iterator, Optional, Union
+from typing import Any, Callable, Iterator, Optional, Union, cast
 
 import redis
+from redis.cluster import RedisCluster
 from redis.exceptions import RedisClusterException
 
 from ._util import TRANSIENT, is_cluster, log, retrying, run_all
@@ -206,7 +207,7 @@ class Worker:
                 self._topology.clear()
                 last = time.monotonic()
                 try:
-                    self.source.client.nodes_manager.initialize()
+                    cast(RedisCluster, self.source.client).nodes_manager.initialize()
                 except (RedisClusterException, *TRANSIENT) as e:
                     log.warning("%s: cannot read the cluster's nodes: %s", self.name, e)
                     self._topology.set()
@@ -235,9 +236,9 @@ class Worker:
             t.join(max(0.0, end - time.monotonic()))
         self._acks.put(None)                 # after the handlers: their last acks go out
         self._keeper_done.set()
-        for t in (self._acker, self._keeper):
-            if t is not None:
-                t.join(15.0)
+        for helper in (self._acker, self._keeper):
+            if helper is not None:
+                helper.join(15.0)
         if self._metrics_server is not None:
             self._metrics_server.shutdown()
             self._metrics_server.server_close()
@@ -249,14 +250,15 @@ class Worker:
         those of nodes that are no longer primaries."""
         topic = self.source
         assert isinstance(topic, Topic)
-        primaries = {n.name for n in topic.client.get_primaries()}
+        client = cast(RedisCluster, topic.client)
+        primaries = {n.name for n in client.get_primaries()}
         for name, (thread, done) in list(self._loops.items()):
             if name not in primaries or not thread.is_alive():
                 done.set()
                 del self._loops[name]
         for name in primaries - set(self._loops):
             def fetch(n: int, block: Optional[int], name: str = name) -> list[Message]:
-                node = topic.client.get_node(node_name=name)
+                node = client.get_node(node_name=name)
                 if node is None:
                     raise redis.ConnectionError(f"node {name} left the cluster")
                 return topic.pop(n, self.lease_ms, block, node=node)

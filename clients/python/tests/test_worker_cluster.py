@@ -1,8 +1,10 @@
-"""rmq.Worker on a 3-primary Redis Cluster (1 replica each): a manual failover
-(CLUSTER FAILOVER on a replica) while the worker consumes loses nothing."""
+"""rmq on a 3-primary Redis Cluster (1 replica each): a manual failover (CLUSTER FAILOVER
+on a replica) while the worker consumes loses nothing; a topic spreads over the primaries."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from typing import Any, Iterator
@@ -11,7 +13,7 @@ import pytest
 
 import rmq
 from cluster_support import Cluster
-from conftest import require
+from conftest import require, subprocess_env
 from server_support import wait_for
 
 
@@ -102,3 +104,30 @@ def test_failover_during_consumption_loses_nothing(cluster: Cluster, rc: Any, ki
     info = source.info()
     assert (info["waiting"], info["inflight"], info["dead"]) == (0, 0, 0)
     assert worker.stats.processed >= len(first) + len(second)
+
+
+def test_topic_on_a_cluster_push_info_pop_and_cli(cluster: Cluster, rc: Any) -> None:
+    """Pushes spread over the primaries (one pipeline), INFO summed across nodes, TPOP sent
+    to one primary takes only its queues, `python -m rmq stats --cluster` agrees."""
+    require(cluster.alive()[0].conn(), "tpop")
+    topic = rmq.Topic(rc, "spread", 8)
+    msgs = [b"s%03d" % i for i in range(200)]
+    assert topic.push(*msgs, priority=1) == 200
+    assert topic.info()["waiting"] == 200
+    with pytest.raises(ValueError, match="node"):
+        topic.pop()
+    node = rc.get_primaries()[0]
+    mine = {q for q in topic.queues if cluster.owner(q).port == node.port}
+    got = topic.pop(count=500, lease_ms=10_000, node=node)
+    assert got and {m.queue for m in got} <= mine
+    assert len(got) == sum(1 for m in msgs if topic.queue_for(m) in mine)
+    p = subprocess.run([sys.executable, "-m", "rmq", "stats", "spread", "8", "--cluster",
+                        "--port", str(cluster.alive()[0].port)], capture_output=True,
+                       text=True, timeout=60, env=subprocess_env())
+    assert p.returncode == 0, p.stderr
+    total = p.stdout.splitlines()[-1].split()
+    left = str(200 - len(got))
+    assert total == ["total", left, left, str(len(got)), "0"]
+    for m in got:
+        assert m.ack()
+    assert topic.info()["inflight"] == 0
