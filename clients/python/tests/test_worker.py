@@ -121,9 +121,10 @@ def test_leases_are_extended_while_a_handler_runs_3x_the_lease(
 
     def handle(m: rmq.Message) -> None:
         calls.append(m.deliveries)
-        time.sleep(6.0)                                 # 3 leases of 2 s
+        time.sleep(9.0)                                 # 3 leases of 3 s
 
-    w = start_worker(source, handle, concurrency=2, lease_ms=2000)
+    # extended every ~1 s to 3 s ahead: a stall of up to ~2 s is tolerated
+    w = start_worker(source, handle, concurrency=2, lease_ms=3000)
     wait_for(lambda: w.worker.stats.processed == 1, timeout=30, what="the slow handler to end")
     w.stop()
     assert calls == [1], "delivered again while its handler was running"
