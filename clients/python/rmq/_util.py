@@ -22,6 +22,9 @@ TRANSIENT = (redis.ConnectionError, redis.TimeoutError, ClusterDownError, TryAga
 
 T = TypeVar("T")
 
+#: Longest duration the module takes (RANGE, DELAY, LEASE, BLOCK, EXTEND), in ms.
+MAX_MS = 2 ** 52
+
 
 def to_bytes(x: Any) -> bytes:
     """A message, group or basis as bytes (str is encoded as UTF-8)."""

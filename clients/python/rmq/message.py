@@ -6,7 +6,7 @@ import threading
 import time
 from typing import Optional
 
-from ._util import Client, retrying, to_str
+from ._util import MAX_MS, Client, retrying, to_str
 
 
 class Dead(Exception):
@@ -53,8 +53,8 @@ class Message:
     def extend(self, ms: int) -> Optional[int]:
         """RMQ.EXTEND: the lease now ends `ms` from now. Returns the new deadline (server
         Unix ms), or None when the message is no longer in flight (its lease ran out)."""
-        if isinstance(ms, bool) or not isinstance(ms, int) or ms <= 0:
-            raise ValueError(f"extend: ms must be a positive integer, got {ms!r}")
+        if isinstance(ms, bool) or not isinstance(ms, int) or not 0 < ms <= MAX_MS:
+            raise ValueError(f"extend: ms must be an integer from 1 to 2^52, got {ms!r}")
         start = time.monotonic()
         reply = self._client.execute_command("RMQ.EXTEND", self.queue, self.body, ms)
         if reply is not None:
@@ -72,8 +72,8 @@ class Message:
         to dead with `dead=True` or when its retries are used up. Returns "requeued",
         "dead", or None if it was no longer in flight."""
         if delay_ms is not None and (isinstance(delay_ms, bool) or not isinstance(delay_ms, int)
-                                     or delay_ms < 0):
-            raise ValueError(f"nack: delay_ms must be an integer >= 0, got {delay_ms!r}")
+                                     or not 0 <= delay_ms <= MAX_MS):
+            raise ValueError(f"nack: delay_ms must be an integer from 0 to 2^52, got {delay_ms!r}")
         self._claim_or_raise()
         return self._send_nack(delay_ms, dead)
 

@@ -6,7 +6,7 @@ import time
 import zlib
 from typing import Any, Iterable, Optional, Sequence
 
-from ._util import Client, Data, as_dict, is_cluster, run_all, to_bytes, to_str
+from ._util import MAX_MS, Client, Data, as_dict, is_cluster, run_all, to_bytes, to_str
 from .message import Message
 
 MAX_SLOTS = 16384
@@ -68,8 +68,8 @@ def _mode(range_ms: Optional[int], priority: Optional[int], at: Optional[int],
         raise ValueError("push needs exactly one of range_ms, priority, at, delay "
                          f"(got {', '.join(k for k, _ in given) or 'none'})")
     kind, value = given[0]
-    bounds = {"RANGE": (1, None), "PRIORITY": (-TWO53, TWO53), "AT": (MIN_AT, TWO53),
-              "DELAY": (0, None)}[kind]
+    bounds = {"RANGE": (1, MAX_MS), "PRIORITY": (-TWO53, TWO53), "AT": (MIN_AT, TWO53),
+              "DELAY": (0, MAX_MS)}[kind]
     return [kind, _int(kind.lower(), value, *bounds)]
 
 
@@ -280,7 +280,7 @@ class Topic(_Target):
 def _lease_block(lease_ms: Optional[int], block_ms: Optional[int]) -> list:
     args: list = []
     if lease_ms is not None:
-        args += ["LEASE", _int("lease_ms", lease_ms, 1, TWO31)]
+        args += ["LEASE", _int("lease_ms", lease_ms, 1, MAX_MS)]
     if block_ms is not None:
-        args += ["BLOCK", _int("block_ms", block_ms, 0)]
+        args += ["BLOCK", _int("block_ms", block_ms, 0, MAX_MS)]
     return args

@@ -13,9 +13,9 @@ import redis
 from redis.cluster import RedisCluster
 from redis.exceptions import RedisClusterException
 
-from ._util import TRANSIENT, is_cluster, log, retrying, run_all
+from ._util import MAX_MS, TRANSIENT, is_cluster, log, retrying, run_all
 from .message import Dead, Message
-from .queues import Queue, Topic
+from .queues import MAX_COUNT, Queue, Topic
 
 Handler = Callable[[Message], Any]
 Fetch = Callable[[int, Optional[int]], "list[Message]"]
@@ -94,10 +94,10 @@ class Worker:
                  metrics_port: Optional[int] = None, name: str = "rmq") -> None:
         if not isinstance(source, (Queue, Topic)):
             raise TypeError(f"source must be an rmq.Queue or rmq.Topic, got {source!r}")
-        for label, value, low in (("concurrency", concurrency, 1), ("lease_ms", lease_ms, 1),
-                                  ("block_ms", block_ms, 1)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"{label} must be an integer >= {low}, got {value!r}")
+        for label, value, high in (("concurrency", concurrency, MAX_COUNT),
+                                   ("lease_ms", lease_ms, MAX_MS), ("block_ms", block_ms, MAX_MS)):
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+                raise ValueError(f"{label} must be an integer from 1 to {high}, got {value!r}")
         if max_runtime is not None and max_runtime <= 0:
             raise ValueError(f"max_runtime must be > 0 seconds, got {max_runtime!r}")
         if grace < 0:

@@ -68,7 +68,7 @@ def test_bad_queue_names_are_refused(name: Any) -> None:
     {"range_ms": 0}, {"range_ms": -1}, {"range_ms": 1.5}, {"range_ms": True},
     {"priority": 2 ** 53 + 1}, {"priority": -(2 ** 53) - 1}, {"priority": "1"},
     {"at": 1767225600}, {"at": 2 ** 53 + 1},        # seconds, beyond 2^53
-    {"delay": -1},
+    {"delay": -1}, {"delay": 2 ** 52 + 1}, {"range_ms": 2 ** 52 + 1},
     {"priority": 1, "group": ""}, {"priority": 1, "group": b"g" * 1025},
 ])
 def test_bad_push_arguments_raise_before_sending(kwargs: dict) -> None:
@@ -93,9 +93,28 @@ def test_bounds_that_are_accepted() -> None:
     q.push("m", at=946684800000)
     q.push("m", delay=0)
     q.push("m", range_ms=1, group=b"g" * 1024)
+    q.push("m", range_ms=2 ** 52)
+    q.push("m", delay=2 ** 52)
     assert [c[2:4] for c in q.client.calls] == [
         ("PRIORITY", 2 ** 53), ("PRIORITY", -(2 ** 53)), ("AT", 946684800000), ("DELAY", 0),
-        ("RANGE", 1)]
+        ("RANGE", 1), ("RANGE", 2 ** 52), ("DELAY", 2 ** 52)]
+
+
+def test_bad_pop_and_settle_arguments_raise_before_sending() -> None:
+    q, t = rmq.Queue(Recorder(), "q"), rmq.Topic(Recorder(), "t", 4)
+    for kwargs in [{"count": 0}, {"count": 10_001}, {"lease_ms": 0}, {"lease_ms": 2 ** 52 + 1},
+                   {"block_ms": -1}, {"count": 1.0}]:
+        for target in (q, t):
+            with pytest.raises((ValueError, TypeError)):
+                target.pop(**kwargs)
+    assert q.client.calls == [] and t.client.calls == []
+    m = rmq.Message(Recorder(), "q", b"m", 1)
+    for ms in (0, -5, 2 ** 52 + 1, 1.5):
+        with pytest.raises(ValueError):
+            m.extend(ms)
+    with pytest.raises(ValueError):
+        m.nack(delay_ms=-1)
+    assert m._client.calls == [] and not m.settled
 
 
 @pytest.mark.parametrize("kwargs", [

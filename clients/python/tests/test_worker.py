@@ -297,8 +297,8 @@ def test_connection_loss_is_survived(start_server: Callable, make_source: Callab
 
 def test_worker_arguments_are_checked(r: redis.Redis, server: Any) -> None:
     q = rmq.Queue(r, "args")
-    for kwargs in [{"concurrency": 0}, {"lease_ms": 0}, {"block_ms": 0}, {"max_runtime": 0},
-                   {"grace": -1}]:
+    for kwargs in [{"concurrency": 0}, {"concurrency": 10_001}, {"lease_ms": 0},
+                   {"lease_ms": 2 ** 52 + 1}, {"block_ms": 0}, {"max_runtime": 0}, {"grace": -1}]:
         with pytest.raises(ValueError):
             rmq.Worker(q, print, **kwargs)
     with pytest.raises(TypeError):
