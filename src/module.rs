@@ -58,6 +58,14 @@ fn init(context: &Context, args: &[RedisString]) -> Status {
         ctx.log_warning("could not set command metadata (COMMAND DOCS)");
         return Status::Err;
     }
+    // ACL categories where the server has the API (Redis >= 7.2, Valkey), and the
+    // module's own @rmq where it can add one (Redis >= 7.4, Valkey). On Redis 7.0 module
+    // commands have none: README shows the command rules that do the same.
+    let own = if command::add_acl_category(ctx, c"rmq") == Some(true) { "rmq" } else { "" };
+    if COMMANDS.iter().chain(test).any(|spec| command::set_acl_categories(ctx, spec, own) == Some(false)) {
+        ctx.log_warning("could not set the commands' ACL categories");
+        return Status::Err;
+    }
     if settings::test_clock() {
         ctx.log_warning("test-clock 1: the module's clock is set by RMQ.TESTCLOCK (for model tests; never in production)");
     }

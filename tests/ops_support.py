@@ -12,10 +12,10 @@ Kept apart from conftest.py / helpers.py (which belong to the harness):
 Every wait is bounded.  Servers are those of conftest.py (server_support.Server), stopped by pid.
 """
 
-import threading
 import time
 
 from helpers import dead, nack, pop, prep, push
+from timing_support import Blocked
 
 
 def meta(q):
@@ -168,30 +168,13 @@ def keyevent(notes, db=0):
     return [(c[len(prefix):], d) for c, d in notes if c.startswith(prefix)]
 
 
-class BlockedPop(threading.Thread):
-    """RMQ.POP q <args> on its own connection, in a thread; `result` or `error` when done."""
+class BlockedPop(Blocked):
+    """RMQ.POP q <args> on its own connection, in a thread, started at once; `finish()`
+    returns the raw reply."""
 
     def __init__(self, server, q, *args):
-        super().__init__(daemon=True)
-        self.conn = server.client(socket_timeout=30)
-        self.args = ("RMQ.POP", q) + tuple(args)
-        self.result = None
-        self.error = None
+        super().__init__(server, "RMQ.POP", q, *args, tuples=False)
         self.start()
-
-    def run(self):
-        try:
-            self.result = self.conn.execute_command(*self.args)
-        except Exception as e:  # noqa: BLE001 - reported by finish()
-            self.error = e
-
-    def finish(self, timeout=5.0):
-        self.join(timeout)
-        assert not self.is_alive(), "blocked RMQ.POP did not return in time"
-        self.conn.close()
-        if self.error is not None:
-            raise self.error
-        return self.result
 
 
 def blocked_clients(r):

@@ -17,7 +17,8 @@ import redis
 
 from helpers import (ack, nack, now_ms, pop, prep, push, snapshot, state,
                      wait_due, zs)
-from timing_support import (RawBlocked, blocked, crash_summary, keys_of, poll, start_blocked, start_replica,
+from helpers import start_replica
+from timing_support import (RawBlocked, blocked, crash_summary, keys_of, poll, start_blocked,
                             wait_blocked, wait_replicated)
 
 # "promptly": a wake-up is expected within a millisecond or so; asserted loosely

@@ -188,3 +188,12 @@ def test_policy_replicates_and_survives_restart(start_server):
     push(rc, "q", "DELAY", 0, "a")
     pop(rc, "q")
     assert nack(rc, "q", "a") == b"dead", "the promoted replica applies the policy"
+
+
+def test_the_timer_releases_ended_holds_without_a_consumer(r):
+    push(r, "q", "PRIORITY", 3, "a")
+    pop(r, "q")
+    assert nack(r, "q", "a", "DELAY", 300) == b"requeued"
+    release = zs(r, "hold{q}")[b"a"]
+    assert wait_until(lambda: zs(r, "q") == {b"a": 3.0}, timeout=5), "back in Q with its priority"
+    assert now_ms(r) >= release and zs(r, "hold{q}") == {}

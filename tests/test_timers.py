@@ -19,10 +19,10 @@ import pytest
 import redis
 
 from helpers import (MIN_AT, ack, dead, info_rmq, nack, now_ms, pop, prep, push, snapshot,
-                     state, wait_due, zs)
+                     start_replica, state, wait_due, zs)
 from timing_support import (crash_summary, gone_at, keys_of, median, observe, poll,
-                            restart_same_dir, sleep_until_server_ms, start_replica,
-                            wait_replicated, watch_rollback)
+                            restart_same_dir, sleep_until_server_ms, wait_replicated,
+                            watch_rollback)
 
 # "always within 1 s of expiry"
 HARD_MS = 1000

@@ -3,17 +3,14 @@ within and across calls, each queue's rules applied, blocking woken by every sou
 come first served with POP waiters, key permissions checked by the module, and the index of
 non-empty queues rebuilt after restarts, SWAPDB, FLUSH and keys that arrive."""
 
-import threading
 import time
 
 import pytest
 import redis
 
-from helpers import (ack, expect_error, expect_error_unchanged, info_rmq, nack, now_ms, pop,
-                     prep, push, rmq_info, snapshot, start_replica, wait_replica_matches,
-                     wait_until, zs)
+from helpers import (ack, expect_error_unchanged, info_rmq, nack, now_ms, pop, prep, push, snapshot, start_replica, wait_replica_matches, zs)
 from ops_support import EventListener, keyspace
-from timing_support import BlockedPop, wait_blocked
+from timing_support import Blocked, BlockedPop, wait_blocked
 
 
 def tpop(r, topic, slots, *opts):
@@ -26,28 +23,11 @@ def tpop(r, topic, slots, *opts):
     return [tuple(e) for e in rep]
 
 
-class BlockedTpop(threading.Thread):
-    def __init__(self, server, *args):
-        super().__init__(daemon=True)
-        self.conn = server.client(socket_timeout=30)
-        self.conn.ping()
-        self.args = args
-        self.result = self.error = None
-        self.start()
-
-    def run(self):
-        try:
-            self.result = tpop(self.conn, *self.args)
-        except Exception as e:  # noqa: BLE001 - reported by finish()
-            self.error = e
-
-    def finish(self, timeout=10.0):
-        self.join(timeout)
-        assert not self.is_alive(), "blocked RMQ.TPOP did not return"
-        self.conn.close()
-        if self.error is not None:
-            raise self.error
-        return self.result
+def BlockedTpop(server, *args):
+    """RMQ.TPOP <args> blocking on its own connection, in a thread, started at once."""
+    t = Blocked(server, "RMQ.TPOP", *args)
+    t.start()
+    return t
 
 
 def test_takes_from_every_queue_in_turn(r):

@@ -4,12 +4,11 @@ Additions to the harness in conftest.py / helpers.py / server_support.py:
 
   poll(pred, timeout)            helpers.wait_until, also returning the seconds waited
   gone_at(r, keys)               server ms if none of `keys` exists (one MULTI), else None
-  BlockedPop                     RMQ.POP ... BLOCK ... on its own connection, in a thread
+  Blocked, BlockedPop            a blocking command (RMQ.POP ...) on its own connection, in a thread
   RawBlocked                     the same over a bare socket, to be dropped while blocked
   wait_blocked(r, n)             wait until INFO rmq blocked_clients == n
   restart_same_dir(srv, down)    Server.restart: stop by pid (SIGTERM) and start again on the
                                  same --dir and port after `down` seconds
-  start_replica(factory, prim)   a replica of `prim`, link up and in sync
   keys_of(r, q)                  every key of queue q with its full content
 
 Every wait here is bounded; servers are only ever stopped by pid (server_support.Server).
@@ -23,7 +22,7 @@ import time
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from helpers import dead, info_rmq, now_ms, prep, start_replica, wait_until  # noqa: F401 (re-exported)
+from helpers import dead, info_rmq, now_ms, prep, wait_until
 
 BLOCK_SOCKET_TIMEOUT = 30
 
@@ -76,20 +75,21 @@ def wait_blocked(r, n, timeout=3.0):
     assert v, f"rmq_blocked_clients should reach {n}, is {blocked(r)}"
 
 
-class BlockedPop(threading.Thread):
-    """Runs RMQ.POP <q> <args...> on a dedicated connection in a thread.
+class Blocked(threading.Thread):
+    """Runs one blocking command (RMQ.POP, RMQ.TPOP ...) on a dedicated connection in a
+    thread.
 
-    After join: .result (raw reply, entries turned into tuples), .error (exception or None),
-    .t_start / .t_end (time.monotonic() around the call)."""
+    After join: .result (the reply; with tuples=True its entries turned into tuples),
+    .error (exception or None), .t_start / .t_end (time.monotonic() around the call)."""
 
-    def __init__(self, server, q, *args, name=None, db=0):
-        super().__init__(daemon=True, name=name or f"blocked-pop-{q}")
+    def __init__(self, server, *command, name=None, db=0, tuples=True):
+        super().__init__(daemon=True, name=name or f"blocked-{command[0]}")
         # no automatic retry: a dropped connection must not silently re-issue the pop
         self.conn = server.client(socket_timeout=BLOCK_SOCKET_TIMEOUT, db=db,
                                   retry=Retry(NoBackoff(), 0))
         self.conn.ping()  # connected before the clock starts
-        self.q = q
-        self.args = args
+        self.command = command
+        self.tuples = tuples
         self.result = None
         self.error = None
         self.t_start = None
@@ -98,8 +98,8 @@ class BlockedPop(threading.Thread):
     def run(self):
         self.t_start = time.monotonic()
         try:
-            rep = self.conn.execute_command("RMQ.POP", self.q, *self.args)
-            if isinstance(rep, list):
+            rep = self.conn.execute_command(*self.command)
+            if self.tuples and isinstance(rep, list):
                 rep = [tuple(e) if isinstance(e, list) else e for e in rep]
             self.result = rep
         except Exception as e:  # reported by the test
@@ -114,10 +114,19 @@ class BlockedPop(threading.Thread):
     def finish(self, timeout=5.0):
         """Joins; asserts the call returned (and without error); returns the reply."""
         self.join(timeout)
-        assert not self.is_alive(), f"blocked RMQ.POP {self.q} {self.args} did not return"
+        assert not self.is_alive(), f"blocked {self.command} did not return"
+        self.conn.close()
         if self.error is not None:
             raise self.error
         return self.result
+
+
+class BlockedPop(Blocked):
+    """RMQ.POP <q> <args...> (see `Blocked`)."""
+
+    def __init__(self, server, q, *args, name=None, db=0):
+        super().__init__(server, "RMQ.POP", q, *args, name=name or f"blocked-pop-{q}", db=db)
+        self.q = q
 
 
 def start_blocked(server, r, q, *args, expect=None, db=0):

@@ -41,79 +41,79 @@ macro_rules! commands {
 
 commands! { COMMANDS:
     cmd_push => handlers::push {
-        name: c"rmq.push", flags: c"write deny-oom", key: KeyUse::Write, arity: -5,
+        name: c"rmq.push", flags: c"write deny-oom", key: KeyUse::Write, arity: -5, acl: c"write",
         summary: c"Adds messages of one kind (range-merge, priority or fixed-time); duplicates merge by the kind's rule",
         complexity: c"O(N log(M)) for N messages in a queue of M",
         args: &[QUEUE, arg("mode", Ty::OneOf(MODES)), many("message")],
     }
     cmd_pop => handlers::pop {
-        name: c"rmq.pop", flags: c"write blocking", key: KeyUse::WriteAccess, arity: -2,
+        name: c"rmq.pop", flags: c"write blocking", key: KeyUse::WriteAccess, arity: -2, acl: c"write blocking",
         summary: c"Takes up to COUNT deliverable messages under a lease (two-phase); BLOCK waits for one",
         complexity: c"O(N log(M)) for N messages taken",
         args: &[QUEUE, opt("COUNT", "count", Ty::Int), opt("LEASE", "ms", Ty::Int), opt("BLOCK", "timeout-ms", Ty::Int)],
     }
     cmd_tpop => handlers::tpop {
-        name: c"rmq.tpop", flags: c"write blocking", key: KeyUse::None, arity: -3,
+        name: c"rmq.tpop", flags: c"write blocking", key: KeyUse::None, arity: -3, acl: c"write blocking slow",
         summary: c"Takes up to COUNT deliverable messages from the queues <topic>_0 .. <topic>_<slots-1> this server holds, one from each in turn, under a lease; BLOCK waits for one",
         complexity: c"O(N log(M)) for N messages taken, whatever the number of empty queues",
         args: &[arg("topic", Ty::Str), arg("slots", Ty::Int), opt("COUNT", "count", Ty::Int), opt("LEASE", "ms", Ty::Int), opt("BLOCK", "timeout-ms", Ty::Int)],
     }
     cmd_ack => handlers::ack {
-        name: c"rmq.ack", flags: c"write fast", key: KeyUse::Write, arity: -3,
+        name: c"rmq.ack", flags: c"write fast", key: KeyUse::Write, arity: -3, acl: c"write fast",
         summary: c"Ends in-flight deliveries",
         complexity: c"O(N log(M))",
         args: &[QUEUE, many("message")],
     }
     cmd_nack => handlers::nack {
-        name: c"rmq.nack", flags: c"write fast", key: KeyUse::Write, arity: -3,
+        name: c"rmq.nack", flags: c"write fast", key: KeyUse::Write, arity: -3, acl: c"write fast",
         summary: c"Fails an in-flight delivery: requeued (after DELAY ms) or, when retries are used up or DEAD is given, dead",
         complexity: c"O(log(M))",
         args: &[QUEUE, arg("message", Ty::Str), opt("DELAY", "ms", Ty::Int), opt("DEAD", "dead", Ty::Token)],
     }
     cmd_sweep => handlers::sweep {
-        name: c"rmq.sweep", flags: c"write", key: KeyUse::Write, arity: -2,
+        name: c"rmq.sweep", flags: c"write", key: KeyUse::Write, arity: -2, acl: c"write slow",
         summary: c"Rolls back expired leases now (the server also does it by itself)",
         complexity: c"O(N log(M)) for N expired leases",
         args: &[QUEUE, opt("LIMIT", "count", Ty::Int)],
     }
     cmd_extend => handlers::extend {
-        name: c"rmq.extend", flags: c"write fast", key: KeyUse::Write, arity: 4,
+        name: c"rmq.extend", flags: c"write fast", key: KeyUse::Write, arity: 4, acl: c"write fast",
         summary: c"Sets an in-flight message's lease deadline to now + ms",
         complexity: c"O(log(M))",
         args: &[QUEUE, arg("message", Ty::Str), arg("ms", Ty::Int)],
     }
     cmd_cancel => handlers::cancel {
-        name: c"rmq.cancel", flags: c"write", key: KeyUse::Write, arity: -3,
+        name: c"rmq.cancel", flags: c"write", key: KeyUse::Write, arity: -3, acl: c"write",
         summary: c"Removes waiting copies of messages",
         complexity: c"O(N log(M))",
         args: &[QUEUE, many("message")],
     }
     cmd_replay => handlers::replay {
-        name: c"rmq.replay", flags: c"write deny-oom", key: KeyUse::Write, arity: -2,
+        name: c"rmq.replay", flags: c"write deny-oom", key: KeyUse::Write, arity: -2, acl: c"write slow",
         summary: c"Moves dead messages back to waiting, oldest death first, delivery count reset",
         complexity: c"O(N log(M)) for N messages replayed",
         args: &[QUEUE, opt("COUNT", "count", Ty::Int)],
     }
     cmd_info => handlers::info {
-        name: c"rmq.info", flags: c"readonly fast", key: KeyUse::Read, arity: 2,
+        name: c"rmq.info", flags: c"readonly fast", key: KeyUse::Read, arity: 2, acl: c"read fast",
         summary: c"A queue's kind and counts: waiting, ready, inflight, dead, next_due, next_expiry",
         complexity: c"O(log(M))",
         args: &[QUEUE],
     }
     cmd_pending => handlers::pending {
-        name: c"rmq.pending", flags: c"readonly", key: KeyUse::Read, arity: -2,
+        name: c"rmq.pending", flags: c"readonly", key: KeyUse::Read, arity: -2, acl: c"read slow",
         summary: c"In-flight deliveries, soonest deadline first, with delivery counts",
         complexity: c"O(N) for N returned",
         args: &[QUEUE, opt("COUNT", "count", Ty::Int)],
     }
     cmd_policy => handlers::policy {
-        name: c"rmq.policy", flags: c"readonly", key: KeyUse::Write, arity: -3,
+        name: c"rmq.policy", flags: c"readonly", key: KeyUse::Write, arity: -3, acl: c"write slow",
         summary: c"A queue's own settings (retries, lease-ms, max-queue-length, backoff-ms, backoff-max-ms, rate, rate-window-ms): SET, GET (effective values) or RESET",
         complexity: c"O(1)",
         args: &[QUEUE, arg("operation", Ty::OneOf(POLICY_OPS))],
     }
     cmd_route => handlers::route {
-        name: c"rmq.route", flags: c"readonly fast", key: KeyUse::None, arity: 4,
+        name: c"rmq.route", flags: c"readonly fast", key: KeyUse::None, arity: 4, acl: c"fast",
         summary: c"The queue of a topic's slot for a basis: <topic>_<crc32(basis) mod slots>",
         complexity: c"O(length of basis)",
         args: &[arg("topic", Ty::Str), arg("slots", Ty::Int), arg("basis", Ty::Str)],
@@ -123,7 +123,7 @@ commands! { COMMANDS:
 // Registered only with `test-clock 1` at load (model tests).
 commands! { TEST_COMMANDS:
     cmd_testclock => handlers::testclock {
-        name: c"rmq.testclock", flags: c"write", key: KeyUse::None, arity: -2,
+        name: c"rmq.testclock", flags: c"write", key: KeyUse::None, arity: -2, acl: c"dangerous",
         summary: c"Test only (loaded with test-clock 1): GET, SET ms or ADVANCE ms the module's clock",
         complexity: c"O(1)",
         args: &[arg("operation", Ty::Str), arg("ms", Ty::Int)],

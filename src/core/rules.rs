@@ -13,7 +13,7 @@
 //! there are at most as many as deliveries in flight.
 
 use crate::core::error::{Result, RmqError};
-use crate::core::kind::{Kind, PushMode};
+use crate::core::kind::{Kind, PushMode, MIN_AT};
 use crate::core::policy::Limits;
 use crate::core::store::{Dead, Flight, Set, Store, Waiting};
 
@@ -113,13 +113,34 @@ fn take_waiting<S: Store>(s: &mut S, m: &S::M) -> Option<(Place, f64)> {
     score.map(|sc| (place, sc))
 }
 
+/// The queue's kind: as stored, or, if its metadata was lost (`meta{Q}` deleted, or `Q`
+/// renamed without it) while messages remain, inferred from them: holds, priorities kept
+/// with in-flight or dead messages, or waiting scores that cannot be Unix ms times say
+/// `priority`; else `fixed` (a timed kind: range and fixed pop alike, and a push of either
+/// timed kind is accepted and stored).
+pub fn kind_of<S: Store>(s: &S) -> Option<Kind> {
+    if let Some(k) = s.kind() {
+        return Some(k);
+    }
+    if s.is_empty() {
+        return None;
+    }
+    let untimed = |set| s.first(set, false).is_some_and(|(_, sc)| sc < MIN_AT as f64);
+    let prepare_priority = s.first(Set::Prepare, false).is_some_and(|(m, _)| s.flight(&m).priority.is_some());
+    let dead_priority = s.first(Set::Dead, false).is_some_and(|(m, _)| s.dead(&m).priority.is_some());
+    let priority = s.len(Set::Hold) > 0 || untimed(Set::Store) || untimed(Set::Park) || prepare_priority || dead_priority;
+    Some(if priority { Kind::Priority } else { Kind::Fixed })
+}
+
 /// RMQ.PUSH: validates the whole batch first (kind, sizes, queue length) so an error
 /// changes nothing, then adds or merges each message. With `group`, each message joins
 /// it; without, a merged copy leaves its group (the latest push sets the group).
 pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, group: Option<&[u8]>, msgs: &[S::M]) -> Result<PushOutcome> {
     let kind = mode.kind();
-    if let Some(holds) = s.kind() {
-        if holds != kind {
+    let stored = s.kind();
+    if let Some(holds) = stored.or_else(|| kind_of(s)) {
+        let inferred_timed = stored.is_none() && holds.is_timed() && kind.is_timed();
+        if holds != kind && !inferred_timed {
             return Err(RmqError::KindMismatch { holds, pushed: kind });
         }
     }
@@ -141,7 +162,7 @@ pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, group: 
             return Err(RmqError::QueueFull(lim.max_queue_length));
         }
     }
-    if s.kind().is_none() {
+    if stored.is_none() {
         s.set_kind(kind);
     }
     let mut out = PushOutcome::default();
@@ -203,15 +224,18 @@ fn deliverable_range(kind: Kind, now: i64) -> (f64, f64, bool) {
     }
 }
 
-/// Moves priority messages whose retry delay has ended back to waiting.
-pub fn release_holds<S: Store>(s: &mut S, now: i64) {
-    if s.len(Set::Hold) == 0 {
-        return;
+/// Moves up to `limit` priority messages whose retry delay has ended (earliest end first)
+/// back to waiting; returns how many. A pop releases a bounded number so that a million
+/// holds ending together never stall one command: the timer releases the rest in small
+/// steps (see `next_work`).
+pub fn release_holds<S: Store>(s: &mut S, now: i64, limit: usize) -> usize {
+    if s.len(Set::Hold) == 0 || limit == 0 {
+        return 0;
     }
     let mut ended: Vec<S::M> = Vec::new();
     s.scan(Set::Hold, f64::NEG_INFINITY, now as f64, false, &mut |m, _| {
         ended.push(m);
-        true
+        ended.len() < limit
     });
     for m in &ended {
         s.rem(Set::Hold, m);
@@ -219,15 +243,19 @@ pub fn release_holds<S: Store>(s: &mut S, now: i64) {
         let priority = w.held_priority.take().unwrap_or(0.0);
         add_waiting(s, m, priority, w);
     }
+    ended.len()
 }
+
+/// Holds a pop releases at most before it takes messages.
+pub const RELEASE_PER_POP: usize = 1024;
 
 /// RMQ.POP: moves up to `count` deliverable messages to prepare with `deadline`; returns
 /// each with its delivery count. A waiting copy whose group is busy (or already taken by
 /// this pop) is parked; one whose content is in flight is skipped.
 pub fn pop<S: Store>(s: &mut S, now: i64, count: usize, deadline: i64) -> Popped<S::M> {
     let mut out = Popped { got: Vec::new(), group_waits: 0 };
-    let Some(kind) = s.kind() else { return out };
-    release_holds(s, now);
+    let Some(kind) = kind_of(s) else { return out };
+    release_holds(s, now, RELEASE_PER_POP);
     let (min, max, rev) = deliverable_range(kind, now);
     let mut picked: Vec<(S::M, f64, Waiting)> = Vec::with_capacity(count.min(64));
     let mut parked: Vec<(S::M, f64, Vec<u8>)> = Vec::new();
@@ -273,11 +301,17 @@ pub fn next_expiry<S: Store>(s: &S) -> Option<i64> {
     s.first(Set::Prepare, false).map(|(_, d)| d as i64)
 }
 
+/// When the timer next has work on the queue: a lease to roll back or a hold to release.
+pub fn next_work<S: Store>(s: &S) -> Option<i64> {
+    let hold = s.first(Set::Hold, false).map(|(_, t)| t as i64);
+    [next_expiry(s), hold].into_iter().flatten().min()
+}
+
 /// Whether a pop would find a message now, looking at no more than a few dozen waiting
 /// messages (read-only: nothing is parked). For accounting a pop cut short by a rate limit.
 pub fn has_deliverable<S: Store>(s: &S, now: i64) -> bool {
     const LOOK: usize = 64;
-    let Some(kind) = s.kind() else { return false };
+    let Some(kind) = kind_of(s) else { return false };
     if kind == Kind::Priority && s.count(Set::Hold, f64::NEG_INFINITY, now as f64) > 0 {
         return true;
     }
@@ -295,7 +329,7 @@ pub fn has_deliverable<S: Store>(s: &S, now: i64) -> bool {
 /// When the next waiting message comes due (timed kinds) or out of its retry delay
 /// (priority), if later than `now`: the time a blocked consumer must be woken at.
 pub fn next_due_after<S: Store>(s: &S, now: i64) -> Option<i64> {
-    let set = if s.kind()?.is_timed() { Set::Store } else { Set::Hold };
+    let set = if kind_of(s)?.is_timed() { Set::Store } else { Set::Hold };
     let mut due = None;
     s.scan(set, now.saturating_add(1) as f64, f64::INFINITY, false, &mut |_, sc| {
         due = Some(sc as i64);
@@ -340,7 +374,7 @@ fn roll_back<S: Store>(s: &mut S, now: i64, lim: &Limits, m: &S::M, delay: Optio
     let f = s.take_flight(m);
     s.rem(Set::Prepare, m);
     end_delivery(s, &f);
-    let kind = s.kind().unwrap_or(Kind::Fixed);
+    let kind = kind_of(s).unwrap_or(Kind::Fixed);
     if dead || f.deliveries > lim.retries {
         s.add(Set::Dead, m, now as f64);
         let d = Dead { priority: (kind == Kind::Priority).then(|| f.priority.unwrap_or(0.0)), group: f.group };
@@ -434,7 +468,7 @@ pub fn replay<S: Store>(s: &mut S, now: i64, limit: usize) -> u64 {
             dead.len() < limit
         });
     }
-    let kind = s.kind().unwrap_or(Kind::Fixed);
+    let kind = kind_of(s).unwrap_or(Kind::Fixed);
     for m in &dead {
         s.rem(Set::Dead, m);
         let d = s.dead(m);
@@ -464,7 +498,7 @@ pub struct Info {
 }
 
 pub fn info<S: Store>(s: &S, now: i64) -> Info {
-    let kind = s.kind();
+    let kind = kind_of(s);
     let upto = |set| s.count(set, f64::NEG_INFINITY, now as f64);
     let first = |set| s.first(set, false).map(|(_, sc)| sc as i64);
     let (ready, next_due) = match kind {

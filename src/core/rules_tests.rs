@@ -370,6 +370,25 @@ fn priority_retry_delay_holds_back_then_competes_again() {
 }
 
 #[test]
+fn holds_are_released_in_bounded_steps() {
+    let mut s = MemStore::default();
+    let msgs: Vec<String> = (0..10).map(|i| format!("m{i}")).collect();
+    let names: Vec<&str> = msgs.iter().map(String::as_str).collect();
+    push(&mut s, 0, &lim(), PushMode::Priority(1), None, &ms(&names)).unwrap();
+    pop(&mut s, 0, 10, 100);
+    for m in &msgs {
+        nack(&mut s, 0, &lim(), &m.as_bytes().to_vec(), Some(50), false);
+    }
+    assert_eq!(next_work(&s), Some(50));
+    assert_eq!(release_holds(&mut s, 49, 4), 0);
+    assert_eq!(release_holds(&mut s, 50, 4), 4);
+    assert_eq!((s.len(Set::Hold), s.len(Set::Store)), (6, 4));
+    assert_eq!(release_holds(&mut s, 50, 100), 6);
+    assert_eq!(next_work(&s), None);
+    assert!(s.meta_consistent());
+}
+
+#[test]
 fn backoff_delays_each_failed_delivery() {
     let l = Limits { backoff_ms: 100, backoff_max_ms: 250, retries: 5, ..lim() };
     let mut f = MemStore::default();
@@ -422,6 +441,31 @@ fn has_deliverable_sees_what_a_pop_would_take() {
     nack(&mut p, 0, &lim(), &m("a"), Some(50), false);
     assert!(!has_deliverable(&p, 49));
     assert!(has_deliverable(&p, 50), "a hold that ended");
+}
+
+#[test]
+fn a_lost_kind_is_inferred_from_what_is_left() {
+    let mut f = MemStore::default();
+    push(&mut f, 0, &lim(), PushMode::At(crate::core::kind::MIN_AT + 5), None, &ms(&["a"])).unwrap();
+    f.kind = None; // meta{Q} deleted by hand
+    assert_eq!(kind_of(&f), Some(Kind::Fixed));
+    assert_eq!(pop(&mut f, crate::core::kind::MIN_AT + 5, 1, 1 << 50).got, vec![(m("a"), 1)], "pops work again");
+    assert_eq!(push(&mut f, 0, &lim(), PushMode::Range(5), None, &ms(&["b"])).unwrap().added, 1, "either timed kind");
+    assert_eq!(f.kind, Some(Kind::Range), "and the pushed kind is stored");
+    let mut p = MemStore::default();
+    push(&mut p, 0, &lim(), PushMode::Priority(3), None, &ms(&["a"])).unwrap();
+    p.kind = None;
+    assert_eq!(kind_of(&p), Some(Kind::Priority), "a score that is no time");
+    assert_eq!(
+        push(&mut p, 0, &lim(), PushMode::Delay(0), None, &ms(&["b"])).unwrap_err(),
+        RmqError::KindMismatch { holds: Kind::Priority, pushed: Kind::Fixed }
+    );
+    let mut q = MemStore::default();
+    push(&mut q, 0, &lim(), PushMode::Priority(crate::core::kind::MIN_AT), None, &ms(&["a"])).unwrap();
+    pop(&mut q, 0, 1, 100);
+    q.kind = None;
+    assert_eq!(kind_of(&q), Some(Kind::Priority), "the priority an in-flight message keeps");
+    assert_eq!(kind_of(&MemStore::default()), None);
 }
 
 /// A tiny deterministic PRNG so the model test needs no crate.

@@ -89,6 +89,8 @@ pub struct Spec {
     pub key: KeyUse,
     /// Redis's arity (negative: at least that many).
     pub arity: c_int,
+    /// ACL categories (space-separated) where the server can set them.
+    pub acl: &'static CStr,
     pub summary: &'static CStr,
     pub complexity: &'static CStr,
     pub args: &'static [Arg],
@@ -109,6 +111,27 @@ pub fn create(ctx: Ctx, s: &Spec) -> bool {
     let (first, last, step) = s.key.range();
     // SAFETY: a valid context at load; NUL-terminated static strings.
     unsafe { rm!(RedisModule_CreateCommand)(ctx.ptr(), s.name.as_ptr(), Some(s.entry), s.flags.as_ptr(), first, last, step) == OK }
+}
+
+/// Adds an ACL category of the module's (`+@<name>`). None where the server lacks the
+/// API (Redis before 7.4), else whether it accepted it.
+pub fn add_acl_category(ctx: Ctx, name: &CStr) -> Option<bool> {
+    // SAFETY: an optional API pointer; a valid context at load; a NUL-terminated name.
+    unsafe { raw::RedisModule_AddACLCategory }.map(|add| unsafe { add(ctx.ptr(), name.as_ptr()) } == OK)
+}
+
+/// Sets a registered command's ACL categories (`extra` is appended, e.g. the module's own
+/// category). None where the server lacks the API (Redis before 7.2), else whether it
+/// accepted them.
+pub fn set_acl_categories(ctx: Ctx, s: &Spec, extra: &str) -> Option<bool> {
+    // SAFETY: optional API pointers; the command was registered by this module.
+    let (get, set) = (unsafe { raw::RedisModule_GetCommand }?, unsafe { raw::RedisModule_SetCommandACLCategories }?);
+    let categories = CString::new(format!("{} {extra}", s.acl.to_string_lossy()).trim()).unwrap_or_default();
+    // SAFETY: as above; the string lives across the call (Redis parses it there).
+    unsafe {
+        let cmd = get(ctx.ptr(), s.name.as_ptr());
+        Some(!cmd.is_null() && set(cmd, categories.as_ptr()) == OK)
+    }
 }
 
 /// Keeps the C strings alive until Redis has copied them.

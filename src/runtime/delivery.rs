@@ -50,6 +50,12 @@ impl Drop for Opened {
         if self.q.waiting_changed() {
             topics::note(self.ctx.db(), self.q.name().as_ref(), self.q.len(Set::Store) + self.q.len(Set::Hold) > 0);
         }
+        if self.q.holds_added() {
+            // The timer releases holds as they end (bounded steps), like it rolls back leases.
+            if let Some((_, end)) = self.q.first(Set::Hold, false) {
+                alarm::note_lease(self.ctx, self.q.name().as_ref(), end as i64);
+            }
+        }
     }
 }
 

@@ -16,11 +16,11 @@ use crate::storage::effects;
 use crate::storage::keys::queue_of;
 use crate::storage::redis_queue::RedisQueue;
 
-/// Tells the timer about queue `q`'s leases and the topic index about its waiting
-/// messages.
+/// Tells the timer about queue `q`'s leases and holds, and the topic index about its
+/// waiting messages.
 fn found(ctx: Ctx, q: &[u8]) {
     if let Ok(queue) = RedisQueue::open(ctx, RStr::from_bytes(q), false) {
-        if let Some(next) = rules::next_expiry(&queue) {
+        if let Some(next) = rules::next_work(&queue) {
             alarm::note_lease(ctx, q, next);
         }
         topics::note(ctx.db(), q, queue.len(Set::Store) + queue.len(Set::Hold) > 0);

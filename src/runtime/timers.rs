@@ -1,6 +1,6 @@
 //! What the module timer does when it fires (`alarm` arms it): wake consumers blocked on a
-//! queue whose next message has come due, and roll back expired leases of every queue in
-//! small time-bounded steps (about half a millisecond, the clock checked every 16
+//! queue whose next message has come due, and roll back expired leases and release ended
+//! retry holds of every queue in small time-bounded steps (about half a millisecond, the clock checked every 16
 //! rollbacks), coming back while it is behind, like Redis's active expire cycle. It runs
 //! on primaries only; after a load or a promotion the leases are found again by one scan
 //! of the keyspace (`hooks::rescan`).
@@ -128,7 +128,7 @@ fn step(ctx: Ctx) -> Option<Next> {
         // Redis serves clients blocked on a key only if the key exists: a priority message
         // whose retry delay ended goes back to `Q` first.
         if let Ok(mut queue) = Opened::open(ctx, RStr::from_bytes(&q), true) {
-            rules::release_holds(&mut *queue, now);
+            rules::release_holds(&mut *queue, now, CHUNK);
             queue.wake_consumers();
         }
     }
@@ -141,7 +141,8 @@ fn step(ctx: Ctx) -> Option<Next> {
         loop {
             let out = rules::sweep(&mut *queue, now, &lim, CHUNK);
             swept(ctx, &queue, &out);
-            if out.expired < CHUNK as u64 {
+            let released = rules::release_holds(&mut *queue, now, CHUNK);
+            if out.expired < CHUNK as u64 && released < CHUNK {
                 break;
             }
             if started.elapsed() >= STEP_BUDGET {
@@ -149,7 +150,7 @@ fn step(ctx: Ctx) -> Option<Next> {
                 break;
             }
         }
-        if let Some(next) = rules::next_expiry(&*queue) {
+        if let Some(next) = rules::next_work(&*queue) {
             alarm::note_lease_in(ctx, db, &q, next);
         }
         drop(queue); // replicates this queue's rollbacks and wakes its consumers

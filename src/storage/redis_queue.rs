@@ -34,6 +34,8 @@ pub struct RedisQueue {
     effects: Effects,
     /// Keys changed (to be signalled as modified).
     dirty: Cell<u8>,
+    /// A member was added to `hold{Q}`.
+    holds_added: Cell<bool>,
     /// Something may have become deliverable: consumers blocked on `Q` should be woken.
     wake: bool,
     /// The kind, once read (it changes only through `set_kind`/`clear_meta`).
@@ -93,6 +95,7 @@ impl RedisQueue {
             keys,
             effects: Effects::new(ctx),
             dirty: Cell::new(0),
+            holds_added: Cell::new(false),
             wake: false,
             kind: Cell::new(None),
             policy: OnceCell::new(),
@@ -148,6 +151,11 @@ impl RedisQueue {
     /// Whether a change may have made a message deliverable since the last call.
     pub fn take_wake(&mut self) -> bool {
         std::mem::take(&mut self.wake)
+    }
+
+    /// Whether a retry hold was added.
+    pub fn holds_added(&self) -> bool {
+        self.holds_added.get()
     }
 
     /// Whether the messages a pop could take (in `Q`, or held) changed.
@@ -217,6 +225,9 @@ impl RedisQueue {
             self.effects.record(ZADD, id, || [RStr::from_score(score), m.clone()]);
             self.touched(id);
             self.wake |= id == KeyId::Store;
+            if id == KeyId::Hold {
+                self.holds_added.set(true);
+            }
         }
         flags
     }
@@ -236,7 +247,7 @@ impl RedisQueue {
         self.policy.get_or_init(|| if self.exists() { self.hget(policy_field()).map(|v| Policy::decode(v.as_ref())) } else { None })
     }
 
-    fn kind_of(&self) -> Kind {
+    fn order_kind(&self) -> Kind {
         self.kind().unwrap_or(Kind::Fixed)
     }
 }
@@ -298,14 +309,14 @@ impl Store for RedisQueue {
 
     fn park(&mut self, m: &RStr, score: f64, g: &[u8]) {
         self.zadd(KeyId::Park, m, score, 0);
-        let member = RStr::from_bytes(&codec::index_member(self.kind_of(), score, m.as_ref()));
+        let member = RStr::from_bytes(&codec::index_member(self.order_kind(), score, m.as_ref()));
         self.zadd(KeyId::ParkIndex, &member, codec::group_score(g), 0);
     }
 
     fn unpark(&mut self, m: &RStr) -> Option<f64> {
         let score = self.score(Set::Park, m)?;
         self.zrem(KeyId::Park, m);
-        let member = RStr::from_bytes(&codec::index_member(self.kind_of(), score, m.as_ref()));
+        let member = RStr::from_bytes(&codec::index_member(self.order_kind(), score, m.as_ref()));
         self.zrem(KeyId::ParkIndex, &member);
         Some(score)
     }
