@@ -36,6 +36,7 @@ test: deps lint
 	$(CARGO) test --release
 	$(CARGO) build --release
 	$(PYTHON) -m pytest tests -q
+	$(MAKE) test-python
 	$(MAKE) test-valkey
 
 # Formatting (rustfmt.toml) and lints; warnings fail the build.
@@ -85,3 +86,10 @@ bench-timers: build
 .PHONY: leakcheck
 leakcheck: build
 	$(PYTHON) scripts/leakcheck.py --unit $(LEAK_ARGS)
+
+# The Python client and worker (clients/python, import name rmq): its tests against the
+# built module, with the package on PYTHONPATH (nothing installed; scripts/install-deps
+# installs redis-py and prometheus_client, the optional metrics dependency).
+.PHONY: test-python
+test-python: deps build
+	PYTHONPATH=clients/python $(PYTHON) -m pytest clients/python/tests -q

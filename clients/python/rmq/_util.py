@@ -1,0 +1,78 @@
+"""Small helpers shared by the package: value conversion and retried calls."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable, TypeVar, Union
+
+import redis
+from redis.cluster import RedisCluster
+from redis.exceptions import ClusterDownError, TryAgainError
+
+log = logging.getLogger("rmq")
+
+#: Either client works: commands name their queue as their only key, so a cluster client
+#: routes them; the keyless RMQ.TPOP is sent to chosen nodes.
+Client = Union[redis.Redis, RedisCluster]
+Data = Union[bytes, str]
+
+#: Errors worth retrying: the connection went away, or the cluster is between states.
+TRANSIENT = (redis.ConnectionError, redis.TimeoutError, ClusterDownError, TryAgainError)
+
+T = TypeVar("T")
+
+#: Longest duration the module takes (RANGE, DELAY, LEASE, BLOCK, EXTEND), in ms.
+MAX_MS = 2 ** 52
+
+
+def to_bytes(x: Any) -> bytes:
+    """A message, group or basis as bytes (str is encoded as UTF-8)."""
+    if isinstance(x, bytes):
+        return x
+    if isinstance(x, str):
+        return x.encode()
+    if isinstance(x, (bytearray, memoryview)):
+        return bytes(x)
+    raise TypeError(f"expected bytes or str, got {type(x).__name__}")
+
+
+def to_str(x: Any) -> str:
+    return x.decode() if isinstance(x, (bytes, bytearray)) else str(x)
+
+
+def is_cluster(client: Client) -> bool:
+    return isinstance(client, RedisCluster)
+
+
+def as_dict(reply: Any) -> dict[str, Any]:
+    """A map reply (a dict in RESP3, a flat field/value list in RESP2) with str keys and
+    bytes values decoded."""
+    items = reply.items() if isinstance(reply, dict) else zip(reply[::2], reply[1::2])
+    return {to_str(k): (to_str(v) if isinstance(v, bytes) else v) for k, v in items}
+
+
+def run_all(client: Client, commands: list[tuple]) -> list:
+    """Run commands, several in one pipeline (not a transaction: on a cluster they may go
+    to different nodes)."""
+    if len(commands) == 1:
+        return [client.execute_command(*commands[0])]
+    pipe = client.pipeline(transaction=False)
+    for c in commands:
+        pipe.execute_command(*c)
+    return pipe.execute()
+
+
+def retrying(call: Callable[[], T], what: str, attempts: int = 4, delay: float = 0.05) -> T:
+    """Run `call`, retrying TRANSIENT errors with exponential backoff; the last error is
+    raised once `attempts` are used up."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return call()
+        except TRANSIENT as e:
+            if attempt == attempts:
+                raise
+            log.warning("%s failed (%s), retrying in %.2fs", what, e, delay)
+            time.sleep(delay)
+            delay *= 4
+    raise AssertionError("unreachable")

@@ -1,0 +1,286 @@
+"""Queues and topics: routing, pushes, RMQ.INFO and RMQ.POLICY."""
+
+from __future__ import annotations
+
+import time
+import zlib
+from typing import Any, Iterable, Optional, Sequence
+
+from ._util import MAX_MS, Client, Data, as_dict, is_cluster, run_all, to_bytes, to_str
+from .message import Message
+
+MAX_SLOTS = 16384
+TWO53 = 2 ** 53
+MIN_AT = 946_684_800_000          # 2000-01-01 in Unix ms: smaller AT values are refused
+MAX_GROUP_BYTES = 1024
+MAX_COUNT = 10_000
+TWO31 = 2 ** 31
+
+#: RMQ.POLICY fields: keyword name -> (field name on the wire, lowest, highest value).
+POLICY_FIELDS = {
+    "retries": ("retries", 0, 1000),
+    "lease_ms": ("lease-ms", 1, TWO31),
+    "max_queue_length": ("max-queue-length", 0, 2 ** 62),
+    "backoff_ms": ("backoff-ms", 0, TWO31),
+    "backoff_max_ms": ("backoff-max-ms", 0, TWO31),
+    "rate": ("rate", 0, 10 ** 9),
+    "rate_window_ms": ("rate-window-ms", 1, TWO31),
+}
+
+#: RMQ.INFO fields that hold a time (summed over queues as the earliest, not added up).
+_INFO_TIMES = ("next_due", "next_expiry")
+
+
+def _int(name: str, value: Any, low: Optional[int] = None, high: Optional[int] = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise ValueError(f"{name} must be in [{low}, {high}], got {value}")
+    return value
+
+
+def check_slots(slots: Any) -> int:
+    """A topic's slot count: a power of two from 1 to 16384."""
+    _int("slots", slots, 1, MAX_SLOTS)
+    if slots & (slots - 1):
+        raise ValueError(f"slots must be a power of two, got {slots}")
+    return slots
+
+
+def check_queue_name(name: Any) -> str:
+    if not isinstance(name, str) or not name or "{" in name or "}" in name:
+        raise ValueError(f"a queue name is a non-empty str without '{{' or '}}', got {name!r}")
+    return name
+
+
+def route(topic: str, slots: int, basis: Data) -> str:
+    """The queue of `topic` that `basis` goes to, as RMQ.ROUTE computes it:
+    ``<topic>_<crc32(basis) mod slots>`` (zlib's CRC-32)."""
+    return f"{topic}_{zlib.crc32(to_bytes(basis)) % check_slots(slots)}"
+
+
+def _mode(range_ms: Optional[int], priority: Optional[int], at: Optional[int],
+          delay: Optional[int]) -> list:
+    """The PUSH mode arguments; exactly one mode, with a value in its bounds."""
+    given = [(k, v) for k, v in (("RANGE", range_ms), ("PRIORITY", priority), ("AT", at),
+                                 ("DELAY", delay)) if v is not None]
+    if len(given) != 1:
+        raise ValueError("push needs exactly one of range_ms, priority, at, delay "
+                         f"(got {', '.join(k for k, _ in given) or 'none'})")
+    kind, value = given[0]
+    bounds = {"RANGE": (1, MAX_MS), "PRIORITY": (-TWO53, TWO53), "AT": (MIN_AT, TWO53),
+              "DELAY": (0, MAX_MS)}[kind]
+    return [kind, _int(kind.lower(), value, *bounds)]
+
+
+def _messages(messages: Sequence[Data]) -> list[bytes]:
+    if not messages:
+        raise ValueError("push needs at least one message")
+    out = [to_bytes(m) for m in messages]
+    if not all(out):
+        raise ValueError("a message must not be empty")
+    return out
+
+
+def _group(group: Optional[Data]) -> Optional[bytes]:
+    if group is None:
+        return None
+    g = to_bytes(group)
+    if not g or len(g) > MAX_GROUP_BYTES:
+        raise ValueError(f"group must be 1 to {MAX_GROUP_BYTES} bytes, got {len(g)}")
+    return g
+
+
+def _push_commands(queue: str, mode: list, group: Optional[bytes],
+                   messages: list[bytes]) -> list[tuple]:
+    """The RMQ.PUSH commands for one queue. Without a group, a first message spelt `group`
+    (any case) followed by two or more would be read as the GROUP option: another message
+    goes first, and if all are spelt `group` they are pushed two at a time."""
+    if group is not None:
+        return [("RMQ.PUSH", queue, *mode, "GROUP", group, *messages)]
+    if len(messages) >= 3 and messages[0].lower() == b"group":
+        other = next((i for i, m in enumerate(messages) if m.lower() != b"group"), None)
+        if other is None:
+            return [("RMQ.PUSH", queue, *mode, *messages[i:i + 2])
+                    for i in range(0, len(messages), 2)]
+        messages = [messages[other]] + messages[:other] + messages[other + 1:]
+    return [("RMQ.PUSH", queue, *mode, *messages)]
+
+
+def _policy_args(fields: dict[str, int]) -> list:
+    if not fields:
+        raise ValueError("set_policy needs at least one field")
+    args: list = []
+    for name, value in fields.items():
+        if name not in POLICY_FIELDS:
+            raise ValueError(f"unknown policy field {name!r} (known: {', '.join(POLICY_FIELDS)})")
+        wire, low, high = POLICY_FIELDS[name]
+        args += [wire, _int(name, value, low, high)]
+    return args
+
+
+def _policy_dict(reply: Any) -> dict[str, Any]:
+    return {k.replace("-", "_"): v for k, v in as_dict(reply).items()}
+
+
+def sum_info(infos: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """RMQ.INFO of several queues as one: counts added up, `next_due` / `next_expiry` the
+    earliest, `kinds` the sorted distinct kinds (instead of `kind`)."""
+    total: dict[str, Any] = {"kinds": set()}
+    for info in infos:
+        for k, v in info.items():
+            if k == "kind":
+                if v is not None:
+                    total["kinds"].add(v)
+            elif k in _INFO_TIMES:
+                if v is not None:
+                    total[k] = v if total.get(k) is None else min(total[k], v)
+                else:
+                    total.setdefault(k, None)
+            elif isinstance(v, int):
+                total[k] = total.get(k, 0) + v
+    total["kinds"] = sorted(total["kinds"])
+    return total
+
+
+class _Target:
+    """What Queue and Topic share: a client and the queue names they cover."""
+
+    client: Client
+    queues: list[str]
+
+    def info_by_queue(self) -> dict[str, dict[str, Any]]:
+        """RMQ.INFO of each queue: {queue: {kind, waiting, ready, inflight, dead,
+        next_due, next_expiry, ...}}."""
+        replies = run_all(self.client, [("RMQ.INFO", q) for q in self.queues])
+        return {q: as_dict(rep) for q, rep in zip(self.queues, replies)}
+
+    def set_policy(self, **fields: int) -> None:
+        """RMQ.POLICY Q SET on every queue, e.g. ``set_policy(retries=5, backoff_ms=1000)``.
+        Fields: retries, lease_ms, max_queue_length, backoff_ms, backoff_max_ms, rate,
+        rate_window_ms; names and bounds are checked before anything is sent."""
+        args = _policy_args(fields)
+        run_all(self.client, [("RMQ.POLICY", q, "SET", *args) for q in self.queues])
+
+    def reset_policy(self) -> int:
+        """RMQ.POLICY Q RESET on every queue; returns how many had a policy."""
+        return sum(run_all(self.client, [("RMQ.POLICY", q, "RESET") for q in self.queues]))
+
+    def _policies(self) -> dict[str, dict[str, Any]]:
+        replies = run_all(self.client, [("RMQ.POLICY", q, "GET") for q in self.queues])
+        return {q: _policy_dict(rep) for q, rep in zip(self.queues, replies)}
+
+    def _push_all(self, by_queue: dict[str, list[bytes]], mode: list,
+                  group: Optional[bytes]) -> int:
+        commands = [c for q, msgs in by_queue.items() for c in _push_commands(q, mode, group, msgs)]
+        return sum(run_all(self.client, commands))
+
+
+class Queue(_Target):
+    """One queue: ``rmq.Queue(redis.Redis(...), "prices_3")``."""
+
+    def __init__(self, client: Client, name: str) -> None:
+        self.client = client
+        self.name = check_queue_name(name)
+        self.queues = [name]
+
+    def __repr__(self) -> str:
+        return f"rmq.Queue({self.name!r})"
+
+    def push(self, *messages: Data, range_ms: Optional[int] = None,
+             priority: Optional[int] = None, at: Optional[int] = None,
+             delay: Optional[int] = None, group: Optional[Data] = None) -> int:
+        """RMQ.PUSH: exactly one of `range_ms`, `priority`, `at` (Unix ms), `delay` (ms);
+        `group` puts every message in that group. Returns how many were newly added (the
+        others merged into a waiting copy). Bad arguments raise before anything is sent."""
+        mode, group_b, msgs = _mode(range_ms, priority, at, delay), _group(group), _messages(messages)
+        return self._push_all({self.name: msgs}, mode, group_b)
+
+    def pop(self, count: int = 1, lease_ms: Optional[int] = None,
+            block_ms: Optional[int] = None) -> list[Message]:
+        """RMQ.POP: up to `count` messages, each in flight under a lease of `lease_ms`
+        (default: the queue's lease-ms); `block_ms` waits for one (0 = forever). Every
+        message must then be acked or nacked (or it comes back when its lease runs out)."""
+        args = ["RMQ.POP", self.name, "COUNT", _int("count", count, 1, MAX_COUNT)]
+        args += _lease_block(lease_ms, block_ms)
+        start = time.monotonic()
+        reply = self.client.execute_command(*args)
+        end = None if lease_ms is None else start + lease_ms / 1000
+        return [Message(self.client, self.name, to_bytes(m), int(d), end) for m, d in reply or ()]
+
+    def info(self) -> dict[str, Any]:
+        """RMQ.INFO: {kind, waiting, ready, inflight, dead, next_due, next_expiry, ...}."""
+        return self.info_by_queue()[self.name]
+
+    def policy(self) -> dict[str, Any]:
+        """RMQ.POLICY Q GET: every field's effective value (names with underscores)."""
+        return self._policies()[self.name]
+
+
+class Topic(_Target):
+    """A topic of `slots` queues ``<name>_0 … <name>_<slots-1>``:
+    ``rmq.Topic(redis.Redis(...), "orders", slots=16)``."""
+
+    def __init__(self, client: Client, name: str, slots: int) -> None:
+        self.client = client
+        self.name = check_queue_name(name)
+        self.slots = check_slots(slots)
+        self.queues = [f"{name}_{i}" for i in range(slots)]
+
+    def __repr__(self) -> str:
+        return f"rmq.Topic({self.name!r}, slots={self.slots})"
+
+    def queue_for(self, basis: Data) -> str:
+        """The queue that `basis` routes to (RMQ.ROUTE, computed locally)."""
+        return route(self.name, self.slots, basis)
+
+    def push(self, *messages: Data, range_ms: Optional[int] = None,
+             priority: Optional[int] = None, at: Optional[int] = None,
+             delay: Optional[int] = None, group: Optional[Data] = None,
+             basis: Optional[Data] = None) -> int:
+        """RMQ.PUSH into the topic, as Queue.push. Routing: by `basis` when given; else by
+        `group` when given (so a group stays in one queue and is consumed serially); else
+        each message by its own content, one PUSH per queue (in one pipeline: atomic per
+        queue, not across queues). Returns how many were newly added."""
+        mode, group_b, msgs = _mode(range_ms, priority, at, delay), _group(group), _messages(messages)
+        key = basis if basis is not None else group_b
+        by_queue: dict[str, list[bytes]] = {}
+        for m in msgs:
+            by_queue.setdefault(self.queue_for(m if key is None else key), []).append(m)
+        return self._push_all(by_queue, mode, group_b)
+
+    def pop(self, count: int = 1, lease_ms: Optional[int] = None,
+            block_ms: Optional[int] = None, node: Any = None) -> list[Message]:
+        """RMQ.TPOP: up to `count` messages from any of the topic's queues on one server
+        (round-robin over the queues). On a cluster pass `node` (a primary's ClusterNode):
+        TPOP takes only from the queues that node serves."""
+        args = ["RMQ.TPOP", self.name, self.slots, "COUNT", _int("count", count, 1, MAX_COUNT)]
+        args += _lease_block(lease_ms, block_ms)
+        start = time.monotonic()
+        if is_cluster(self.client):
+            if node is None:
+                raise ValueError("Topic.pop on a cluster needs node= (one of get_primaries())")
+            reply = self.client.execute_command(*args, target_nodes=node)
+        else:
+            reply = self.client.execute_command(*args)
+        end = None if lease_ms is None else start + lease_ms / 1000
+        return [Message(self.client, to_str(q), to_bytes(m), int(d), end)
+                for q, m, d in reply or ()]
+
+    def info(self) -> dict[str, Any]:
+        """RMQ.INFO summed over the slots: waiting, ready, inflight, dead added up,
+        next_due / next_expiry the earliest, kinds the distinct kinds in use."""
+        return sum_info(self.info_by_queue().values())
+
+    def policy(self) -> dict[str, dict[str, Any]]:
+        """RMQ.POLICY GET of every queue: {queue: {field: value}}."""
+        return self._policies()
+
+
+def _lease_block(lease_ms: Optional[int], block_ms: Optional[int]) -> list:
+    args: list = []
+    if lease_ms is not None:
+        args += ["LEASE", _int("lease_ms", lease_ms, 1, MAX_MS)]
+    if block_ms is not None:
+        args += ["BLOCK", _int("block_ms", block_ms, 0, MAX_MS)]
+    return args

@@ -1,0 +1,328 @@
+"""rmq.Worker in this process: exactly once, lease extension, max_runtime, graceful stop,
+handler errors, connection loss, counters and metrics.
+
+Each test runs against a Queue (RMQ.POP) and, once the module has RMQ.TPOP, a Topic. Every
+wait is bounded; time windows leave room for a stalled 2-core machine."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+import urllib.request
+from collections import Counter
+from typing import Any, Callable, Iterator, Union
+
+import pytest
+import redis
+
+import rmq
+from conftest import require
+from server_support import free_port, info_section, wait_for
+
+Source = Union[rmq.Queue, rmq.Topic]
+
+
+@pytest.fixture(params=["queue", "topic"])
+def make_source(request: Any, r: redis.Redis) -> Callable[..., Source]:
+    """make_source(name, client=r): an rmq.Queue, or an rmq.Topic of 8 slots (needs TPOP)."""
+    if request.param == "topic":
+        require(r, "tpop")
+
+    def make(name: str, client: Any = r) -> Source:
+        return rmq.Queue(client, name) if request.param == "queue" else rmq.Topic(client, name, 8)
+    return make
+
+
+class Running:
+    """A worker running on a thread; stop() stops it and waits for run() to return."""
+
+    def __init__(self, worker: rmq.Worker) -> None:
+        self.worker = worker
+        self.error: list[BaseException] = []
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.worker.run()
+        except BaseException as e:  # surfaced by stop()
+            self.error.append(e)
+
+    def stop(self, timeout: float = 60) -> float:
+        """Stop and wait; returns how long run() took to return."""
+        t0 = time.monotonic()
+        self.worker.stop()
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "run() did not return after stop()"
+        assert not self.error, self.error
+        return time.monotonic() - t0
+
+
+@pytest.fixture
+def start_worker() -> Iterator[Callable[..., Running]]:
+    running: list[Running] = []
+
+    def start(*args: Any, **kwargs: Any) -> Running:
+        kwargs.setdefault("block_ms", 500)
+        w = Running(rmq.Worker(*args, **kwargs))
+        running.append(w)
+        return w
+    yield start
+    for w in running:
+        w.worker.stop()
+        w.thread.join(30)
+
+
+def counts(source: Source) -> dict[str, int]:
+    info = source.info()
+    return {k: info[k] for k in ("waiting", "inflight", "dead")}
+
+
+def test_exactly_once_10000_messages_8_handlers(r: redis.Redis, make_source: Callable,
+                                                start_worker: Callable) -> None:
+    source = make_source("once")
+    msgs = [b"msg-%05d" % i for i in range(10_000)]
+    for i in range(0, len(msgs), 1000):
+        assert source.push(*msgs[i:i + 1000], priority=1) == 1000
+    seen: Counter = Counter()
+    deliveries: Counter = Counter()
+    lock = threading.Lock()
+    running = [0, 0]                                   # now, peak
+
+    def handle(m: rmq.Message) -> None:
+        with lock:
+            running[0] += 1
+            running[1] = max(running)
+        time.sleep(0.0005)
+        with lock:
+            seen[m.body] += 1
+            deliveries[m.deliveries] += 1
+            running[0] -= 1
+
+    w = start_worker(source, handle, concurrency=8, lease_ms=60_000)
+    wait_for(lambda: sum(seen.values()) >= len(msgs), timeout=120, interval=0.1,
+             what="10,000 messages handled")
+    w.stop()
+    assert set(seen) == set(msgs) and set(seen.values()) == {1}
+    assert deliveries == {1: len(msgs)}
+    assert 2 <= running[1] <= 8
+    assert w.worker.stats.processed == len(msgs) and w.worker.stats.failed == 0
+    assert counts(source) == {"waiting": 0, "inflight": 0, "dead": 0}
+
+
+def test_leases_are_extended_while_a_handler_runs_3x_the_lease(
+        r: redis.Redis, make_source: Callable, start_worker: Callable) -> None:
+    source = make_source("slow")
+    source.push("slow", priority=1)
+    calls: list[int] = []
+    expired_before = info_section(r, "rmq")["rmq_expired"]
+
+    def handle(m: rmq.Message) -> None:
+        calls.append(m.deliveries)
+        time.sleep(9.0)                                 # 3 leases of 3 s
+
+    # extended every ~1 s to 3 s ahead: a stall of up to ~2 s is tolerated
+    w = start_worker(source, handle, concurrency=2, lease_ms=3000)
+    wait_for(lambda: w.worker.stats.processed == 1, timeout=30, what="the slow handler to end")
+    w.stop()
+    assert calls == [1], "delivered again while its handler was running"
+    assert w.worker.stats.extended >= 4
+    assert info_section(r, "rmq")["rmq_expired"] == expired_before
+    assert counts(source) == {"waiting": 0, "inflight": 0, "dead": 0}
+
+
+def test_a_handler_past_max_runtime_is_nacked_and_its_late_return_ignored(
+        r: redis.Redis, make_source: Callable, start_worker: Callable) -> None:
+    source = make_source("hang")
+    source.push("stuck", priority=1)
+    release_first, second_started, release_second = (threading.Event() for _ in range(3))
+    seen: list[int] = []
+
+    def handle(m: rmq.Message) -> None:
+        seen.append(m.deliveries)
+        if m.deliveries == 1:
+            release_first.wait(30)                      # hangs past max_runtime
+        else:
+            second_started.set()
+            release_second.wait(30)
+
+    w = start_worker(source, handle, concurrency=1, lease_ms=5000, max_runtime=1.0)
+    assert second_started.wait(30), "the hung delivery was not given up on and redelivered"
+    release_first.set()                                 # the first handler returns late...
+    time.sleep(0.5)
+    assert source.info()["inflight"] == 1, "...and its return must not ack the redelivery"
+    release_second.set()
+    wait_for(lambda: w.worker.stats.processed == 1, timeout=30, what="the redelivery to be acked")
+    w.stop()
+    stats = w.worker.stats
+    assert seen == [1, 2]
+    assert (stats.timed_out, stats.failed, stats.processed) == (1, 1, 1)
+    assert counts(source) == {"waiting": 0, "inflight": 0, "dead": 0}
+
+
+def test_graceful_stop_lets_handlers_finish_and_leaves_nothing_in_flight(
+        r: redis.Redis, make_source: Callable, start_worker: Callable) -> None:
+    source = make_source("grace")
+    source.push(*[f"g{i}" for i in range(40)], priority=1)
+    started = threading.Semaphore(0)
+    done: list[bytes] = []
+
+    def handle(m: rmq.Message) -> None:
+        started.release()
+        time.sleep(0.4)
+        done.append(m.body)
+
+    w = start_worker(source, handle, concurrency=4, lease_ms=30_000, grace=20)
+    for _ in range(4):
+        assert started.acquire(timeout=30)
+    took = w.stop()
+    stats = w.worker.stats
+    assert stats.processed == len(done) >= 4 and stats.released == 0
+    left = counts(source)
+    assert left["inflight"] == 0 and left["waiting"] == 40 - len(done)
+    assert took < 20
+
+
+def test_stop_nacks_handlers_still_running_after_grace(
+        r: redis.Redis, make_source: Callable, start_worker: Callable) -> None:
+    source = make_source("grace2")
+    source.push("long", priority=1)
+    started, release = threading.Event(), threading.Event()
+
+    def handle(m: rmq.Message) -> None:
+        started.set()
+        release.wait(30)
+
+    w = start_worker(source, handle, concurrency=2, lease_ms=30_000, grace=0.5)
+    assert started.wait(30)
+    w.stop()
+    release.set()
+    assert w.worker.stats.released == 1 and w.worker.stats.processed == 0
+    assert counts(source) == {"waiting": 1, "inflight": 0, "dead": 0}
+    (m,) = source.pop(lease_ms=5000)
+    assert (m.body, m.deliveries) == (b"long", 2)      # due again at once
+    m.ack()
+
+
+def test_messages_released_at_a_stop_skip_the_retry_backoff(
+        r: redis.Redis, make_source: Callable, start_worker: Callable) -> None:
+    require(r, "policy")
+    source = make_source("grace3")
+    source.set_policy(backoff_ms=3_600_000)
+    source.push("long", priority=1)
+    started, release = threading.Event(), threading.Event()
+
+    def handle(m: rmq.Message) -> None:
+        started.set()
+        release.wait(30)
+
+    w = start_worker(source, handle, concurrency=1, grace=0.2)
+    assert started.wait(30)
+    w.stop()
+    release.set()
+    info = source.info()
+    assert (info["waiting"], info["ready"], info["inflight"]) == (1, 1, 0)
+
+
+def test_handler_errors_nack_log_and_dead(r: redis.Redis, make_source: Callable,
+                                          start_worker: Callable, caplog: Any) -> None:
+    r.config_set("rmq.retries", 1)
+    source = make_source("errors")
+    source.push("ok", "flaky", "poison", "bad", priority=1)
+
+    def handle(m: rmq.Message) -> None:
+        if m.body == b"flaky" and m.deliveries == 1:
+            raise ValueError("first try fails")
+        if m.body == b"poison":
+            raise rmq.Dead("cannot be parsed")
+        if m.body == b"bad":
+            raise RuntimeError("always fails")
+
+    with caplog.at_level(logging.WARNING, logger="rmq"):
+        w = start_worker(source, handle, concurrency=2, lease_ms=10_000)
+        wait_for(lambda: counts(source) == {"waiting": 0, "inflight": 0, "dead": 2},
+                 timeout=30, what="ok and flaky acked, poison and bad dead")
+        w.stop()
+    stats = w.worker.stats
+    assert (stats.processed, stats.failed, stats.dead) == (2, 2, 2)
+    failures = [rec for rec in caplog.records if rec.name == "rmq" and rec.levelno == logging.ERROR
+                and "handler failed" in rec.getMessage()]
+    assert any(b"flaky" in rec.getMessage().encode() and "delivery 1" in rec.getMessage()
+               for rec in failures)
+    assert any("always fails" in rec.getMessage() and "delivery 2" in rec.getMessage()
+               for rec in failures)
+    assert all(rec.exc_info for rec in failures)
+
+
+def test_handlers_may_settle_early_once(r: redis.Redis, make_source: Callable,
+                                        start_worker: Callable) -> None:
+    source = make_source("early")
+    source.push("a", priority=1)
+    errors: list[BaseException] = []
+
+    def handle(m: rmq.Message) -> None:
+        assert m.ack() is True
+        try:
+            m.nack()
+        except rmq.AlreadySettled as e:
+            errors.append(e)
+
+    w = start_worker(source, handle, concurrency=1, lease_ms=10_000)
+    wait_for(lambda: w.worker.stats.processed == 1, timeout=30, what="the handler")
+    w.stop()
+    assert len(errors) == 1 and w.worker.stats.lost == 0
+    assert counts(source) == {"waiting": 0, "inflight": 0, "dead": 0}
+
+
+def test_connection_loss_is_survived(start_server: Callable, make_source: Callable,
+                                     start_worker: Callable) -> None:
+    srv = start_server()
+    c = srv.client(socket_timeout=5)
+    source = make_source("survive", client=c)
+    if isinstance(source, rmq.Topic):
+        require(c, "tpop")
+    seen: set[bytes] = set()
+    source.push("before", priority=1)
+    w = start_worker(source, lambda m: seen.add(m.body), concurrency=2, lease_ms=10_000)
+    wait_for(lambda: b"before" in seen, timeout=30, what="the first message")
+    srv.restart(graceful=False, downtime=1.5)           # the worker's connections break
+    c2 = srv.client(socket_timeout=5)
+    make_source("survive", client=c2).push("after", priority=1)
+    wait_for(lambda: b"after" in seen, timeout=60, what="a message pushed after the restart")
+    assert w.thread.is_alive()
+    w.stop()
+
+
+def test_worker_arguments_are_checked(r: redis.Redis, server: Any) -> None:
+    q = rmq.Queue(r, "args")
+    for kwargs in [{"concurrency": 0}, {"concurrency": 10_001}, {"lease_ms": 0},
+                   {"lease_ms": 2 ** 52 + 1}, {"block_ms": 0}, {"max_runtime": 0}, {"grace": -1}]:
+        with pytest.raises(ValueError):
+            rmq.Worker(q, print, **kwargs)
+    with pytest.raises(TypeError):
+        rmq.Worker("args", print)
+    short = rmq.Queue(server.client(socket_timeout=0.5), "args")
+    with pytest.raises(ValueError, match="socket_timeout"):
+        rmq.Worker(short, print, block_ms=1000)
+
+
+def test_metrics_port_without_prometheus_client_is_a_clear_error(
+        r: redis.Redis, monkeypatch: Any) -> None:
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)   # import fails
+    with pytest.raises(RuntimeError, match="prometheus_client"):
+        rmq.Worker(rmq.Queue(r, "m"), print, metrics_port=9100)
+
+
+def test_metrics_endpoint(r: redis.Redis, start_worker: Callable) -> None:
+    pytest.importorskip("prometheus_client")
+    q = rmq.Queue(r, "metered")
+    q.push("a", "b", "c", priority=1)
+    port = free_port()
+    w = start_worker(q, lambda m: None, concurrency=2, metrics_port=port, name="metered")
+    wait_for(lambda: w.worker.stats.processed == 3, timeout=30, what="3 messages")
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    assert 'rmq_worker_processed_total{worker="metered"} 3.0' in text
+    assert 'rmq_worker_in_flight{worker="metered"} 0.0' in text
+    w.stop()
