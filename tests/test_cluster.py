@@ -424,7 +424,8 @@ def test_reshard_queue_whose_messages_are_all_in_flight(cluster, rc):
             src.conn().execute_command("RMQ.ACK", q, "a")
         target = redis.Redis(host="127.0.0.1", port=dst.port, single_connection_client=True)
         for cmd in (("RMQ.ACK", q, "a"), ("RMQ.PUSH", q, "PRIORITY", 1, "d"),
-                    ("RMQ.NACK", q, "a"), ("RMQ.EXTEND", q, "a", 1000)):
+                    ("RMQ.NACK", q, "a"), ("RMQ.EXTEND", q, "a", 1000),
+                    ("RMQ.POLICY", q, "SET", "retries", 1), ("RMQ.POLICY", q, "RESET")):
             target.execute_command("ASKING")
             with pytest.raises(redis.exceptions.TryAgainError):
                 target.execute_command(*cmd)

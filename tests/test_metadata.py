@@ -29,7 +29,7 @@ KEYLESS = {"rmq.route", "rmq.tpop"}
 
 # name -> argument names, in order (top level; PUSH's mode is a oneof)
 ARGUMENTS = {
-    "rmq.push": ["queue", "mode", "message"],
+    "rmq.push": ["queue", "mode", "group", "message"],
     "rmq.pop": ["queue", "count", "ms", "timeout-ms"],
     "rmq.ack": ["queue", "message"],
     "rmq.nack": ["queue", "message", "ms", "dead"],
@@ -101,7 +101,13 @@ def test_command_docs_argument_details(server):
     assert push[1]["type"] == "oneof"
     assert [(a["token"], a["type"]) for a in push[1]["arguments"]] == \
         [("RANGE", "integer"), ("PRIORITY", "integer"), ("AT", "unix-time"), ("DELAY", "integer")]
-    assert push[2]["flags"] == ["multiple"]
+    assert push[2]["token"] == "GROUP" and push[2]["flags"] == ["optional"]
+    assert push[3]["flags"] == ["multiple"]
+    pol = _docs(c, "rmq.policy")["arguments"][1]
+    assert pol["type"] == "oneof"
+    set_ = pol["arguments"][0]
+    assert set_["token"] == "SET" and set_["type"] == "block" and set_["flags"] == ["multiple"]
+    assert [(a["name"], a["type"]) for a in set_["arguments"]] == [("field", "string"), ("value", "integer")]
     popa = _docs(c, "rmq.pop")["arguments"]
     assert [(a.get("token"), a.get("flags")) for a in popa[1:]] == \
         [("COUNT", ["optional"]), ("LEASE", ["optional"]), ("BLOCK", ["optional"])]

@@ -197,6 +197,9 @@ pub fn policy(c: &Call) -> Result<()> {
         return Err(RmqError::ReadOnly);
     }
     let mut q = c.queue(op != PolicyOp::Get)?;
+    if op != PolicyOp::Get {
+        cluster::check_arrived(c.ctx, &q)?;
+    }
     match op {
         PolicyOp::Get => {
             let lim = settings::limits(&*q);
@@ -207,7 +210,6 @@ pub fn policy(c: &Call) -> Result<()> {
             }
         }
         PolicyOp::Set(pairs) => {
-            cluster::check_arrived(c.ctx, &q)?;
             let mut p = q.policy();
             for (f, v) in pairs {
                 p.set(f, v);

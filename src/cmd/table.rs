@@ -7,7 +7,7 @@ use redis_module::raw::{RedisModuleCtx, RedisModuleString};
 
 use crate::cmd::handlers::{self, Call};
 use crate::core::error::{Result, RmqError};
-use crate::ffi::command::{self, arg, many, opt, tok, Arg, KeyUse, Spec, Ty};
+use crate::ffi::command::{self, arg, many, opt, tok, tok_many, Arg, KeyUse, Spec, Ty};
 use crate::ffi::guard::caught;
 use crate::ffi::reply;
 
@@ -26,7 +26,9 @@ fn run(ctx: *mut RedisModuleCtx, argv: *mut *mut RedisModuleString, argc: c_int,
 const QUEUE: Arg = arg("queue", Ty::Key);
 const MODES: &[Arg] =
     &[tok("RANGE", "ms", Ty::Int), tok("PRIORITY", "priority", Ty::Int), tok("AT", "unix-ms", Ty::Time), tok("DELAY", "ms", Ty::Int)];
-const POLICY_OPS: &[Arg] = &[tok("SET", "field-value", Ty::Str), tok("GET", "get", Ty::Token), tok("RESET", "reset", Ty::Token)];
+const POLICY_PAIR: &[Arg] = &[arg("field", Ty::Str), arg("value", Ty::Int)];
+const POLICY_OPS: &[Arg] =
+    &[tok_many("SET", "field-value", Ty::Block(POLICY_PAIR)), tok("GET", "get", Ty::Token), tok("RESET", "reset", Ty::Token)];
 
 /// Defines one `extern "C"` entry per command (running its body through `run`) and the
 /// table of their specs.
@@ -44,7 +46,7 @@ commands! { COMMANDS:
         name: c"rmq.push", flags: c"write deny-oom", key: KeyUse::Write, arity: -5, acl: c"write",
         summary: c"Adds messages of one kind (range-merge, priority or fixed-time); duplicates merge by the kind's rule",
         complexity: c"O(N log(M)) for N messages in a queue of M",
-        args: &[QUEUE, arg("mode", Ty::OneOf(MODES)), many("message")],
+        args: &[QUEUE, arg("mode", Ty::OneOf(MODES)), opt("GROUP", "group", Ty::Str), many("message")],
     }
     cmd_pop => handlers::pop {
         name: c"rmq.pop", flags: c"write blocking", key: KeyUse::WriteAccess, arity: -2, acl: c"write blocking",

@@ -21,6 +21,8 @@ pub enum Ty {
     Time,
     Token,
     OneOf(&'static [Arg]),
+    /// Arguments that come together (a field and its value, say).
+    Block(&'static [Arg]),
 }
 
 /// A documented argument.
@@ -38,6 +40,10 @@ pub const fn arg(name: &'static str, ty: Ty) -> Arg {
 }
 pub const fn opt(token: &'static str, name: &'static str, ty: Ty) -> Arg {
     Arg { name, ty, token: Some(token), optional: true, multiple: false }
+}
+/// A token followed by one or more blocks of arguments (`SET field value [field value …]`).
+pub const fn tok_many(token: &'static str, name: &'static str, ty: Ty) -> Arg {
+    Arg { name, ty, token: Some(token), optional: false, multiple: true }
 }
 pub const fn many(name: &'static str) -> Arg {
     Arg { name, ty: Ty::Str, token: None, optional: false, multiple: true }
@@ -165,11 +171,15 @@ fn c_args(args: &[Arg], strings: &mut Strings, subs: &mut Vec<Vec<CArg>>) -> Vec
                 Ty::Int => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
                 Ty::Time => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_UNIX_TIME,
                 Ty::Token => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
-                Ty::OneOf(inner) => {
+                Ty::OneOf(inner) | Ty::Block(inner) => {
                     let mut v = c_args(inner, strings, subs);
                     c.subargs = v.as_mut_ptr();
                     subs.push(v);
-                    raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF
+                    if matches!(a.ty, Ty::Block(_)) {
+                        raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_BLOCK
+                    } else {
+                        raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF
+                    }
                 }
             };
             if let Some(t) = a.token {
