@@ -42,6 +42,16 @@ def test_takes_from_every_queue_in_turn(r):
     assert r.execute_command("RMQ.EXTEND", "t_5", "b1", 1000) is not None
 
 
+def test_turns_share_out_what_each_queue_has(r):
+    push(r, "t_0", "DELAY", 0, "a1")
+    push(r, "t_1", "DELAY", 0, *[f"b{i}" for i in range(1, 6)])
+    push(r, "t_2", "DELAY", 0, *[f"c{i}" for i in range(1, 6)])
+    got = [m for _, m, _ in tpop(r, "t", 4, "COUNT", 8)]
+    assert got == [b"a1", b"b1", b"c1", b"b2", b"c2", b"b3", b"c3", b"b4"], "turn by turn"
+    got = [m for _, m, _ in tpop(r, "t", 4, "COUNT", 10)]
+    assert sorted(got) == [b"b5", b"c4", b"c5"]
+
+
 def test_successive_tpops_start_at_successive_queues(r):
     for q in ("t_0", "t_3", "t_7"):
         push(r, q, "DELAY", 0, *[f"{q}-{i}" for i in range(3)])

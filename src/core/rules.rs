@@ -166,15 +166,21 @@ pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, group: 
         s.set_kind(kind);
     }
     let mut out = PushOutcome::default();
-    let simple = group.is_none() && s.len(Set::Park) == 0 && s.len(Set::Hold) == 0;
+    let none_held = s.len(Set::Park) == 0 && s.len(Set::Hold) == 0;
+    // A push never makes a group busy: one look for the whole batch.
+    let to_park = group.is_some_and(|g| s.busy(g));
     for m in msgs {
-        if simple {
-            // The common case in one lookup: no group and nothing parked or held.
+        let held = !none_held && (s.score(Set::Park, m).is_some() || s.score(Set::Hold, m).is_some());
+        if !held && !to_park {
+            // The common case in one lookup: new, or waiting in `Store`.
             if s.upsert(Set::Store, m, score, mode.replaces_waiting()) {
                 out.added += 1;
+                if group.is_some() {
+                    s.set_waiting(m, Some(&Waiting { deliveries: 0, held_priority: None, group: group.map(<[u8]>::to_vec) }));
+                }
             } else {
                 out.merged += 1;
-                leave_group(s, m);
+                set_group(s, m, group);
             }
             continue;
         }
@@ -206,12 +212,20 @@ pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, group: 
     Ok(out)
 }
 
-/// A merged push without a group: the waiting copy (in `Store`) leaves its group.
-fn leave_group<S: Store>(s: &mut S, m: &S::M) {
+/// A push merged into the waiting copy in `Store`: it takes the push's group (none if the
+/// push had none), and each group it left or joined keeps its best message in `Store`
+/// (the merge may have moved the copy below a parked member).
+fn set_group<S: Store>(s: &mut S, m: &S::M, group: Option<&[u8]>) {
     let mut w = s.waiting(m);
-    if let Some(g) = w.group.take() {
+    if w.group.as_deref() != group {
+        let old = std::mem::replace(&mut w.group, group.map(<[u8]>::to_vec));
         s.set_waiting(m, Some(&w));
-        refresh(s, &g);
+        if let Some(old) = old {
+            refresh(s, &old);
+        }
+    }
+    if let Some(g) = group {
+        refresh(s, g);
     }
 }
 

@@ -29,6 +29,12 @@ impl Drop for Key {
 // SAFETY (every method below): the handle is null or open (see `open`); null handles are
 // checked before any call that needs a key.
 impl Key {
+    /// Whether a key exists, without opening it (None where the server lacks the call).
+    pub fn exists(ctx: Ctx, name: &RStr) -> Option<bool> {
+        // SAFETY: an optional API pointer; a valid context and a live key name.
+        unsafe { raw::RedisModule_KeyExists }.map(|f| unsafe { f(ctx.ptr(), name.ptr()) } != 0)
+    }
+
     pub fn open(ctx: Ctx, name: &RStr, write: bool) -> Key {
         let mode = if write { raw::REDISMODULE_READ | raw::REDISMODULE_WRITE } else { raw::REDISMODULE_READ };
         Key(unsafe { rm!(RedisModule_OpenKey)(ctx.ptr(), name.ptr(), mode as i32) }.cast())
@@ -135,6 +141,24 @@ impl Key {
             // A found value is a new string we own.
             (!out.is_null()).then(|| RStr::adopt(out))
         }
+    }
+
+    /// Whether a hash field exists (no copy of its value is made).
+    pub fn hexists(&self, field: &RStr) -> bool {
+        if self.key_type() != KeyType::Hash {
+            return false;
+        }
+        let mut exists: i32 = 0;
+        unsafe {
+            rm!(RedisModule_HashGet)(
+                self.0,
+                raw::REDISMODULE_HASH_EXISTS as i32,
+                field.ptr(),
+                &mut exists as *mut i32,
+                std::ptr::null_mut::<raw::RedisModuleString>(),
+            );
+        }
+        exists != 0
     }
 
     /// Sets (Some) or deletes (None) a hash field; returns how many fields were updated or

@@ -61,6 +61,8 @@ fn policy_field() -> &'static RStr {
 
 /// The number of `meta{Q}` fields at which it is made a hashtable (see `convert_meta`).
 const HASHTABLE_AT: usize = 32;
+/// The number of members at which a sorted set is made a skiplist (see `convert_zset`).
+const SKIPLIST_AT: usize = 32;
 /// Keys opened only when they exist or are written.
 const LAZY_FROM: usize = KeyId::Park as usize;
 
@@ -75,8 +77,9 @@ impl RedisQueue {
         let names = keys::names(&q);
         let keys: [OnceCell<Key>; KEYS] = std::array::from_fn(|i| {
             let cell = OnceCell::new();
-            // A read-mode open of a missing key is a lookup that allocates nothing.
-            if i < LAZY_FROM || !Key::open(ctx, &names[i], false).is_null() {
+            // A lookup (an allocation-free read-mode open where KeyExists is missing).
+            let exists = || Key::exists(ctx, &names[i]).unwrap_or_else(|| !Key::open(ctx, &names[i], false).is_null());
+            if i < LAZY_FROM || exists() {
                 let _ = cell.set(Key::open(ctx, &names[i], write));
             }
             cell
@@ -193,6 +196,20 @@ impl RedisQueue {
         meta.hset(&LONG.0, None);
     }
 
+    /// Makes a sorted set a skiplist. Redis keeps a sorted set a listpack up to
+    /// zset-max-listpack-entries (128) members, and every insert or lookup in a listpack
+    /// is a linear scan: with a few dozen messages in flight, adding to `prepare{Q}` cost
+    /// more than all the rest of a POP. Adding a member longer than
+    /// zset-max-listpack-value converts the set (it never converts back while the key
+    /// lives); the member is removed at once and never replicated.
+    fn convert_zset(key: &Key) {
+        static LONG: LazyLock<Shared> = LazyLock::new(|| Shared(RStr::from_bytes(&[codec::CONVERT; 1024])));
+        // NX: a real member of that content (a skiplist already) is left alone.
+        if key.zadd(0.0, &LONG.0, raw::REDISMODULE_ZADD_NX as i32).is_some_and(|f| f & raw::REDISMODULE_ZADD_ADDED as i32 != 0) {
+            key.zrem(&LONG.0);
+        }
+    }
+
     fn tagged_field(&self, tag: u8, m: &[u8]) -> RStr {
         let mut buf = self.field.borrow_mut();
         codec::field(tag, m, &mut buf);
@@ -220,7 +237,11 @@ impl RedisQueue {
     /// RM_ZsetAdd with input `flags` on key `id`; records the change if there was one.
     /// Returns the output flags (0 on failure).
     fn zadd(&mut self, id: KeyId, m: &RStr, score: f64, flags: i32) -> i32 {
-        let Some(flags) = self.key_mut(id).zadd(score, m, flags) else { return 0 };
+        let key = self.key_mut(id);
+        let Some(flags) = key.zadd(score, m, flags) else { return 0 };
+        if flags & raw::REDISMODULE_ZADD_ADDED as i32 != 0 && key.len() == SKIPLIST_AT {
+            Self::convert_zset(key);
+        }
         if flags & (raw::REDISMODULE_ZADD_ADDED | raw::REDISMODULE_ZADD_UPDATED) as i32 != 0 {
             self.effects.record(ZADD, id, || [RStr::from_score(score), m.clone()]);
             self.touched(id);
@@ -386,7 +407,7 @@ impl Store for RedisQueue {
     }
 
     fn busy(&self, g: &[u8]) -> bool {
-        self.record(codec::BUSY, g).is_some()
+        self.has_message_meta() && self.key(KeyId::Meta).is_some_and(|k| k.hexists(&self.tagged_field(codec::BUSY, g)))
     }
 
     fn set_busy(&mut self, g: &[u8], m: Option<&RStr>) {
