@@ -75,7 +75,7 @@ demo:
 
 # Timer and blocking-pop benchmarks (scripts/bench_timers.py): its own redis-server pinned
 # to core 0, load on core 1, stopped by pid; prints a table and writes
-# scripts/results/bench_timers.md. Bounded (< 10 min).
+# scripts/results/bench_timers.md. Bounded (< 12 min).
 .PHONY: bench-timers
 bench-timers: build
 	$(PYTHON) scripts/bench_timers.py
