@@ -493,6 +493,24 @@ def observe_drain(ctx, srv, r, key, n, T, what):
     return res
 
 
+def drain_errors(r, q, res, spread, expired, what):
+    """Correctness after a drain: all N_SWEEP waiting in q again, none in flight or held,
+    rmq_expired grown by `expired`, none moved before its time. Sets res["errors"/"ok"]."""
+    errs = []
+    if r.zcard(q) != N_SWEEP:
+        errs.append(f"ZCARD {q} = {r.zcard(q)}, expected {N_SWEEP}")
+    for key in ("prepare{" + q + "}", "hold{" + q + "}"):
+        if r.exists(key):
+            errs.append(f"{key} not empty ({r.zcard(key)})")
+    if res["expired"] != expired:
+        errs.append(f"rmq_expired grew by {res['expired']}, expected {expired}")
+    if res["first_drop_ms"] < -1 + min(0, spread[0]):
+        errs.append(f"{what} {-res['first_drop_ms']:.0f} ms before their time")
+    res["errors"] = errs
+    res["ok"] = not errs
+    return errs
+
+
 def drain_log(res):
     """The part of a round's log line that observe_drain measured."""
     pg, idle = res["ping"], res["idle"]
@@ -575,19 +593,7 @@ def bench_sweep(ctx, srv, rnd, log):
     res["pop_usec_per_call"] = cs.get("cmdstat_rmq.pop", {}).get("usec_per_call", float("nan"))
     res["push_usec_per_call"] = cs.get("cmdstat_rmq.push", {}).get("usec_per_call", float("nan"))
 
-    # Correctness: all back in the store, prepare empty, nothing rolled back before T.
-    zq, zp = r.zcard(q), r.zcard(prep)
-    errs = []
-    if zq != N_SWEEP:
-        errs.append(f"ZCARD q = {zq}, expected {N_SWEEP}")
-    if zp != 0 or r.exists(prep):
-        errs.append(f"prepare not empty ({zp})")
-    if res["expired"] != N_SWEEP:
-        errs.append(f"rmq_expired grew by {res['expired']}, expected {N_SWEEP}")
-    if res["first_drop_ms"] < -1 + min(0, spread[0]):
-        errs.append(f"leases rolled back {-res['first_drop_ms']:.0f} ms before their deadline")
-    res["errors"] = errs
-    res["ok"] = not errs
+    errs = drain_errors(r, q, res, spread, N_SWEEP, "leases rolled back")
     r.close()
     log(f"  sweep round {rnd}: push {push_s:.1f}s pop {pop_s:.1f}s "
         f"(T-margin {res['margin_s']:.1f}s, deadlines T{spread[0]:+d}..T{spread[1]:+d} ms), "
@@ -671,19 +677,7 @@ def bench_holds(ctx, srv, rnd, log):
                margin_s=(T - nack_end) / 1000)
     res["nack_usec_per_call"] = r.info("commandstats").get("cmdstat_rmq.nack", {}).get("usec_per_call", float("nan"))
 
-    # Correctness: all waiting again in `Q`, nothing held or in flight, none released early.
-    zq, zh, zp = r.zcard(q), r.zcard(hold), r.zcard("prepare{" + q + "}")
-    errs = []
-    if zq != N_SWEEP:
-        errs.append(f"ZCARD q = {zq}, expected {N_SWEEP}")
-    if zh or zp:
-        errs.append(f"{zh} still held, {zp} in flight")
-    if res["expired"]:
-        errs.append(f"rmq_expired grew by {res['expired']} (no lease should run out)")
-    if res["first_drop_ms"] < -1 + min(0, spread[0]):
-        errs.append(f"holds released {-res['first_drop_ms']:.0f} ms before they ended")
-    res["errors"] = errs
-    res["ok"] = not errs
+    errs = drain_errors(r, q, res, spread, 0, "holds released")
     r.close()
     log(f"  holds round {rnd}: push {push_s:.1f}s pop {pop_s:.1f}s nack {nack_s:.1f}s "
         f"(T-margin {res['margin_s']:.1f}s, hold ends T{spread[0]:+d}..T{spread[1]:+d} ms), "
