@@ -1274,7 +1274,7 @@ def render_md(rows, mi, cmd, noise, elapsed, logs, errors):
     md.append("- **Shared machine**: other work may have been running during the run (other sessions "
               "build and test on the same 2 cores). CPU not used by the benchmark server, per part: "
               + "; ".join(f"{k}: {v}" for k, v in noise.items()) + "\n")
-    md.append("## Results (median of 3 rounds; per-round values in order)\n")
+    md.append("## Results (median of the rounds, 3 unless the log says a part stopped early; per-round values in order)\n")
     md.append("| measure | median | rounds | target | |")
     md.append("|---|---|---|---|---|")
     for r in rows:
@@ -1363,6 +1363,8 @@ def render_md(rows, mi, cmd, noise, elapsed, logs, errors):
 # ----------------------------------------------------------------------------- main
 
 PARTS = ["sweep", "holds", "fixed", "wakeup", "rate"]
+# Shares of the run's time (see main) by how long a round takes on a quiet machine.
+PART_SHARE = {"sweep": 0.22, "holds": 0.3, "fixed": 0.12, "wakeup": 0.06, "rate": 0.3}
 
 
 def main():
@@ -1427,9 +1429,18 @@ def main():
         mi = machine_info(version)
         log(f"server pid {srv.proc.pid} on 127.0.0.1:{srv.port}, core {SERVER_CORE}; load on core {LOAD_CORE}; "
             f"module {MODULE}")
+        shares = sum(PART_SHARE[p] for p in parts)
         for part in parts:
+            # A part's share of the watchdog's time: past it, no further rounds (a busy
+            # machine slows the 1M parts several-fold; the later parts still get measured).
+            budget = args.timeout * 0.9 * PART_SHARE[part] / shares
+            part_start = time.monotonic()
             with CpuNoise(srv) as nz:
                 for rnd in range(1, args.rounds + 1):
+                    if rnd > 1 and time.monotonic() - part_start > budget:
+                        log(f"  {part}: {rnd - 1} round(s) took {time.monotonic() - part_start:.0f} s, over the "
+                            f"part's share of --timeout ({budget:.0f} s): no further rounds")
+                        break
                     for attempt in range(1, 3):
                         qw = args.quiet_wait_sweep if part in ("sweep", "holds") else args.quiet_wait
                         qw = min(qw, args.quiet_budget - quiet_spent)
