@@ -1301,7 +1301,13 @@ def render_md(rows, mi, cmd, noise, elapsed, logs, errors):
     md.append(
         "- The *diagnostic* fixed-time round runs the same workload with `CONFIG SET hz N` (serverCron "
         "N times a second instead of 10). If lateness shrinks with it, deliveries are waiting for the event "
-        "loop to wake up for some other reason than the module's due-time timer.\n")
+        "loop to wake up for some other reason than the module's due-time timer.")
+    md.append(
+        "- *rate: most delivered in any 100 ms*: the limit is a token bucket of `rate` tokens (SPEC), so "
+        "tokens that pile up while the server (or every consumer) is kept off its core go out together "
+        "once it runs again: up to one per ms missed. A round whose server waited seconds for core 0 "
+        "(*server / probe runnable but waiting*) can exceed 200 without any fault in the limiter; the "
+        "30 s count is not affected.\n")
     md.append("## How it is measured\n")
     md.append(
         "1. **1M leases expiring together.** 1,000,000 messages pushed (`RMQ.PUSH q PRIORITY 5` with 1000 "
