@@ -190,6 +190,13 @@ pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, group: 
         }
         let mut w = s.waiting(m);
         let old_group = std::mem::replace(&mut w.group, group.map(<[u8]>::to_vec));
+        if let Some(old) = s.score(Set::Park, m) {
+            if (!mode.replaces_waiting() || score == old) && old_group.as_deref() == group {
+                // Parked, and the push changes neither its score nor its group: no write.
+                out.merged += 1;
+                continue;
+            }
+        }
         match take_waiting(s, m) {
             None => {
                 out.added += 1;
@@ -402,9 +409,8 @@ fn roll_back<S: Store>(s: &mut S, now: i64, lim: &Limits, m: &S::M, delay: Optio
     if dead || f.deliveries > lim.retries {
         s.add(Set::Dead, m, now as f64);
         let d = Dead { priority: (kind == Kind::Priority).then(|| f.priority.unwrap_or(0.0)), group: f.group };
-        if d != Dead::default() {
-            s.set_dead(m, Some(&d));
-        }
+        // A content already dead dies again: the record is its latest death's (even none).
+        s.set_dead(m, Some(&d).filter(|d| **d != Dead::default()));
         return Rollback::Dead;
     }
     if place_of(s, m).is_some() {

@@ -460,6 +460,10 @@ impl Store for RedisQueue {
 
     fn set_policy(&mut self, p: Option<&Policy>) -> bool {
         let had = self.has_policy();
+        if p.is_some() && p == self.stored_policy().as_ref() {
+            // The values it has: nothing to write (nor to signal to WATCH).
+            return had;
+        }
         match p {
             Some(p) => {
                 self.hset(policy_field().clone(), Some(RStr::from_bytes(p.encode().as_bytes())));
