@@ -96,11 +96,12 @@ class Server:
         self.module = None
         self.keep = False
 
-    def take_module(self):
-        """Loads a private copy of the module, so a rebuild during the run (the work tree
-        may be shared) cannot change what is measured. Returns its sha256 (first 12)."""
+    def take_module(self, src=None):
+        """Loads a private copy of the module (`src`, default MODULE), so a rebuild during
+        the run (the work tree may be shared) cannot change what is measured. Returns its
+        sha256 (first 12)."""
         self.module = os.path.join(self.tmp, "librmq.so")
-        shutil.copy2(MODULE, self.module)
+        shutil.copy2(src or MODULE, self.module)
         with open(self.module, "rb") as f:
             return hashlib.sha256(f.read()).hexdigest()[:12]
 
@@ -209,15 +210,21 @@ def disturbance(q):
     return max(q["others0"], q["others1"], q["steal0"], q["steal1"])
 
 
-def driver(mode, timeout, quality=True, **opts):
-    """Runs the driver; with `quality`, re-runs it (bounded) when the machine was disturbed."""
+def driver(mode, timeout, quality=True, setup=None, **opts):
+    """Runs the driver; with `quality`, re-runs it (bounded) when the machine was disturbed.
+    `setup`, if given, is called before every attempt (outside the measuring), for runs
+    that consume what they measure."""
     if not quality:
+        if setup:
+            setup()
         j = driver_once(mode, timeout, **opts)
         j["_dist"] = 0.0
         return j
     RETRIES.runs += 1
     best = None
     for attempt in range(Retries.MAX_TRIES):
+        if setup:
+            setup()
         meter = LoadMeter()
         j = driver_once(mode, timeout, **opts)
         q = meter.read()
