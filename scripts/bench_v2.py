@@ -13,32 +13,37 @@ Figures (the median of --rounds rounds; the peers of a figure interleaved within
 and ratios the median of per-round ratios):
 
  1. Held-back backlog (issue 10). Queue `bk`: one message of group `busy` in flight, 100,000
-    more of `busy` waiting (held back, PRIORITY 10), and one ungrouped message `x` at
-    PRIORITY 1 (below the backlog, so a POP that walked the held-back messages would pay
-    for it). Queue `nb`: the same without the 100,000. Many cycles of {RMQ.POP, RMQ.ACK x,
-    RMQ.PUSH x} (100 per round trip); server usec per RMQ.POP from INFO commandstats
-    (CONFIG RESETSTAT first). Then {RMQ.PUSH … GROUP busy new; RMQ.CANCEL new} cycles:
-    usec per grouped PUSH into the busy group. Targets: bk/nb ≤ 1.5×.
- 2. Group throughput (issue 10): 10,000 groups × 10 messages, drained by 16 consumer
-    connections (driver `drain`: each loops {ack what it popped last; pop COUNT 100}, one
-    round trip) grouped vs the same messages ungrouped, in both push orders (a group's 10
-    messages adjacent in the queue's order, or interleaved across groups); Streams
-    (XREADGROUP COUNT 100; XACK + XDEL) and bare sorted sets (ZPOPMAX 100 + ZADD prepare;
-    ZREM prepare) on the same messages. msgs/s and server usec per message
+    more of `busy` waiting (held back, PRIORITY 10), and --cycles ungrouped messages `x:i` at
+    PRIORITY 1 (below the backlog, so a POP that walked the held-back messages would pay for
+    it). Queue `nb`: the same without the 100,000. Phases of --cycles single commands (100
+    per round trip, CONFIG RESETSTAT before each): RMQ.POP (each gives an x), RMQ.ACK x:i,
+    RMQ.PUSH x:i back, RMQ.PUSH … GROUP busy new:i (held back), RMQ.CANCEL new:i. Server
+    usec per call from INFO commandstats. Target: bk/nb ≤ 1.5× for POP and grouped PUSH.
+ 2. Group throughput (issue 10): 10,000 groups × 10 messages (driver `gfill`), drained by 16
+    consumer connections (driver `drain`: each loops {ack what it popped last; pop COUNT
+    100}, one round trip), grouped vs the same messages ungrouped, in both push orders (a
+    group's 10 messages adjacent in the queue's order, or interleaved across groups);
+    Streams (XREADGROUP COUNT 100; XACK + XDEL) and bare sorted sets (ZPOPMAX 100 + ZADD
+    prepare; ZREM prepare) on the same messages. msgs/s and server usec per message
     (commandstats). Target: grouped ≥ 0.8× ungrouped.
  3. v1 vs v2 on ungrouped traffic: bench.py's `cpu` phases (push N, pop N, ack N; 1 message
     per command and batches of 100) on the v1 server and on the v2 server, alternately.
-    Target: v2/v1 ≤ 1.0× (reported with the ratio; ≤ 1.05× counts as kept, a noise band).
- 4. TPOP on a topic of 1024 slots with one non-empty queue (the 1023 others were used and
-    drained before): server usec per RMQ.TPOP vs RMQ.POP on that queue, same cycles as 1.
-    Target ≤ 1.2×.
- 5. TPOP on a topic of 64 slots, all non-empty, COUNT 100, drained like 2 (acks go to each
+    Target: v2 keeps v1's figures (v2/v1 ≤ 1.0×; ≤ 1.05× passes, a noise band).
+ 4. TPOP on a topic of 1024 slots with one non-empty queue (the 1023 others were pushed to
+    and drained before): phases as in 1 with RMQ.TPOP t 1024 or RMQ.POP on that queue.
+    Target: usec per TPOP ≤ 1.2× per POP.
+ 5. TPOP on a topic of 64 slots, all non-empty, COUNT 100, drained as in 2 (acks go to each
     message's queue) vs POP COUNT 100 on one queue with the same messages. Targets: msgs/s
-    ≥ 0.9× and usec per message of TPOP ≥ … (TPOP usec/msg ≤ POP usec/msg / 0.9).
- 6. Policy (issue 12): the `cpu` phases of 3 on a queue with RMQ.POLICY retries 5
-    backoff-ms 1000 lease-ms 30000 vs none (target ≤ 1.05× per push/pop/ack), and,
-    reported apart, a rate limit that never bites (rate 10^9 per 1000 ms, the bucket
-    warmed: one POP, then a pause, before measuring).
+    ≥ 0.9×, and usec per message of the pop command (POP/TPOP) ≥ 0.9×.
+ 6. Policy (issue 12): the phases of 3 on a queue with RMQ.POLICY retries 5 backoff-ms 1000
+    lease-ms 30000 vs none (target ≤ 1.05× per push/pop/ack), and, reported apart, a rate
+    limit that never bites (rate 10^9 per 1000 ms; the bucket warmed: one POP, then 200 ms,
+    before measuring).
+
+Then (unless --no-callgrind) all of it once more on two servers run under valgrind
+--tool=callgrind, smaller, counting the instructions the server ran per call or message
+(callgrind_control -z before a phase, -d after): figures that repeat exactly whatever else
+the machine does, with the same targets.
 
 Prints a table and writes scripts/results/bench_v2.md. Bounded: each driver run has a
 timeout and the whole run a watchdog (--budget). Misses are reported (MISS), never hidden;
@@ -115,15 +120,62 @@ def per_call(stats, cmd):
     return usec / calls if calls else None
 
 
-def measured(c, fn):
-    """CONFIG RESETSTAT; fn(); returns (commandstats, group_waits during fn, disturbance)."""
-    gw0 = c.info("rmq").get("rmq_group_waits", 0)
-    c.config_resetstat()
-    meter = LoadMeter()
-    fn()
-    dist = bench.disturbance(meter.read())
-    st = cmdstats(c)
-    return st, c.info("rmq").get("rmq_group_waits", 0) - gw0, dist
+class Usec:
+    """Server usec per call from INFO commandstats (CONFIG RESETSTAT before the phase)."""
+    unit = "usec"
+
+    def phase(self, c, cmd, calls, fn):
+        """fn() sends `calls` calls of `cmd`; returns (usec per call, disturbance)."""
+        c.config_resetstat()
+        meter = LoadMeter()
+        fn()
+        dist = bench.disturbance(meter.read())
+        return per_call(cmdstats(c), cmd), dist
+
+
+class Instr:
+    """Instructions the server executed (valgrind --tool=callgrind; callgrind_control -z
+    before, -d after, the dump's `summary:`): repeatable whatever else the machine does.
+    Counts the whole server: the command and the network I/O, parsing, replies and timers
+    around it."""
+    unit = "instr"
+
+    def __init__(self, server):
+        self.server = server
+        server.wrapper = ["valgrind", "--tool=callgrind", "--dump-instr=no", "--dump-line=no",
+                          f"--callgrind-out-file={server.tmp}/cg.%p.out"]
+
+    def _ctl(self, flag):
+        subprocess.run(["callgrind_control", flag, str(self.server.proc.pid)], check=True,
+                       capture_output=True, timeout=120)
+
+    def zero(self):
+        self._ctl("-z")
+
+    def dump(self):
+        """Instructions since the last zero."""
+        before = set(Path(self.server.tmp).glob("cg.*.out.*"))
+        self._ctl("-d")
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            new = set(Path(self.server.tmp).glob("cg.*.out.*")) - before
+            for f in new:
+                for line in f.read_text(errors="replace").splitlines():
+                    if line.startswith("summary:"):
+                        f.unlink()
+                        return int(line.split()[1])
+            time.sleep(0.1)
+        raise RuntimeError("callgrind: no dump with a summary within 60 s")
+
+    def phase(self, c, cmd, calls, fn):
+        self.zero()
+        fn()
+        return self.dump() / calls, 0.0
+
+    def around(self, fn):
+        self.zero()
+        r = fn()
+        return r, self.dump()
 
 
 def pipelined(c, n, add, per_rt=100):
@@ -146,101 +198,107 @@ def push_many(c, q, prio, msgs, group=None, batch=1000):
 
 
 # ------------------------------------------------------------------------------------------
-# 1. Held-back backlog, and 4. TPOP on a topic with one non-empty queue: cycles of
-# {pop x; ACK x; PUSH x} whose pop always returns x.
+# 1. Held-back backlog, and 4. TPOP on a topic with one non-empty queue: phases of k single
+# commands of one kind (100 per round trip), measured apart: k pops of the k ungrouped
+# messages x:i that wait above everything else but the held-back backlog, k acks, k pushes
+# of them back.
 
-def pop_cycles(c, n, pop_cmd, q, x, prio=1):
-    """n cycles of {pop_cmd; RMQ.ACK q x; RMQ.PUSH q PRIORITY prio x}; checks each pop gave x."""
-    def add(p, i):
-        p.execute_command(*pop_cmd)
-        p.execute_command("RMQ.ACK", q, x)
-        p.execute_command("RMQ.PUSH", q, "PRIORITY", prio, x)
-
-    replies = pipelined(c, n, add, per_rt=100)
-    xb = x.encode()
-    for i in range(0, len(replies), 3):
-        got, acked = replies[i], replies[i + 1]
-        if not got or xb not in got[0] or acked != 1:
-            raise RuntimeError(f"cycle {i // 3}: {' '.join(map(str, pop_cmd))} gave {got!r}, ACK {acked!r}; expected {x}")
+def xs(k):
+    return [f"x:{i:07}" for i in range(k)]
 
 
-def run_backlog(rounds, backlog, cycles, figs):
+def run_single(c, n, cmd_for):
+    """n commands cmd_for(i), pipelined; returns the replies."""
+    return pipelined(c, n, lambda p, i: p.execute_command(*cmd_for(i)))
+
+
+def pop_phases(c, q, k, pop_cmd, meter):
+    """k single pops (pop_cmd, each must give an x), k RMQ.ACK, k RMQ.PUSH back at PRIORITY 1.
+    Returns {pop, ack, push: (value per call, disturbance)}."""
+    names = xs(k)
+    got = []
+
+    def pops():
+        got.extend(run_single(c, k, lambda i: pop_cmd))
+
+    out = {"pop": meter.phase(c, pop_cmd[0].lower(), k, pops)}
+    popped = sorted(next(v for v in e if isinstance(v, bytes) and v.startswith(b"x:")).decode()
+                    for r in got for e in (r or []))
+    if popped != names:
+        raise RuntimeError(f"{' '.join(map(str, pop_cmd))}: {len(popped)} of the {k} x messages popped "
+                           f"(first replies {got[:3]!r})")
+    out["ack"] = meter.phase(c, "rmq.ack", k, lambda: run_single(c, k, lambda i: ("RMQ.ACK", q, names[i])))
+    out["push"] = meter.phase(c, "rmq.push", k,
+                              lambda: run_single(c, k, lambda i: ("RMQ.PUSH", q, "PRIORITY", 1, names[i])))
+    return out
+
+
+def backlog_setup(c, q, size, k):
+    c.execute_command("RMQ.PUSH", q, "PRIORITY", 10, "GROUP", "busy", "busy:in-flight")
+    got = c.execute_command("RMQ.POP", q, "LEASE", LONG_LEASE)
+    assert got and got[0][0] == b"busy:in-flight", got
+    push_many(c, q, 10, [f"held:{i:08}" for i in range(size)], group="busy")
+    push_many(c, q, 1, xs(k))
+    info = c.execute_command("RMQ.INFO", q)
+    if isinstance(info, list):
+        info = dict(zip(info[::2], info[1::2]))
+    log(f"  backlog: {q} waiting {info.get(b'waiting')}, in flight {info.get(b'inflight')}")
+
+
+def run_backlog(rounds, backlog, k, figs, meter):
     c = client()
     c.flushall()
     for q, size in (("bk", backlog), ("nb", 0)):
-        c.execute_command("RMQ.PUSH", q, "PRIORITY", 10, "GROUP", "busy", "busy:in-flight")
-        got = c.execute_command("RMQ.POP", q, "LEASE", LONG_LEASE)
-        assert got and got[0][0] == b"busy:in-flight", got
-        t = time.time()
-        push_many(c, q, 10, [f"held:{i:08}" for i in range(size)], group="busy")
-        c.execute_command("RMQ.PUSH", q, "PRIORITY", 1, "x")
-        info = c.execute_command("RMQ.INFO", q)
-        if isinstance(info, list):
-            info = dict(zip(info[::2], info[1::2]))
-        log(f"  backlog: {q} waiting {info.get(b'waiting')} in flight {info.get(b'inflight')} "
-            f"(filled in {time.time() - t:.1f} s)")
-        # The first POP after the fill, alone (whatever one-time work it does).
-        st, gw, _ = measured(c, lambda: pop_cycles(c, 1, ("RMQ.POP", q), q, "x"))
-        figs["first_pop"].add(q, per_call(st, "rmq.pop"))
-        log(f"  backlog: first POP on {q}: {per_call(st, 'rmq.pop'):.1f} usec, group_waits {gw}")
+        backlog_setup(c, q, size, k)
     for r in range(rounds):
         speed_probe("held-back backlog")
         for q in (("bk", "nb") if r % 2 == 0 else ("nb", "bk")):
-            st, gw, dist = measured(c, lambda: pop_cycles(c, cycles, ("RMQ.POP", q), q, "x"))
-            for cmd in ("rmq.pop", "rmq.ack", "rmq.push"):
-                figs[cmd].add(q, per_call(st, cmd), dist)
-            figs["group_waits_per_pop"].add(q, gw / cycles, dist)
-
-            def grouped_push():
-                def add(p, i):
-                    m = f"new:{r}:{i:07}"
-                    p.execute_command("RMQ.PUSH", q, "PRIORITY", 10, "GROUP", "busy", m)
-                    p.execute_command("RMQ.CANCEL", q, m)
-                pipelined(c, cycles, add, per_rt=100)
-
-            st2, _, dist2 = measured(c, grouped_push)
-            figs["grouped_push"].add(q, per_call(st2, "rmq.push"), dist2)
-            figs["cancel"].add(q, per_call(st2, "rmq.cancel"), dist2)
-            log(f"  backlog round {r + 1} {q}: POP {per_call(st, 'rmq.pop'):.2f} usec "
-                f"(group_waits/POP {gw / cycles:.2f}), grouped PUSH {per_call(st2, 'rmq.push'):.2f} usec")
+            gw0 = c.info("rmq").get("rmq_group_waits", 0)
+            res = pop_phases(c, q, k, ("RMQ.POP", q), meter)
+            gw = c.info("rmq").get("rmq_group_waits", 0) - gw0
+            news = [f"new:{r}:{i:07}" for i in range(k)]
+            res["grouped_push"] = meter.phase(c, "rmq.push", k, lambda: run_single(
+                c, k, lambda i: ("RMQ.PUSH", q, "PRIORITY", 10, "GROUP", "busy", news[i])))
+            res["cancel"] = meter.phase(c, "rmq.cancel", k, lambda: run_single(c, k, lambda i: ("RMQ.CANCEL", q, news[i])))
+            for key, (v, dist) in res.items():
+                figs[key].add(q, v, dist)
+            figs["group_waits_per_pop"].add(q, gw / k)
+            log(f"  backlog round {r + 1} {q}: POP {res['pop'][0]:.2f}, grouped PUSH {res['grouped_push'][0]:.2f} "
+                f"{meter.unit} per call (group_waits/POP {gw / k:.2f})")
     c.flushall()
 
 
-def run_tpop_one(rounds, slots, cycles, figs):
+def run_tpop_one(rounds, slots, k, figs, meter):
     c = client()
     c.flushall()
     topic, busy = "t", 569 % slots
     q = f"{topic}_{busy}"
     # Every queue of the topic used once and drained (so the module has seen them), then one
-    # queue with 1,000 waiting messages below the cycling message x.
-    def fill(p, i):
-        p.execute_command("RMQ.PUSH", f"{topic}_{i}", "PRIORITY", 1, "once")
-    pipelined(c, slots, fill)
-    def drain(p, i):
-        p.execute_command("RMQ.POP", f"{topic}_{i}")
-        p.execute_command("RMQ.ACK", f"{topic}_{i}", "once")
-    pipelined(c, slots, drain)
+    # queue with 1,000 messages at PRIORITY 0 below the k x messages.
+    run_single(c, slots, lambda i: ("RMQ.PUSH", f"{topic}_{i}", "PRIORITY", 1, "once"))
+    run_single(c, slots, lambda i: ("RMQ.POP", f"{topic}_{i}"))
+    run_single(c, slots, lambda i: ("RMQ.ACK", f"{topic}_{i}", "once"))
     left = c.dbsize()
     if left:
         raise RuntimeError(f"tpop: {left} keys left after draining the topic")
     push_many(c, q, 0, [f"low:{i:05}" for i in range(1000)])
-    c.execute_command("RMQ.PUSH", q, "PRIORITY", 1, "x")
-    tpop = ("RMQ.TPOP", topic, slots)
+    push_many(c, q, 1, xs(k))
     for r in range(rounds):
         speed_probe("TPOP, one non-empty queue")
-        order = [("tpop", tpop), ("pop", ("RMQ.POP", q))]
+        order = [("tpop", ("RMQ.TPOP", topic, slots)), ("pop", ("RMQ.POP", q))]
         for name, cmd in (order if r % 2 == 0 else order[::-1]):
-            st, _, dist = measured(c, lambda: pop_cycles(c, cycles, cmd, q, "x"))
-            figs["call"].add(name, per_call(st, "rmq." + name), dist)
-        log(f"  tpop-one round {r + 1}: TPOP {figs['call'].v['tpop'][-1]:.2f} usec, "
-            f"POP {figs['call'].v['pop'][-1]:.2f} usec")
+            res = pop_phases(c, q, k, cmd, meter)
+            figs["call"].add(name, *res["pop"])
+            figs["ack"].add(name, *res["ack"])
+        log(f"  tpop-one round {r + 1}: TPOP {figs['call'].v['tpop'][-1]:.2f}, "
+            f"POP {figs['call'].v['pop'][-1]:.2f} {meter.unit} per call")
     c.flushall()
 
 
 # ------------------------------------------------------------------------------------------
 # 2. and 5.: drain a filled queue (or topic) with the driver.
 
-def drain_run(name, fill, drain, figs, n, timeout):
+def drain_run(name, fill, drain, figs, n, timeout, meter):
     """FLUSHALL; driver gfill (fill opts); driver drain (drain opts); records figures under name.
     A disturbed drain is re-run (bench.driver's rule) after a new FLUSHALL and fill."""
     fills = []
@@ -249,7 +307,12 @@ def drain_run(name, fill, drain, figs, n, timeout):
         client().flushall()
         fills.append(bench.driver("gfill", timeout, quality=False, **fill))
 
-    j = bench.driver("drain", timeout, setup=setup, messages=n, **drain)
+    if isinstance(meter, Instr):
+        setup()
+        j, instr = meter.around(lambda: bench.driver("drain", timeout, quality=False, messages=n, **drain))
+        figs["instr_per_msg"].add(name, instr / max(j["acked"], 1))
+    else:
+        j = bench.driver("drain", timeout, setup=setup, messages=n, **drain)
     f = fills[-1]
     if j["dbsize_after"] != 0 and drain["peer"] in ("rmq", "tpop"):
         raise RuntimeError(f"drain {name}: {j['dbsize_after']} keys left after draining")
@@ -261,8 +324,10 @@ def drain_run(name, fill, drain, figs, n, timeout):
     for cmd, (calls, usec) in j["window"].items():
         figs["cmd"].add((name, cmd), usec / max(j["acked"], 1), d)
         figs["per_call"].add((name, cmd), usec / max(calls, 1), d)
+        figs["calls_per_100"].add((name, cmd), 100 * calls / max(j["acked"], 1), d)
     log(f"  {name:28} {j['msgs_per_s']:>9,.0f} msgs/s  {j['usec_per_msg']:5.2f} usec/msg "
-        f"(fill {f['secs']:.1f} s, group_waits/msg {j['group_waits'] / max(j['acked'], 1):.2f}, "
+        + (f"{figs['instr_per_msg'].v[name][-1]:,.0f} instr/msg " if isinstance(meter, Instr) else "")
+        + f"(fill {f['secs']:.1f} s, group_waits/msg {j['group_waits'] / max(j['acked'], 1):.2f}, "
         f"consumers took {j['per_consumer_min']}..{j['per_consumer_max']})")
 
 
@@ -277,46 +342,86 @@ GROUP_CONFIGS = [
 ]
 
 
-def run_groups(rounds, groups, per_group, consumers, count, figs):
+def run_groups(rounds, groups, per_group, consumers, count, figs, meter):
     n = groups * per_group
     for r in range(rounds):
         speed_probe("group throughput")
         cfgs = GROUP_CONFIGS if r % 2 == 0 else GROUP_CONFIGS[::-1]
         for name, peer, grouped, order in cfgs:
             drain_run(name, dict(peer=peer, queue="q", groups=groups, per_group=per_group, grouped=grouped, order=order),
-                      dict(peer=peer, queue="q", consumers=consumers, count=count), figs, n, 300)
+                      dict(peer=peer, queue="q", consumers=consumers, count=count), figs, n, 600, meter)
 
 
-def run_tpop_batch(rounds, slots, messages, consumers, count, figs):
+def run_tpop_batch(rounds, slots, messages, consumers, count, figs, meter):
     fill = dict(groups=messages // 10, per_group=10, grouped=0, order="adjacent")
     for r in range(rounds):
         speed_probe("TPOP, all queues busy")
         cfgs = [("tpop", dict(peer="tpop", queue="t", slots=slots)), ("pop", dict(peer="rmq", queue="q"))]
         for name, who in (cfgs if r % 2 == 0 else cfgs[::-1]):
             drain_run(name, dict(fill, **who), dict(who, consumers=consumers, count=count), figs,
-                      fill["groups"] * 10, 300)
+                      fill["groups"] * 10, 600, meter)
 
 
 # ------------------------------------------------------------------------------------------
 # 3. and 6.: bench.py's cpu phases on v1, v2, v2 with a policy, v2 with a rate limit.
 
 CPU_CONFIGS = [
-    # name, server, extra driver options
-    ("v1", V1, {}),
-    ("v2", V2, {}),
-    ("v2 + policy", V2, {"policy": POLICY}),
-    ("v2 + rate limit", V2, {"policy": RATE, "warm_ms": 200}),
+    # name, module, extra driver options
+    ("v1", "v1", {}),
+    ("v2", "v2", {}),
+    ("v2 + policy", "v2", {"policy": POLICY}),
+    ("v2 + rate limit", "v2", {"policy": RATE, "warm_ms": 200}),
 ]
 
 
-def run_cpu(rounds, n, figs):
+def instr_phases(c, n, batch, meter, policy="", warm_ms=0):
+    """The `cpu` phases of the driver, sent from here so that each is counted apart under
+    callgrind: FLUSHALL (and the policy); push n messages in commands of `batch`, pop them
+    all (COUNT batch), ack them all; 100 single commands or 10 of 100 per round trip.
+    Returns {push, pop, ack: instructions per message}."""
+    c.flushall()
+    if policy:
+        c.execute_command("RMQ.POLICY", "q", "SET", *policy.split())
+        if warm_ms:
+            c.execute_command("RMQ.POP", "q")
+            time.sleep(warm_ms / 1000)
+    msgs = [f"msg:{i:016}" for i in range(n)]
+    per_rt = max(1, min(100, 1000 // batch))
+    cmds = -(-n // batch)
+    chunks = [msgs[i * batch:(i + 1) * batch] for i in range(cmds)]
+    got = []
+    out = {"push": meter.phase(c, "rmq.push", n, lambda: pipelined(
+        c, cmds, lambda p, i: p.execute_command("RMQ.PUSH", "q", "PRIORITY", i % 8, *chunks[i]), per_rt))[0]}
+    pop = ("RMQ.POP", "q") + (("COUNT", batch) if batch > 1 else ())
+    out["pop"] = meter.phase(c, "rmq.pop", n, lambda: got.extend(
+        pipelined(c, cmds, lambda p, i: p.execute_command(*pop), per_rt)))[0]
+    popped = sorted(e[0].decode() for r in got for e in (r or []))
+    if popped != msgs:
+        raise RuntimeError(f"cpu phases: popped {len(popped)} of {n}")
+    out["ack"] = meter.phase(c, "rmq.ack", n, lambda: pipelined(
+        c, cmds, lambda p, i: p.execute_command("RMQ.ACK", "q", *chunks[i]), per_rt))[0]
+    return out
+
+
+def run_cpu(rounds, n, figs, servers):
+    """servers: "v1"/"v2" -> (server, its meter). With Usec, the driver's `cpu` mode (bench.py's
+    phases); with Instr, the same phases sent by instr_phases."""
     for r in range(rounds):
         speed_probe("v1 vs v2, policy")
         for batch in (1, 100):
             cfgs = CPU_CONFIGS if r % 2 == 0 else CPU_CONFIGS[::-1]
-            for name, server, extra in cfgs:
+            for name, module, extra in cfgs:
+                server, meter = servers[module]
+                if isinstance(meter, Instr):
+                    res = instr_phases(client(server), n, batch, meter, extra.get("policy", ""), extra.get("warm_ms", 0))
+                    for what, v in res.items():
+                        figs[(batch, "instr_" + what)].add(name, v)
+                    figs[(batch, "instr")].add(name, sum(res.values()))
+                    log(f"  cpu batch {batch:>3} {name:16} " + " ".join(f"{k} {v:,.0f}" for k, v in res.items())
+                        + " instr/msg")
+                    continue
                 with on(server):
-                    j = bench.driver("cpu", 240, peer="rmq", batch=batch, messages=n, **extra)
+                    j = bench.driver("cpu", 600, peer="rmq", batch=batch, messages=n, **extra)
                 life = 0.0
                 for what in ("push", "pop", "ack"):
                     us = j[what]["usec"] / n
@@ -363,12 +468,12 @@ def ratio_at_most(fig, a, b, limit):
     return r, r is not None and r <= limit
 
 
-def build_report(a, bk, gr, cpu, t1, tb, loads):
+def build_report(a, bk, gr, cpu, t1, tb, cg, loads):
     T = Targets()
     out = []
 
     # 1. backlog
-    r_pop, ok = ratio_at_most(bk["rmq.pop"], "bk", "nb", T_BACKLOG)
+    r_pop, ok = ratio_at_most(bk["pop"], "bk", "nb", T_BACKLOG)
     T.add(10, "usec per RMQ.POP, 100k held back / none", fmt_ratio(r_pop), f"≤ {T_BACKLOG}×", ok)
     r_push, ok = ratio_at_most(bk["grouped_push"], "bk", "nb", T_BACKLOG)
     T.add(10, "usec per grouped RMQ.PUSH into the busy group, 100k held back / none", fmt_ratio(r_push),
@@ -376,14 +481,14 @@ def build_report(a, bk, gr, cpu, t1, tb, loads):
     out.append(f"### 1. POP and PUSH cost with {a.backlog:,} messages held back (issue 10; usec per call, "
                "INFO commandstats)\n")
     out.append(f"Queue `bk`: one message of group `busy` in flight, {a.backlog:,} more of `busy` waiting "
-               "(PRIORITY 10), one ungrouped message `x` at PRIORITY 1; `nb`: the same without the "
-               f"{a.backlog:,}. {a.cycles:,} cycles of {{RMQ.POP (gives x); RMQ.ACK x; RMQ.PUSH x}}, then "
-               f"{a.cycles:,} of {{RMQ.PUSH PRIORITY 10 GROUP busy new; RMQ.CANCEL new}}, 100 commands per "
-               "round trip; queues alternated per round.\n")
+               f"(PRIORITY 10), {a.cycles:,} ungrouped messages `x:i` at PRIORITY 1; `nb`: the same without the "
+               f"{a.backlog:,}. Phases of {a.cycles:,} single commands each (100 per round trip, CONFIG RESETSTAT "
+               "before each): RMQ.POP (each gives an x), RMQ.ACK x:i, RMQ.PUSH x:i back, RMQ.PUSH PRIORITY 10 "
+               "GROUP busy new:i (held back), RMQ.CANCEL new:i; the two queues alternate per round.\n")
     out.append("| command | with backlog (bk) | without (nb) | bk / nb | target | result |")
     out.append("|---|---|---|---|---|---|")
-    for key, lab, tgt in (("rmq.pop", "RMQ.POP of the ungrouped x", True), ("rmq.ack", "RMQ.ACK x", False),
-                          ("rmq.push", "RMQ.PUSH x (ungrouped)", False),
+    for key, lab, tgt in (("pop", "RMQ.POP of an ungrouped x", True), ("ack", "RMQ.ACK x", False),
+                          ("push", "RMQ.PUSH x (ungrouped)", False),
                           ("grouped_push", "RMQ.PUSH GROUP busy (held back)", True),
                           ("cancel", "RMQ.CANCEL of that message", False)):
         f = bk[key]
@@ -391,11 +496,9 @@ def build_report(a, bk, gr, cpu, t1, tb, loads):
         res = ("PASS" if r is not None and r <= T_BACKLOG else "**MISS**") if tgt else ""
         out.append(f"| {lab} | {cell(f, 'bk')} | {cell(f, 'nb')} | {fmt_ratio(r)} | "
                    f"{f'≤ {T_BACKLOG}×' if tgt else ''} | {res} |")
-    fp = bk["first_pop"]
     out.append("")
-    out.append(f"INFO rmq group_waits per POP during the cycles: bk {fmt(bk['group_waits_per_pop'].med('bk'))}, "
-               f"nb {fmt(bk['group_waits_per_pop'].med('nb'))}. The first POP after the fill, alone: "
-               f"bk {fmt(fp.med('bk'))} usec, nb {fmt(fp.med('nb'))} usec.")
+    out.append(f"INFO rmq group_waits per POP during the POP phase: bk {fmt(bk['group_waits_per_pop'].med('bk'))}, "
+               f"nb {fmt(bk['group_waits_per_pop'].med('nb'))}.")
     out.append("")
 
     # 2. groups
@@ -418,8 +521,8 @@ def build_report(a, bk, gr, cpu, t1, tb, loads):
                "ZREM prepare. usec/msg: INFO commandstats over the drain (pop + ack commands) ÷ messages; "
                "process CPU: INFO cpu of the server ÷ messages (includes network I/O).\n")
     out.append("| run | msgs/s | vs ungrouped (same order) | server usec/msg | pop cmd usec/msg | ack cmd usec/msg | "
-               "process CPU usec/msg | group_waits/msg |")
-    out.append("|---|---|---|---|---|---|---|---|")
+               "process CPU usec/msg | group_waits/msg | pops per 100 msgs |")
+    out.append("|---|---|---|---|---|---|---|---|---|")
     popcmd = {"rmq": "rmq.pop", "streams": "xreadgroup", "zset": "zpopmax"}
     ackcmd = {"rmq": "rmq.ack", "streams": "xack", "zset": "zrem"}
     for name, peer, grouped, order in GROUP_CONFIGS:
@@ -428,7 +531,8 @@ def build_report(a, bk, gr, cpu, t1, tb, loads):
             vs = fmt_ratio(f.ratio(name, "ungrouped, adjacent")) + " (of RMQ ungrouped)"
         out.append(f"| {name} | {cell(f, name)} | {vs} | {cell(u, name)} | "
                    f"{fmt(gr['cmd'].med((name, popcmd[peer])))} | {fmt(gr['cmd'].med((name, ackcmd[peer])))} | "
-                   f"{cell(gr['cpu_per_msg'], name)} | {fmt(gr['group_waits_per_msg'].med(name))} |")
+                   f"{cell(gr['cpu_per_msg'], name)} | {fmt(gr['group_waits_per_msg'].med(name))} | "
+                   f"{fmt(gr['calls_per_100'].med((name, popcmd[peer])))} |")
     out.append("")
     out.append("Streams' ack column is XACK only (XDEL "
                f"{fmt(gr['cmd'].med(('Streams', 'xdel')))} usec/msg more); bare zset's pop column is ZPOPMAX only "
@@ -476,12 +580,14 @@ def build_report(a, bk, gr, cpu, t1, tb, loads):
           f"≤ {T_TPOP_ONE}×", r1 is not None and r1 <= T_TPOP_ONE)
     out.append(f"### 4. TPOP on a topic of {a.tpop_slots} slots with one non-empty queue (issue 11)\n")
     out.append(f"Every queue of the topic pushed to once and drained first; then one queue with 1,000 messages "
-               f"at PRIORITY 0 and `x` at PRIORITY 1. {a.cycles:,} cycles of {{RMQ.TPOP t {a.tpop_slots} (gives x) | "
-               "RMQ.POP on that queue; RMQ.ACK x; RMQ.PUSH x}, alternated per round; usec per call.\n")
-    out.append("| RMQ.TPOP | RMQ.POP | TPOP / POP | target | result |")
-    out.append("|---|---|---|---|---|")
+               f"at PRIORITY 0 and {a.cycles:,} `x:i` at PRIORITY 1. Phases as in 1: {a.cycles:,} single "
+               f"RMQ.TPOP t {a.tpop_slots} (each gives an x) or RMQ.POP on that queue, then the acks and pushes "
+               "back; TPOP and POP alternate per round; usec per call.\n")
+    out.append("| RMQ.TPOP | RMQ.POP | TPOP / POP | target | result | RMQ.ACK after TPOP / after POP |")
+    out.append("|---|---|---|---|---|---|")
     out.append(f"| {cell(t1['call'], 'tpop')} | {cell(t1['call'], 'pop')} | {fmt_ratio(r1)} | ≤ {T_TPOP_ONE}× | "
-               f"{'PASS' if r1 is not None and r1 <= T_TPOP_ONE else '**MISS**'} |")
+               f"{'PASS' if r1 is not None and r1 <= T_TPOP_ONE else '**MISS**'} | "
+               f"{fmt(t1['ack'].med('tpop'))} / {fmt(t1['ack'].med('pop'))} |")
     out.append("")
 
     # 5. TPOP batch
@@ -497,20 +603,24 @@ def build_report(a, bk, gr, cpu, t1, tb, loads):
     out.append(f"{a.tpop_messages:,} messages spread evenly over the {a.batch_slots} queues (or all in one queue), drained "
                f"as in 2 by {a.consumers} consumers, each looping {{acks; RMQ.TPOP t {a.batch_slots} COUNT {a.count} | "
                f"RMQ.POP q COUNT {a.count}}}; TPOP's acks go one RMQ.ACK per queue.\n")
-    out.append("| run | msgs/s | server usec/msg (all) | pop command usec/msg | RMQ.ACK usec/msg | ACK calls per 100 msgs |")
-    out.append("|---|---|---|---|---|---|")
+    out.append("| run | msgs/s | server usec/msg (all) | pop command usec/msg | RMQ.ACK usec/msg | ACK calls per 100 msgs | "
+               "pops per 100 msgs |")
+    out.append("|---|---|---|---|---|---|---|")
     for name, popc in (("tpop", "rmq.tpop"), ("pop", "rmq.pop")):
         acks = tb["per_call"].med((name, "rmq.ack"))
         ackm = tb["cmd"].med((name, "rmq.ack"))
         calls_per_100 = 100 * ackm / acks if acks and ackm else None
         out.append(f"| {'RMQ.TPOP' if name == 'tpop' else 'RMQ.POP'} | {cell(tb['msgs_per_s'], name)} | "
                    f"{cell(tb['usec_per_msg'], name)} | {fmt(tb['cmd'].med((name, popc)))} | {fmt(ackm)} | "
-                   f"{fmt(calls_per_100)} |")
+                   f"{fmt(calls_per_100)} | {fmt(tb['calls_per_100'].med((name, popc)))} |")
     out.append("")
     out.append(f"TPOP / POP: msgs/s {fmt_ratio(rt)}; all commands usec/msg "
                f"{fmt_ratio(tb['usec_per_msg'].ratio('tpop', 'pop'))}; the pop command alone "
                f"{fmt_ratio(None if ru is None else 1 / ru)}.")
     out.append("")
+
+    if cg:
+        out += callgrind_report(a, T, *cg)
 
     # Load
     out.append("### Other load on the machine during the run\n")
@@ -543,8 +653,8 @@ def build_report(a, bk, gr, cpu, t1, tb, loads):
         ds = fig.d.get(key, [])
         out.append(f"| {lab} | " + ", ".join(fmt(x) + ("†" if d > Retries.DISTURBED else "") for x, d in zip(xs, ds)) + " |")
 
-    rounds_of("1. RMQ.POP usec, backlog", bk["rmq.pop"], "bk")
-    rounds_of("1. RMQ.POP usec, no backlog", bk["rmq.pop"], "nb")
+    rounds_of("1. RMQ.POP usec, backlog", bk["pop"], "bk")
+    rounds_of("1. RMQ.POP usec, no backlog", bk["pop"], "nb")
     rounds_of("1. grouped RMQ.PUSH usec, backlog", bk["grouped_push"], "bk")
     rounds_of("1. grouped RMQ.PUSH usec, no backlog", bk["grouped_push"], "nb")
     for name, *_ in GROUP_CONFIGS:
@@ -561,6 +671,63 @@ def build_report(a, bk, gr, cpu, t1, tb, loads):
     return T.md() + [""] + out, T
 
 
+def callgrind_report(a, T, bk, gr, cpu, t1, tb):
+    """The same figures counted in instructions (one round: they repeat exactly)."""
+    out = [f"### Instructions per call or message (valgrind --tool=callgrind; repeatable whatever the machine does)\n",
+           "The sections above run once more, each on a redis-server under callgrind (v1's too), with fewer "
+           f"messages ({a.cg_cycles:,} single commands per phase in 1 and 4, {a.cg_groups:,} groups × "
+           f"{a.per_group} in 2, {a.cg_groups * a.per_group:,} messages in 5, {a.cg_cpu_messages:,} in 3 and 6) and "
+           f"the same {a.backlog:,} held back in 1. Counted: every instruction the server ran between "
+           "`callgrind_control -z` and `-d` (command, network I/O, parsing, replies, timers), ÷ calls or "
+           "messages; I/O is the same on both sides of a ratio, so these ratios are closer to 1 than "
+           "command-only ones. In 2 and 5, empty pops by waiting consumers count too.\n",
+           "| figure | A | B | A / B | target | result |", "|---|---|---|---|---|---|"]
+
+    def row(issue, lab, fa, ka, fb, kb, limit=None, at_least=False, target=True):
+        va, vb = fa.med(ka), fb.med(kb)
+        r = ratio(va, vb)
+        ok = r is not None and (r >= limit if at_least else r <= limit) if limit else None
+        tgt = (f"{'≥' if at_least else '≤'} {limit}×") if limit else ""
+        res = "" if ok is None else ("PASS" if ok else "**MISS**")
+        out.append(f"| {lab} | {fmt(va)} | {fmt(vb)} | {fmt_ratio(r)} | {tgt} | {res} |")
+        if target and ok is not None:
+            T.add(issue, f"(callgrind) {lab}", fmt_ratio(r), tgt, ok)
+
+    row(10, "instr per RMQ.POP: 100k held back (A) / none (B)", bk["pop"], "bk", bk["pop"], "nb", T_BACKLOG)
+    row(10, "instr per grouped RMQ.PUSH into the busy group: held back / none", bk["grouped_push"], "bk",
+        bk["grouped_push"], "nb", T_BACKLOG)
+    ipm = gr["instr_per_msg"]
+    for order in ("adjacent", "interleaved"):
+        row(10, f"instr per message drained, {order}: ungrouped (A) / grouped (B)", ipm, f"ungrouped, {order}",
+            ipm, f"grouped, {order}", T_GROUPED, at_least=True)
+    row(10, "instr per message drained: Streams (A) / RMQ ungrouped adjacent (B)", ipm, "Streams", ipm,
+        "ungrouped, adjacent", target=False)
+    row(10, "instr per message drained: bare zset (A) / RMQ ungrouped adjacent (B)", ipm, "bare zset", ipm,
+        "ungrouped, adjacent", target=False)
+    for batch, tag in ((1, "unbatched"), (100, "batch 100")):
+        for what in ("push", "pop", "ack", ""):
+            f = cpu[(batch, "instr_" + what if what else "instr")]
+            lab = f"{what or 'lifecycle'}, {tag}"
+            row(10, f"instr per message, {lab}: v2 (A) / v1 (B)", f, "v2", f, "v1", T_V1_NOISE, target=bool(what))
+            row(12, f"instr per message, {lab}: policy (A) / none (B)", f, "v2 + policy", f, "v2", T_POLICY,
+                target=bool(what))
+            row(12, f"instr per message, {lab}: rate limit (A) / none (B)", f, "v2 + rate limit", f, "v2",
+                target=False)
+    row(11, f"instr per RMQ.TPOP ({a.tpop_slots} slots, one non-empty) / RMQ.POP", t1["call"], "tpop", t1["call"],
+        "pop", T_TPOP_ONE)
+    row(11, f"instr per message drained: POP COUNT {a.count} (A) / TPOP COUNT {a.count} over {a.batch_slots} (B)",
+        tb["instr_per_msg"], "pop", tb["instr_per_msg"], "tpop", T_TPOP_BATCH, at_least=True)
+    out.append("")
+    out.append("Detail, instructions: " + "; ".join(
+        f"{lab} {fmt(f.med(k))}" for lab, f, k in (
+            ("RMQ.ACK x (bk)", bk["ack"], "bk"), ("RMQ.ACK x (nb)", bk["ack"], "nb"),
+            ("RMQ.PUSH x (bk)", bk["push"], "bk"), ("RMQ.PUSH x (nb)", bk["push"], "nb"),
+            ("RMQ.ACK after TPOP", t1["ack"], "tpop"), ("after POP", t1["ack"], "pop"))) + "; per message drained: " +
+        ", ".join(f"{name} {fmt(ipm.med(name))}" for name, *_ in GROUP_CONFIGS) + ".")
+    out.append("")
+    return out
+
+
 def header(a, m, elapsed, commit):
     cmd = "make bench-v2" + (f" BENCH_ARGS='{a.raw_args}'" if a.raw_args else "")
     return [
@@ -570,14 +737,7 @@ def header(a, m, elapsed, commit):
         f"Every figure is the median of {a.rounds} rounds, peers interleaved within each round; ratios are "
         "medians of per-round ratios. The machine is shared and noisy: read ratios, not absolute figures.",
         "",
-        "| machine | |",
-        "|---|---|",
-        f"| date | {m['date']} |",
-        f"| nproc | {m['nproc']} |",
-        f"| CPU | {m['cpu']} |",
-        f"| memory | {m['memory']} |",
-        f"| kernel | {m['kernel']} |",
-        f"| server | {m['redis']} |",
+        *bench.machine_rows(m),
         f"| module (v2) | {bench.module_desc(commit)}; loaded a copy, sha256 {m['module_sha']} |",
         f"| module (v1) | {MODULE_V1.relative_to(REPO) if MODULE_V1.is_relative_to(REPO) else MODULE_V1}, built from "
         f"commit {a.v1_commit} by scripts/build-v1; sha256 {m['v1_sha']} |",
@@ -611,18 +771,17 @@ def main():
     ap.add_argument("--tpop-slots", type=int, default=1024)
     ap.add_argument("--batch-slots", type=int, default=64)
     ap.add_argument("--tpop-messages", type=int, default=100_000)
+    ap.add_argument("--no-callgrind", action="store_true", help="skip the instruction counts (valgrind)")
+    ap.add_argument("--cg-cycles", type=int, default=2_000, help="single commands per phase under callgrind")
+    ap.add_argument("--cg-groups", type=int, default=2_000, help="groups (× --per-group) drained under callgrind")
+    ap.add_argument("--cg-cpu-messages", type=int, default=5_000)
     ap.add_argument("--quick", action="store_true", help="small sizes, 2 rounds (a smoke test; not for results)")
     ap.add_argument("--only", default="", help="comma list of sections to run: backlog,groups,cpu,tpop1,tpopb")
-    ap.add_argument("--budget", type=float, default=1500, help="watchdog for the whole run, seconds")
-    ap.add_argument("--retry-budget", type=float, default=180)
-    ap.add_argument("--out", default=str(RESULTS))
-    ap.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
-    raw = sys.argv[1:]
-    a = ap.parse_args()
-    a.raw_args = " ".join(raw)
+    a = bench.parse_common(ap, 1500, 180, RESULTS)
     if a.quick:
         a.rounds = 2
         a.backlog, a.cycles, a.groups, a.cpu_messages, a.tpop_messages = 20_000, 2_000, 2_000, 10_000, 20_000
+        a.cg_cycles, a.cg_groups, a.cg_cpu_messages = 500, 500, 1_000
     if a.rounds < 1:
         raise SystemExit("--rounds must be >= 1")
     for p, what in ((bench.MODULE, "module (cargo build --release)"), (MODULE_V1, "v1 module (scripts/build-v1)"),
@@ -631,14 +790,19 @@ def main():
             raise SystemExit(f"bench-v2: {what} missing: {p}")
     if shutil.which("taskset") is None:
         raise SystemExit("bench-v2: taskset not found (util-linux)")
+    if not a.no_callgrind and not (shutil.which("valgrind") and shutil.which("callgrind_control")):
+        raise SystemExit("bench-v2: valgrind (callgrind_control) not found; install valgrind or pass --no-callgrind")
     if (os.cpu_count() or 1) < 2:
         raise SystemExit("bench-v2: needs at least 2 cores (servers on core 0, load on core 1)")
     a.v1_commit = v1_commit()
     os.sched_setaffinity(0, {bench.LOAD_CORE})
 
+    CG2, CG1 = bench.Server(), bench.Server()
+    SERVERS = [V2, V1, CG2, CG1]
+
     def stop_all():
-        V2.stop()
-        V1.stop()
+        for srv in SERVERS:
+            srv.stop()
 
     def on_signal(signum, frame):
         stop_all()
@@ -646,8 +810,8 @@ def main():
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    atexit.register(V1.cleanup)
-    atexit.register(V2.cleanup)
+    for srv in SERVERS:
+        atexit.register(srv.cleanup)
 
     def watchdog():
         log(f"bench-v2: still running after {a.budget:.0f} s (--budget); stopping the servers and giving up")
@@ -673,6 +837,7 @@ def main():
         f"(core {bench.SERVER_CORE}); driver on core {bench.LOAD_CORE}")
 
     bk, gr, cpu, t1, tb = (defaultdict(Fig) for _ in range(5))
+    cg = None
     loads = {}
     only = set(filter(None, a.only.split(",")))
 
@@ -685,19 +850,40 @@ def main():
         loads[name] = (meter.read(), time.time() - t)
         log(f"bench-v2: {name} done in {time.time() - t:.0f} s")
 
+    def sections(rounds, bk, gr, cpu, t1, tb, sv2, sv1, tag, cycles, groups, cpu_messages, tpop_messages):
+        m2, m1 = sv2[1], sv1[1]
+        with on(sv2[0]):
+            section("backlog", f"held-back backlog{tag}", run_backlog, rounds, a.backlog, cycles, bk, m2)
+            section("tpop1", f"TPOP, one non-empty queue{tag}", run_tpop_one, rounds, a.tpop_slots, cycles, t1, m2)
+        section("cpu", f"v1 vs v2, policy{tag}", run_cpu, rounds, cpu_messages, cpu, {"v2": sv2, "v1": sv1})
+        with on(sv2[0]):
+            section("groups", f"group throughput{tag}", run_groups, rounds, groups, a.per_group, a.consumers,
+                    a.count, gr, m2)
+            section("tpopb", f"TPOP, all queues busy{tag}", run_tpop_batch, rounds, a.batch_slots, tpop_messages,
+                    a.consumers, a.count, tb, m2)
+
     try:
-        section("backlog", "held-back backlog", run_backlog, a.rounds, a.backlog, a.cycles, bk)
-        section("tpop1", "TPOP, one non-empty queue", run_tpop_one, a.rounds, a.tpop_slots, a.cycles, t1)
-        section("cpu", "v1 vs v2, policy", run_cpu, a.rounds, a.cpu_messages, cpu)
-        section("groups", "group throughput", run_groups, a.rounds, a.groups, a.per_group, a.consumers, a.count, gr)
-        section("tpopb", "TPOP, all queues busy", run_tpop_batch, a.rounds, a.batch_slots, a.tpop_messages,
-                a.consumers, a.count, tb)
+        sections(a.rounds, bk, gr, cpu, t1, tb, (V2, Usec()), (V1, Usec()), "", a.cycles, a.groups,
+                 a.cpu_messages, a.tpop_messages)
+        if not a.no_callgrind:
+            V2.stop()
+            V1.stop()
+            cg = tuple(defaultdict(Fig) for _ in range(5))
+            i2, i1 = Instr(CG2), Instr(CG1)
+            CG2.take_module()
+            CG1.take_module(MODULE_V1)
+            CG2.start()
+            CG1.start()
+            log(f"bench-v2: under callgrind: redis-server v2 pid {CG2.proc.pid} port {CG2.port}, "
+                f"v1 pid {CG1.proc.pid} port {CG1.port}")
+            sections(1, *cg, (CG2, i2), (CG1, i1), " (callgrind)", a.cg_cycles, a.cg_groups, a.cg_cpu_messages,
+                     a.cg_groups * a.per_group)
         loads["whole run"] = (lm.read(), time.time() - t_start)
     finally:
         stop_all()
     elapsed = time.time() - t_start
 
-    body, T = build_report(a, bk, gr, cpu, t1, tb, loads)
+    body, T = build_report(a, bk, gr, cpu, t1, tb, cg, loads)
     md = "\n".join(header(a, m, elapsed, commit) + body)
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)

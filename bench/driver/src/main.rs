@@ -281,6 +281,31 @@ fn ack_all(con: &mut Connection, peer: &Peer, items: &[Item], batch: usize, per_
     Ok(())
 }
 
+/// One consumer round trip: the acks of what `prev` holds (after the bare sorted sets'
+/// ZADD prepare), in commands of `batch`, and `pops` pops of COUNT `batch`; then `prev`
+/// holds what those pops gave. Returns how many were acked, or None with nothing to send.
+fn consume_step(con: &mut Connection, peer: &Peer, prev: &mut Vec<Item>, batch: usize, pops: usize) -> Res<Option<usize>> {
+    let mut p = redis::pipe();
+    for chunk in prev.chunks(batch) {
+        peer.add_post_pop(&mut p, chunk);
+        peer.add_ack(&mut p, chunk);
+    }
+    for _ in 0..pops {
+        peer.add_pop(&mut p, batch, None);
+    }
+    if p.is_empty() {
+        return Ok(None);
+    }
+    let r: Vec<Value> = p.query(con)?;
+    check_replies(&r)?;
+    let acked = prev.len();
+    prev.clear();
+    for v in &r[r.len() - pops..] {
+        peer.parse_pop(v, prev);
+    }
+    Ok(Some(acked))
+}
+
 /// Commands per round trip: 100 single-message commands, or 10 commands of 100.
 fn per_rt(batch: usize) -> usize {
     (1000 / batch).clamp(1, 100)
@@ -406,25 +431,9 @@ fn mode_e2e(a: &Args) -> Res<String> {
             let mut prev: Vec<Item> = Vec::new();
             loop {
                 let stopping = sh.stop.load(Ordering::Relaxed);
-                let mut p = redis::pipe();
-                for chunk in prev.chunks(batch) {
-                    peer.add_post_pop(&mut p, chunk);
-                    peer.add_ack(&mut p, chunk);
-                }
                 let pops = if stopping { 0 } else { pop_depth };
-                for _ in 0..pops {
-                    peer.add_pop(&mut p, batch, None);
-                }
-                if p.is_empty() {
-                    break;
-                }
-                let r: Vec<Value> = p.query(&mut con)?;
-                check_replies(&r)?;
-                sh.acked.fetch_add(prev.len() as u64, Ordering::Relaxed);
-                prev.clear();
-                for v in &r[r.len() - pops..] {
-                    peer.parse_pop(v, &mut prev);
-                }
+                let Some(acked) = consume_step(&mut con, &peer, &mut prev, batch, pops)? else { break };
+                sh.acked.fetch_add(acked as u64, Ordering::Relaxed);
                 if prev.is_empty() {
                     if stopping {
                         break;
@@ -836,29 +845,12 @@ fn mode_drain(a: &Args) -> Res<String> {
             let mut mine = 0u64;
             loop {
                 let done = sh.acked.load(Ordering::Relaxed) >= n || sh.stop.load(Ordering::Relaxed);
-                let mut p = redis::pipe();
-                for chunk in prev.chunks(count) {
-                    peer.add_post_pop(&mut p, chunk);
-                    peer.add_ack(&mut p, chunk);
-                }
-                let pop = !done;
-                if pop {
-                    peer.add_pop(&mut p, count, None);
-                }
-                if p.is_empty() {
-                    break;
-                }
-                let r: Vec<Value> = p.query(&mut con)?;
-                check_replies(&r)?;
-                sh.acked.fetch_add(prev.len() as u64, Ordering::Relaxed);
-                mine += prev.len() as u64;
-                prev.clear();
-                if pop {
-                    peer.parse_pop(r.last().unwrap_or(&Value::Nil), &mut prev);
-                    if prev.is_empty() {
-                        // Nothing deliverable now (the rest in flight elsewhere, or done).
-                        thread::sleep(Duration::from_micros(200));
-                    }
+                let Some(acked) = consume_step(&mut con, &peer, &mut prev, count, usize::from(!done))? else { break };
+                sh.acked.fetch_add(acked as u64, Ordering::Relaxed);
+                mine += acked as u64;
+                if prev.is_empty() && !done {
+                    // Nothing deliverable now (the rest in flight elsewhere, or done).
+                    thread::sleep(Duration::from_micros(200));
                 }
             }
             Ok(mine)

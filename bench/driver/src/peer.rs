@@ -196,18 +196,7 @@ impl Peer {
     /// (RMQ and Streams only).
     pub fn add_pop(&self, p: &mut Pipeline, n: usize, block_ms: Option<u64>) {
         match self.kind {
-            Kind::Rmq => {
-                let c = p.cmd("RMQ.POP").arg(&self.q);
-                if n != 1 {
-                    c.arg("COUNT").arg(n);
-                }
-                if self.lease_ms != 30_000 {
-                    c.arg("LEASE").arg(self.lease_ms);
-                }
-                if let Some(b) = block_ms {
-                    c.arg("BLOCK").arg(b);
-                }
-            }
+            Kind::Rmq => self.pop_options(p.cmd("RMQ.POP").arg(&self.q), n, block_ms),
             Kind::Lua => {
                 p.cmd("EVALSHA").arg(&self.shas[1]).arg(3).arg(&self.q).arg(&self.prepare).arg(&self.meta).arg(n).arg(self.lease_ms);
             }
@@ -227,18 +216,20 @@ impl Peer {
             Kind::Ping => {
                 p.cmd("PING");
             }
-            Kind::Tpop => {
-                let c = p.cmd("RMQ.TPOP").arg(&self.q).arg(self.slots);
-                if n != 1 {
-                    c.arg("COUNT").arg(n);
-                }
-                if self.lease_ms != 30_000 {
-                    c.arg("LEASE").arg(self.lease_ms);
-                }
-                if let Some(b) = block_ms {
-                    c.arg("BLOCK").arg(b);
-                }
-            }
+            Kind::Tpop => self.pop_options(p.cmd("RMQ.TPOP").arg(&self.q).arg(self.slots), n, block_ms),
+        }
+    }
+
+    /// RMQ.POP's and RMQ.TPOP's options: COUNT (unless 1), LEASE (unless the default), BLOCK.
+    fn pop_options(&self, c: &mut Pipeline, n: usize, block_ms: Option<u64>) {
+        if n != 1 {
+            c.arg("COUNT").arg(n);
+        }
+        if self.lease_ms != 30_000 {
+            c.arg("LEASE").arg(self.lease_ms);
+        }
+        if let Some(b) = block_ms {
+            c.arg("BLOCK").arg(b);
         }
     }
 
