@@ -76,9 +76,13 @@ fn insert<S: Store>(s: &mut S, m: &S::M, score: f64, group: Option<&[u8]>) {
 /// delivery ends, or a member left `Store` or fell behind a parked one. Parked messages
 /// whose content is in flight go back too but are not deliverable: the next one follows.
 fn refresh<S: Store>(s: &mut S, g: &[u8]) {
-    if s.busy(g) {
-        return;
+    if !s.busy(g) {
+        bring_back(s, g);
     }
+}
+
+/// `refresh` for a group known not to be busy.
+fn bring_back<S: Store>(s: &mut S, g: &[u8]) {
     while let Some((m, score)) = s.best_parked(g) {
         s.unpark(&m);
         s.add(Set::Store, &m, score);
@@ -273,10 +277,16 @@ pub fn pop<S: Store>(s: &mut S, now: i64, count: usize, deadline: i64) -> Popped
     let (min, max, rev) = deliverable_range(kind, now);
     let mut picked: Vec<(S::M, f64, Waiting)> = Vec::with_capacity(count.min(64));
     let mut parked: Vec<(S::M, f64, Vec<u8>)> = Vec::new();
+    // Groups found busy by this pop: a group's members often sit side by side.
+    let mut busy: Vec<Vec<u8>> = Vec::new();
     s.scan(Set::Store, min, max, rev, &mut |m, score| {
         let w = s.waiting(&m);
         if let Some(g) = &w.group {
-            if s.busy(g) || picked.iter().any(|(_, _, p)| p.group.as_ref() == Some(g)) {
+            let taken = picked.iter().any(|(_, _, p)| p.group.as_ref() == Some(g));
+            if !taken && !busy.contains(g) && s.busy(g) {
+                busy.push(g.clone());
+            }
+            if taken || busy.contains(g) {
                 parked.push((m, score, g.clone()));
                 return true;
             }
@@ -363,7 +373,7 @@ pub fn tidy<S: Store>(s: &mut S) {
 fn end_delivery<S: Store>(s: &mut S, f: &Flight) {
     if let Some(g) = &f.group {
         s.set_busy(g, None);
-        refresh(s, g);
+        bring_back(s, g);
     }
 }
 
