@@ -370,8 +370,8 @@ pub fn tidy<S: Store>(s: &mut S) {
 }
 
 /// A delivery has ended: its group is free, and the group's best parked message may go.
-fn end_delivery<S: Store>(s: &mut S, f: &Flight) {
-    if let Some(g) = &f.group {
+fn end_delivery<S: Store>(s: &mut S, group: Option<&[u8]>) {
+    if let Some(g) = group {
         s.set_busy(g, None);
         bring_back(s, g);
     }
@@ -382,8 +382,8 @@ pub fn ack<S: Store>(s: &mut S, msgs: &[S::M]) -> u64 {
     let mut n = 0;
     for m in msgs {
         if s.rem(Set::Prepare, m) {
-            let f = s.take_flight(m);
-            end_delivery(s, &f);
+            let group = s.end_flight(m);
+            end_delivery(s, group.as_deref());
             n += 1;
         }
     }
@@ -397,7 +397,7 @@ pub fn ack<S: Store>(s: &mut S, msgs: &[S::M]) -> u64 {
 fn roll_back<S: Store>(s: &mut S, now: i64, lim: &Limits, m: &S::M, delay: Option<i64>, dead: bool) -> Rollback {
     let f = s.take_flight(m);
     s.rem(Set::Prepare, m);
-    end_delivery(s, &f);
+    end_delivery(s, f.group.as_deref());
     let kind = kind_of(s).unwrap_or(Kind::Fixed);
     if dead || f.deliveries > lim.retries {
         s.add(Set::Dead, m, now as f64);

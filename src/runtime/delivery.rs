@@ -111,8 +111,15 @@ pub type TopicDelivery = (RStr, RStr, u32);
 /// (equal shares, the earlier queues one more), which takes the same messages as turn
 /// after turn in far fewer pops; the reply lists them turn by turn.
 pub fn take_topic(ctx: Ctx, topic: &[u8], slots: u32, count: usize, lease: Option<i64>, now: i64) -> Vec<TopicDelivery> {
-    // Queues that gave a message: (queue, its lease, what it gave, whether it may give more).
-    let mut giving: Vec<(Opened, i64, Vec<(RStr, u32)>, bool)> = Vec::new();
+    /// A queue that gave a message.
+    struct Giving {
+        q: Opened,
+        lease: i64,
+        got: Vec<(RStr, u32)>,
+        /// Whether it may give more.
+        more: bool,
+    }
+    let mut giving: Vec<Giving> = Vec::new();
     let mut taken = 0;
     for slot in topics::rotation(ctx.db(), topic, slots) {
         if taken >= count {
@@ -133,37 +140,37 @@ pub fn take_topic(ctx: Ctx, topic: &[u8], slots: u32, count: usize, lease: Optio
             continue;
         }
         taken += 1;
-        giving.push((q, lease, got, true));
+        giving.push(Giving { q, lease, got, more: true });
     }
     loop {
-        let open: Vec<usize> = (0..giving.len()).filter(|&i| giving[i].3).collect();
+        let open: Vec<usize> = (0..giving.len()).filter(|&i| giving[i].more).collect();
         if taken >= count || open.is_empty() {
             break;
         }
         let (share, extra) = ((count - taken) / open.len(), (count - taken) % open.len());
         for (k, &i) in open.iter().enumerate() {
             let want = share + (k < extra) as usize;
-            let (q, lease, got, more) = &mut giving[i];
+            let g = &mut giving[i];
             if want == 0 {
                 continue;
             }
-            let more_got = take_quiet(ctx, q, now, want, *lease);
-            *more = more_got.len() == want;
+            let more_got = take_quiet(ctx, &mut g.q, now, want, g.lease);
+            g.more = more_got.len() == want;
             taken += more_got.len();
-            got.extend(more_got);
+            g.got.extend(more_got);
         }
     }
     let mut out: Vec<TopicDelivery> = Vec::with_capacity(taken);
-    let turns = giving.iter().map(|g| g.2.len()).max().unwrap_or(0);
+    let turns = giving.iter().map(|g| g.got.len()).max().unwrap_or(0);
     for turn in 0..turns {
-        for (q, _, got, _) in &giving {
-            if let Some((m, d)) = got.get(turn) {
-                out.push((q.name().clone(), m.clone(), *d));
+        for g in &giving {
+            if let Some((m, d)) = g.got.get(turn) {
+                out.push((g.q.name().clone(), m.clone(), *d));
             }
         }
     }
-    for (q, lease, got, _) in &giving {
-        announce(ctx, q, got.len(), now + lease);
+    for g in &giving {
+        announce(ctx, &g.q, g.got.len(), now + g.lease);
     }
     out
 }
