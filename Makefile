@@ -6,6 +6,8 @@
 #   make bench  build module + load driver, benchmark RMQ against PING, bare sorted sets,
 #               Lua scripts and Streams on its own pinned redis-server (~15 min);
 #               writes scripts/results/bench.md. BENCH_ARGS=--quick for a smoke run.
+#   make bench-v2  the v2 targets (groups, TPOP, policy, v1 vs v2) with peers (~15 min);
+#               writes scripts/results/bench_v2.md. BENCH_ARGS=--quick for a smoke run.
 #
 # No target stops processes by name: the integration tests start their own servers
 # on free ports and stop them by pid.
@@ -56,9 +58,23 @@ test-valkey: build
 DRIVER_DIR := bench/driver
 BENCH_ARGS ?=
 
-bench: deps build
-	$(CARGO) build --release --manifest-path $(DRIVER_DIR)/Cargo.toml --target-dir target/bench-driver
+bench: deps build bench-driver
 	$(PYTHON) scripts/bench.py $(BENCH_ARGS)
+
+.PHONY: bench-driver
+bench-driver:
+	$(CARGO) build --release --manifest-path $(DRIVER_DIR)/Cargo.toml --target-dir target/bench-driver
+
+# The v2 speed targets (scripts/bench_v2.py): POP/PUSH cost with 100k messages held back by
+# a busy group, group throughput vs ungrouped (and Streams, bare sorted sets), v1 (commit
+# bf45ec8, built into target/v1 by scripts/build-v1) vs v2 on ungrouped push/pop/ack, TPOP
+# vs POP, a queue with a policy vs without. Its own redis-servers (v2 and v1) on core 0,
+# load on core 1, stopped by pid; prints PASS/MISS per target and writes
+# scripts/results/bench_v2.md (~15 min; BENCH_ARGS=--quick for a smoke run).
+.PHONY: bench-v2
+bench-v2: deps build bench-driver
+	bash scripts/build-v1
+	$(PYTHON) scripts/bench_v2.py $(BENCH_ARGS)
 
 # Removes build output and test caches. Keeps ./run-data (the AOF of `make run`);
 # delete it by hand to drop the queues stored there.

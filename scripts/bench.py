@@ -95,12 +95,15 @@ class Server:
         self.tmp = tempfile.mkdtemp(prefix="rmq-bench-")
         self.module = None
         self.keep = False
+        # Run redis-server under this (e.g. ["valgrind", "--tool=callgrind", …]).
+        self.wrapper = []
 
-    def take_module(self):
-        """Loads a private copy of the module, so a rebuild during the run (the work tree
-        may be shared) cannot change what is measured. Returns its sha256 (first 12)."""
+    def take_module(self, src=None):
+        """Loads a private copy of the module (`src`, default MODULE), so a rebuild during
+        the run (the work tree may be shared) cannot change what is measured. Returns its
+        sha256 (first 12)."""
         self.module = os.path.join(self.tmp, "librmq.so")
-        shutil.copy2(MODULE, self.module)
+        shutil.copy2(src or MODULE, self.module)
         with open(self.module, "rb") as f:
             return hashlib.sha256(f.read()).hexdigest()[:12]
 
@@ -110,13 +113,13 @@ class Server:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
             s.close()
-            cmd = ["taskset", "-c", str(SERVER_CORE), REDIS_SERVER,
+            cmd = ["taskset", "-c", str(SERVER_CORE), *self.wrapper, REDIS_SERVER,
                    "--port", str(self.port), "--bind", "127.0.0.1",
                    "--save", "", "--appendonly", "no",
                    "--dir", self.tmp, "--logfile", os.path.join(self.tmp, "redis.log"),
                    "--loadmodule", self.module or str(MODULE)]
             self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            deadline = time.time() + 10
+            deadline = time.time() + (60 if self.wrapper else 10)
             while time.time() < deadline:
                 if self.proc.poll() is not None:
                     break
@@ -209,15 +212,21 @@ def disturbance(q):
     return max(q["others0"], q["others1"], q["steal0"], q["steal1"])
 
 
-def driver(mode, timeout, quality=True, **opts):
-    """Runs the driver; with `quality`, re-runs it (bounded) when the machine was disturbed."""
+def driver(mode, timeout, quality=True, setup=None, **opts):
+    """Runs the driver; with `quality`, re-runs it (bounded) when the machine was disturbed.
+    `setup`, if given, is called before every attempt (outside the measuring), for runs
+    that consume what they measure."""
     if not quality:
+        if setup:
+            setup()
         j = driver_once(mode, timeout, **opts)
         j["_dist"] = 0.0
         return j
     RETRIES.runs += 1
     best = None
     for attempt in range(Retries.MAX_TRIES):
+        if setup:
+            setup()
         meter = LoadMeter()
         j = driver_once(mode, timeout, **opts)
         q = meter.read()
@@ -895,20 +904,20 @@ def header_md(a, m, elapsed, commit):
         f"Command: `{cmd}` (scripts/bench.py; load driver bench/driver; Lua peer bench/lua). "
         f"Every figure is the median of {a.rounds} rounds; peers interleaved within each round.",
         "",
-        "| machine | |",
-        "|---|---|",
-        f"| date | {m['date']} |",
-        f"| nproc | {m['nproc']} |",
-        f"| CPU | {m['cpu']} |",
-        f"| memory | {m['memory']} |",
-        f"| kernel | {m['kernel']} |",
-        f"| server | {m['redis']} |",
+        *machine_rows(m),
         f"| module | {module_desc(commit)}; loaded a copy, sha256 {m.get('module_sha', '?')} |",
         f"| pinning | redis-server `taskset -c {SERVER_CORE}`, driver and script `taskset -c {LOAD_CORE}` |",
         f"| run time | {elapsed / 60:.1f} min |",
         "",
         "",
     ])
+
+
+def machine_rows(m):
+    """The report's machine table (machine_info's facts), up to the server's version."""
+    return ["| machine | |", "|---|---|", f"| date | {m['date']} |", f"| nproc | {m['nproc']} |",
+            f"| CPU | {m['cpu']} |", f"| memory | {m['memory']} |", f"| kernel | {m['kernel']} |",
+            f"| server | {m['redis']} |"]
 
 
 def module_desc(commit):
@@ -930,6 +939,19 @@ def git_commit():
 
 # ------------------------------------------------------------------------------------------
 
+def parse_common(ap, budget, retry_budget, results):
+    """Adds the options every benchmark script has (watchdog, retry budget, output, --strict),
+    parses, and keeps the arguments as given (a.raw_args) for the report's command line."""
+    ap.add_argument("--budget", type=float, default=budget, help="watchdog for the whole run, seconds")
+    ap.add_argument("--retry-budget", type=float, default=retry_budget,
+                    help="seconds that re-runs of disturbed driver runs may take in all")
+    ap.add_argument("--out", default=str(results))
+    ap.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    a = ap.parse_args()
+    a.raw_args = " ".join(sys.argv[1:])
+    return a
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
@@ -942,14 +964,7 @@ def main():
     ap.add_argument("--scale-sizes", default="1000,1000000,10000000")
     ap.add_argument("--scale-cycles", type=int, default=200)
     ap.add_argument("--quick", action="store_true", help="small sizes and short runs (a smoke test; not for results)")
-    ap.add_argument("--budget", type=float, default=1200, help="watchdog for the whole run, seconds")
-    ap.add_argument("--retry-budget", type=float, default=240,
-                    help="seconds that re-runs of disturbed driver runs may take in all")
-    ap.add_argument("--out", default=str(RESULTS))
-    ap.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
-    raw = sys.argv[1:]
-    a = ap.parse_args()
-    a.raw_args = " ".join(raw)
+    a = parse_common(ap, 1200, 240, RESULTS)
     if a.quick:
         a.cpu_messages, a.mem_messages = 10_000, 20_000
         a.e2e_secs, a.e2e_warmup, a.lat_secs = 1.5, 0.5, 1.5

@@ -14,6 +14,9 @@ pub const WAITING: u8 = b'w';
 /// An in-flight delivery: `deliveries[:priority[:group]]` (only kept when not the default:
 /// a first delivery of a timed kind without a group keeps nothing).
 pub const FLIGHT: u8 = b'f';
+/// An in-flight delivery of a group, laid out as `FLIGHT`: under its own tag so that ending
+/// a delivery without a group (most ACKs) is one deletion, with no read first.
+pub const GROUP_FLIGHT: u8 = b'g';
 /// A dead message: `priority[:group]` (priority queues, or with a group).
 pub const DEAD: u8 = b'd';
 /// A busy group (`b<group>`): the message of the group that is in flight.

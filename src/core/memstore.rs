@@ -7,7 +7,7 @@ use crate::core::kind::Kind;
 use crate::core::policy::Policy;
 use crate::core::store::{Dead, Flight, Set, Store, Waiting};
 
-#[derive(Default, Clone, Debug)]
+#[derive(Default, Clone, Debug, PartialEq)]
 pub struct MemStore {
     pub sets: [HashMap<Vec<u8>, f64>; 5],
     /// The park index: (group, order key, message).

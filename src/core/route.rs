@@ -10,7 +10,18 @@ pub fn queue_name(topic: &[u8], slot: u32) -> Vec<u8> {
     let mut name = Vec::with_capacity(topic.len() + 6);
     name.extend_from_slice(topic);
     name.push(b'_');
-    name.extend_from_slice(slot.to_string().as_bytes());
+    // Decimal digits without a formatter: TPOP names a queue per slot it looks at.
+    let mut digits = [0u8; 10];
+    let (mut n, mut at) = (slot, digits.len());
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    name.extend_from_slice(&digits[at..]);
     name
 }
 
@@ -75,9 +86,10 @@ mod tests {
         for no in [&b"orders"[..], b"t_", b"t_01", b"t_16384", b"t_1x", b"t_-1", b"t_123456"] {
             assert_eq!(split(no), None, "{}", String::from_utf8_lossy(no));
         }
-        for slot in [0, 7, 16383] {
+        for slot in [0, 7, 10, 16383] {
             assert_eq!(split(&queue_name(b"x", slot)), Some((&b"x"[..], slot)));
         }
+        assert_eq!(queue_name(b"t", u32::MAX), b"t_4294967295");
     }
 
     #[test]

@@ -190,6 +190,13 @@ pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, group: 
         }
         let mut w = s.waiting(m);
         let old_group = std::mem::replace(&mut w.group, group.map(<[u8]>::to_vec));
+        if let Some(old) = s.score(Set::Park, m) {
+            if (!mode.replaces_waiting() || score == old) && old_group.as_deref() == group {
+                // Parked, and the push changes neither its score nor its group: no write.
+                out.merged += 1;
+                continue;
+            }
+        }
         match take_waiting(s, m) {
             None => {
                 out.added += 1;
@@ -370,8 +377,8 @@ pub fn tidy<S: Store>(s: &mut S) {
 }
 
 /// A delivery has ended: its group is free, and the group's best parked message may go.
-fn end_delivery<S: Store>(s: &mut S, f: &Flight) {
-    if let Some(g) = &f.group {
+fn end_delivery<S: Store>(s: &mut S, group: Option<&[u8]>) {
+    if let Some(g) = group {
         s.set_busy(g, None);
         bring_back(s, g);
     }
@@ -382,8 +389,8 @@ pub fn ack<S: Store>(s: &mut S, msgs: &[S::M]) -> u64 {
     let mut n = 0;
     for m in msgs {
         if s.rem(Set::Prepare, m) {
-            let f = s.take_flight(m);
-            end_delivery(s, &f);
+            let group = s.end_flight(m);
+            end_delivery(s, group.as_deref());
             n += 1;
         }
     }
@@ -397,14 +404,13 @@ pub fn ack<S: Store>(s: &mut S, msgs: &[S::M]) -> u64 {
 fn roll_back<S: Store>(s: &mut S, now: i64, lim: &Limits, m: &S::M, delay: Option<i64>, dead: bool) -> Rollback {
     let f = s.take_flight(m);
     s.rem(Set::Prepare, m);
-    end_delivery(s, &f);
+    end_delivery(s, f.group.as_deref());
     let kind = kind_of(s).unwrap_or(Kind::Fixed);
     if dead || f.deliveries > lim.retries {
         s.add(Set::Dead, m, now as f64);
         let d = Dead { priority: (kind == Kind::Priority).then(|| f.priority.unwrap_or(0.0)), group: f.group };
-        if d != Dead::default() {
-            s.set_dead(m, Some(&d));
-        }
+        // A content already dead dies again: the record is its latest death's (even none).
+        s.set_dead(m, Some(&d).filter(|d| **d != Dead::default()));
         return Rollback::Dead;
     }
     if place_of(s, m).is_some() {

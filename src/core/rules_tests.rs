@@ -8,7 +8,7 @@ use crate::core::kind::{Kind, PushMode};
 use crate::core::memstore::MemStore;
 use crate::core::policy::Limits;
 use crate::core::rules::*;
-use crate::core::store::{Flight, Set, Store};
+use crate::core::store::{Dead, Flight, Set, Store};
 
 fn lim() -> Limits {
     Limits::server(2, 30_000, 16, 0)
@@ -273,6 +273,33 @@ fn every_way_a_delivery_ends_frees_its_group() {
         assert_eq!(pop(&mut s, 600, 1, 900).got, vec![(m("b"), 1)], "{how}: b freed");
         assert!(s.meta_consistent(), "{how}");
     }
+}
+
+#[test]
+fn a_second_death_keeps_only_its_own_metadata() {
+    let (mut s, now) = (MemStore::default(), 1_000_000);
+    grouped(&mut s, now, PushMode::Delay(0), "g", &["a"]);
+    assert_eq!(pop(&mut s, now, 1, now + 100).got.len(), 1);
+    assert_eq!(nack(&mut s, now, &lim(), &m("a"), None, true), Some(Rollback::Dead));
+    push(&mut s, now, &lim(), PushMode::Delay(0), None, &[m("a")]).unwrap();
+    assert_eq!(pop(&mut s, now, 1, now + 100).got.len(), 1);
+    assert_eq!(nack(&mut s, now, &lim(), &m("a"), None, true), Some(Rollback::Dead));
+    assert_eq!(s.dead(&m("a")), Dead::default(), "the latest death was in no group");
+    assert_eq!(replay(&mut s, now, 10), 1);
+    assert_eq!(s.waiting(&m("a")).group, None);
+}
+
+#[test]
+fn a_push_that_changes_a_parked_copy_in_nothing_writes_nothing() {
+    let (mut s, now) = (MemStore::default(), 1_000_000);
+    grouped(&mut s, now, PushMode::Priority(5), "g", &["a"]);
+    assert_eq!(pop(&mut s, now, 1, now + 100).got.len(), 1);
+    grouped(&mut s, now, PushMode::Priority(1), "g", &["d"]);
+    let before = s.clone();
+    assert_eq!(grouped(&mut s, now, PushMode::Priority(1), "g", &["d"]), PushOutcome { added: 0, merged: 1 });
+    assert_eq!(s, before);
+    assert_eq!(grouped(&mut s, now, PushMode::Priority(2), "g", &["d"]), PushOutcome { added: 0, merged: 1 });
+    assert_eq!(s.score(Set::Park, &m("d")), Some(2.0), "a new priority is taken");
 }
 
 #[test]

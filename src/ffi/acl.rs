@@ -9,23 +9,26 @@ use super::{Ctx, RStr, OK};
 pub struct User(*mut raw::RedisModuleUser);
 
 impl User {
-    /// The user running the command (None outside a client's command, or where the server
-    /// lacks the API).
-    pub fn current(ctx: Ctx) -> Option<(RStr, User)> {
+    /// The name of the user running the command (None outside a client's command, or where
+    /// the server lacks the API).
+    pub fn current_name(ctx: Ctx) -> Option<RStr> {
         // SAFETY: optional API pointers read; a valid command context; the name is a new
-        // string we own; the user lookup copies what it needs.
+        // string we own.
         unsafe {
-            let (Some(name_of), Some(user_of)) = (raw::RedisModule_GetCurrentUserName, raw::RedisModule_GetModuleUserFromUserName) else {
+            let (Some(name_of), Some(_)) = (raw::RedisModule_GetCurrentUserName, raw::RedisModule_GetModuleUserFromUserName) else {
                 return None;
             };
             let name = name_of(ctx.ptr());
-            if name.is_null() {
-                return None;
-            }
-            let name = RStr::adopt(name);
-            let user = user_of(name.ptr());
-            (!user.is_null()).then_some((name, User(user)))
+            (!name.is_null()).then(|| RStr::adopt(name))
         }
+    }
+
+    /// The user of that name, with its rules as they are now (a copy: costly, so callers
+    /// keep verdicts rather than users).
+    pub fn named(name: &RStr) -> Option<User> {
+        // SAFETY: optional API pointer read; a live name; the lookup copies what it needs.
+        let user = unsafe { raw::RedisModule_GetModuleUserFromUserName?(name.ptr()) };
+        (!user.is_null()).then_some(User(user))
     }
 
     /// Whether the user may read and write `key`.

@@ -115,7 +115,8 @@ pub fn subscribe_key_events(ctx: Ctx, f: KeyEventFn) -> bool {
     unsafe { rm!(RedisModule_SubscribeToKeyspaceEvents)(ctx.ptr(), raw::REDISMODULE_NOTIFY_GENERIC, Some(on_key_event)) == OK }
 }
 
-/// A command filter: sees each command's name before it runs.
+/// A command filter: sees each command's name before it runs (not the module's own
+/// RM_Calls: the filter may take locks held around them).
 pub type FilterFn = fn(&[u8]);
 static FILTER: OnceLock<FilterFn> = OnceLock::new();
 
@@ -133,7 +134,8 @@ extern "C" fn on_filter(fctx: *mut raw::RedisModuleCommandFilterCtx) {
 pub fn register_filter(ctx: Ctx, f: FilterFn) -> bool {
     let _ = FILTER.set(f);
     // SAFETY: a valid context at load.
-    !unsafe { rm!(RedisModule_RegisterCommandFilter)(ctx.ptr(), Some(on_filter), 0) }.is_null()
+    let flags = raw::REDISMODULE_CMDFILTER_NOSELF as i32;
+    !unsafe { rm!(RedisModule_RegisterCommandFilter)(ctx.ptr(), Some(on_filter), flags) }.is_null()
 }
 
 /// The INFO section's writer.

@@ -28,12 +28,13 @@ pub fn rules_may_change(command: &[u8]) {
 
 /// `-NOPERM` unless the current user may read and write every queue of the topic.
 pub fn check_topic(ctx: Ctx, topic: &[u8], slots: u32) -> Result<()> {
-    let Some((name, user)) = User::current(ctx) else { return Ok(()) };
+    let Some(name) = User::current_name(ctx) else { return Ok(()) };
     let generation = GENERATION.load(Ordering::Relaxed);
     let key = (name.as_ref().to_vec(), topic.to_vec(), slots);
     let known = VERDICTS.lock().unwrap_or_else(|e| e.into_inner()).get(&key).filter(|(g, _)| *g == generation).map(|(_, ok)| *ok);
     let allowed = known.unwrap_or_else(|| {
-        let ok = (0..slots).all(|i| user.may_read_write(&RStr::from_bytes(&queue_name(topic, i))));
+        // A user gone since the name was read (or not found) is no verdict against.
+        let ok = User::named(&name).is_none_or(|user| (0..slots).all(|i| user.may_read_write(&RStr::from_bytes(&queue_name(topic, i)))));
         let mut verdicts = VERDICTS.lock().unwrap_or_else(|e| e.into_inner());
         if verdicts.len() >= MAX_VERDICTS {
             verdicts.clear();

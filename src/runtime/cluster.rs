@@ -7,11 +7,11 @@
 //! clients retry it, and once the slot has moved the queue is whole.
 
 use std::sync::{LazyLock, Mutex};
+use std::time::{Duration, Instant};
 
 use crate::core::error::{Result, RmqError};
 use crate::core::route::key_slot;
 use crate::ffi::call::call;
-use crate::ffi::context::now_ms;
 use crate::ffi::{Ctx, RStr};
 use crate::storage::redis_queue::RedisQueue;
 
@@ -66,12 +66,14 @@ pub fn served_slots(nodes: &[u8]) -> Slots {
     out
 }
 
-/// The slots this node serves, as last read, and when.
-static SERVED: LazyLock<Mutex<Option<(i64, Slots)>>> = LazyLock::new(Mutex::default);
+/// The slots this node serves, as last read, and when (by the real clock: the test clock
+/// may stand still). Forgotten whenever a CLUSTER command runs (SETSLOT, ADDSLOTS,
+/// FAILOVER...), so a slot this node takes by a command is seen at once.
+static SERVED: LazyLock<Mutex<Option<(Instant, Slots)>>> = LazyLock::new(Mutex::default);
 /// How long a reading is trusted for a slot it shows served; a slot it does not show is
-/// read again after `RECHECK_MS` (it may have just been imported).
-const TRUST_MS: i64 = 1000;
-const RECHECK_MS: i64 = 100;
+/// read again after `RECHECK` (it may have come by the cluster bus: a failover elsewhere).
+const TRUST: Duration = Duration::from_millis(1000);
+const RECHECK: Duration = Duration::from_millis(100);
 
 /// Whether this node serves queue `q`'s hash slot (always, outside a cluster). Keys of a
 /// slot being imported are here before the slot is: they are not served yet.
@@ -80,18 +82,19 @@ pub fn serves(ctx: Ctx, q: &[u8]) -> bool {
         return true;
     }
     let slot = key_slot(q);
-    let now = now_ms();
-    let mut served = SERVED.lock().unwrap_or_else(|e| e.into_inner());
-    let stale = match &*served {
-        Some((at, slots)) => now - at > if has(slots, slot) { TRUST_MS } else { RECHECK_MS },
-        None => true,
+    let now = Instant::now();
+    let known = match &*SERVED.lock().unwrap_or_else(|e| e.into_inner()) {
+        Some((at, slots)) if now.duration_since(*at) <= if has(slots, slot) { TRUST } else { RECHECK } => Some(has(slots, slot)),
+        _ => None,
     };
-    if stale {
-        if let Some(nodes) = cluster(ctx, &[b"NODES"]) {
-            *served = Some((now, served_slots(&nodes)));
-        }
-    }
-    served.as_ref().is_some_and(|(_, slots)| has(slots, slot))
+    known.unwrap_or_else(|| {
+        // Read with the lock released: a command the read runs must not find it held.
+        let Some(nodes) = cluster(ctx, &[b"NODES"]) else { return false };
+        let slots = served_slots(&nodes);
+        let serves = has(&slots, slot);
+        *SERVED.lock().unwrap_or_else(|e| e.into_inner()) = Some((now, slots));
+        serves
+    })
 }
 
 /// The node's role or slots may have changed: read them again when next needed.

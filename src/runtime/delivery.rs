@@ -62,16 +62,16 @@ impl Drop for Opened {
 
 /// Takes up to `count` deliverable messages (fewer if the queue's rate limit says so)
 /// under a lease of `lease` ms; see `announce`.
-fn take_quiet(ctx: Ctx, q: &mut RedisQueue, now: i64, count: usize, lease: i64) -> Vec<(RStr, u32)> {
+/// Also says whether the rate limit held back a message the pop would have taken (the
+/// caller counts `rate_limited` if it delivered fewer than asked).
+fn take_quiet(ctx: Ctx, q: &mut RedisQueue, now: i64, count: usize, lease: i64) -> (Vec<(RStr, u32)>, bool) {
     let lim = settings::limits(q);
     let allowed = ratelimit::allowance(ctx.db(), q.name().as_ref(), &lim, now, count);
     let popped = if allowed > 0 { rules::pop(q, now, allowed, now + lease) } else { Popped { got: Vec::new(), group_waits: 0 } };
     stats::GROUP_WAITS.add(popped.group_waits);
     ratelimit::consumed(ctx.db(), q.name().as_ref(), &lim, popped.got.len());
-    if allowed < count && popped.got.len() == allowed && rules::has_deliverable(q, now) {
-        stats::RATE_LIMITED.add(1);
-    }
-    popped.got
+    let limited = allowed < count && popped.got.len() == allowed && rules::has_deliverable(q, now);
+    (popped.got, limited)
 }
 
 /// Counts and announces `n` deliveries from `q` and schedules their leases' rollback.
@@ -85,7 +85,8 @@ fn announce(ctx: Ctx, q: &RedisQueue, n: usize, deadline: i64) {
 
 /// RMQ.POP: takes up to `count` deliverable messages under a lease of `lease` ms.
 pub fn take(ctx: Ctx, q: &mut RedisQueue, now: i64, count: usize, lease: i64) -> Vec<(RStr, u32)> {
-    let got = take_quiet(ctx, q, now, count, lease);
+    let (got, limited) = take_quiet(ctx, q, now, count, lease);
+    stats::RATE_LIMITED.add(limited as u64);
     announce(ctx, q, got.len(), now + lease);
     got
 }
@@ -107,13 +108,23 @@ pub type TopicDelivery = (RStr, RStr, u32);
 /// on this node (and whose slot it serves), round-robin: one from each queue in turn,
 /// starting where the previous TPOP of the topic did not. `lease` None: each queue's own
 /// lease. The first turn goes queue by queue (a TPOP of one message opens one queue);
-/// after it, each queue that gave one is asked at once for its share of what is left
-/// (equal shares, the earlier queues one more), which takes the same messages as turn
+/// after it, while what is left makes whole turns, each queue that may give more is asked
+/// at once for as many turns as there are; a last partial turn goes queue by queue, a
+/// queue that runs dry passing its turn to the next. That takes the same messages as turn
 /// after turn in far fewer pops; the reply lists them turn by turn.
 pub fn take_topic(ctx: Ctx, topic: &[u8], slots: u32, count: usize, lease: Option<i64>, now: i64) -> Vec<TopicDelivery> {
-    // Queues that gave a message: (queue, its lease, what it gave, whether it may give more).
-    let mut giving: Vec<(Opened, i64, Vec<(RStr, u32)>, bool)> = Vec::new();
+    /// A queue that gave a message.
+    struct Giving {
+        q: Opened,
+        lease: i64,
+        got: Vec<(RStr, u32)>,
+        /// Whether it may give more.
+        more: bool,
+    }
+    let mut giving: Vec<Giving> = Vec::new();
     let mut taken = 0;
+    // A queue's rate limit held a message back (counted only if the TPOP falls short).
+    let mut rate_limited = false;
     for slot in topics::rotation(ctx.db(), topic, slots) {
         if taken >= count {
             break;
@@ -124,7 +135,8 @@ pub fn take_topic(ctx: Ctx, topic: &[u8], slots: u32, count: usize, lease: Optio
         }
         let Ok(mut q) = Opened::open(ctx, RStr::from_bytes(&name), true) else { continue };
         let lease = lease.unwrap_or_else(|| settings::limits(&*q).lease_ms);
-        let got = take_quiet(ctx, &mut q, now, 1, lease);
+        let (got, limited) = take_quiet(ctx, &mut q, now, 1, lease);
+        rate_limited |= limited;
         if got.is_empty() {
             if q.len(Set::Store) + q.len(Set::Hold) == 0 {
                 // An entry that outlived its queue (deleted by hand, say).
@@ -133,38 +145,40 @@ pub fn take_topic(ctx: Ctx, topic: &[u8], slots: u32, count: usize, lease: Optio
             continue;
         }
         taken += 1;
-        giving.push((q, lease, got, true));
+        giving.push(Giving { q, lease, got, more: true });
     }
     loop {
-        let open: Vec<usize> = (0..giving.len()).filter(|&i| giving[i].3).collect();
+        let open: Vec<usize> = (0..giving.len()).filter(|&i| giving[i].more).collect();
         if taken >= count || open.is_empty() {
             break;
         }
-        let (share, extra) = ((count - taken) / open.len(), (count - taken) % open.len());
-        for (k, &i) in open.iter().enumerate() {
-            let want = share + (k < extra) as usize;
-            let (q, lease, got, more) = &mut giving[i];
-            if want == 0 {
-                continue;
+        // Whole turns for every open queue, else one more message each until done.
+        let want = ((count - taken) / open.len()).max(1);
+        for &i in &open {
+            if taken >= count {
+                break;
             }
-            let more_got = take_quiet(ctx, q, now, want, *lease);
-            *more = more_got.len() == want;
+            let g = &mut giving[i];
+            let (more_got, limited) = take_quiet(ctx, &mut g.q, now, want, g.lease);
+            rate_limited |= limited;
+            g.more = more_got.len() == want;
             taken += more_got.len();
-            got.extend(more_got);
+            g.got.extend(more_got);
         }
     }
     let mut out: Vec<TopicDelivery> = Vec::with_capacity(taken);
-    let turns = giving.iter().map(|g| g.2.len()).max().unwrap_or(0);
+    let turns = giving.iter().map(|g| g.got.len()).max().unwrap_or(0);
     for turn in 0..turns {
-        for (q, _, got, _) in &giving {
-            if let Some((m, d)) = got.get(turn) {
-                out.push((q.name().clone(), m.clone(), *d));
+        for g in &giving {
+            if let Some((m, d)) = g.got.get(turn) {
+                out.push((g.q.name().clone(), m.clone(), *d));
             }
         }
     }
-    for (q, lease, got, _) in &giving {
-        announce(ctx, q, got.len(), now + lease);
+    for g in &giving {
+        announce(ctx, &g.q, g.got.len(), now + g.lease);
     }
+    stats::RATE_LIMITED.add((rate_limited && taken < count) as u64);
     out
 }
 

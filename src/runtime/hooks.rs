@@ -93,12 +93,16 @@ fn on_key_event(ctx: Ctx, event: &[u8], key: &RStr) {
 }
 
 /// Sees SYNC and PSYNC before they run, so propagation is on before a replica's initial
-/// snapshot is taken and its backlog begins; and commands that may change ACL rules.
+/// snapshot is taken and its backlog begins; commands that may change ACL rules; and
+/// CLUSTER commands, which may change the slots this node serves.
 fn on_command(name: &[u8]) {
     if name.eq_ignore_ascii_case(b"sync") || name.eq_ignore_ascii_case(b"psync") {
         effects::replicas_from_now();
     }
     acl::rules_may_change(name);
+    if name.eq_ignore_ascii_case(b"cluster") {
+        cluster::forget_slots();
+    }
 }
 
 /// Subscribes to everything above; false if Redis refused a subscription.

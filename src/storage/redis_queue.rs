@@ -75,11 +75,14 @@ impl RedisQueue {
     /// Opens the queue's keys (for writing if `write`); WRONGTYPE if any holds another type.
     pub fn open(ctx: Ctx, q: RStr, write: bool) -> Result<RedisQueue> {
         let names = keys::names(&q);
+        // A lookup (an allocation-free read-mode open where KeyExists is missing).
+        let exists =
+            |id: KeyId| Key::exists(ctx, &names[id as usize]).unwrap_or_else(|| !Key::open(ctx, &names[id as usize], false).is_null());
+        // `park` and `parkidx` are written together: one lookup tells for both.
+        let (parked, held) = (exists(KeyId::Park), exists(KeyId::Hold));
         let keys: [OnceCell<Key>; KEYS] = std::array::from_fn(|i| {
             let cell = OnceCell::new();
-            // A lookup (an allocation-free read-mode open where KeyExists is missing).
-            let exists = || Key::exists(ctx, &names[i]).unwrap_or_else(|| !Key::open(ctx, &names[i], false).is_null());
-            if i < LAZY_FROM || exists() {
+            if i < LAZY_FROM || (parked && i != KeyId::Hold as usize) || (held && i == KeyId::Hold as usize) {
                 let _ = cell.set(Key::open(ctx, &names[i], write));
             }
             cell
@@ -171,7 +174,9 @@ impl RedisQueue {
     }
 
     /// Sets (Some) or deletes (None) a meta field; removing the last field deletes the key.
-    fn hset(&mut self, field: RStr, value: Option<RStr>) {
+    /// Returns whether a deletion deleted.
+    fn hset(&mut self, field: RStr, value: Option<RStr>) -> bool {
+        let deletion = value.is_none();
         let meta = self.key_mut(KeyId::Meta);
         let changed = meta.hset(&field, value.as_ref());
         if value.is_some() && changed == 0 && meta.len() == HASHTABLE_AT {
@@ -180,9 +185,10 @@ impl RedisQueue {
         match value {
             Some(v) => self.effects.record(HSET, KeyId::Meta, || [field, v]),
             None if changed > 0 => self.effects.record(HDEL, KeyId::Meta, || [field]),
-            None => return,
+            None => return false,
         }
         self.touched(KeyId::Meta);
+        deletion
     }
 
     /// Makes `meta{Q}` a hashtable. Redis keeps a hash a listpack up to
@@ -222,6 +228,17 @@ impl RedisQueue {
             return None;
         }
         self.hget(&self.tagged_field(tag, m))
+    }
+
+    /// Reads and deletes a per-message record, with one field string for both.
+    fn take_record(&mut self, tag: u8, m: &RStr) -> Option<RStr> {
+        if !self.has_message_meta() {
+            return None;
+        }
+        let field = self.tagged_field(tag, m.as_ref());
+        let v = self.hget(&field)?;
+        self.hset(field, None);
+        Some(v)
     }
 
     /// Sets or deletes a per-message record (a deletion is skipped when the queue keeps
@@ -391,11 +408,34 @@ impl Store for RedisQueue {
     }
 
     fn flight(&self, m: &RStr) -> Flight {
-        self.record(codec::FLIGHT, m.as_ref()).map_or_else(Flight::default, |v| codec::decode_flight(v.as_ref()))
+        let record = || self.record(codec::FLIGHT, m.as_ref()).or_else(|| self.record(codec::GROUP_FLIGHT, m.as_ref()));
+        record().map_or_else(Flight::default, |v| codec::decode_flight(v.as_ref()))
     }
 
     fn set_flight(&mut self, m: &RStr, f: Option<&Flight>) {
-        self.set_record(codec::FLIGHT, m.as_ref(), f.map(codec::encode_flight));
+        match f {
+            Some(f) => {
+                let tag = if f.group.is_some() { codec::GROUP_FLIGHT } else { codec::FLIGHT };
+                self.set_record(tag, m.as_ref(), Some(codec::encode_flight(f)));
+            }
+            None => {
+                self.set_record(codec::FLIGHT, m.as_ref(), None);
+                self.set_record(codec::GROUP_FLIGHT, m.as_ref(), None);
+            }
+        }
+    }
+
+    fn take_flight(&mut self, m: &RStr) -> Flight {
+        let record = self.take_record(codec::FLIGHT, m).or_else(|| self.take_record(codec::GROUP_FLIGHT, m));
+        record.map_or_else(Flight::default, |v| codec::decode_flight(v.as_ref()))
+    }
+
+    /// Every ACK pays this: a delivery without a group ends in one deletion.
+    fn end_flight(&mut self, m: &RStr) -> Option<Vec<u8>> {
+        if !self.has_message_meta() || self.hset(self.tagged_field(codec::FLIGHT, m.as_ref()), None) {
+            return None;
+        }
+        self.take_record(codec::GROUP_FLIGHT, m).and_then(|v| codec::decode_flight(v.as_ref()).group)
     }
 
     fn dead(&self, m: &RStr) -> Dead {
@@ -420,9 +460,17 @@ impl Store for RedisQueue {
 
     fn set_policy(&mut self, p: Option<&Policy>) -> bool {
         let had = self.has_policy();
+        if p.is_some() && p == self.stored_policy().as_ref() {
+            // The values it has: nothing to write (nor to signal to WATCH).
+            return had;
+        }
         match p {
-            Some(p) => self.hset(policy_field().clone(), Some(RStr::from_bytes(p.encode().as_bytes()))),
-            None if had => self.hset(policy_field().clone(), None),
+            Some(p) => {
+                self.hset(policy_field().clone(), Some(RStr::from_bytes(p.encode().as_bytes())));
+            }
+            None if had => {
+                self.hset(policy_field().clone(), None);
+            }
             None => {}
         }
         self.policy = OnceCell::from(p.cloned());

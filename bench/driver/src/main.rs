@@ -19,6 +19,18 @@
 //!            so the queue keeps its size; reports usec per call of each.
 //!   memory   FLUSHALL, fill --messages, MEMORY USAGE (SAMPLES 0) of the peer's keys; pop
 //!            them all under a long lease; MEMORY USAGE again.
+//!   gfill    (make bench-v2) pushes --groups × --per-group messages into --queue (no
+//!            FLUSHALL): in --order adjacent (a group's messages one after another in the
+//!            queue's order) or interleaved (the first message of every group, then the
+//!            second, …), with GROUP g<j> when --grouped 1 (RMQ only). Peer tpop spreads
+//!            them over the topic's --slots queues.
+//!   drain    (make bench-v2) --consumers connections each loop {ack what it popped last;
+//!            pop COUNT --count} (one round trip) until --messages are acked; reports
+//!            acked messages/s and INFO commandstats of the drain.
+//!
+//!   cpu takes --policy "field value …" (RMQ.POLICY q SET …, after the FLUSHALL) and
+//!   --warm-ms (one POP on the empty queue, then a pause that long, so a rate bucket has
+//!   refilled before the measuring starts). Peer tpop takes --slots (the topic's queues).
 //!
 //! Every connection has a read timeout and the whole run a watchdog (--timeout seconds):
 //! no wait is unbounded.
@@ -269,6 +281,31 @@ fn ack_all(con: &mut Connection, peer: &Peer, items: &[Item], batch: usize, per_
     Ok(())
 }
 
+/// One consumer round trip: the acks of what `prev` holds (after the bare sorted sets'
+/// ZADD prepare), in commands of `batch`, and `pops` pops of COUNT `batch`; then `prev`
+/// holds what those pops gave. Returns how many were acked, or None with nothing to send.
+fn consume_step(con: &mut Connection, peer: &Peer, prev: &mut Vec<Item>, batch: usize, pops: usize) -> Res<Option<usize>> {
+    let mut p = redis::pipe();
+    for chunk in prev.chunks(batch) {
+        peer.add_post_pop(&mut p, chunk);
+        peer.add_ack(&mut p, chunk);
+    }
+    for _ in 0..pops {
+        peer.add_pop(&mut p, batch, None);
+    }
+    if p.is_empty() {
+        return Ok(None);
+    }
+    let r: Vec<Value> = p.query(con)?;
+    check_replies(&r)?;
+    let acked = prev.len();
+    prev.clear();
+    for v in &r[r.len() - pops..] {
+        peer.parse_pop(v, prev);
+    }
+    Ok(Some(acked))
+}
+
 /// Commands per round trip: 100 single-message commands, or 10 commands of 100.
 fn per_rt(batch: usize) -> usize {
     (1000 / batch).clamp(1, 100)
@@ -286,6 +323,7 @@ fn mode_cpu(a: &Args) -> Res<String> {
     flushall(&mut con)?;
     let peer = Peer::new(kind, "q", "c0", &mut con)?;
     peer.setup(&mut con)?;
+    apply_policy(&mut con, a, "q")?;
     let per_rt = per_rt(batch);
     if kind == Kind::Ping {
         let ph = measure(&mut con, kind, true, &mut |con| {
@@ -309,6 +347,10 @@ fn mode_cpu(a: &Args) -> Res<String> {
         Ok(())
     })?;
     let ack = measure(&mut con, kind, true, &mut |con| ack_all(con, &peer, &items, batch, per_rt))?;
+    if !a.str("policy", "").trim().is_empty() {
+        // The policy stays (in meta{q}) while the queue is empty: drop it for the check.
+        redis::cmd("RMQ.POLICY").arg("q").arg("RESET").query::<i64>(&mut con)?;
+    }
     let left: i64 = match kind {
         Kind::Streams => redis::cmd("XLEN").arg(&peer.q).query(&mut con)?,
         _ => redis::cmd("EXISTS").arg(peer.keys()).query(&mut con)?,
@@ -389,25 +431,9 @@ fn mode_e2e(a: &Args) -> Res<String> {
             let mut prev: Vec<Item> = Vec::new();
             loop {
                 let stopping = sh.stop.load(Ordering::Relaxed);
-                let mut p = redis::pipe();
-                for chunk in prev.chunks(batch) {
-                    peer.add_post_pop(&mut p, chunk);
-                    peer.add_ack(&mut p, chunk);
-                }
                 let pops = if stopping { 0 } else { pop_depth };
-                for _ in 0..pops {
-                    peer.add_pop(&mut p, batch, None);
-                }
-                if p.is_empty() {
-                    break;
-                }
-                let r: Vec<Value> = p.query(&mut con)?;
-                check_replies(&r)?;
-                sh.acked.fetch_add(prev.len() as u64, Ordering::Relaxed);
-                prev.clear();
-                for v in &r[r.len() - pops..] {
-                    peer.parse_pop(v, &mut prev);
-                }
+                let Some(acked) = consume_step(&mut con, &peer, &mut prev, batch, pops)? else { break };
+                sh.acked.fetch_add(acked as u64, Ordering::Relaxed);
                 if prev.is_empty() {
                     if stopping {
                         break;
@@ -461,7 +487,7 @@ fn inflight_now(con: &mut Connection, kind: Kind) -> Res<i64> {
                 _ => 0,
             }
         }
-        Kind::Ping => 0,
+        Kind::Ping | Kind::Tpop => 0,
     })
 }
 
@@ -688,6 +714,193 @@ fn mode_memory(a: &Args) -> Res<String> {
     Ok(out)
 }
 
+/// `--policy "field value …"`: RMQ.POLICY `q` SET …; then, with `--warm-ms`, one POP on the
+/// (empty) queue and a pause that long, so a rate-limit bucket exists (a new bucket starts
+/// with one token) and has refilled before anything is measured.
+fn apply_policy(con: &mut Connection, a: &Args, q: &str) -> Res<()> {
+    let policy = a.str("policy", "");
+    if policy.trim().is_empty() {
+        return Ok(());
+    }
+    let mut c = redis::cmd("RMQ.POLICY");
+    c.arg(q).arg("SET");
+    for w in policy.split_whitespace() {
+        c.arg(w);
+    }
+    c.query::<()>(con)?;
+    let warm = a.num("warm-ms", 0)?;
+    if warm > 0 {
+        let _: Value = redis::cmd("RMQ.POP").arg(q).query(con)?;
+        thread::sleep(Duration::from_millis(warm));
+    }
+    Ok(())
+}
+
+/// A peer on `q` as the options say (`--slots` for tpop).
+fn make_peer(a: &Args, kind: Kind, q: &str, consumer: &str, con: &mut Connection) -> Res<Peer> {
+    let mut peer = Peer::new(kind, q, consumer, con)?;
+    peer.slots = a.num("slots", 1)?.max(1) as usize;
+    Ok(peer)
+}
+
+fn mode_gfill(a: &Args) -> Res<String> {
+    let kind = a.peer()?;
+    let url = a.str("url", "redis://127.0.0.1:6379/");
+    let q = a.str("queue", "q");
+    let groups = a.num("groups", 10_000)?;
+    let per_group = a.num("per-group", 10)?;
+    let grouped = a.num("grouped", 1)? != 0;
+    let adjacent = match a.str("order", "adjacent").as_str() {
+        "adjacent" => true,
+        "interleaved" => false,
+        o => return Err(format!("--order adjacent|interleaved, not {o}").into()),
+    };
+    if grouped && kind != Kind::Rmq {
+        return Err("gfill: --grouped 1 is for peer rmq".into());
+    }
+    let mut con = connect(&url)?;
+    let mut peer = make_peer(a, kind, &q, "c0", &mut con)?;
+    peer.setup(&mut con)?;
+    // Units of (priority, group, messages) in the queue's order (highest priority first);
+    // without groups, consecutive units of one priority are merged (up to 1000 messages).
+    let name = |j: u64, k: u64| format!("m:{j:07}:{k:03}");
+    let mut units: Vec<(i64, Option<u64>, Vec<String>)> = Vec::new();
+    let mut add = |prio: i64, g: u64, msgs: Vec<String>| {
+        if !grouped {
+            if let Some(last) = units.last_mut() {
+                if last.0 == prio && last.2.len() + msgs.len() <= 1000 {
+                    last.2.extend(msgs);
+                    return;
+                }
+            }
+        }
+        units.push((prio, grouped.then_some(g), msgs));
+    };
+    if adjacent {
+        for j in 0..groups {
+            add((groups - j) as i64, j, (0..per_group).map(|k| name(j, k)).collect());
+        }
+    } else {
+        for k in 0..per_group {
+            for j in 0..groups {
+                add((per_group - k) as i64, j, vec![name(j, k)]);
+            }
+        }
+    }
+    let t = Instant::now();
+    for rt in units.chunks(200) {
+        let mut p = redis::pipe();
+        for (prio, g, msgs) in rt {
+            peer.group = g.map(|g| format!("g{g:07}"));
+            peer.add_push(&mut p, *prio, msgs);
+        }
+        let r: Vec<Value> = p.query(&mut con)?;
+        check_replies(&r)?;
+    }
+    Ok(format!(
+        "{{\"peer\":\"{}\",\"queue\":\"{q}\",\"filled\":{},\"commands\":{},\"secs\":{:.2}}}",
+        a.str("peer", ""),
+        groups * per_group,
+        units.len(),
+        t.elapsed().as_secs_f64()
+    ))
+}
+
+/// INFO rmq counter `field` (0 when absent, e.g. a module without it).
+fn info_rmq(con: &mut Connection, field: &str) -> Res<u64> {
+    let info: String = redis::cmd("INFO").arg("rmq").query(con)?;
+    Ok(info
+        .lines()
+        .find_map(|l| l.strip_prefix(field).and_then(|r| r.strip_prefix(':')))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0))
+}
+
+fn mode_drain(a: &Args) -> Res<String> {
+    let kind = a.peer()?;
+    if kind == Kind::Ping {
+        return Err("drain: no lifecycle for ping".into());
+    }
+    let url = a.str("url", "redis://127.0.0.1:6379/");
+    let q = a.str("queue", "q");
+    let n = a.num("messages", 100_000)?;
+    let consumers = a.num("consumers", 16)? as usize;
+    let count = a.num("count", 100)?.max(1) as usize;
+    let stall = Duration::from_secs_f64(a.float("stall-secs", 10.0)?);
+    let mut con = connect(&url)?;
+    let gw0 = info_rmq(&mut con, "rmq_group_waits")?;
+    resetstat(&mut con)?;
+    let c0 = server_cpu_us(&mut con)?;
+    let sh = Arc::new(Shared { pushed: AtomicU64::new(0), acked: AtomicU64::new(0), stop: AtomicBool::new(false) });
+    let t0 = Instant::now();
+    let mut handles = Vec::new();
+    for id in 0..consumers {
+        let (sh, url, q) = (sh.clone(), url.clone(), q.clone());
+        let slots = a.num("slots", 1)?;
+        handles.push(thread::spawn(move || -> Res<u64> {
+            let mut con = connect(&url)?;
+            let mut peer = Peer::new(kind, &q, &format!("c{id}"), &mut con)?;
+            peer.slots = slots.max(1) as usize;
+            let mut prev: Vec<Item> = Vec::new();
+            let mut mine = 0u64;
+            loop {
+                let done = sh.acked.load(Ordering::Relaxed) >= n || sh.stop.load(Ordering::Relaxed);
+                let Some(acked) = consume_step(&mut con, &peer, &mut prev, count, usize::from(!done))? else { break };
+                sh.acked.fetch_add(acked as u64, Ordering::Relaxed);
+                mine += acked as u64;
+                if prev.is_empty() && !done {
+                    // Nothing deliverable now (the rest in flight elsewhere, or done).
+                    thread::sleep(Duration::from_micros(200));
+                }
+            }
+            Ok(mine)
+        }));
+    }
+    // Watch progress: a drain that stops moving for --stall-secs is an error.
+    let (mut last, mut last_t) = (0u64, Instant::now());
+    loop {
+        let acked = sh.acked.load(Ordering::Relaxed);
+        if acked >= n || handles.iter().all(|h| h.is_finished()) {
+            break;
+        }
+        if acked != last {
+            (last, last_t) = (acked, Instant::now());
+        } else if last_t.elapsed() > stall {
+            sh.stop.store(true, Ordering::Relaxed);
+            break;
+        }
+        thread::sleep(Duration::from_millis(2));
+    }
+    let dt = t0.elapsed().as_secs_f64();
+    let mut per_consumer = Vec::new();
+    for h in handles {
+        per_consumer.push(h.join().map_err(|_| "a consumer panicked")??);
+    }
+    let acked = sh.acked.load(Ordering::Relaxed);
+    let c1 = server_cpu_us(&mut con)?;
+    let stats = commandstats(&mut con)?;
+    let gw = info_rmq(&mut con, "rmq_group_waits")?.saturating_sub(gw0);
+    if acked < n {
+        return Err(format!("drain: {acked} of {n} acked, then no progress for {:?}", stall).into());
+    }
+    let dbsize: i64 = redis::cmd("DBSIZE").query(&mut con)?;
+    let window: Vec<String> = kind
+        .commands()
+        .iter()
+        .filter_map(|c| stats.get(*c).map(|(calls, usec)| format!("\"{c}\":[{calls},{usec}]")))
+        .collect();
+    let usec: u64 = kind.commands().iter().filter_map(|c| stats.get(*c)).map(|(_, u)| u).sum();
+    let (lo, hi) = (per_consumer.iter().min().copied().unwrap_or(0), per_consumer.iter().max().copied().unwrap_or(0));
+    Ok(format!(
+        "{{\"peer\":\"{}\",\"messages\":{n},\"acked\":{acked},\"secs\":{dt:.3},\"msgs_per_s\":{:.0},\"usec_per_msg\":{:.3},\"server_cpu_us_per_msg\":{:.3},\"consumers\":{consumers},\"count\":{count},\"per_consumer_min\":{lo},\"per_consumer_max\":{hi},\"group_waits\":{gw},\"dbsize_after\":{dbsize},\"window\":{{{}}}}}",
+        a.str("peer", ""),
+        acked as f64 / dt,
+        usec as f64 / acked.max(1) as f64,
+        (c1 - c0) / acked.max(1) as f64,
+        window.join(",")
+    ))
+}
+
 fn main() {
     let args = match Args::parse() {
         Ok(a) => a,
@@ -710,6 +923,8 @@ fn main() {
         "fill" => mode_fill(&args),
         "scale" => mode_scale(&args),
         "memory" => mode_memory(&args),
+        "gfill" => mode_gfill(&args),
+        "drain" => mode_drain(&args),
         m => Err(format!("unknown mode {m}").into()),
     };
     match r {

@@ -1,6 +1,8 @@
 //! The systems compared, each as the commands one message lifecycle (push → pop → ack)
 //! takes on it. Every peer fills a pipeline; the caller sends it and parses the pops.
 
+use std::cell::Cell;
+
 use redis::{Connection, Pipeline, Value};
 
 use crate::now_ms;
@@ -21,6 +23,9 @@ pub enum Kind {
     Zset,
     /// PING: the transport floor (no message moves).
     Ping,
+    /// RMQ.TPOP over the topic `q` of `slots` queues `q_0 … q_{slots-1}` (pushes go to
+    /// `q_{i mod slots}`, acks to each message's own queue).
+    Tpop,
 }
 
 impl Kind {
@@ -31,6 +36,7 @@ impl Kind {
             "streams" => Kind::Streams,
             "zset" => Kind::Zset,
             "ping" => Kind::Ping,
+            "tpop" => Kind::Tpop,
             _ => return None,
         })
     }
@@ -44,11 +50,12 @@ impl Kind {
             Kind::Streams => &["xadd", "xreadgroup", "xack", "xdel"],
             Kind::Zset => &["zadd", "zpopmax", "zrem"],
             Kind::Ping => &["ping"],
+            Kind::Tpop => &["rmq.push", "rmq.tpop", "rmq.ack"],
         }
     }
 }
 
-/// A popped message: its content, and its entry id for Streams.
+/// A popped message: its content, and its entry id for Streams (its queue for TPOP).
 #[derive(Clone, Debug)]
 pub struct Item {
     pub msg: Vec<u8>,
@@ -64,6 +71,11 @@ pub struct Peer {
     shas: [String; 3],
     pub lease_ms: u64,
     consumer: String,
+    /// RMQ: `GROUP g` on every push while set.
+    pub group: Option<String>,
+    /// TPOP: the topic's slot count, and where the next push starts spreading.
+    pub slots: usize,
+    spread: Cell<usize>,
 }
 
 const GROUP: &str = "g";
@@ -86,6 +98,9 @@ impl Peer {
             shas,
             lease_ms: 30_000,
             consumer: consumer.to_string(),
+            group: None,
+            slots: 1,
+            spread: Cell::new(0),
         })
     }
 
@@ -94,7 +109,13 @@ impl Peer {
         match self.kind {
             Kind::Rmq | Kind::Lua => vec![self.q.clone(), self.prepare.clone(), self.meta.clone(), self.dead.clone()],
             Kind::Streams | Kind::Zset | Kind::Ping => vec![self.q.clone()],
+            Kind::Tpop => (0..self.slots).map(|i| self.slot_queue(i)).collect(),
         }
+    }
+
+    /// The topic's queue number `i` (TPOP).
+    pub fn slot_queue(&self, i: usize) -> String {
+        format!("{}_{i}", self.q)
     }
 
     /// Creates what must exist before the first push (the Streams consumer group).
@@ -117,10 +138,31 @@ impl Peer {
         match self.kind {
             Kind::Rmq => {
                 let c = p.cmd("RMQ.PUSH").arg(&self.q).arg("PRIORITY").arg(prio);
+                if let Some(g) = &self.group {
+                    c.arg("GROUP").arg(g);
+                }
                 for m in msgs {
                     c.arg(m.as_str());
                 }
                 1
+            }
+            Kind::Tpop => {
+                // Spread over the topic's queues, one command per queue that gets some.
+                let mut per: Vec<Vec<&str>> = vec![Vec::new(); self.slots];
+                let off = self.spread.get();
+                for (i, m) in msgs.iter().enumerate() {
+                    per[(off + i) % self.slots].push(m.as_str());
+                }
+                self.spread.set((off + msgs.len()) % self.slots);
+                let mut n = 0;
+                for (i, ms) in per.iter().enumerate().filter(|(_, ms)| !ms.is_empty()) {
+                    let c = p.cmd("RMQ.PUSH").arg(self.slot_queue(i)).arg("PRIORITY").arg(prio);
+                    for m in ms {
+                        c.arg(*m);
+                    }
+                    n += 1;
+                }
+                n
             }
             Kind::Lua => {
                 let c = p.cmd("EVALSHA").arg(&self.shas[0]).arg(2).arg(&self.q).arg(&self.meta).arg("PRIORITY").arg(prio);
@@ -154,18 +196,7 @@ impl Peer {
     /// (RMQ and Streams only).
     pub fn add_pop(&self, p: &mut Pipeline, n: usize, block_ms: Option<u64>) {
         match self.kind {
-            Kind::Rmq => {
-                let c = p.cmd("RMQ.POP").arg(&self.q);
-                if n != 1 {
-                    c.arg("COUNT").arg(n);
-                }
-                if self.lease_ms != 30_000 {
-                    c.arg("LEASE").arg(self.lease_ms);
-                }
-                if let Some(b) = block_ms {
-                    c.arg("BLOCK").arg(b);
-                }
-            }
+            Kind::Rmq => self.pop_options(p.cmd("RMQ.POP").arg(&self.q), n, block_ms),
             Kind::Lua => {
                 p.cmd("EVALSHA").arg(&self.shas[1]).arg(3).arg(&self.q).arg(&self.prepare).arg(&self.meta).arg(n).arg(self.lease_ms);
             }
@@ -185,6 +216,20 @@ impl Peer {
             Kind::Ping => {
                 p.cmd("PING");
             }
+            Kind::Tpop => self.pop_options(p.cmd("RMQ.TPOP").arg(&self.q).arg(self.slots), n, block_ms),
+        }
+    }
+
+    /// RMQ.POP's and RMQ.TPOP's options: COUNT (unless 1), LEASE (unless the default), BLOCK.
+    fn pop_options(&self, c: &mut Pipeline, n: usize, block_ms: Option<u64>) {
+        if n != 1 {
+            c.arg("COUNT").arg(n);
+        }
+        if self.lease_ms != 30_000 {
+            c.arg("LEASE").arg(self.lease_ms);
+        }
+        if let Some(b) = block_ms {
+            c.arg("BLOCK").arg(b);
         }
     }
 
@@ -228,6 +273,18 @@ impl Peer {
                 }
             }
             Kind::Ping => {}
+            Kind::Tpop => {
+                // [[queue, message, deliveries], …]
+                if let Value::Array(entries) = v {
+                    for e in entries {
+                        if let Value::Array(t) = e {
+                            if let (Some(Value::BulkString(q)), Some(Value::BulkString(m))) = (t.first(), t.get(1)) {
+                                out.push(Item { msg: m.clone(), id: q.clone() });
+                            }
+                        }
+                    }
+                }
+            }
         }
     }
 
@@ -285,6 +342,22 @@ impl Peer {
                 1
             }
             Kind::Ping => 0,
+            Kind::Tpop => {
+                // One RMQ.ACK per queue, in the order the queues first appear.
+                let mut order: Vec<&[u8]> = Vec::new();
+                for it in items {
+                    if !order.contains(&&it.id[..]) {
+                        order.push(&it.id[..]);
+                    }
+                }
+                for q in &order {
+                    let c = p.cmd("RMQ.ACK").arg(*q);
+                    for it in items.iter().filter(|it| &it.id[..] == *q) {
+                        c.arg(&it.msg[..]);
+                    }
+                }
+                order.len()
+            }
         }
     }
 }

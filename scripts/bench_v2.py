@@ -1,0 +1,921 @@
+#!/usr/bin/env python3
+"""RMQ v2 speed targets, with peers side by side in one run (make bench-v2).
+
+Reuses scripts/bench.py (imported): its server start/stop by pid, pinning (redis-server on
+core 0 with `taskset -c 0`, this script and the load driver bench/driver on core 1), the
+driver runner with bounded re-runs of disturbed runs, medians over interleaved rounds
+(`Fig`), the load meter and the speed probe. Two servers run side by side: one with the
+module of this work tree (v2) and one with the v1 module (commit bf45ec8, built by
+scripts/build-v1 into target/v1/librmq.so) for the before/after figures; only one of them
+is ever under load. Both are stopped by their pids at the end.
+
+Figures (the median of --rounds rounds; the peers of a figure interleaved within a round,
+and ratios the median of per-round ratios):
+
+ 1. Held-back backlog (issue 10). Queue `bk`: one message of group `busy` in flight, 100,000
+    more of `busy` waiting (held back, PRIORITY 10), and --cycles ungrouped messages `x:i` at
+    PRIORITY 1 (below the backlog, so a POP that walked the held-back messages would pay for
+    it). Queue `nb`: the same without the 100,000. Phases of --cycles single commands (100
+    per round trip, CONFIG RESETSTAT before each): RMQ.POP (each gives an x), RMQ.ACK x:i,
+    RMQ.PUSH x:i back, RMQ.PUSH … GROUP busy new:i (held back), RMQ.CANCEL new:i. Server
+    usec per call from INFO commandstats. Target: bk/nb ≤ 1.5× for POP and grouped PUSH.
+ 2. Group throughput (issue 10): 10,000 groups × 10 messages (driver `gfill`), drained by 16
+    consumer connections (driver `drain`: each loops {ack what it popped last; pop COUNT
+    100}, one round trip), grouped vs the same messages ungrouped, in both push orders (a
+    group's 10 messages adjacent in the queue's order, or interleaved across groups);
+    Streams (XREADGROUP COUNT 100; XACK + XDEL) and bare sorted sets (ZPOPMAX 100 + ZADD
+    prepare; ZREM prepare) on the same messages. msgs/s and server usec per message
+    (commandstats). Target: grouped ≥ 0.8× ungrouped.
+ 3. v1 vs v2 on ungrouped traffic: bench.py's `cpu` phases (push N, pop N, ack N; 1 message
+    per command and batches of 100) on the v1 server and on the v2 server, alternately.
+    Target: v2 keeps v1's figures (v2/v1 ≤ 1.0×; ≤ 1.05× passes, a noise band).
+ 4. TPOP on a topic of 1024 slots with one non-empty queue (the 1023 others were pushed to
+    and drained before): phases as in 1 with RMQ.TPOP t 1024 or RMQ.POP on that queue.
+    Target: usec per TPOP ≤ 1.2× per POP.
+ 5. TPOP on a topic of 64 slots, all non-empty, COUNT 100, drained as in 2 (acks go to each
+    message's queue) vs POP COUNT 100 on one queue with the same messages. Targets: msgs/s
+    ≥ 0.9×, and usec per message of the pop command (POP/TPOP) ≥ 0.9×.
+ 6. Policy (issue 12): the phases of 3 on a queue with RMQ.POLICY retries 5 backoff-ms 1000
+    lease-ms 30000 vs none (target ≤ 1.05× per push/pop/ack), and, reported apart, a rate
+    limit that never bites (rate 10^9 per 1000 ms; the bucket warmed: one POP, then 200 ms,
+    before measuring).
+
+Then (unless --no-callgrind) all of it once more on two servers run under valgrind
+--tool=callgrind, smaller, counting the instructions the server ran per call or message
+(callgrind_control -z before a phase, -d after): figures that repeat exactly whatever else
+the machine does, with the same targets.
+
+Prints a table and writes scripts/results/bench_v2.md. Bounded: each driver run has a
+timeout and the whole run a watchdog (--budget). Misses are reported (MISS), never hidden;
+exit status 1 on an error, or on a miss with --strict.
+
+Environment: as bench.py (RMQ_MODULE, REDIS_SERVER, RMQ_BENCH_DRIVER) plus RMQ_MODULE_V1
+(default target/v1/librmq.so).
+"""
+
+import argparse
+import atexit
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from contextlib import contextmanager
+from pathlib import Path
+
+import bench
+from bench import Fig, Retries, LoadMeter, fmt, fmt_ratio, log, median, ratio, speed_probe
+
+REPO = bench.REPO
+MODULE_V1 = Path(os.environ.get("RMQ_MODULE_V1", REPO / "target" / "v1" / "librmq.so")).resolve()
+RESULTS = REPO / "scripts" / "results" / "bench_v2.md"
+
+# Targets (issues 10, 11, 12).
+T_BACKLOG = 1.5        # usec per POP (and grouped PUSH) with the backlog / without
+T_GROUPED = 0.8        # grouped msgs/s / ungrouped msgs/s (at least)
+T_V1 = 1.0             # v2 usec / v1 usec (at most); within T_V1_NOISE reported as kept
+T_V1_NOISE = 1.05
+T_TPOP_ONE = 1.2       # usec per TPOP (1024 slots, one busy) / per POP on that queue
+T_TPOP_BATCH = 0.9     # TPOP COUNT 100 throughput / POP COUNT 100 (at least)
+T_POLICY = 1.05        # usec per message with a policy / without
+
+POLICY = "retries 5 backoff-ms 1000 lease-ms 30000"
+RATE = "rate 1000000000 rate-window-ms 1000"
+LONG_LEASE = 3_600_000
+
+
+# ------------------------------------------------------------------------------------------
+# Servers: bench.py's Server, the one under load being bench.SERVER (its driver runner and
+# load meter read that global).
+
+V2 = bench.SERVER
+V1 = bench.Server()
+
+
+@contextmanager
+def on(server):
+    """Runs bench.py's driver and load meter against `server`."""
+    prev = bench.SERVER
+    bench.SERVER = server
+    try:
+        yield server
+    finally:
+        bench.SERVER = prev
+
+
+def client(server=None):
+    return (server or bench.SERVER).client()
+
+
+def cmdstats(c):
+    """INFO commandstats as {command: (calls, usec)}."""
+    return {k[len("cmdstat_"):]: (v["calls"], v["usec"]) for k, v in c.info("commandstats").items()}
+
+
+def per_call(stats, cmd):
+    calls, usec = stats.get(cmd, (0, 0))
+    return usec / calls if calls else None
+
+
+class Usec:
+    """Server usec per call from INFO commandstats (CONFIG RESETSTAT before the phase)."""
+    unit = "usec"
+
+    def phase(self, c, cmd, calls, fn):
+        """fn() sends `calls` calls of `cmd`; returns (usec per call, disturbance, {})."""
+        c.config_resetstat()
+        meter = LoadMeter()
+        fn()
+        dist = bench.disturbance(meter.read())
+        return per_call(cmdstats(c), cmd), dist, {}
+
+
+CALL_LINE = re.compile(r"^\s*([\d,]+)\s.*\?\?\?:call \[")
+
+
+class Instr:
+    """Instructions the server executed (valgrind --tool=callgrind; callgrind_control -z
+    before, -d after): repeatable whatever else the machine does. Two counts: `total`, the
+    whole server (the dump's summary: commands, network I/O, parsing, replies, timers), and
+    `cmd`, the commands alone (the inclusive cost of redis-server's call(), which runs one
+    command: what INFO commandstats times)."""
+    unit = "instr"
+
+    def __init__(self, server):
+        self.server = server
+        server.wrapper = ["valgrind", "--tool=callgrind", "--dump-instr=no", "--dump-line=no",
+                          f"--callgrind-out-file={server.tmp}/cg.%p.out"]
+
+    def _ctl(self, flag):
+        subprocess.run(["callgrind_control", flag, str(self.server.proc.pid)], check=True,
+                       capture_output=True, timeout=120)
+
+    def zero(self):
+        self._ctl("-z")
+
+    def dump(self):
+        """{total, cmd}: instructions since the last zero."""
+        before = set(Path(self.server.tmp).glob("cg.*.out.*"))
+        self._ctl("-d")
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            for f in set(Path(self.server.tmp).glob("cg.*.out.*")) - before:
+                total = next((int(line.split()[1]) for line in f.read_text(errors="replace").splitlines()
+                              if line.startswith("summary:")), None)
+                if total is None:
+                    continue   # still being written
+                ann = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", "--auto=no", str(f)],
+                                     capture_output=True, text=True, timeout=120).stdout
+                cmd = next((int(m.group(1).replace(",", "")) for m in map(CALL_LINE.match, ann.splitlines()) if m), 0)
+                f.unlink()
+                return {"total": total, "cmd": cmd}
+            time.sleep(0.1)
+        raise RuntimeError("callgrind: no dump with a summary within 60 s")
+
+    def phase(self, c, cmd, calls, fn):
+        """As Usec.phase: (whole-server instructions per call, 0, {"cmd": command-only per call})."""
+        self.zero()
+        fn()
+        d = self.dump()
+        return d["total"] / calls, 0.0, {"cmd": d["cmd"] / calls}
+
+    def around(self, fn):
+        self.zero()
+        r = fn()
+        return r, self.dump()
+
+
+def record(figs, key, who, ph):
+    """Adds a phase's (value, disturbance, extras) to figs[key] and figs[key:extra]."""
+    v, dist, extra = ph
+    figs[key].add(who, v, dist)
+    for k, x in extra.items():
+        ck = (*key[:-1], f"{key[-1]}:{k}") if isinstance(key, tuple) else f"{key}:{k}"
+        figs[ck].add(who, x, dist)
+
+
+def pipelined(c, n, add, per_rt=100):
+    """Sends n steps, per_rt per round trip; add(pipe, i) adds step i's commands. Returns the
+    replies, in order."""
+    out = []
+    for start in range(0, n, per_rt):
+        p = c.pipeline(transaction=False)
+        for i in range(start, min(n, start + per_rt)):
+            add(p, i)
+        out.extend(p.execute())
+    return out
+
+
+def push_many(c, q, prio, msgs, group=None, batch=1000):
+    def add(p, i):
+        chunk = msgs[i * batch:(i + 1) * batch]
+        p.execute_command("RMQ.PUSH", q, "PRIORITY", prio, *(["GROUP", group] if group else []), *chunk)
+    pipelined(c, -(-len(msgs) // batch), add, per_rt=10)
+
+
+# ------------------------------------------------------------------------------------------
+# 1. Held-back backlog, and 4. TPOP on a topic with one non-empty queue: phases of k single
+# commands of one kind (100 per round trip), measured apart: k pops of the k ungrouped
+# messages x:i that wait above everything else but the held-back backlog, k acks, k pushes
+# of them back.
+
+def xs(k):
+    return [f"x:{i:07}" for i in range(k)]
+
+
+def run_single(c, n, cmd_for):
+    """n commands cmd_for(i), pipelined; returns the replies."""
+    return pipelined(c, n, lambda p, i: p.execute_command(*cmd_for(i)))
+
+
+def pop_phases(c, q, k, pop_cmd, meter):
+    """k single pops (pop_cmd, each must give an x), k RMQ.ACK, k RMQ.PUSH back at PRIORITY 1.
+    Returns {pop, ack, push: (value per call, disturbance)}."""
+    names = xs(k)
+    got = []
+
+    def pops():
+        got.extend(run_single(c, k, lambda i: pop_cmd))
+
+    out = {"pop": meter.phase(c, pop_cmd[0].lower(), k, pops)}
+    popped = sorted(next(v for v in e if isinstance(v, bytes) and v.startswith(b"x:")).decode()
+                    for r in got for e in (r or []))
+    if popped != names:
+        raise RuntimeError(f"{' '.join(map(str, pop_cmd))}: {len(popped)} of the {k} x messages popped "
+                           f"(first replies {got[:3]!r})")
+    out["ack"] = meter.phase(c, "rmq.ack", k, lambda: run_single(c, k, lambda i: ("RMQ.ACK", q, names[i])))
+    out["push"] = meter.phase(c, "rmq.push", k,
+                              lambda: run_single(c, k, lambda i: ("RMQ.PUSH", q, "PRIORITY", 1, names[i])))
+    return out
+
+
+def backlog_setup(c, q, size, k):
+    c.execute_command("RMQ.PUSH", q, "PRIORITY", 10, "GROUP", "busy", "busy:in-flight")
+    got = c.execute_command("RMQ.POP", q, "LEASE", LONG_LEASE)
+    assert got and got[0][0] == b"busy:in-flight", got
+    push_many(c, q, 10, [f"held:{i:08}" for i in range(size)], group="busy")
+    push_many(c, q, 1, xs(k))
+    info = c.execute_command("RMQ.INFO", q)
+    if isinstance(info, list):
+        info = dict(zip(info[::2], info[1::2]))
+    log(f"  backlog: {q} waiting {info.get(b'waiting')}, in flight {info.get(b'inflight')}")
+
+
+def run_backlog(rounds, backlog, k, figs, meter):
+    c = client()
+    c.flushall()
+    for q, size in (("bk", backlog), ("nb", 0)):
+        backlog_setup(c, q, size, k)
+    for r in range(rounds):
+        speed_probe("held-back backlog")
+        for q in (("bk", "nb") if r % 2 == 0 else ("nb", "bk")):
+            gw0 = c.info("rmq").get("rmq_group_waits", 0)
+            res = pop_phases(c, q, k, ("RMQ.POP", q), meter)
+            gw = c.info("rmq").get("rmq_group_waits", 0) - gw0
+            news = [f"new:{r}:{i:07}" for i in range(k)]
+            res["grouped_push"] = meter.phase(c, "rmq.push", k, lambda: run_single(
+                c, k, lambda i: ("RMQ.PUSH", q, "PRIORITY", 10, "GROUP", "busy", news[i])))
+            res["cancel"] = meter.phase(c, "rmq.cancel", k, lambda: run_single(c, k, lambda i: ("RMQ.CANCEL", q, news[i])))
+            for key, ph in res.items():
+                record(figs, key, q, ph)
+            figs["group_waits_per_pop"].add(q, gw / k)
+            log(f"  backlog round {r + 1} {q}: POP {res['pop'][0]:.2f}, grouped PUSH {res['grouped_push'][0]:.2f} "
+                f"{meter.unit} per call (group_waits/POP {gw / k:.2f})")
+    c.flushall()
+
+
+def run_tpop_one(rounds, slots, k, figs, meter):
+    c = client()
+    c.flushall()
+    topic, busy = "t", 569 % slots
+    q = f"{topic}_{busy}"
+    # Every queue of the topic used once and drained (so the module has seen them), then one
+    # queue with 1,000 messages at PRIORITY 0 below the k x messages.
+    run_single(c, slots, lambda i: ("RMQ.PUSH", f"{topic}_{i}", "PRIORITY", 1, "once"))
+    run_single(c, slots, lambda i: ("RMQ.POP", f"{topic}_{i}"))
+    run_single(c, slots, lambda i: ("RMQ.ACK", f"{topic}_{i}", "once"))
+    left = c.dbsize()
+    if left:
+        raise RuntimeError(f"tpop: {left} keys left after draining the topic")
+    push_many(c, q, 0, [f"low:{i:05}" for i in range(1000)])
+    push_many(c, q, 1, xs(k))
+    for r in range(rounds):
+        speed_probe("TPOP, one non-empty queue")
+        order = [("tpop", ("RMQ.TPOP", topic, slots)), ("pop", ("RMQ.POP", q))]
+        for name, cmd in (order if r % 2 == 0 else order[::-1]):
+            res = pop_phases(c, q, k, cmd, meter)
+            record(figs, "call", name, res["pop"])
+            record(figs, "ack", name, res["ack"])
+        log(f"  tpop-one round {r + 1}: TPOP {figs['call'].v['tpop'][-1]:.2f}, "
+            f"POP {figs['call'].v['pop'][-1]:.2f} {meter.unit} per call")
+    c.flushall()
+
+
+# ------------------------------------------------------------------------------------------
+# 2. and 5.: drain a filled queue (or topic) with the driver.
+
+def drain_run(name, fill, drain, figs, n, timeout, meter):
+    """FLUSHALL; driver gfill (fill opts); driver drain (drain opts); records figures under name.
+    A disturbed drain is re-run (bench.driver's rule) after a new FLUSHALL and fill."""
+    fills = []
+
+    def setup():
+        client().flushall()
+        fills.append(bench.driver("gfill", timeout, quality=False, **fill))
+
+    if isinstance(meter, Instr):
+        setup()
+        j, instr = meter.around(lambda: bench.driver("drain", timeout, quality=False, messages=n, **drain))
+        figs["instr_per_msg"].add(name, instr["total"] / max(j["acked"], 1))
+        figs["instr_per_msg:cmd"].add(name, instr["cmd"] / max(j["acked"], 1))
+    else:
+        j = bench.driver("drain", timeout, setup=setup, messages=n, **drain)
+    f = fills[-1]
+    if j["dbsize_after"] != 0 and drain["peer"] in ("rmq", "tpop"):
+        raise RuntimeError(f"drain {name}: {j['dbsize_after']} keys left after draining")
+    d = j["_dist"]
+    figs["msgs_per_s"].add(name, j["msgs_per_s"], d)
+    figs["usec_per_msg"].add(name, j["usec_per_msg"], d)
+    figs["cpu_per_msg"].add(name, j["server_cpu_us_per_msg"], d)
+    figs["group_waits_per_msg"].add(name, j["group_waits"] / max(j["acked"], 1), d)
+    for cmd, (calls, usec) in j["window"].items():
+        figs["cmd"].add((name, cmd), usec / max(j["acked"], 1), d)
+        figs["per_call"].add((name, cmd), usec / max(calls, 1), d)
+        figs["calls_per_100"].add((name, cmd), 100 * calls / max(j["acked"], 1), d)
+    log(f"  {name:28} {j['msgs_per_s']:>9,.0f} msgs/s  {j['usec_per_msg']:5.2f} usec/msg "
+        + (f"{figs['instr_per_msg'].v[name][-1]:,.0f} instr/msg " if isinstance(meter, Instr) else "")
+        + f"(fill {f['secs']:.1f} s, group_waits/msg {j['group_waits'] / max(j['acked'], 1):.2f}, "
+        f"consumers took {j['per_consumer_min']}..{j['per_consumer_max']})")
+
+
+GROUP_CONFIGS = [
+    # name, peer, grouped, order
+    ("grouped, adjacent", "rmq", 1, "adjacent"),
+    ("ungrouped, adjacent", "rmq", 0, "adjacent"),
+    ("grouped, interleaved", "rmq", 1, "interleaved"),
+    ("ungrouped, interleaved", "rmq", 0, "interleaved"),
+    ("Streams", "streams", 0, "adjacent"),
+    ("bare zset", "zset", 0, "adjacent"),
+]
+
+
+def run_groups(rounds, groups, per_group, consumers, count, figs, meter):
+    n = groups * per_group
+    for r in range(rounds):
+        speed_probe("group throughput")
+        cfgs = GROUP_CONFIGS if r % 2 == 0 else GROUP_CONFIGS[::-1]
+        for name, peer, grouped, order in cfgs:
+            drain_run(name, dict(peer=peer, queue="q", groups=groups, per_group=per_group, grouped=grouped, order=order),
+                      dict(peer=peer, queue="q", consumers=consumers, count=count), figs, n, 600, meter)
+
+
+def run_tpop_batch(rounds, slots, messages, consumers, count, figs, meter):
+    fill = dict(groups=messages // 10, per_group=10, grouped=0, order="adjacent")
+    for r in range(rounds):
+        speed_probe("TPOP, all queues busy")
+        cfgs = [("tpop", dict(peer="tpop", queue="t", slots=slots)), ("pop", dict(peer="rmq", queue="q"))]
+        for name, who in (cfgs if r % 2 == 0 else cfgs[::-1]):
+            drain_run(name, dict(fill, **who), dict(who, consumers=consumers, count=count), figs,
+                      fill["groups"] * 10, 600, meter)
+
+
+# ------------------------------------------------------------------------------------------
+# 3. and 6.: bench.py's cpu phases on v1, v2, v2 with a policy, v2 with a rate limit.
+
+CPU_CONFIGS = [
+    # name, module, extra driver options
+    ("v1", "v1", {}),
+    ("v2", "v2", {}),
+    ("v2 + policy", "v2", {"policy": POLICY}),
+    ("v2 + rate limit", "v2", {"policy": RATE, "warm_ms": 200}),
+]
+
+
+def instr_phases(c, n, batch, meter, policy="", warm_ms=0):
+    """The `cpu` phases of the driver, sent from here so that each is counted apart under
+    callgrind: FLUSHALL (and the policy); push n messages in commands of `batch`, pop them
+    all (COUNT batch), ack them all; 100 single commands or 10 of 100 per round trip.
+    Returns {push, pop, ack: meter.phase's (value per message, disturbance, extras)}."""
+    c.flushall()
+    if policy:
+        c.execute_command("RMQ.POLICY", "q", "SET", *policy.split())
+        if warm_ms:
+            c.execute_command("RMQ.POP", "q")
+            time.sleep(warm_ms / 1000)
+    msgs = [f"msg:{i:016}" for i in range(n)]
+    per_rt = max(1, min(100, 1000 // batch))
+    cmds = -(-n // batch)
+    chunks = [msgs[i * batch:(i + 1) * batch] for i in range(cmds)]
+    got = []
+    out = {"push": meter.phase(c, "rmq.push", n, lambda: pipelined(
+        c, cmds, lambda p, i: p.execute_command("RMQ.PUSH", "q", "PRIORITY", i % 8, *chunks[i]), per_rt))}
+    pop = ("RMQ.POP", "q") + (("COUNT", batch) if batch > 1 else ())
+    out["pop"] = meter.phase(c, "rmq.pop", n, lambda: got.extend(
+        pipelined(c, cmds, lambda p, i: p.execute_command(*pop), per_rt)))
+    popped = sorted(e[0].decode() for r in got for e in (r or []))
+    if popped != msgs:
+        raise RuntimeError(f"cpu phases: popped {len(popped)} of {n}")
+    out["ack"] = meter.phase(c, "rmq.ack", n, lambda: pipelined(
+        c, cmds, lambda p, i: p.execute_command("RMQ.ACK", "q", *chunks[i]), per_rt))
+    return out
+
+
+def run_cpu(rounds, n, figs, servers):
+    """servers: "v1"/"v2" -> (server, its meter). With Usec, the driver's `cpu` mode (bench.py's
+    phases); with Instr, the same phases sent by instr_phases."""
+    for r in range(rounds):
+        speed_probe("v1 vs v2, policy")
+        for batch in (1, 100):
+            cfgs = CPU_CONFIGS if r % 2 == 0 else CPU_CONFIGS[::-1]
+            for name, module, extra in cfgs:
+                server, meter = servers[module]
+                if isinstance(meter, Instr):
+                    res = instr_phases(client(server), n, batch, meter, extra.get("policy", ""), extra.get("warm_ms", 0))
+                    for what, ph in res.items():
+                        record(figs, (batch, "instr_" + what), name, ph)
+                    record(figs, (batch, "instr"), name, (sum(ph[0] for ph in res.values()), 0.0,
+                                                           {"cmd": sum(ph[2]["cmd"] for ph in res.values())}))
+                    log(f"  cpu batch {batch:>3} {name:16} " + " ".join(
+                        f"{k} {ph[0]:,.0f} ({ph[2]['cmd']:,.0f} in the command)" for k, ph in res.items()) + " instr/msg")
+                    continue
+                with on(server):
+                    j = bench.driver("cpu", 600, peer="rmq", batch=batch, messages=n, **extra)
+                life = 0.0
+                for what in ("push", "pop", "ack"):
+                    us = j[what]["usec"] / n
+                    figs[(batch, what)].add(name, us, j["_dist"])
+                    figs[(batch, "cpu_" + what)].add(name, j[what]["cpu_us"] / n, j["_dist"])
+                    life += us
+                figs[(batch, "life")].add(name, life, j["_dist"])
+                log(f"  cpu round {r + 1} batch {batch:>3} {name:16} push {j['push']['usec'] / n:5.2f} "
+                    f"pop {j['pop']['usec'] / n:5.2f} ack {j['ack']['usec'] / n:5.2f} usec/msg")
+
+
+# ------------------------------------------------------------------------------------------
+# Report.
+
+class Targets:
+    def __init__(self):
+        self.rows = []
+
+    def add(self, issue, what, value, target, ok, cmd_note=""):
+        self.rows.append((issue, what, value, target, "PASS" if ok else "**MISS**", cmd_note))
+
+    def missed(self):
+        return [r for r in self.rows if r[4] != "PASS"]
+
+    def md(self):
+        out = ["### Targets\n", "| issue | figure | measured | target | result |", "|---|---|---|---|---|"]
+        for issue, what, value, target, res, _ in self.rows:
+            out.append(f"| {issue} | {what} | {value} | {target} | {res} |")
+        return out
+
+
+def cell(fig, key):
+    v = fig.med(key)
+    s = fmt(v)
+    if v is not None and fig.noisy(key):
+        s += " ~"
+    if v is not None and not fig.all_clean(key):
+        s += " *"
+    return s
+
+
+def ratio_at_most(fig, a, b, limit):
+    r = fig.ratio(a, b)
+    return r, r is not None and r <= limit
+
+
+def build_report(a, bk, gr, cpu, t1, tb, cg, loads):
+    T = Targets()
+    out = []
+
+    # 1. backlog
+    r_pop, ok = ratio_at_most(bk["pop"], "bk", "nb", T_BACKLOG)
+    T.add(10, "usec per RMQ.POP, 100k held back / none", fmt_ratio(r_pop), f"≤ {T_BACKLOG}×", ok)
+    r_push, ok = ratio_at_most(bk["grouped_push"], "bk", "nb", T_BACKLOG)
+    T.add(10, "usec per grouped RMQ.PUSH into the busy group, 100k held back / none", fmt_ratio(r_push),
+          f"≤ {T_BACKLOG}×", ok)
+    out.append(f"### 1. POP and PUSH cost with {a.backlog:,} messages held back (issue 10; usec per call, "
+               "INFO commandstats)\n")
+    out.append(f"Queue `bk`: one message of group `busy` in flight, {a.backlog:,} more of `busy` waiting "
+               f"(PRIORITY 10), {a.cycles:,} ungrouped messages `x:i` at PRIORITY 1; `nb`: the same without the "
+               f"{a.backlog:,}. Phases of {a.cycles:,} single commands each (100 per round trip, CONFIG RESETSTAT "
+               "before each): RMQ.POP (each gives an x), RMQ.ACK x:i, RMQ.PUSH x:i back, RMQ.PUSH PRIORITY 10 "
+               "GROUP busy new:i (held back), RMQ.CANCEL new:i; the two queues alternate per round.\n")
+    out.append("| command | with backlog (bk) | without (nb) | bk / nb | target | result |")
+    out.append("|---|---|---|---|---|---|")
+    for key, lab, tgt in (("pop", "RMQ.POP of an ungrouped x", True), ("ack", "RMQ.ACK x", False),
+                          ("push", "RMQ.PUSH x (ungrouped)", False),
+                          ("grouped_push", "RMQ.PUSH GROUP busy (held back)", True),
+                          ("cancel", "RMQ.CANCEL of that message", False)):
+        f = bk[key]
+        r = f.ratio("bk", "nb")
+        res = ("PASS" if r is not None and r <= T_BACKLOG else "**MISS**") if tgt else ""
+        out.append(f"| {lab} | {cell(f, 'bk')} | {cell(f, 'nb')} | {fmt_ratio(r)} | "
+                   f"{f'≤ {T_BACKLOG}×' if tgt else ''} | {res} |")
+    out.append("")
+    out.append(f"INFO rmq group_waits per POP during the POP phase: bk {fmt(bk['group_waits_per_pop'].med('bk'))}, "
+               f"nb {fmt(bk['group_waits_per_pop'].med('nb'))}.")
+    out.append("")
+
+    # 2. groups
+    f = gr["msgs_per_s"]
+    u = gr["usec_per_msg"]
+    for order in ("adjacent", "interleaved"):
+        r = f.ratio(f"grouped, {order}", f"ungrouped, {order}")
+        T.add(10, f"drain msgs/s, 10k groups × 10, {order}: grouped / ungrouped", fmt_ratio(r), f"≥ {T_GROUPED}×",
+              r is not None and r >= T_GROUPED)
+        ru = u.ratio(f"ungrouped, {order}", f"grouped, {order}")
+        T.add(10, f"server usec/msg, {order}: ungrouped / grouped (i.e. grouped costs 1/x)", fmt_ratio(ru),
+              f"≥ {T_GROUPED}×", ru is not None and ru >= T_GROUPED)
+    out.append(f"### 2. Draining {a.groups:,} groups × {a.per_group} messages (issue 10)\n")
+    out.append(f"{a.groups * a.per_group:,} messages pushed first (driver `gfill`; adjacent: group j's "
+               f"{a.per_group} messages at PRIORITY groups−j, one after another; interleaved: message k of "
+               f"every group at PRIORITY {a.per_group}−k), then drained by {a.consumers} consumer connections "
+               f"(driver `drain`), each looping {{ack what it popped last; pop COUNT {a.count}}} in one round trip. "
+               "Ungrouped: the same messages and priorities without GROUP. Streams: XADD each, "
+               f"XREADGROUP COUNT {a.count}, XACK + XDEL; bare zset: ZADD, ZPOPMAX {a.count} + ZADD prepare, "
+               "ZREM prepare. usec/msg: INFO commandstats over the drain (pop + ack commands) ÷ messages; "
+               "process CPU: INFO cpu of the server ÷ messages (includes network I/O).\n")
+    out.append("| run | msgs/s | vs ungrouped (same order) | server usec/msg | pop cmd usec/msg | ack cmd usec/msg | "
+               "process CPU usec/msg | group_waits/msg | pops per 100 msgs |")
+    out.append("|---|---|---|---|---|---|---|---|---|")
+    popcmd = {"rmq": "rmq.pop", "streams": "xreadgroup", "zset": "zpopmax"}
+    ackcmd = {"rmq": "rmq.ack", "streams": "xack", "zset": "zrem"}
+    for name, peer, grouped, order in GROUP_CONFIGS:
+        vs = fmt_ratio(f.ratio(name, f"ungrouped, {order}")) if peer == "rmq" and grouped else ""
+        if peer != "rmq":
+            vs = fmt_ratio(f.ratio(name, "ungrouped, adjacent")) + " (of RMQ ungrouped)"
+        out.append(f"| {name} | {cell(f, name)} | {vs} | {cell(u, name)} | "
+                   f"{fmt(gr['cmd'].med((name, popcmd[peer])))} | {fmt(gr['cmd'].med((name, ackcmd[peer])))} | "
+                   f"{cell(gr['cpu_per_msg'], name)} | {fmt(gr['group_waits_per_msg'].med(name))} | "
+                   f"{fmt(gr['calls_per_100'].med((name, popcmd[peer])))} |")
+    out.append("")
+    out.append("Streams' ack column is XACK only (XDEL "
+               f"{fmt(gr['cmd'].med(('Streams', 'xdel')))} usec/msg more); bare zset's pop column is ZPOPMAX only "
+               f"(ZADD prepare {fmt(gr['cmd'].med(('bare zset', 'zadd')))} usec/msg more).")
+    out.append("")
+
+    # 3. v1 vs v2, 6. policy
+    out.append("### 3. and 6. Ungrouped push / pop / ack: v1 vs v2, and v2 with a policy (issues 10, 12)\n")
+    out.append(f"bench.py's `cpu` phases: push {a.cpu_messages:,} messages, pop them all, ack them all (CONFIG "
+               "RESETSTAT before each; unbatched = 1 message per command, 100 commands per round trip; batch "
+               "100 = 100 messages per command, 10 per round trip); usec per message from INFO commandstats. "
+               f"v1 = the module at commit {a.v1_commit} (before groups) on its own server, v2 = this tree's, "
+               f"alternating per run. Policy: `RMQ.POLICY q SET {POLICY}`; rate limit: `RMQ.POLICY q SET {RATE}` "
+               "(never bites; one POP on the empty queue and 200 ms before measuring, so the bucket, which "
+               "starts with one token, has refilled).\n")
+    out.append("| phase | v1 | v2 | v2 / v1 | result | v2 + policy | policy / v2 | result | v2 + rate limit | rate / v2 |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|")
+    for batch, tag in ((1, "unbatched"), (100, "batch 100")):
+        for what in ("push", "pop", "ack", "life"):
+            fg = cpu[(batch, what)]
+            rv = fg.ratio("v2", "v1")
+            rp = fg.ratio("v2 + policy", "v2")
+            rr = fg.ratio("v2 + rate limit", "v2")
+            lab = f"{'**lifecycle**' if what == 'life' else what}, {tag}"
+            v_ok = rv is not None and rv <= T_V1_NOISE
+            p_ok = rp is not None and rp <= T_POLICY
+            if what != "life":
+                T.add(10, f"v2 / v1 usec per message, {what}, {tag}", fmt_ratio(rv),
+                      f"≤ {T_V1}× (±5% noise)", v_ok)
+                T.add(12, f"policy / none usec per message, {what}, {tag}", fmt_ratio(rp), f"≤ {T_POLICY}×", p_ok)
+            out.append(f"| {lab} | {cell(fg, 'v1')} | {cell(fg, 'v2')} | {fmt_ratio(rv)} | "
+                       f"{'PASS' if v_ok else '**MISS**'} | {cell(fg, 'v2 + policy')} | {fmt_ratio(rp)} | "
+                       f"{'PASS' if p_ok else '**MISS**'} | {cell(fg, 'v2 + rate limit')} | {fmt_ratio(rr)} |")
+    out.append("")
+    out.append("Server process CPU per message lifecycle (INFO cpu; includes network I/O): " + "; ".join(
+        f"{tag}: " + ", ".join(
+            f"{name} {fmt(sum(cpu[(batch, 'cpu_' + w)].med(name) or 0 for w in ('push', 'pop', 'ack')))}"
+            for name, _, _ in CPU_CONFIGS)
+        for batch, tag in ((1, "unbatched"), (100, "batch 100"))) + " usec.")
+    out.append("")
+
+    # 4. TPOP one busy
+    r1 = t1["call"].ratio("tpop", "pop")
+    T.add(11, f"usec per RMQ.TPOP ({a.tpop_slots} slots, one non-empty) / RMQ.POP on that queue", fmt_ratio(r1),
+          f"≤ {T_TPOP_ONE}×", r1 is not None and r1 <= T_TPOP_ONE)
+    out.append(f"### 4. TPOP on a topic of {a.tpop_slots} slots with one non-empty queue (issue 11)\n")
+    out.append(f"Every queue of the topic pushed to once and drained first; then one queue with 1,000 messages "
+               f"at PRIORITY 0 and {a.cycles:,} `x:i` at PRIORITY 1. Phases as in 1: {a.cycles:,} single "
+               f"RMQ.TPOP t {a.tpop_slots} (each gives an x) or RMQ.POP on that queue, then the acks and pushes "
+               "back; TPOP and POP alternate per round; usec per call.\n")
+    out.append("| RMQ.TPOP | RMQ.POP | TPOP / POP | target | result | RMQ.ACK after TPOP / after POP |")
+    out.append("|---|---|---|---|---|---|")
+    out.append(f"| {cell(t1['call'], 'tpop')} | {cell(t1['call'], 'pop')} | {fmt_ratio(r1)} | ≤ {T_TPOP_ONE}× | "
+               f"{'PASS' if r1 is not None and r1 <= T_TPOP_ONE else '**MISS**'} | "
+               f"{fmt(t1['ack'].med('tpop'))} / {fmt(t1['ack'].med('pop'))} |")
+    out.append("")
+
+    # 5. TPOP batch
+    rt = tb["msgs_per_s"].ratio("tpop", "pop")
+    T.add(11, f"drain msgs/s, TPOP COUNT {a.count} over {a.batch_slots} busy queues / POP COUNT {a.count} on one",
+          fmt_ratio(rt), f"≥ {T_TPOP_BATCH}×", rt is not None and rt >= T_TPOP_BATCH)
+    tu = [tb["cmd"].v.get(("tpop", "rmq.tpop"), []), tb["cmd"].v.get(("pop", "rmq.pop"), [])]
+    pairs = [y / x for x, y in zip(*tu) if x]
+    ru = median(pairs) if len(tu[0]) == len(tu[1]) else None
+    T.add(11, f"server usec/msg: POP COUNT {a.count} / TPOP COUNT {a.count} (TPOP command only)", fmt_ratio(ru),
+          f"≥ {T_TPOP_BATCH}×", ru is not None and ru >= T_TPOP_BATCH)
+    out.append(f"### 5. TPOP COUNT {a.count} on a topic of {a.batch_slots} slots, all non-empty (issue 11)\n")
+    out.append(f"{a.tpop_messages:,} messages spread evenly over the {a.batch_slots} queues (or all in one queue), drained "
+               f"as in 2 by {a.consumers} consumers, each looping {{acks; RMQ.TPOP t {a.batch_slots} COUNT {a.count} | "
+               f"RMQ.POP q COUNT {a.count}}}; TPOP's acks go one RMQ.ACK per queue.\n")
+    out.append("| run | msgs/s | server usec/msg (all) | pop command usec/msg | RMQ.ACK usec/msg | ACK calls per 100 msgs | "
+               "pops per 100 msgs |")
+    out.append("|---|---|---|---|---|---|---|")
+    for name, popc in (("tpop", "rmq.tpop"), ("pop", "rmq.pop")):
+        acks = tb["per_call"].med((name, "rmq.ack"))
+        ackm = tb["cmd"].med((name, "rmq.ack"))
+        calls_per_100 = 100 * ackm / acks if acks and ackm else None
+        out.append(f"| {'RMQ.TPOP' if name == 'tpop' else 'RMQ.POP'} | {cell(tb['msgs_per_s'], name)} | "
+                   f"{cell(tb['usec_per_msg'], name)} | {fmt(tb['cmd'].med((name, popc)))} | {fmt(ackm)} | "
+                   f"{fmt(calls_per_100)} | {fmt(tb['calls_per_100'].med((name, popc)))} |")
+    out.append("")
+    out.append(f"TPOP / POP: msgs/s {fmt_ratio(rt)}; all commands usec/msg "
+               f"{fmt_ratio(tb['usec_per_msg'].ratio('tpop', 'pop'))}; the pop command alone "
+               f"{fmt_ratio(None if ru is None else 1 / ru)}.")
+    out.append("")
+
+    if cg:
+        out += callgrind_report(a, T, *cg)
+
+    # Load
+    out.append("### Other load on the machine during the run\n")
+    out.append(f"Share of a core taken by other processes (on core {bench.SERVER_CORE}, the server's; core "
+               f"{bench.LOAD_CORE}, the load's) and by the hypervisor (steal), per section; speed probe: a fixed "
+               f"CPU loop on core {bench.SERVER_CORE} at the start of every round (ms; max ≫ min: the machine "
+               "itself ran slower in some rounds). `~` after a figure: its rounds spread more than "
+               f"{bench.NOISY * 100:.0f}% of the median; `*`: fewer than {Fig.MIN_CLEAN} undisturbed rounds "
+               "(disturbed ones are in it).\n")
+    out.append("| section | others, core 0 | others, core 1 | steal 0 / 1 | wall | speed probe min / median / max |")
+    out.append("|---|---|---|---|---|---|")
+    for name, (q, wall) in loads.items():
+        pr = bench.PROBES.get(name, [])
+        ps = f"{min(pr):.0f} / {median(pr):.0f} / {max(pr):.0f}" if pr else "—"
+        out.append(f"| {name} | {q['others0']:.2f} | {q['others1']:.2f} | {q['steal0']:.2f} / {q['steal1']:.2f} | "
+                   f"{wall:.0f} s | {ps} |")
+    R = bench.RETRIES
+    out.append("")
+    out.append(f"Driver runs: {R.runs}; re-run because disturbed (> {Retries.DISTURBED * 100:.0f}% of a core): "
+               f"{R.retried}; kept although disturbed: {R.kept_disturbed}.")
+    out.append("")
+
+    # Per-round values
+    out.append("### Per-round values of the key figures\n")
+    out.append("| figure | rounds |")
+    out.append("|---|---|")
+
+    def rounds_of(lab, fig, key):
+        xs = fig.v.get(key, [])
+        ds = fig.d.get(key, [])
+        out.append(f"| {lab} | " + ", ".join(fmt(x) + ("†" if d > Retries.DISTURBED else "") for x, d in zip(xs, ds)) + " |")
+
+    rounds_of("1. RMQ.POP usec, backlog", bk["pop"], "bk")
+    rounds_of("1. RMQ.POP usec, no backlog", bk["pop"], "nb")
+    rounds_of("1. grouped RMQ.PUSH usec, backlog", bk["grouped_push"], "bk")
+    rounds_of("1. grouped RMQ.PUSH usec, no backlog", bk["grouped_push"], "nb")
+    for name, *_ in GROUP_CONFIGS:
+        rounds_of(f"2. msgs/s, {name}", gr["msgs_per_s"], name)
+    for batch in (1, 100):
+        for name, _, _ in CPU_CONFIGS:
+            rounds_of(f"3/6. lifecycle usec/msg, batch {batch}, {name}", cpu[(batch, "life")], name)
+    rounds_of("4. RMQ.TPOP usec", t1["call"], "tpop")
+    rounds_of("4. RMQ.POP usec", t1["call"], "pop")
+    rounds_of("5. msgs/s, TPOP", tb["msgs_per_s"], "tpop")
+    rounds_of("5. msgs/s, POP", tb["msgs_per_s"], "pop")
+    out.append("")
+    out.append(f"† a round whose run was disturbed (> {Retries.DISTURBED * 100:.0f}% of a core taken by others).")
+    return T.md() + [""] + out, T
+
+
+def callgrind_report(a, T, bk, gr, cpu, t1, tb):
+    """The same figures counted in instructions (one round: they repeat exactly)."""
+    out = ["### Instructions per call or message (valgrind --tool=callgrind; repeatable whatever the machine does)\n",
+           "The sections above run once more, each on a redis-server under callgrind (v1's too), with fewer "
+           f"messages ({a.cg_cycles:,} single commands per phase in 1 and 4, {a.cg_groups:,} groups × "
+           f"{a.per_group} in 2, {a.cg_groups * a.per_group:,} messages in 5, {a.cg_cpu_messages:,} in 3 and 6) and "
+           f"the same {a.backlog:,} held back in 1. Counted between `callgrind_control -z` and `-d`: **command** = "
+           "the inclusive instructions of redis-server's `call()`, which runs one command (what INFO "
+           "commandstats times); **server** = every instruction the server ran (commands plus network I/O, "
+           "parsing, replies, timers), whose ratios are closer to 1. Per call or per message. A target is "
+           "judged on the command count, except the drains' (2 and 5: throughput), judged on the whole server; "
+           "in the drains, empty pops by waiting consumers count too.\n",
+           "| figure | command A | command B | A / B | server A | server B | A / B | target | result |",
+           "|---|---|---|---|---|---|---|---|---|"]
+
+    def row(issue, lab, figs, key, ka, kb, limit=None, at_least=False, target=True, judge="cmd"):
+        tot, cmd = figs[key], figs[f"{key}:cmd" if isinstance(key, str) else (*key[:-1], f"{key[-1]}:cmd")]
+        ta, tb_, ca, cb = tot.med(ka), tot.med(kb), cmd.med(ka), cmd.med(kb)
+        rt, rc = ratio(ta, tb_), ratio(ca, cb)
+        r = rc if judge == "cmd" else rt
+        ok = (r is not None and (r >= limit if at_least else r <= limit)) if limit else None
+        tgt = (f"{'≥' if at_least else '≤'} {limit}× ({'command' if judge == 'cmd' else 'server'})") if limit else ""
+        res = "" if ok is None else ("PASS" if ok else "**MISS**")
+        out.append(f"| {lab} | {fmt(ca)} | {fmt(cb)} | {fmt_ratio(rc)} | {fmt(ta)} | {fmt(tb_)} | {fmt_ratio(rt)} | "
+                   f"{tgt} | {res} |")
+        if target and ok is not None:
+            T.add(issue, f"(callgrind) {lab}", fmt_ratio(r), tgt, ok)
+
+    row(10, "RMQ.POP: 100k held back (A) / none (B)", bk, "pop", "bk", "nb", T_BACKLOG)
+    row(10, "grouped RMQ.PUSH into the busy group: held back / none", bk, "grouped_push", "bk", "nb", T_BACKLOG)
+    for key, lab in (("ack", "RMQ.ACK x"), ("push", "RMQ.PUSH x (ungrouped)"), ("cancel", "RMQ.CANCEL")):
+        row(10, f"{lab}: held back / none", bk, key, "bk", "nb", target=False)
+    for order in ("adjacent", "interleaved"):
+        row(10, f"per message drained, {order}: ungrouped (A) / grouped (B)", gr, "instr_per_msg",
+            f"ungrouped, {order}", f"grouped, {order}", T_GROUPED, at_least=True, judge="total")
+    row(10, "per message drained: Streams (A) / RMQ ungrouped adjacent (B)", gr, "instr_per_msg", "Streams",
+        "ungrouped, adjacent", target=False)
+    row(10, "per message drained: bare zset (A) / RMQ ungrouped adjacent (B)", gr, "instr_per_msg", "bare zset",
+        "ungrouped, adjacent", target=False)
+    for batch, tag in ((1, "unbatched"), (100, "batch 100")):
+        for what in ("push", "pop", "ack", ""):
+            key = (batch, "instr_" + what if what else "instr")
+            lab = f"per message, {what or 'lifecycle'}, {tag}"
+            row(10, f"{lab}: v2 (A) / v1 (B)", cpu, key, "v2", "v1", T_V1_NOISE, target=bool(what))
+            row(12, f"{lab}: policy (A) / none (B)", cpu, key, "v2 + policy", "v2", T_POLICY, target=bool(what))
+            row(12, f"{lab}: rate limit (A) / none (B)", cpu, key, "v2 + rate limit", "v2", target=False)
+    row(11, f"RMQ.TPOP ({a.tpop_slots} slots, one non-empty) / RMQ.POP", t1, "call", "tpop", "pop", T_TPOP_ONE)
+    row(11, "RMQ.ACK after TPOP / after POP", t1, "ack", "tpop", "pop", target=False)
+    row(11, f"per message drained: POP COUNT {a.count} (A) / TPOP COUNT {a.count} over {a.batch_slots} (B)",
+        tb, "instr_per_msg", "pop", "tpop", T_TPOP_BATCH, at_least=True, judge="total")
+    row(11, f"same, command only, judged as the TPOP target on usec: POP (A) / TPOP (B)", tb, "instr_per_msg",
+        "pop", "tpop", T_TPOP_BATCH, at_least=True)
+    out.append("")
+    return out
+
+
+def header(a, m, elapsed, commit):
+    cmd = "make bench-v2" + (f" BENCH_ARGS='{a.raw_args}'" if a.raw_args else "")
+    return [
+        "# RMQ v2 benchmark",
+        "",
+        f"Command: `{cmd}` (scripts/bench_v2.py, reusing scripts/bench.py; load driver bench/driver). "
+        f"Every figure is the median of {a.rounds} rounds, peers interleaved within each round; ratios are "
+        "medians of per-round ratios. The machine is shared and noisy: read ratios, not absolute figures.",
+        "",
+        *bench.machine_rows(m),
+        f"| module (v2) | {bench.module_desc(commit)}; loaded a copy, sha256 {m['module_sha']} |",
+        f"| module (v1) | {MODULE_V1.relative_to(REPO) if MODULE_V1.is_relative_to(REPO) else MODULE_V1}, built from "
+        f"commit {a.v1_commit} by scripts/build-v1; sha256 {m['v1_sha']} |",
+        f"| pinning | both redis-servers `taskset -c {bench.SERVER_CORE}` (one under load at a time), driver "
+        f"and script `taskset -c {bench.LOAD_CORE}` |",
+        f"| run time | {elapsed / 60:.1f} min |",
+        "",
+        "",
+    ]
+
+
+def v1_commit():
+    try:
+        return (MODULE_V1.parent / "COMMIT").read_text().strip()[:7]
+    except OSError:
+        return "unknown (RMQ_MODULE_V1)"
+
+
+# ------------------------------------------------------------------------------------------
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--backlog", type=int, default=100_000, help="held-back messages of the busy group (1)")
+    ap.add_argument("--cycles", type=int, default=10_000, help="pop/ack/push cycles per measurement (1, 4)")
+    ap.add_argument("--groups", type=int, default=10_000)
+    ap.add_argument("--per-group", type=int, default=10)
+    ap.add_argument("--consumers", type=int, default=16)
+    ap.add_argument("--count", type=int, default=100, help="COUNT of the draining pops (2, 5)")
+    ap.add_argument("--cpu-messages", type=int, default=50_000)
+    ap.add_argument("--tpop-slots", type=int, default=1024)
+    ap.add_argument("--batch-slots", type=int, default=64)
+    ap.add_argument("--tpop-messages", type=int, default=100_000)
+    ap.add_argument("--no-callgrind", action="store_true", help="skip the instruction counts (valgrind)")
+    ap.add_argument("--cg-cycles", type=int, default=2_000, help="single commands per phase under callgrind")
+    ap.add_argument("--cg-groups", type=int, default=2_000, help="groups (× --per-group) drained under callgrind")
+    ap.add_argument("--cg-cpu-messages", type=int, default=5_000)
+    ap.add_argument("--quick", action="store_true", help="small sizes, 2 rounds (a smoke test; not for results)")
+    ap.add_argument("--only", default="", help="comma list of sections to run: backlog,groups,cpu,tpop1,tpopb")
+    a = bench.parse_common(ap, 1500, 180, RESULTS)
+    if a.quick:
+        a.rounds = 2
+        a.backlog, a.cycles, a.groups, a.cpu_messages, a.tpop_messages = 20_000, 2_000, 2_000, 10_000, 20_000
+        a.cg_cycles, a.cg_groups, a.cg_cpu_messages = 500, 500, 1_000
+    if a.rounds < 1:
+        raise SystemExit("--rounds must be >= 1")
+    for p, what in ((bench.MODULE, "module (cargo build --release)"), (MODULE_V1, "v1 module (scripts/build-v1)"),
+                    (bench.DRIVER, "driver (make bench-v2 builds it)")):
+        if not p.exists():
+            raise SystemExit(f"bench-v2: {what} missing: {p}")
+    if shutil.which("taskset") is None:
+        raise SystemExit("bench-v2: taskset not found (util-linux)")
+    if not a.no_callgrind and not (shutil.which("valgrind") and shutil.which("callgrind_control")):
+        raise SystemExit("bench-v2: valgrind (callgrind_control) not found; install valgrind or pass --no-callgrind")
+    if (os.cpu_count() or 1) < 2:
+        raise SystemExit("bench-v2: needs at least 2 cores (servers on core 0, load on core 1)")
+    a.v1_commit = v1_commit()
+    os.sched_setaffinity(0, {bench.LOAD_CORE})
+
+    CG2, CG1 = bench.Server(), bench.Server()
+    SERVERS = [V2, V1, CG2, CG1]
+
+    def stop_all():
+        for srv in SERVERS:
+            srv.stop()
+
+    def on_signal(signum, frame):
+        stop_all()
+        os._exit(130)
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    for srv in SERVERS:
+        atexit.register(srv.cleanup)
+
+    def watchdog():
+        log(f"bench-v2: still running after {a.budget:.0f} s (--budget); stopping the servers and giving up")
+        stop_all()
+        os._exit(1)
+
+    wd = threading.Timer(a.budget, watchdog)
+    wd.daemon = True
+    wd.start()
+
+    t_start = time.time()
+    bench.RETRIES.budget_s = a.retry_budget
+    bench.RETRIES.deadline = t_start + a.budget - 120
+    log("bench-v2: sampling other load for 1 s …")
+    lm = LoadMeter()
+    m = bench.machine_info(lm.others(), bench.top_processes(1.0))
+    commit = bench.git_commit()
+    m["module_sha"] = V2.take_module()
+    m["v1_sha"] = V1.take_module(MODULE_V1)
+    V2.start()
+    V1.start()
+    log(f"bench-v2: redis-server v2 pid {V2.proc.pid} port {V2.port}, v1 pid {V1.proc.pid} port {V1.port} "
+        f"(core {bench.SERVER_CORE}); driver on core {bench.LOAD_CORE}")
+
+    bk, gr, cpu, t1, tb = (defaultdict(Fig) for _ in range(5))
+    cg = None
+    loads = {}
+    only = set(filter(None, a.only.split(",")))
+
+    def section(key, name, fn, *args):
+        if only and key not in only:
+            return
+        log(f"bench-v2: {name} …")
+        meter, t = LoadMeter(), time.time()
+        fn(*args)
+        loads[name] = (meter.read(), time.time() - t)
+        log(f"bench-v2: {name} done in {time.time() - t:.0f} s")
+
+    def sections(rounds, bk, gr, cpu, t1, tb, sv2, sv1, tag, cycles, groups, cpu_messages, tpop_messages):
+        m2, m1 = sv2[1], sv1[1]
+        with on(sv2[0]):
+            section("backlog", f"held-back backlog{tag}", run_backlog, rounds, a.backlog, cycles, bk, m2)
+            section("tpop1", f"TPOP, one non-empty queue{tag}", run_tpop_one, rounds, a.tpop_slots, cycles, t1, m2)
+        section("cpu", f"v1 vs v2, policy{tag}", run_cpu, rounds, cpu_messages, cpu, {"v2": sv2, "v1": sv1})
+        with on(sv2[0]):
+            section("groups", f"group throughput{tag}", run_groups, rounds, groups, a.per_group, a.consumers,
+                    a.count, gr, m2)
+            section("tpopb", f"TPOP, all queues busy{tag}", run_tpop_batch, rounds, a.batch_slots, tpop_messages,
+                    a.consumers, a.count, tb, m2)
+
+    try:
+        sections(a.rounds, bk, gr, cpu, t1, tb, (V2, Usec()), (V1, Usec()), "", a.cycles, a.groups,
+                 a.cpu_messages, a.tpop_messages)
+        if not a.no_callgrind:
+            V2.stop()
+            V1.stop()
+            cg = tuple(defaultdict(Fig) for _ in range(5))
+            i2, i1 = Instr(CG2), Instr(CG1)
+            CG2.take_module()
+            CG1.take_module(MODULE_V1)
+            CG2.start()
+            CG1.start()
+            log(f"bench-v2: under callgrind: redis-server v2 pid {CG2.proc.pid} port {CG2.port}, "
+                f"v1 pid {CG1.proc.pid} port {CG1.port}")
+            sections(1, *cg, (CG2, i2), (CG1, i1), " (callgrind)", a.cg_cycles, a.cg_groups, a.cg_cpu_messages,
+                     a.cg_groups * a.per_group)
+        loads["whole run"] = (lm.read(), time.time() - t_start)
+    finally:
+        stop_all()
+    elapsed = time.time() - t_start
+
+    body, T = build_report(a, bk, gr, cpu, t1, tb, cg, loads)
+    md = "\n".join(header(a, m, elapsed, commit) + body)
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(md + "\n")
+    print(md)
+    print(f"\nwrote {out.relative_to(REPO) if out.is_relative_to(REPO) else out}")
+    missed = T.missed()
+    print("targets missed: " + ("; ".join(r[1] for r in missed) if missed else "none"))
+    wd.cancel()
+    return 1 if (a.strict and missed) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
