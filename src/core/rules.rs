@@ -362,7 +362,9 @@ pub fn has_deliverable<S: Store>(s: &S, now: i64) -> bool {
 pub fn next_due_after<S: Store>(s: &S, now: i64) -> Option<i64> {
     let set = if kind_of(s)?.is_timed() { Set::Store } else { Set::Hold };
     let mut due = None;
-    s.scan(set, now.saturating_add(1) as f64, f64::INFINITY, false, &mut |_, sc| {
+    // A pop now takes scores up to `now as f64`: start just above it. (`now + 1` as a
+    // double is `now` again from 2^53 on, and a score due now is not "after".)
+    s.scan(set, (now as f64).next_up(), f64::INFINITY, false, &mut |_, sc| {
         due = Some(sc as i64);
         false
     });

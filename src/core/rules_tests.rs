@@ -660,3 +660,27 @@ fn model_random_operations_keep_invariants() {
         }
     }
 }
+
+#[test]
+fn next_due_after_skips_scores_due_now_near_2_pow_53() {
+    // (now + 1) as f64 rounds back to now at 2^53: a score due now must not be "after"
+    // (a blocked consumer's wake-up would be armed in the past, again and again).
+    let top = crate::core::kind::MAX_EXACT;
+    let mut s = MemStore::default();
+    push(&mut s, 0, &lim(), PushMode::At(top), None, &ms(&["a"])).unwrap();
+    assert_eq!(next_due_after(&s, top - 1), Some(top));
+    assert_eq!(pop(&mut s, top, 1, top + 10).got, vec![(m("a"), 1)]);
+    // A new copy of the content in flight: due, but skipped by pops.
+    assert_eq!(push(&mut s, top, &lim(), PushMode::At(top), None, &ms(&["a"])).unwrap().added, 1);
+    assert!(pop(&mut s, top, 1, top + 10).got.is_empty());
+    assert_eq!(next_due_after(&s, top), None, "due now is not 'after'");
+    // A priority hold ending at 2^53 + 1, which a double rounds to 2^53: a pop at 2^53
+    // releases it, so it is not due after 2^53.
+    let mut p = MemStore::default();
+    push(&mut p, top, &lim(), PushMode::Priority(1), None, &ms(&["a"])).unwrap();
+    pop(&mut p, top, 1, top + 10);
+    assert_eq!(nack(&mut p, top, &lim(), &m("a"), Some(1), false), Some(Rollback::Requeued));
+    assert_eq!(p.len(Set::Hold), 1);
+    assert_eq!(next_due_after(&p, top), None);
+    assert_eq!(pop(&mut p, top, 1, top + 10).got, vec![(m("a"), 2)]);
+}
