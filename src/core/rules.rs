@@ -343,17 +343,25 @@ pub fn next_work<S: Store>(s: &S) -> Option<i64> {
 pub fn has_deliverable<S: Store>(s: &S, now: i64) -> bool {
     const LOOK: usize = 64;
     let Some(kind) = kind_of(s) else { return false };
-    if kind == Kind::Priority && s.count(Set::Hold, f64::NEG_INFINITY, now as f64) > 0 {
-        return true;
-    }
     let (min, max, rev) = deliverable_range(kind, now);
     let (mut seen, mut found) = (0, false);
-    s.scan(Set::Store, min, max, rev, &mut |m, _| {
+    let mut look = |m: S::M, _| {
         seen += 1;
         let free = s.waiting(&m).group.is_none_or(|g| !s.busy(&g));
         found = free && s.score(Set::Prepare, &m).is_none();
         !found && seen < LOOK
-    });
+    };
+    // A hold that ended is released by the pop, but parked if its group is busy.
+    let mut go_on = true;
+    if kind == Kind::Priority {
+        s.scan(Set::Hold, f64::NEG_INFINITY, now as f64, false, &mut |m, sc| {
+            go_on = look(m, sc);
+            go_on
+        });
+    }
+    if go_on {
+        s.scan(Set::Store, min, max, rev, &mut look);
+    }
     found
 }
 

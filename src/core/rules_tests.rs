@@ -684,3 +684,26 @@ fn next_due_after_skips_scores_due_now_near_2_pow_53() {
     assert_eq!(next_due_after(&p, top), None);
     assert_eq!(pop(&mut p, top, 1, top + 10).got, vec![(m("a"), 2)]);
 }
+
+#[test]
+fn has_deliverable_looks_at_the_group_of_an_ended_hold() {
+    let mut s = MemStore::default();
+    grouped(&mut s, 0, PushMode::Priority(5), "g", &["x"]);
+    assert_eq!(pop(&mut s, 0, 1, 1000).got, vec![(m("x"), 1)]);
+    assert_eq!(nack(&mut s, 0, &lim(), &m("x"), Some(50), false), Some(Rollback::Requeued));
+    // Another message of g in flight while x is held: when x's delay ends it is parked.
+    grouped(&mut s, 0, PushMode::Priority(1), "g", &["y"]);
+    assert_eq!(pop(&mut s, 0, 1, 1000).got, vec![(m("y"), 1)]);
+    assert!(!has_deliverable(&s, 50), "x's group is busy: a pop would take nothing");
+    assert!(pop(&mut s, 50, 1, 1000).got.is_empty());
+    // Once g is free the released x is deliverable again.
+    let mut t = MemStore::default();
+    grouped(&mut t, 0, PushMode::Priority(5), "g", &["x"]);
+    pop(&mut t, 0, 1, 1000);
+    nack(&mut t, 0, &lim(), &m("x"), Some(50), false);
+    grouped(&mut t, 0, PushMode::Priority(1), "g", &["y"]);
+    pop(&mut t, 0, 1, 1000);
+    ack(&mut t, &ms(&["y"]));
+    assert!(has_deliverable(&t, 50));
+    assert_eq!(pop(&mut t, 50, 1, 1000).got, vec![(m("x"), 2)]);
+}
