@@ -326,7 +326,9 @@ impl Model {
                 return Some(RmqError::KindMismatch { holds, pushed: mode.kind() });
             }
         }
-        mode.score(self.now)?;
+        if mode.score(self.now).is_none() {
+            return Some(RmqError::DueTooLate(mode));
+        }
         for m in msgs {
             if m.is_empty() {
                 return Some(RmqError::EmptyMessage);
