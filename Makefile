@@ -116,9 +116,10 @@ test-python: deps build
 	PYTHONPATH=clients/python $(PYTHON) -m pytest clients/python/tests -q
 
 # Fuzzing (fuzz/, its own crate): each of FUZZ_TARGETS for FUZZ_SECONDS, one process at a
-# time, nice'd. cargo fuzz passes nightly flags (-Z...): RUSTC_BOOTSTRAP=1 lets the stable
-# toolchain take them. No sanitizer (-s none): the fuzzed code is safe Rust (core forbids
-# unsafe), and runs faster without. Inputs found go to fuzz/corpus/<target> (ignored by git), crashes to
+# time, nice'd. No sanitizer (-s none): the fuzzed code is safe Rust (core forbids unsafe)
+# and runs faster without; built so, the targets need no nightly flag (checked with
+# cargo-fuzz 0.13 on stable). RUSTC_BOOTSTRAP=1 lets the stable toolchain take the -Z
+# flags cargo fuzz passes otherwise (e.g. -Zsanitizer=address for `-s address`). Inputs found go to fuzz/corpus/<target> (ignored by git), crashes to
 # fuzz/artifacts/<target>.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= args codec route bucket_schedule rules
