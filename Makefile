@@ -3,6 +3,10 @@
 #   make run    install deps, build, run redis-server on 127.0.0.1:6380 (foreground)
 #   make test   install deps, lint (rustfmt, clippy), unit tests, build, integration
 #               tests (pytest) against Redis 7.0 and then Valkey 9.1
+#   make fuzz   cargo fuzz targets in fuzz/ (parsers, codec, routing, rate limiter and
+#               schedule, the queue rules against their model), FUZZ_SECONDS (default 60)
+#               each, one at a time under nice; installs cargo-fuzz if missing. Not part
+#               of `make test`.
 #   make bench  build module + load driver, benchmark RMQ against PING, bare sorted sets,
 #               Lua scripts and Streams on its own pinned redis-server (~15 min);
 #               writes scripts/results/bench.md. BENCH_ARGS=--quick for a smoke run.
@@ -110,3 +114,19 @@ leakcheck: build
 .PHONY: test-python
 test-python: deps build
 	PYTHONPATH=clients/python $(PYTHON) -m pytest clients/python/tests -q
+
+# Fuzzing (fuzz/, its own crate): each of FUZZ_TARGETS for FUZZ_SECONDS, one process at a
+# time, nice'd. No sanitizer (-s none): the fuzzed code is safe Rust (core forbids unsafe)
+# and runs faster without; built so, the targets need no nightly flag (checked with
+# cargo-fuzz 0.13 on stable). RUSTC_BOOTSTRAP=1 lets the stable toolchain take the -Z
+# flags cargo fuzz passes otherwise (e.g. -Zsanitizer=address for `-s address`). Inputs found go to fuzz/corpus/<target> (ignored by git), crashes to
+# fuzz/artifacts/<target>.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= args codec route bucket_schedule rules
+.PHONY: fuzz
+fuzz:
+	command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
+	cd fuzz && for t in $(FUZZ_TARGETS); do \
+		mkdir -p corpus/$$t && \
+		RUSTC_BOOTSTRAP=1 nice -n 10 $(CARGO) fuzz run -s none $$t corpus/$$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; \
+	done

@@ -10,8 +10,11 @@
 //! - `module`: loading.
 
 mod cmd;
-mod core;
+// Public for the fuzz targets (fuzz/), with the argument parsers: both are pure.
+pub mod core;
 mod ffi;
 mod module;
 mod runtime;
 mod storage;
+
+pub use cmd::args;

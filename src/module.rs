@@ -11,10 +11,10 @@ use crate::ffi::hooks::{self, InfoSection};
 use crate::ffi::Ctx;
 use crate::runtime::{eviction, hooks as runtime_hooks, settings, stats, timers};
 
-#[cfg(not(test))]
+#[cfg(not(any(test, fuzzing)))]
 use redis_module::alloc::RedisAlloc as ModuleAlloc;
-// Outside Redis (unit tests) the Redis allocator does not exist.
-#[cfg(test)]
+// Outside Redis (unit tests, fuzz targets) the Redis allocator does not exist.
+#[cfg(any(test, fuzzing))]
 use std::alloc::System as ModuleAlloc;
 
 fn info_section(s: &InfoSection) {

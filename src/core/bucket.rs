@@ -36,7 +36,14 @@ impl Bucket {
     /// When the next whole token will be there (after `available` said 0).
     pub fn next_token_at(&self, rate: i64, window: i64) -> i64 {
         let missing = (1.0 - self.tokens).max(0.0);
-        self.at + (missing * window as f64 / rate as f64).ceil().max(1.0) as i64
+        let mut t = self.at + (missing * window as f64 / rate as f64).ceil().max(1.0) as i64;
+        // The refill over that time may round to just under a whole token: then a ms later
+        // (a ms adds at least 2^-31 tokens, far more than the rounding).
+        let has_token = |t| Bucket { ..*self }.available(t, rate, window) >= 1;
+        while rate > 0 && !has_token(t) {
+            t += 1;
+        }
+        t
     }
 
     /// Whether the bucket is as full as a new one or fuller (then forgetting it loses
@@ -74,6 +81,23 @@ mod tests {
         assert_eq!(b.next_token_at(2, 60_000), 30_000);
         assert_eq!(b.available(30_000, 2, 60_000), 1);
         assert!(!b.is_full(30_000, 2, 60_000) || b.available(30_000, 2, 60_000) >= 1);
+    }
+
+    #[test]
+    fn the_time_promised_for_a_token_has_one() {
+        // Found by the fuzz target bucket_schedule: 8.48e-9 tokens left, then a refill over
+        // the time promised rounds to 0.9999999999999999 tokens (a consumer woken for the
+        // token got nothing, and was woken again a ms later).
+        let (rate, window) = (2, 117_899_265);
+        let mut b = Bucket::new(0, rate);
+        b.take(1);
+        for round in 0..2 {
+            assert_eq!(b.available(b.at, rate, window), 0);
+            let t = b.next_token_at(rate, window);
+            assert!(t > b.at);
+            assert_eq!(b.available(t, rate, window), 1, "round {round}: {b:?}");
+            b.take(1);
+        }
     }
 
     #[test]

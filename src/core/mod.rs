@@ -16,8 +16,11 @@ pub mod rules;
 pub mod schedule;
 pub mod store;
 
-#[cfg(test)]
+// The in-memory store and the model of the rules, for the unit tests and the fuzz targets.
+#[cfg(any(test, fuzzing))]
 pub mod memstore;
+#[cfg(any(test, fuzzing))]
+pub mod model;
 #[cfg(test)]
 mod purity_tests;
 #[cfg(test)]

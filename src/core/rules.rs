@@ -343,17 +343,25 @@ pub fn next_work<S: Store>(s: &S) -> Option<i64> {
 pub fn has_deliverable<S: Store>(s: &S, now: i64) -> bool {
     const LOOK: usize = 64;
     let Some(kind) = kind_of(s) else { return false };
-    if kind == Kind::Priority && s.count(Set::Hold, f64::NEG_INFINITY, now as f64) > 0 {
-        return true;
-    }
     let (min, max, rev) = deliverable_range(kind, now);
     let (mut seen, mut found) = (0, false);
-    s.scan(Set::Store, min, max, rev, &mut |m, _| {
+    let mut look = |m: S::M, _| {
         seen += 1;
         let free = s.waiting(&m).group.is_none_or(|g| !s.busy(&g));
         found = free && s.score(Set::Prepare, &m).is_none();
         !found && seen < LOOK
-    });
+    };
+    // A hold that ended is released by the pop, but parked if its group is busy.
+    let mut go_on = true;
+    if kind == Kind::Priority {
+        s.scan(Set::Hold, f64::NEG_INFINITY, now as f64, false, &mut |m, sc| {
+            go_on = look(m, sc);
+            go_on
+        });
+    }
+    if go_on {
+        s.scan(Set::Store, min, max, rev, &mut look);
+    }
     found
 }
 
@@ -362,7 +370,9 @@ pub fn has_deliverable<S: Store>(s: &S, now: i64) -> bool {
 pub fn next_due_after<S: Store>(s: &S, now: i64) -> Option<i64> {
     let set = if kind_of(s)?.is_timed() { Set::Store } else { Set::Hold };
     let mut due = None;
-    s.scan(set, now.saturating_add(1) as f64, f64::INFINITY, false, &mut |_, sc| {
+    // A pop now takes scores up to `now as f64`: start just above it. (`now + 1` as a
+    // double is `now` again from 2^53 on, and a score due now is not "after".)
+    s.scan(set, (now as f64).next_up(), f64::INFINITY, false, &mut |_, sc| {
         due = Some(sc as i64);
         false
     });

@@ -1,0 +1,152 @@
+//! The queue rules (core::rules) over the in-memory store, driven by arbitrary sequences
+//! of every operation (push in each mode with or without a group, pop, ack, nack with a
+//! delay or to dead, extend, cancel, sweep, replay, the timer releasing holds, settings
+//! changing, the clock moving or set back) with numbers up to the SPEC's bounds (2^53 ms,
+//! |priority| <= 2^53, counts up to usize::MAX), each step checked by the shared model
+//! (`core::model`, also behind the unit test `model_random_operations_keep_invariants`).
+#![no_main]
+
+use arbitrary::Arbitrary;
+use libfuzzer_sys::fuzz_target;
+use rmq::core::kind::{Kind, PushMode, MAX_EXACT, MIN_AT};
+use rmq::core::model::{Model, Op};
+use rmq::core::policy::Limits;
+use rmq::core::store::Store;
+
+const MAX_RELATIVE: i64 = 1 << 52;
+const CONTENTS: &[&[u8]] = &[b"a", b"b", b"c", b"d", b"e", b"f", b"x:1", b"\0", b"", b"longer than 8"];
+const GROUPS: &[&[u8]] = &[b"g1", b"g2", b"g:3", b"\0"];
+
+/// A number, mapped into an operation's range: small, at an edge, or anywhere.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+enum Num {
+    Small(u8),
+    Edge(u8),
+    Any(u64),
+}
+
+impl Num {
+    fn within(self, lo: i64, hi: i64) -> i64 {
+        let span = (hi as i128 - lo as i128 + 1) as u128;
+        match self {
+            Num::Small(v) => lo.saturating_add(v as i64).min(hi),
+            Num::Edge(i) => {
+                let edges = [lo, lo + 1, hi - 1, hi, 0, 1, 1 << 31, MIN_AT, MAX_RELATIVE, MAX_EXACT - 1, MAX_EXACT, -MAX_EXACT];
+                edges[i as usize % edges.len()].clamp(lo, hi)
+            }
+            Num::Any(v) => (lo as i128 + (v as u128 % span) as i128) as i64,
+        }
+    }
+    fn count(self, hi: i64) -> usize {
+        match self {
+            Num::Edge(i) if i % 5 == 0 => usize::MAX,
+            n => n.within(1, hi) as usize,
+        }
+    }
+}
+
+#[derive(Arbitrary, Debug)]
+struct LimitsIn {
+    retries: Num,
+    max_message_bytes: Num,
+    max_queue_length: Num,
+    backoff_ms: Num,
+    backoff_max_ms: Num,
+}
+
+impl LimitsIn {
+    fn limits(&self) -> Limits {
+        Limits {
+            retries: self.retries.within(0, 1000) as u32,
+            lease_ms: 30_000,
+            max_message_bytes: self.max_message_bytes.within(1, 536_870_912),
+            max_queue_length: match self.max_queue_length {
+                Num::Small(v) => (v % 12) as i64,
+                n => n.within(0, 1 << 62),
+            },
+            backoff_ms: self.backoff_ms.within(0, 1 << 31),
+            backoff_max_ms: self.backoff_max_ms.within(0, 1 << 31),
+            rate: 0,
+            rate_window_ms: 1000,
+        }
+    }
+}
+
+#[derive(Arbitrary, Debug)]
+enum FuzzOp {
+    Push { mode: u8, value: Num, group: u8, msgs: Vec<u8> },
+    Pop { count: Num, lease: Num },
+    Ack(Vec<u8>),
+    Nack { m: u8, delay: Option<Num>, dead: bool },
+    Sweep(Num),
+    Extend { m: u8, ms: Num },
+    Cancel(Vec<u8>),
+    Replay(Num),
+    Release(Num),
+    Limits(LimitsIn),
+    Advance(Num),
+    SetClock(Num),
+}
+
+#[derive(Arbitrary, Debug)]
+struct Input {
+    start: Num,
+    limits: LimitsIn,
+    ops: Vec<FuzzOp>,
+}
+
+fn content(i: u8) -> Vec<u8> {
+    CONTENTS[i as usize % CONTENTS.len()].to_vec()
+}
+
+fn contents(v: &[u8]) -> Vec<Vec<u8>> {
+    v.iter().take(4).map(|&i| content(i)).collect()
+}
+
+fn op(model: &Model, f: &FuzzOp) -> Op {
+    match f {
+        FuzzOp::Push { mode, value, group, msgs } => {
+            // Mostly the queue's own kind, so that most pushes are accepted.
+            let pick = match (model.s.kind(), mode % 8) {
+                (Some(Kind::Range), 0..=5) => 0,
+                (Some(Kind::Priority), 0..=5) => 1,
+                (Some(Kind::Fixed), 0..=5) => 2 + mode / 8 % 2,
+                (_, m) => m % 4,
+            };
+            let mode = match pick {
+                0 => PushMode::Range(value.within(1, MAX_RELATIVE)),
+                1 => PushMode::Priority(value.within(-MAX_EXACT, MAX_EXACT)),
+                2 => PushMode::At(value.within(MIN_AT, MAX_EXACT)),
+                _ => PushMode::Delay(value.within(0, MAX_RELATIVE)),
+            };
+            let group = GROUPS.get(*group as usize % (GROUPS.len() + 2)).map(|g| g.to_vec());
+            let mut msgs = contents(msgs);
+            if msgs.is_empty() {
+                msgs.push(content(0));
+            }
+            Op::Push { mode, group, msgs }
+        }
+        FuzzOp::Pop { count, lease } => Op::Pop { count: count.within(1, 10_000) as usize, lease: lease.within(1, MAX_RELATIVE) },
+        FuzzOp::Ack(v) => Op::Ack(contents(v)),
+        FuzzOp::Nack { m, delay, dead } => Op::Nack { m: content(*m), delay: delay.map(|d| d.within(0, MAX_RELATIVE)), dead: *dead },
+        FuzzOp::Sweep(n) => Op::Sweep(n.count(16)),
+        FuzzOp::Extend { m, ms } => Op::Extend { m: content(*m), ms: ms.within(1, MAX_RELATIVE) },
+        FuzzOp::Cancel(v) => Op::Cancel(contents(v)),
+        FuzzOp::Replay(n) => Op::Replay(n.count(16)),
+        FuzzOp::Release(n) => Op::Release(n.count(1024)),
+        FuzzOp::Limits(l) => Op::Limits(l.limits()),
+        // The clock as RMQ.TESTCLOCK moves it: ADVANCE up to 2^52, capped at 2^53; SET.
+        FuzzOp::Advance(ms) => Op::Clock(model.now.saturating_add(ms.within(0, MAX_RELATIVE)).min(MAX_EXACT)),
+        FuzzOp::SetClock(t) => Op::Clock(t.within(0, MAX_EXACT)),
+    }
+}
+
+fuzz_target!(|inp: Input| {
+    let mut model = Model::new(inp.start.within(0, MAX_EXACT), inp.limits.limits());
+    for (i, f) in inp.ops.iter().take(256).enumerate() {
+        let op = op(&model, f);
+        if let Err(e) = model.step(&op) {
+            panic!("step {i}: {op:?}: {e}");
+        }
+    }
+});

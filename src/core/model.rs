@@ -1,0 +1,470 @@
+//! The model of the queue rules shared by the model test (`rules_tests`) and the fuzz
+//! target `rules` (fuzz/): operations applied to a `MemStore`, each checked against what
+//! the SPEC promises, computed by brute force from the store before and after it.
+//!
+//! Checked after every step: metadata is consistent; a content has at most one waiting
+//! copy (in `Store`, `Park` or `Hold`) and one delivery in flight; a group has at most one
+//! delivery in flight and a free group has its best message in `Store`; every copy of a
+//! content moves only as the operation allows (nothing appears, is lost or duplicated:
+//! each followed content is waiting, in flight or dead, or was acked, cancelled or merged
+//! into a copy of itself); pops take what the brute-force reference says; `has_deliverable`,
+//! `info`, `next_due_after`, `next_work` and `pending` agree with the store.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::core::error::RmqError;
+use crate::core::kind::{Kind, PushMode};
+use crate::core::memstore::MemStore;
+use crate::core::policy::Limits;
+use crate::core::rules::*;
+use crate::core::store::{Flight, Set, Store};
+
+/// One operation on the queue, with the arguments the commands would pass.
+#[derive(Clone, Debug)]
+pub enum Op {
+    Push {
+        mode: PushMode,
+        group: Option<Vec<u8>>,
+        msgs: Vec<Vec<u8>>,
+    },
+    /// POP COUNT count with a lease of `lease` ms.
+    Pop {
+        count: usize,
+        lease: i64,
+    },
+    Ack(Vec<Vec<u8>>),
+    Nack {
+        m: Vec<u8>,
+        delay: Option<i64>,
+        dead: bool,
+    },
+    Sweep(usize),
+    Extend {
+        m: Vec<u8>,
+        ms: i64,
+    },
+    Cancel(Vec<Vec<u8>>),
+    Replay(usize),
+    /// The timer releasing ended holds.
+    Release(usize),
+    /// The queue's settings change (RMQ.POLICY or the server's).
+    Limits(Limits),
+    /// The clock is set (it may go back, as the test clock can).
+    Clock(i64),
+}
+
+/// Where the copies of one content are.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Copies {
+    waiting: bool,
+    flight: bool,
+    dead: bool,
+}
+
+/// A queue under test and what the model follows about it.
+#[derive(Clone, Debug)]
+pub struct Model {
+    pub s: MemStore,
+    pub now: i64,
+    pub lim: Limits,
+    /// Every content ever pushed: the copies followed.
+    contents: BTreeSet<Vec<u8>>,
+    /// Every group ever pushed.
+    groups: BTreeSet<Vec<u8>>,
+    /// The most retries any setting allowed (bounds the delivery counts).
+    max_retries: u32,
+}
+
+macro_rules! ensure {
+    ($cond:expr, $($fmt:tt)+) => {
+        let ok: bool = $cond;
+        if !ok {
+            return Err(format!($($fmt)+));
+        }
+    };
+}
+
+fn better(kind: Kind, a: f64, b: f64) -> bool {
+    if kind.is_timed() {
+        a <= b
+    } else {
+        a >= b
+    }
+}
+
+/// What a pop must take, computed from the SPEC by brute force: every waiting copy that is
+/// deliverable (content and group not in flight, due, not held), best first, at most one
+/// per group, up to `count`. Returns the scores (ties make the messages unspecified).
+pub fn reference_pop(s: &MemStore, now: i64, count: usize) -> Vec<f64> {
+    let kind = s.kind.unwrap_or(Kind::Fixed);
+    let mut cands: Vec<(f64, Option<Vec<u8>>)> = Vec::new();
+    for set in [Set::Store, Set::Park, Set::Hold] {
+        for (m, score) in s.members(set) {
+            let w = s.waiting(&m);
+            let score = if set == Set::Hold {
+                if score > now as f64 {
+                    continue;
+                }
+                w.held_priority.unwrap_or(0.0)
+            } else {
+                score
+            };
+            let free = w.group.as_ref().is_none_or(|g| !s.busy.contains_key(g));
+            let due = !kind.is_timed() || score <= now as f64;
+            if free && due && s.score(Set::Prepare, &m).is_none() {
+                cands.push((score, w.group));
+            }
+        }
+    }
+    cands.sort_by(|a, b| if kind.is_timed() { a.0.total_cmp(&b.0) } else { b.0.total_cmp(&a.0) });
+    let mut taken: Vec<Vec<u8>> = Vec::new();
+    let mut out = Vec::new();
+    for (score, g) in cands {
+        if out.len() == count {
+            break;
+        }
+        if let Some(g) = g {
+            if taken.contains(&g) {
+                continue;
+            }
+            taken.push(g);
+        }
+        out.push(score);
+    }
+    out
+}
+
+fn distinct(msgs: &[Vec<u8>]) -> BTreeSet<&Vec<u8>> {
+    msgs.iter().collect()
+}
+
+impl Model {
+    pub fn new(now: i64, lim: Limits) -> Model {
+        Model { s: MemStore::default(), now, lim, contents: BTreeSet::new(), groups: BTreeSet::new(), max_retries: lim.retries }
+    }
+
+    fn copies(&self, s: &MemStore) -> BTreeMap<Vec<u8>, Copies> {
+        self.contents
+            .iter()
+            .map(|m| {
+                let waiting = [Set::Store, Set::Park, Set::Hold].iter().any(|&set| s.score(set, m).is_some());
+                let c = Copies { waiting, flight: s.score(Set::Prepare, m).is_some(), dead: s.score(Set::Dead, m).is_some() };
+                (m.clone(), c)
+            })
+            .collect()
+    }
+
+    /// Applies `op` and checks it and the state it leaves.
+    pub fn step(&mut self, op: &Op) -> Result<(), String> {
+        if let Op::Push { msgs, group, .. } = op {
+            self.contents.extend(msgs.iter().filter(|m| !m.is_empty()).cloned());
+            self.groups.extend(group.iter().cloned());
+        }
+        let before = self.s.clone();
+        let was = self.copies(&before);
+        // The copies each content must have after `op`, filled in by each arm below.
+        let mut want = was.clone();
+        let (now, lim) = (self.now, self.lim);
+        match op {
+            Op::Push { mode, group, msgs } => {
+                let r = push(&mut self.s, now, &lim, *mode, group.as_deref(), msgs);
+                let expected = self.push_error(&before, *mode, msgs);
+                match r {
+                    Err(e) => {
+                        ensure!(expected.as_ref() == Some(&e), "push answered {e:?}, expected {expected:?}");
+                        ensure!(self.s == before, "a refused push changed the queue");
+                    }
+                    Ok(out) => {
+                        ensure!(expected.is_none(), "push accepted, expected {expected:?}");
+                        let fresh = distinct(msgs).into_iter().filter(|m| !was[*m].waiting).count() as u64;
+                        ensure!(out.added == fresh && out.merged == msgs.len() as u64 - fresh, "push {out:?}: {fresh} new");
+                        let score = mode.score(now).expect("checked") as f64;
+                        for m in distinct(msgs) {
+                            want.get_mut(m).expect("followed").waiting = true;
+                            let w = self.s.waiting(m);
+                            ensure!(w.group == *group, "{m:?}: the latest push sets the group");
+                            let held = before.score(Set::Hold, m).is_some();
+                            let old = [Set::Store, Set::Park].iter().find_map(|&set| before.score(set, m));
+                            let now_score = [Set::Store, Set::Park, Set::Hold].iter().find_map(|&set| self.s.score(set, m));
+                            if held {
+                                ensure!(w.held_priority == Some(score), "{m:?}: a held copy takes the latest priority");
+                                ensure!(now_score == before.score(Set::Hold, m), "{m:?}: a held copy stays held");
+                            } else {
+                                let expect = match old {
+                                    Some(old) if !mode.replaces_waiting() => old,
+                                    _ => score,
+                                };
+                                ensure!(now_score == Some(expect), "{m:?}: scored {now_score:?}, expected {expect}");
+                            }
+                        }
+                    }
+                }
+            }
+            Op::Pop { count, lease } => {
+                let expected = reference_pop(&before, now, *count);
+                let deadline = now.saturating_add(*lease);
+                let got = pop(&mut self.s, now, *count, deadline).got;
+                let kind = self.s.kind.unwrap_or(Kind::Fixed);
+                let mut scores = Vec::new();
+                for (m, d) in &got {
+                    let c = want.get_mut(m).ok_or(format!("popped {m:?}, never pushed"))?;
+                    ensure!(c.waiting && !c.flight, "popped {m:?} with copies {c:?}: never twice in flight");
+                    c.waiting = false;
+                    c.flight = true;
+                    ensure!(*d == before.waiting(m).deliveries + 1, "{m:?}: delivery {d} after {:?}", before.waiting(m));
+                    ensure!(*d <= self.max_retries + 1, "{m:?}: delivery {d} past the retries");
+                    ensure!(self.s.score(Set::Prepare, m) == Some(deadline as f64), "{m:?}: lease deadline");
+                    scores.push(match kind {
+                        Kind::Priority => self.s.flight(m).priority.ok_or("a priority delivery keeps its priority")?,
+                        _ => [Set::Store, Set::Park].iter().find_map(|&set| before.score(set, m)).ok_or("popped a waiting copy")?,
+                    });
+                }
+                let mut expected = expected;
+                expected.sort_by(f64::total_cmp);
+                scores.sort_by(f64::total_cmp);
+                ensure!(scores == expected, "pop took {scores:?}, the reference {expected:?}");
+            }
+            Op::Ack(msgs) => {
+                let n = ack(&mut self.s, msgs);
+                let ended: Vec<_> = distinct(msgs).into_iter().filter(|m| was.get(*m).is_some_and(|c| c.flight)).collect();
+                ensure!(n == ended.len() as u64, "ack ended {n}, expected {}", ended.len());
+                for m in ended {
+                    want.get_mut(m).expect("followed").flight = false;
+                }
+            }
+            Op::Nack { m, delay, dead } => {
+                let f = before.flight(m);
+                let r = nack(&mut self.s, now, &lim, m, *delay, *dead);
+                let c = was.get(m).copied().unwrap_or_default();
+                ensure!(r.is_some() == c.flight, "nack {m:?} answered {r:?} with copies {c:?}");
+                if let Some(r) = r {
+                    self.rolled_back(&before, &mut want, m, &f, r, *delay, *dead)?;
+                }
+            }
+            Op::Sweep(limit) => {
+                let out = sweep(&mut self.s, now, &lim, *limit);
+                let expired: Vec<(Vec<u8>, f64)> = before.members(Set::Prepare).into_iter().filter(|(_, d)| *d <= now as f64).collect();
+                ensure!(out.expired == expired.len().min(*limit) as u64, "sweep {out:?} of {} expired", expired.len());
+                let mut dead = 0;
+                let mut last_done: Option<f64> = None;
+                for (m, deadline) in &expired {
+                    if self.s.score(Set::Prepare, m).is_some() {
+                        continue;
+                    }
+                    last_done = Some(last_done.map_or(*deadline, |l: f64| l.max(*deadline)));
+                    let f = before.flight(m);
+                    let r = if f.deliveries > lim.retries { Rollback::Dead } else { Rollback::Requeued };
+                    dead += (r == Rollback::Dead) as u64;
+                    self.rolled_back(&before, &mut want, m, &f, r, None, false)?;
+                }
+                ensure!(out.dead == dead, "sweep {out:?}, {dead} went dead");
+                if let Some(last) = last_done {
+                    let left = expired.iter().filter(|(m, _)| self.s.score(Set::Prepare, m).is_some());
+                    for (m, d) in left {
+                        ensure!(*d >= last, "sweep left {m:?} (deadline {d}) but rolled back one due at {last}");
+                    }
+                }
+            }
+            Op::Extend { m, ms } => {
+                let deadline = now.saturating_add(*ms);
+                let r = extend(&mut self.s, m, deadline);
+                let flight = was.get(m).is_some_and(|c| c.flight);
+                ensure!(r == flight.then_some(deadline), "extend {m:?} answered {r:?}");
+                if flight {
+                    ensure!(self.s.score(Set::Prepare, m) == Some(deadline as f64), "extend: the new deadline");
+                }
+            }
+            Op::Cancel(msgs) => {
+                let n = cancel(&mut self.s, msgs);
+                let gone: Vec<_> = distinct(msgs).into_iter().filter(|m| was.get(*m).is_some_and(|c| c.waiting)).collect();
+                ensure!(n == gone.len() as u64, "cancel removed {n}, expected {}", gone.len());
+                for m in gone {
+                    want.get_mut(m).expect("followed").waiting = false;
+                }
+            }
+            Op::Replay(limit) => {
+                let n = replay(&mut self.s, now, *limit);
+                let dead = before.members(Set::Dead);
+                ensure!(n == dead.len().min(*limit) as u64, "replay moved {n} of {} dead", dead.len());
+                let back: Vec<&(Vec<u8>, f64)> = dead.iter().filter(|(m, _)| self.s.score(Set::Dead, m).is_none()).collect();
+                ensure!(back.len() as u64 == n, "replay: {n} said, {} moved", back.len());
+                let last = back.iter().map(|(_, t)| *t).fold(f64::NEG_INFINITY, f64::max);
+                for (m, t) in &dead {
+                    let c = want.get_mut(m).expect("followed");
+                    if self.s.score(Set::Dead, m).is_none() {
+                        c.dead = false;
+                        c.waiting = true;
+                        ensure!(self.s.waiting(m).deliveries == 0, "{m:?}: replay resets the count");
+                    } else {
+                        ensure!(*t >= last, "replay left {m:?} (died {t}) but moved one that died at {last}");
+                    }
+                }
+            }
+            Op::Release(limit) => {
+                let n = release_holds(&mut self.s, now, *limit);
+                let ended = before.count(Set::Hold, f64::NEG_INFINITY, now as f64) as usize;
+                ensure!(n == ended.min(*limit), "released {n} of {ended} ended holds");
+            }
+            Op::Limits(l) => {
+                self.lim = *l;
+                self.max_retries = self.max_retries.max(l.retries);
+            }
+            Op::Clock(t) => self.now = *t,
+        }
+        let is = self.copies(&self.s);
+        for (m, c) in &is {
+            ensure!(want[m] == *c, "{m:?} went from {:?} to {c:?}, expected {:?} ({op:?})", was[m], want[m]);
+        }
+        self.check()
+    }
+
+    /// The error a push must answer, if any (checked in the order of the SPEC).
+    fn push_error(&self, s: &MemStore, mode: PushMode, msgs: &[Vec<u8>]) -> Option<RmqError> {
+        if let Some(holds) = s.kind.or_else(|| kind_of(s)) {
+            let inferred_timed = s.kind.is_none() && holds.is_timed() && mode.kind().is_timed();
+            if holds != mode.kind() && !inferred_timed {
+                return Some(RmqError::KindMismatch { holds, pushed: mode.kind() });
+            }
+        }
+        if mode.score(self.now).is_none() {
+            return Some(RmqError::DueTooLate(mode));
+        }
+        for m in msgs {
+            if m.is_empty() {
+                return Some(RmqError::EmptyMessage);
+            }
+            if m.len() as i64 > self.lim.max_message_bytes {
+                return Some(RmqError::TooLong(self.lim.max_message_bytes));
+            }
+        }
+        let fresh = distinct(msgs).into_iter().filter(|m| [Set::Store, Set::Park, Set::Hold].iter().all(|&set| s.score(set, m).is_none()));
+        let len = self.lim.max_queue_length;
+        if len > 0 && s.waiting_len() + fresh.count() as u64 > len as u64 {
+            return Some(RmqError::QueueFull(len));
+        }
+        None
+    }
+
+    /// Checks a rollback of `m` (delivered as `f`) that answered `r`, and notes its copies.
+    #[allow(clippy::too_many_arguments)]
+    fn rolled_back(
+        &self,
+        before: &MemStore,
+        want: &mut BTreeMap<Vec<u8>, Copies>,
+        m: &Vec<u8>,
+        f: &Flight,
+        r: Rollback,
+        delay: Option<i64>,
+        dead: bool,
+    ) -> Result<(), String> {
+        let c = want.get_mut(m).expect("followed");
+        ensure!(c.flight, "{m:?} rolled back, not in flight");
+        c.flight = false;
+        let must_die = dead || f.deliveries > self.lim.retries;
+        ensure!((r == Rollback::Dead) == must_die, "{m:?}: {r:?} after delivery {} (retries {})", f.deliveries, self.lim.retries);
+        if r == Rollback::Dead {
+            c.dead = true;
+            ensure!(self.s.score(Set::Dead, m) == Some(self.now as f64), "{m:?}: died now");
+            return Ok(());
+        }
+        let merged = c.waiting;
+        c.waiting = true;
+        ensure!(self.s.waiting(m).deliveries == f.deliveries, "{m:?}: the waiting copy keeps the delivery count");
+        if merged {
+            let kept = [Set::Store, Set::Park, Set::Hold].iter().find_map(|&set| before.score(set, m));
+            let now_score = [Set::Store, Set::Park, Set::Hold].iter().find_map(|&set| self.s.score(set, m));
+            ensure!(kept == now_score, "{m:?}: a newer waiting copy keeps its score");
+            return Ok(());
+        }
+        let delay = delay.unwrap_or_else(|| self.lim.backoff(f.deliveries));
+        let until = self.now.saturating_add(delay) as f64;
+        match self.s.kind {
+            Some(Kind::Priority) if delay > 0 => {
+                ensure!(self.s.score(Set::Hold, m) == Some(until), "{m:?}: held until {until}");
+                ensure!(self.s.waiting(m).held_priority == Some(f.priority.unwrap_or(0.0)), "{m:?}: held with its priority");
+            }
+            kind => {
+                let score = if kind == Some(Kind::Priority) { f.priority.unwrap_or(0.0) } else { until };
+                let at = self.s.score(Set::Store, m).or(self.s.score(Set::Park, m));
+                ensure!(at == Some(score), "{m:?}: requeued at {at:?}, expected {score}");
+            }
+        }
+        Ok(())
+    }
+
+    /// The invariants of a queue at rest.
+    pub fn check(&self) -> Result<(), String> {
+        let (s, now) = (&self.s, self.now);
+        ensure!(s.meta_consistent(), "metadata inconsistent");
+        ensure!(s.kind().is_none() == s.is_empty(), "kind iff not empty");
+        if s.kind() != Some(Kind::Priority) {
+            ensure!(s.len(Set::Hold) == 0, "only priority queues hold");
+        }
+        let all: BTreeSet<Vec<u8>> = s.sets.iter().flat_map(|set| set.keys().cloned()).collect();
+        ensure!(all.is_subset(&self.contents), "a content appeared from nowhere");
+        for m in &all {
+            let copies = [Set::Store, Set::Park, Set::Hold].iter().filter(|&&set| s.score(set, m).is_some()).count();
+            ensure!(copies <= 1, "{m:?}: two waiting copies of one content");
+        }
+        let mut in_flight_groups: Vec<Vec<u8>> = s.flights.values().filter_map(|f| f.group.clone()).collect();
+        in_flight_groups.sort();
+        let n = in_flight_groups.len();
+        in_flight_groups.dedup();
+        ensure!(n == in_flight_groups.len(), "two deliveries of a group in flight");
+        let mut busy: Vec<Vec<u8>> = s.busy.keys().cloned().collect();
+        busy.sort();
+        ensure!(busy == in_flight_groups, "busy groups are exactly those in flight");
+        let kind = s.kind.unwrap_or(Kind::Fixed);
+        for g in &self.groups {
+            if s.busy.contains_key(g) {
+                continue;
+            }
+            if let Some((_, best)) = s.best_parked(g) {
+                let in_store =
+                    s.members(Set::Store).into_iter().any(|(m, sc)| s.waiting(&m).group.as_ref() == Some(g) && better(kind, sc, best));
+                ensure!(in_store, "free group {g:?} has its best message parked");
+            }
+        }
+        // What a pop would take now.
+        let deliverable = !reference_pop(s, now, 1).is_empty();
+        let has = has_deliverable(s, now);
+        ensure!(!has || deliverable, "has_deliverable says yes, a pop would take nothing");
+        if s.len(Set::Store) + s.len(Set::Hold) < 64 {
+            ensure!(has || !deliverable, "has_deliverable says no, a pop would take a message");
+        }
+        // INFO, by brute force.
+        let timed = kind.is_timed();
+        let upto = |set| s.members(set).iter().filter(|(_, sc)| *sc <= now as f64).count() as u64;
+        let first = |sets: &[Set]| sets.iter().flat_map(|&set| s.members(set)).map(|(_, sc)| sc).reduce(f64::min);
+        let ready = if timed { upto(Set::Store) + upto(Set::Park) } else { s.len(Set::Store) + s.len(Set::Park) + upto(Set::Hold) };
+        let next_due = if timed { first(&[Set::Store, Set::Park]) } else { first(&[Set::Hold]) };
+        let expiry = first(&[Set::Prepare]).map(|d| d as i64);
+        let want = Info {
+            kind: s.kind(),
+            waiting: all.iter().filter(|m| [Set::Store, Set::Park, Set::Hold].iter().any(|&set| s.score(set, m).is_some())).count() as u64,
+            ready,
+            inflight: s.sets[Set::Prepare as usize].len() as u64,
+            dead: s.sets[Set::Dead as usize].len() as u64,
+            next_due: next_due.map(|t| t as i64),
+            next_expiry: expiry,
+        };
+        let got = info(s, now);
+        ensure!(got == want, "info {got:?}, by brute force {want:?}");
+        let hold = first(&[Set::Hold]).map(|t| t as i64);
+        ensure!(next_work(s) == [expiry, hold].into_iter().flatten().min(), "next_work");
+        // The next due time after now: what a pop does not take yet.
+        let set = if timed { Set::Store } else { Set::Hold };
+        let after = s.members(set).into_iter().map(|(_, sc)| sc).filter(|sc| *sc > now as f64).reduce(f64::min).map(|t| t as i64);
+        let due = next_due_after(s, now);
+        ensure!(due == after.filter(|_| s.kind().is_some()), "next_due_after({now}) = {due:?}, expected {after:?}");
+        ensure!(due.is_none_or(|t| t > now), "next_due_after({now}) = {due:?} is not after now");
+        let p = pending(s, 3);
+        ensure!(p.len() as u64 == want.inflight.min(3), "pending lists {}", p.len());
+        ensure!(p.windows(2).all(|w| w[0].deadline <= w[1].deadline), "pending is soonest first");
+        for e in &p {
+            let f = s.flight(&e.message);
+            ensure!(e.deliveries == f.deliveries && e.group == f.group, "pending {e:?}");
+        }
+        Ok(())
+    }
+}
