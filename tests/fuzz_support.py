@@ -18,6 +18,7 @@ replies, so the same seed against the same module replays it).
 
 import os
 import random
+import threading
 import time
 
 import redis
@@ -114,6 +115,9 @@ class Standalone:
     def conn_for(self, q):
         return self.server.conn()
 
+    def new_client(self, q):
+        return self.server.client()
+
     def nodes(self):
         return [self.server.conn()]
 
@@ -148,6 +152,9 @@ class ClusterTarget:
 
     def conn_for(self, q):
         return self.node_for(q).conn()
+
+    def new_client(self, q):
+        return self.node_for(q).client()
 
     def nodes(self):
         return [p.conn() for p in self.prim]
@@ -187,8 +194,9 @@ class Op:
     """One step's commands (run as one MULTI when there are several) and the check of
     their replies against the model."""
 
-    def __init__(self, q, cmds, check, multi=False, clock=False):
+    def __init__(self, q, cmds, check, multi=False, clock=False, all_nodes=False):
         self.q, self.cmds, self.check, self.multi, self.clock = q, cmds, check, multi, clock
+        self.all_nodes = all_nodes      # a single command sent to every node alike
 
 
 def _fmt(args):
@@ -228,6 +236,10 @@ class Fuzzer:
         self.steps = 0
         self.faults_done = {}
         self.base = None
+        self.coverage = {}     # (command, shape of the reply) -> how often
+
+    def coverage_text(self):
+        return ", ".join(f"{c} {r}: {n}" for (c, r), n in sorted(self.coverage.items()))
 
     @staticmethod
     def _pool(q):
@@ -280,9 +292,14 @@ class Fuzzer:
                         if got[k] != self.model.counters[k]}
                 raise ModelMismatch(f"INFO rmq counters (server, model) differ: {diff}")
 
-    def execute(self, op):
+    def execute(self, op, verify=True):
         c = self.t.conn_for(op.q)
-        if op.multi or len(op.cmds) > 1:
+        if op.all_nodes:
+            replies = [call(c, *op.cmds[0])]
+            for other in self.t.nodes():
+                if other is not c:
+                    other.execute_command(*op.cmds[0])
+        elif op.multi or len(op.cmds) > 1:
             # the other nodes' clocks move first; the command runs on the queue's node
             for cmd in op.cmds:
                 if cmd[0] == "RMQ.TESTCLOCK":
@@ -295,14 +312,17 @@ class Fuzzer:
             replies = p.execute(raise_on_error=False)
         else:
             replies = [call(c, *op.cmds[0])]
-        for cmd in op.cmds:
+        for cmd, rep in zip(op.cmds, replies):
             self._note(_fmt(cmd))
+            self.coverage[(str(cmd[0]).upper(), _shape(rep))] = \
+                self.coverage.get((str(cmd[0]).upper(), _shape(rep)), 0) + 1
         self._note(f"  -> {replies!r}"[:400])
         op.check(replies)
         self.ops_checked += len(op.cmds)
         if op.clock:
             self.model.timer()
-        self.verify(settle=op.clock)
+        if verify:
+            self.verify(settle=op.clock)
 
     # -- generators ----------------------------------------------------------------------
     def _queue(self):
@@ -347,7 +367,7 @@ class Fuzzer:
     def g_pop(self, q, in_multi=False):
         rng, m = self.rng, self.model
         count = rng.choice([1, 1, 2, 3, 5])
-        lease = rng.choice([None, 10, 50, 200, 1000])
+        lease = rng.choice([None, 10, 50, 200, 1000, 5000])
         args = ["RMQ.POP", q]
         if count != 1 or rng.random() < 0.3:
             args += ["COUNT", count]
@@ -419,7 +439,7 @@ class Fuzzer:
         if x < 0.5:
             return Op(q, [["RMQ.POLICY", q, "RESET"]], lambda r: m.policy_reset(q, _reply(r[0])))
         values = {"retries": [0, 1, 2, 5], "lease-ms": [20, 100, 1000],
-                  "max-queue-length": [0, 3, 6], "backoff-ms": [0, 10, 100],
+                  "max-queue-length": [0, 0, 4, 8], "backoff-ms": [0, 10, 100],
                   "backoff-max-ms": [50, 150, 1000], "rate": [0, 0, 1, 3],
                   "rate-window-ms": [100, 1000]}
         fields = rng.sample(sorted(values), rng.randint(1, 3))
@@ -445,6 +465,20 @@ class Fuzzer:
                 raise ModelMismatch(f"{_fmt(bad)} should fail, replied {r[0]!r}")
         return Op(q, [bad], check)
 
+    def g_config(self, q):
+        """CONFIG SET rmq.<setting> on every node: the server-wide defaults policies
+        override (a restart puts back the load arguments)."""
+        rng, m = self.rng, self.model
+        name, value = rng.choice([("retries", rng.choice([0, 1, RETRIES, 5])),
+                                  ("lease-ms", rng.choice([30, LEASE_MS, 2000])),
+                                  ("max-queue-length", rng.choice([0, 0, 10]))])
+
+        def check(r):
+            if r[0] not in (b"OK", True):
+                raise ModelMismatch(f"CONFIG SET rmq.{name} {value} replied {r[0]!r}")
+            m.settings[name] = value
+        return Op(q, [["CONFIG", "SET", f"rmq.{name}", value]], check, all_nodes=True)
+
     def _advance_ms(self):
         rng, m = self.rng, self.model
         x = rng.random()
@@ -452,7 +486,7 @@ class Fuzzer:
         if x < 0.25 and deadlines:
             # exactly to a lease deadline, or 1 ms before it
             return max(0, rng.choice(deadlines[:3]) - m.now - rng.choice([0, 0, 1]))
-        return rng.choice([1, 5, 20, 50, 100, 250, 600, 1200, 3000])
+        return rng.choice([1, 5, 20, 50, 100, 250, 600, 1200, 3000, 1, 5, 20, 50])
 
     def g_advance(self, q):
         ms = self._advance_ms()
@@ -481,16 +515,81 @@ class Fuzzer:
             inner.check(r[1:])
         return Op(q, [["RMQ.TESTCLOCK", "ADVANCE", ms]] + inner.cmds, check, multi=True, clock=True)
 
-    OPS = [("push", 24), ("pop", 18), ("ack", 9), ("nack", 9), ("advance", 10), ("multi", 5),
+    OPS = [("push", 24), ("pop", 18), ("ack", 10), ("nack", 10), ("advance", 8), ("multi", 5),
            ("extend", 3), ("cancel", 3), ("replay", 3), ("info", 4), ("pending", 2),
-           ("tpop", 6), ("policy", 3), ("error", 1)]
+           ("tpop", 6), ("policy", 3), ("error", 1), ("config", 1), ("block", 2)]
 
     def step(self):
         names, weights = zip(*[(n, w) for n, w in self.OPS if n != "tpop" or self.tpop])
         op_name = self.rng.choices(names, weights)[0]
         q = self._queue()
+        if op_name == "block":
+            self.do_block(q)
+            return
         op = getattr(self, "g_" + op_name)(q)
         self.execute(op)
+
+    def do_block(self, q):
+        """A POP with BLOCK on its own connection while nothing is deliverable, then a push
+        (and for `range` the clock reaching its due time) from the fuzzer's connection: the
+        blocked consumer must get it at once (SPEC: no polling), as a POP right after the
+        push would."""
+        rng, m = self.rng, self.model
+        qm = m.q(q)
+        lim = m.limits(qm)
+        kind = qm.kind or self.specs[q][0]
+        fresh = [x for x in self.pool[q] if x not in qm.waiting and x not in qm.flight]
+        full = lim["max-queue-length"] > 0 and len(qm.waiting) + 1 > lim["max-queue-length"]
+        if lim["rate"] > 0 or m.available(qm) > 0 or not fresh or full:
+            self.execute(self.g_pop(q))
+            return
+        count = rng.choice([1, 2, 3])
+        lease = rng.choice([None, 100, 1000])
+        args = ["RMQ.POP", q, "COUNT", count] + (["LEASE", lease] if lease else []) + ["BLOCK", 5000]
+        c2 = self.t.new_client(q)
+        out = {}
+
+        def blocked():
+            out["r"] = call(c2, *args)
+        th = threading.Thread(target=blocked, daemon=True)
+        th.start()
+        node = self.t.conn_for(q)
+        ok = wait_until(lambda: "r" in out or node.info("clients").get("blocked_clients", 0) >= 1,
+                        timeout=5, interval=0.002)
+        if not ok:
+            raise ModelMismatch("the blocking POP did not block")
+        if "r" in out:
+            raise ModelMismatch(f"POP BLOCK answered {out['r']!r} although nothing was deliverable")
+        self._note(_fmt(args) + "   (blocked, own connection)")
+        msg = [rng.choice(fresh)]
+        if kind == "priority":
+            mode, val = "PRIORITY", rng.choice([0, 1, 7])
+        elif kind == "range":
+            mode, val = "RANGE", 1
+        else:
+            mode, val = "DELAY", 0
+        # the blocked consumer is served right after the push (or the clock move): the
+        # keys are checked once the model has served it too
+        self.execute(Op(q, [["RMQ.PUSH", q, mode, val] + msg],
+                        lambda r: m.push(q, mode, val, None, msg, r[0])), verify=False)
+        if kind == "range":
+            def check(r):
+                m.advance(1)
+                if r[0] != m.now:
+                    raise ModelMismatch(f"TESTCLOCK ADVANCE replied {r[0]!r}, model now {m.now}")
+            self.execute(Op(q, [["RMQ.TESTCLOCK", "ADVANCE", 1]], check, multi=True, clock=True),
+                         verify=False)
+        th.join(6)
+        if th.is_alive():
+            raise ModelMismatch("the blocked POP was not served within 6 s of its message")
+        self._note(f"  blocked POP -> {out['r']!r}"[:400])
+        self.coverage[("RMQ.POP BLOCK", _shape(out["r"]))] = \
+            self.coverage.get(("RMQ.POP BLOCK", _shape(out["r"])), 0) + 1
+        if out["r"] is None or isinstance(out["r"], Exception):
+            raise ModelMismatch(f"the blocked POP got {out['r']!r}, not the message pushed")
+        m.pop(q, count, lease, out["r"])
+        self.ops_checked += 1
+        self.verify(settle=kind == "range")
 
     # -- faults --------------------------------------------------------------------------
     def maybe_fault(self):
@@ -504,6 +603,9 @@ class Fuzzer:
 
     def _after_restart(self):
         self.model.reset_buckets()
+        # a new process has the load arguments' settings (CONFIG SET is not kept)
+        self.model.settings.update({"retries": RETRIES, "lease-ms": LEASE_MS,
+                                    "max-queue-length": 0})
         self.base = None          # a new process counts from 0
         self.set_clock()
         self.verify(settle=True)
@@ -613,6 +715,21 @@ class Fuzzer:
                 f"  model now {self.model.now}:\n    {self.state_text()}\n"
                 f"  replay: {self.replay_hint()}") from e
         return self.steps
+
+
+def _shape(r):
+    """A reply's class for the coverage count: error, nil, 0, >0, a status, n entries."""
+    if isinstance(r, Exception):
+        return "error"
+    if r is None:
+        return "nil"
+    if isinstance(r, int):
+        return "0" if r == 0 else ">0"
+    if isinstance(r, bytes):
+        return r.decode("latin-1")[:10]
+    if isinstance(r, list):
+        return f"[{min(len(r), 3)}{'+' if len(r) > 3 else ''}]"
+    return type(r).__name__
 
 
 def _reply(r):

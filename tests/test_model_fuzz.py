@@ -7,7 +7,7 @@ with the model of SPEC.md.
 Environment:
   RMQ_FUZZ_SEED     the seed (default: a random one, printed; a failure prints it and the
                     command line that replays the run)
-  RMQ_FUZZ_STEPS    steps per test (default 700 standalone, 250 cluster)
+  RMQ_FUZZ_STEPS    steps per test (default 2000 standalone, 600 cluster)
   RMQ_FUZZ_SECONDS  time cap per test in seconds (default 40 standalone, 20 cluster)
 
 `make soak` (scripts/soak.py) runs the same fuzzer over many seeds for hours.
@@ -33,7 +33,7 @@ STANDALONE_FAULTS = {"reload": 2, "restart": 2, "kill9": 2, "rdb": 1, "promote":
 def test_model_fuzz_standalone():
     """Every command, groups, holds, policies, TPOP; restarts and promotions."""
     seed = seed_from_env()
-    steps, seconds = _budget(700, 40)
+    steps, seconds = _budget(2000, 40)
     print(f"\nmodel fuzz (standalone): seed {seed}, up to {steps} steps / {seconds} s")
     s = new_server()
     t = Standalone(s)
@@ -41,6 +41,7 @@ def test_model_fuzz_standalone():
         f = Fuzzer(t, seed, faults=STANDALONE_FAULTS, fault_rate=0.012, label="standalone")
         n = f.run(steps=steps, seconds=seconds)
         print(f"steps {n}, operations checked {f.ops_checked}, faults {f.faults_done}")
+        print(f"replies: {f.coverage_text()}")
         assert n > 0
     finally:
         t.server.stop()
@@ -52,7 +53,7 @@ def test_model_fuzz_slot_moves():
     (no TPOP: a topic spans nodes)."""
     from cluster_support import Cluster
     seed = seed_from_env()
-    steps, seconds = _budget(250, 20)
+    steps, seconds = _budget(600, 20)
     print(f"\nmodel fuzz (cluster slot moves): seed {seed}, up to {steps} steps / {seconds} s")
     cluster = Cluster(masters=3, replicas=0, module_args=MODULE_ARGS, tag="rmq-fuzz-cluster")
     cluster.start()
