@@ -24,7 +24,7 @@ import time
 import redis
 
 from helpers import snapshot, start_replica, wait_until
-from model_support import (COUNTERS, MIN_AT, POLICY_BOUNDS, Model, ModelMismatch,
+from model_support import (COUNTERS, EMULATE_KNOWN_BUGS, MIN_AT, POLICY_BOUNDS, Model, ModelMismatch,
                            check_keys, dead_key, prep_key)
 from server_support import Server, info_section
 
@@ -32,6 +32,8 @@ from server_support import Server, info_section
 # fuzzer sets its test clock, and nothing of the model's is due by the real clock
 T0 = 4_102_444_800_000
 SETTLE_S = 2.0
+# the share of single commands run under WATCH (see Fuzzer.watched)
+WATCH_SHARE = 0.25
 MODULE_ARGS = ["retries", "3", "lease-ms", "500", "test-clock", "1"]
 RETRIES, LEASE_MS = 3, 500
 SERVER_CONF = ["--appendonly", "yes", "--appendfsync", "always",
@@ -237,6 +239,8 @@ class Fuzzer:
         self.faults_done = {}
         self.base = None
         self.coverage = {}     # (command, shape of the reply) -> how often
+        self.replica = None    # a replica attached for a promotion
+        self.promote_at = self.replica_steps = 0
 
     def coverage_text(self):
         return ", ".join(f"{c} {r}: {n}" for (c, r), n in sorted(self.coverage.items()))
@@ -310,8 +314,67 @@ class Fuzzer:
             for cmd in op.cmds:
                 p.execute_command(*cmd)
             replies = p.execute(raise_on_error=False)
+        elif self.rng.random() < WATCH_SHARE and op.cmds[0][0] != "RMQ.TPOP":
+            self.watched(c, op, verify)
+            return
         else:
             replies = [call(c, *op.cmds[0])]
+        self.after(op, replies, verify)
+
+    def watched(self, c, op, verify=True):
+        """Runs a single command under WATCH of all the queue's keys: when the model says it
+        changed nothing (a nil NACK, an ACK of nothing, a read, an error...), a MULTI/EXEC
+        after it must go through (SPEC: a command that changes nothing leaves its keys
+        untouched for WATCH; one that errors changes nothing)."""
+        q = op.q.encode() if isinstance(op.q, str) else op.q
+        keys = [q] + [p + b"{" + q + b"}" for p in (b"prepare", b"dead", b"meta", b"park",
+                                                      b"parkidx", b"hold")]
+        before = repr(self.model.q(op.q))
+        keys_before = {k: v for k, v in self.t.dump().items() if k in keys}
+        pipe = c.pipeline(transaction=True)
+        try:
+            pipe.watch(*keys)
+            try:
+                reply = pipe.execute_command(*op.cmds[0])
+            except redis.ResponseError as e:
+                reply = e
+            self.after(op, [reply], verify=False)
+            # (a command may also move a held-back message between the queue's keys, e.g.
+            # a POP parking a message whose group is busy: that is a change)
+            if repr(self.model.q(op.q)) == before and not self._watch_exempt(op, keys_before) and \
+                    {k: v for k, v in self.t.dump().items() if k in keys} == keys_before:
+                pipe.multi()
+                pipe.ping()
+                try:
+                    pipe.execute()
+                except redis.WatchError:
+                    raise ModelMismatch(f"{_fmt(op.cmds[0])} changed nothing (model) but "
+                                        f"touched a key of {op.q!r} (WATCH failed)")
+                self.coverage[("WATCH held", "")] = self.coverage.get(("WATCH held", ""), 0) + 1
+        finally:
+            pipe.reset()
+        if verify:
+            self.verify(settle=False)
+
+    @staticmethod
+    def _watch_exempt(op, keys_before):
+        """Known module bugs (xfail tests in test_model_fuzz.py) the model follows: a POLICY
+        SET of the values the queue has, and a PUSH that merges into a held-back copy
+        without changing it, touch the queue's keys."""
+        if not EMULATE_KNOWN_BUGS:
+            return False
+        cmd = [a.upper() if isinstance(a, str) else a for a in op.cmds[0]]
+        if cmd[0] == "RMQ.POLICY" and cmd[2] == "SET":
+            return True
+        if cmd[0] == "RMQ.PUSH":
+            held = set()
+            for k, (t, v) in keys_before.items():
+                if t == b"zset" and b"{" in k and not k.startswith((b"prepare{", b"dead{")):
+                    held.update(m for m, _s in v)
+            return any(m in held for m in cmd[3:])
+        return False
+
+    def after(self, op, replies, verify):
         for cmd, rep in zip(op.cmds, replies):
             self._note(_fmt(cmd))
             self.coverage[(str(cmd[0]).upper(), _shape(rep))] = \
@@ -593,13 +656,23 @@ class Fuzzer:
 
     # -- faults --------------------------------------------------------------------------
     def maybe_fault(self):
+        if self.replica is not None:
+            # a replica is attached: the steps since went to it as effects; now check and
+            # promote it
+            if self.steps >= self.promote_at:
+                self._note("FAULT promote (replica attached since step "
+                           f"{self.promote_at - self.replica_steps})")
+                self.promote()
+                self.faults_done["promote"] = self.faults_done.get("promote", 0) + 1
+            return
         if not self.faults or self.rng.random() >= self.fault_rate:
             return
         names = sorted(self.faults)
         kind = self.rng.choices(names, [self.faults[n] for n in names])[0]
         self._note(f"FAULT {kind}")
         getattr(self, "f_" + kind)()
-        self.faults_done[kind] = self.faults_done.get(kind, 0) + 1
+        if kind != "promote":
+            self.faults_done[kind] = self.faults_done.get(kind, 0) + 1
 
     def _after_restart(self):
         self.model.reset_buckets()
@@ -641,21 +714,30 @@ class Fuzzer:
         s.conf = s.conf[:-2]
 
     def f_promote(self):
-        """Start a replica, wait until it holds exactly the primary's keys, promote it
-        (REPLICAOF NO ONE), stop the old primary and go on against the new one."""
+        """Start a replica and let the next 3 to 40 steps reach it as effects (timer
+        rollbacks included); then `promote`."""
         old = self.t.server
 
         def factory(module_args, extra_conf):
             return Server(conf=SERVER_CONF + list(extra_conf), module_args=module_args,
                           tag="rmq-fuzz-replica", client_timeout=10).start()
-        rep = start_replica(factory, old, module_args=MODULE_ARGS)
+        self.replica = start_replica(factory, old, module_args=MODULE_ARGS)
+        self.t.extra.append(self.replica)
+        self.replica_steps = self.rng.randint(3, 40)
+        self.promote_at = self.steps + self.replica_steps
+
+    def promote(self):
+        """Wait until the replica holds exactly the primary's keys, promote it (REPLICAOF
+        NO ONE), stop the old primary and go on against the new one."""
+        old, rep = self.t.server, self.replica
         pc, rc = old.conn(), rep.conn()
         assert pc.execute_command("WAIT", 1, 5000) >= 1, "replica did not acknowledge"
         ok = wait_until(lambda: dump_keys(rc) == dump_keys(pc), timeout=5, interval=0.01)
         if not ok:
             a, b = dump_keys(pc), dump_keys(rc)
             diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-            raise ModelMismatch(f"replica differs from its primary in keys {diff[:5]}")
+            raise ModelMismatch("replica differs from its primary: " + "; ".join(
+                f"{k!r}: primary {a.get(k)!r}, replica {b.get(k)!r}" for k in diff[:4]))
         # A replica restarts its AOF after the full sync with a rewrite; until that is done
         # its AOF holds nothing (Redis's rule, not the module's): a kill -9 then would
         # lose what came since. Wait for it, as an operator would before relying on it.
@@ -665,6 +747,8 @@ class Fuzzer:
         i = rep.conf.index("--replicaof")
         rep.conf = rep.conf[:i] + rep.conf[i + 3:]
         self.t.server = rep
+        self.t.extra.remove(rep)
+        self.replica = None
         self._after_restart()
 
     def f_slot(self):
