@@ -20,6 +20,7 @@ import os
 import random
 import threading
 import time
+import zlib
 
 import redis
 
@@ -534,13 +535,30 @@ class Fuzzer:
         rng, m = self.rng, self.model
         name, value = rng.choice([("retries", rng.choice([0, 1, RETRIES, 5])),
                                   ("lease-ms", rng.choice([30, LEASE_MS, 2000])),
-                                  ("max-queue-length", rng.choice([0, 0, 10]))])
+                                  ("max-queue-length", rng.choice([0, 0, 10])),
+                                  ("max-message-bytes", rng.choice([3, 1048576, 1048576]))])
 
         def check(r):
             if r[0] not in (b"OK", True):
                 raise ModelMismatch(f"CONFIG SET rmq.{name} {value} replied {r[0]!r}")
             m.settings[name] = value
         return Op(q, [["CONFIG", "SET", f"rmq.{name}", value]], check, all_nodes=True)
+
+    def g_route(self, q):
+        """RMQ.ROUTE topic slots basis: `<topic>_<crc32(basis) mod slots>` (zlib's CRC-32)."""
+        slots = self.rng.choice([1, 2, 8, 1024, 16384, 3])
+        basis = self.rng.choice(self.pool[q] + [b"order-1001", b"", b"item:42"])
+        topic = self.rng.choice(["mt", "orders"])
+
+        def check(r):
+            if slots & (slots - 1):
+                if not isinstance(r[0], Exception):
+                    raise ModelMismatch(f"ROUTE with {slots} slots should fail: {r[0]!r}")
+                return
+            exp = f"{topic}_{zlib.crc32(basis) % slots}".encode()
+            if r[0] != exp:
+                raise ModelMismatch(f"ROUTE {topic} {slots} {basis!r} replied {r[0]!r}, SPEC {exp!r}")
+        return Op(q, [["RMQ.ROUTE", topic, slots, basis]], check)
 
     def _advance_ms(self):
         rng, m = self.rng, self.model
@@ -580,7 +598,7 @@ class Fuzzer:
 
     OPS = [("push", 24), ("pop", 18), ("ack", 10), ("nack", 10), ("advance", 8), ("multi", 5),
            ("extend", 3), ("cancel", 3), ("replay", 3), ("info", 4), ("pending", 2),
-           ("tpop", 6), ("policy", 3), ("error", 1), ("config", 1), ("block", 2)]
+           ("tpop", 6), ("policy", 3), ("error", 1), ("config", 1), ("block", 2), ("route", 1)]
 
     def step(self):
         names, weights = zip(*[(n, w) for n, w in self.OPS if n != "tpop" or self.tpop])
@@ -678,7 +696,7 @@ class Fuzzer:
         self.model.reset_buckets()
         # a new process has the load arguments' settings (CONFIG SET is not kept)
         self.model.settings.update({"retries": RETRIES, "lease-ms": LEASE_MS,
-                                    "max-queue-length": 0})
+                                    "max-queue-length": 0, "max-message-bytes": 1048576})
         self.base = None          # a new process counts from 0
         self.set_clock()
         self.verify(settle=True)

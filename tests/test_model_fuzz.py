@@ -19,6 +19,7 @@ import pytest
 
 from fuzz_support import (ClusterTarget, Fuzzer, MODULE_ARGS, Standalone, new_server,
                           seed_from_env)
+from helpers import watched_exec
 
 
 def _budget(steps, seconds):
@@ -111,48 +112,36 @@ def test_dead_again_without_group_forgets_old_group(r):
     assert pending[0][3] is None, f"replayed message is in group {pending[0][3]!r}"
 
 
-def _watch_holds(r, setup, cmd, q="q"):
-    """Runs `setup`, then `cmd` under WATCH of all of q's keys; whether a MULTI/EXEC after
-    it still goes through."""
-    import redis
+def _watch_holds(server, r, setup, cmd, q="q"):
+    """Runs `setup`, then `cmd` (which must change no data) while another connection
+    WATCHes all of q's keys; whether that connection's MULTI/EXEC still goes through."""
     for args in setup:
         r.execute_command(*args)
     keys = [q] + [f"{p}{{{q}}}" for p in ("prepare", "dead", "meta", "park", "parkidx", "hold")]
     before = {k: r.dump(k) for k in keys}
-    p = r.pipeline(transaction=True)
-    try:
-        p.watch(*keys)
-        p.execute_command(*cmd)
-        assert {k: r.dump(k) for k in keys} == before, "the command changed the data"
-        p.multi()
-        p.ping()
-        try:
-            p.execute()
-            return True
-        except redis.WatchError:
-            return False
-    finally:
-        p.reset()
+    held = watched_exec(server, keys, lambda: r.execute_command(*cmd))
+    assert {k: r.dump(k) for k in keys} == before, "the command changed the data"
+    return held
 
 
 @pytest.mark.xfail(strict=True, reason="module bug: a PUSH that merges into a held-back "
                    "(parked) copy without changing it touches the queue's keys (found by the "
                    "model fuzzer)")
-def test_push_merging_into_a_parked_copy_unchanged_leaves_keys_untouched(r):
+def test_push_merging_into_a_parked_copy_unchanged_leaves_keys_untouched(server, r):
     """SPEC: a command that changes nothing leaves its keys untouched for WATCH. `d` waits
     in group g (held back: a's delivery of g is in flight) with priority 1; pushing it again
     with priority 1 and group g changes nothing, yet WATCH fires (the module unparks and
     parks it again)."""
-    assert _watch_holds(r, [("RMQ.PUSH", "q", "PRIORITY", 5, "GROUP", "g", "a"), ("RMQ.POP", "q"),
+    assert _watch_holds(server, r, [("RMQ.PUSH", "q", "PRIORITY", 5, "GROUP", "g", "a"), ("RMQ.POP", "q"),
                             ("RMQ.PUSH", "q", "PRIORITY", 1, "GROUP", "g", "d")],
                         ("RMQ.PUSH", "q", "PRIORITY", 1, "GROUP", "g", "d"))
 
 
 @pytest.mark.xfail(strict=True, reason="module bug: RMQ.POLICY SET of the values a queue "
                    "already has touches its keys (found by the model fuzzer)")
-def test_policy_set_of_the_same_values_leaves_keys_untouched(r):
+def test_policy_set_of_the_same_values_leaves_keys_untouched(server, r):
     """SPEC: a command that changes nothing leaves its keys untouched for WATCH; setting a
     queue's policy to the values it has changes nothing, yet WATCH fires (meta{q} is written
     again)."""
-    assert _watch_holds(r, [("RMQ.POLICY", "q", "SET", "retries", 2)],
+    assert _watch_holds(server, r, [("RMQ.POLICY", "q", "SET", "retries", 2)],
                         ("RMQ.POLICY", "q", "SET", "retries", 2))
