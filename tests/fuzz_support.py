@@ -127,8 +127,8 @@ class Standalone:
     def dump(self):
         return dump_keys(self.server.conn())
 
-    def tpop_queues(self, names):
-        return names
+    def tpop_node(self, names, rng):
+        return self.server.conn(), names
 
     def stop_extra(self):
         for s in self.extra:
@@ -172,8 +172,10 @@ class ClusterTarget:
             out.update(d)
         return out
 
-    def tpop_queues(self, names):
-        return names
+    def tpop_node(self, names, rng):
+        """A primary, and the topic's queues it serves."""
+        p = rng.choice(self.prim)
+        return p.conn(), [n for n in names if self.node_for(n) is p]
 
 
 # ---------------------------------------------------------------------------------------
@@ -197,8 +199,9 @@ class Op:
     """One step's commands (run as one MULTI when there are several) and the check of
     their replies against the model."""
 
-    def __init__(self, q, cmds, check, multi=False, clock=False, all_nodes=False):
+    def __init__(self, q, cmds, check, multi=False, clock=False, all_nodes=False, node=None):
         self.q, self.cmds, self.check, self.multi, self.clock = q, cmds, check, multi, clock
+        self.node = node                # the connection to send it to (default: q's node)
         self.all_nodes = all_nodes      # a single command sent to every node alike
 
 
@@ -298,7 +301,7 @@ class Fuzzer:
                 raise ModelMismatch(f"INFO rmq counters (server, model) differ: {diff}")
 
     def execute(self, op, verify=True):
-        c = self.t.conn_for(op.q)
+        c = op.node or self.t.conn_for(op.q)
         if op.all_nodes:
             replies = [call(c, *op.cmds[0])]
             for other in self.t.nodes():
@@ -442,14 +445,17 @@ class Fuzzer:
         return Op(q, [args], lambda r: m.pop(q, count, lease, _reply(r[0])))
 
     def g_tpop(self, _q):
+        """TPOP on the server (under a cluster: on one primary, over the topic's queues it
+        serves)."""
         rng, m = self.rng, self.model
         slots = rng.choice([4, 4, 4, 2, 8, 1])
         count = rng.choice([1, 2, 3, 5, 8])
         lease = rng.choice([None, 50, 500])
         args = ["RMQ.TPOP", TOPIC, slots, "COUNT", count] + (["LEASE", lease] if lease else [])
         names = [n for n in self.specs if n.startswith(TOPIC + "_")]
-        return Op(names[0], [args],
-                  lambda r: m.tpop(TOPIC, slots, count, lease, _reply(r[0]), self.t.tpop_queues(names)))
+        node, served = self.t.tpop_node(names, rng)
+        return Op(served[0] if served else names[0], [args],
+                  lambda r: m.tpop(TOPIC, slots, count, lease, _reply(r[0]), served), node=node)
 
     def g_ack(self, q):
         msgs = [self._inflight_or_any(q) for _ in range(self.rng.randint(1, 3))]
@@ -570,7 +576,9 @@ class Fuzzer:
         return rng.choice([1, 5, 20, 50, 100, 250, 600, 1200, 3000, 1, 5, 20, 50])
 
     def g_advance(self, q):
-        ms = self._advance_ms()
+        return self.advance_op(q, self._advance_ms())
+
+    def advance_op(self, q, ms):
         m = self.model
 
         def check(r):
@@ -619,7 +627,8 @@ class Fuzzer:
         qm = m.q(q)
         lim = m.limits(qm)
         kind = qm.kind or self.specs[q][0]
-        fresh = [x for x in self.pool[q] if x not in qm.waiting and x not in qm.flight]
+        fresh = [x for x in self.pool[q] if x not in qm.waiting and x not in qm.flight
+                 and len(x) <= m.settings["max-message-bytes"]]
         full = lim["max-queue-length"] > 0 and len(qm.waiting) + 1 > lim["max-queue-length"]
         if lim["rate"] > 0 or m.available(qm) > 0 or not fresh or full:
             self.execute(self.g_pop(q))
@@ -654,12 +663,7 @@ class Fuzzer:
         self.execute(Op(q, [["RMQ.PUSH", q, mode, val] + msg],
                         lambda r: m.push(q, mode, val, None, msg, r[0])), verify=False)
         if kind == "range":
-            def check(r):
-                m.advance(1)
-                if r[0] != m.now:
-                    raise ModelMismatch(f"TESTCLOCK ADVANCE replied {r[0]!r}, model now {m.now}")
-            self.execute(Op(q, [["RMQ.TESTCLOCK", "ADVANCE", 1]], check, multi=True, clock=True),
-                         verify=False)
+            self.execute(self.advance_op(q, 1), verify=False)
         th.join(6)
         if th.is_alive():
             raise ModelMismatch("the blocked POP was not served within 6 s of its message")
@@ -782,6 +786,11 @@ class Fuzzer:
         self.model.reset_buckets({n.encode() for n in self.specs if t.slot(n) == slot})
         self._note(f"  moved slot {slot} ({q}) {src.port} -> {dst.port}")
         self.verify(settle=True)
+        if EMULATE_KNOWN_BUGS:
+            # Known module issue: a node reads which slots it serves (for TPOP) again only
+            # 100 ms of the *module* clock after it last did, so on the test clock a slot
+            # just imported stays unknown to TPOP until the clock moves that far.
+            self.execute(self.advance_op(q, 101))
 
     # -- running -------------------------------------------------------------------------
     def state_text(self, limit=40000):
