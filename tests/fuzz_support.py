@@ -294,6 +294,9 @@ class Fuzzer:
                 time.sleep(0.01)
         if self.base is not None:
             srv = self.counters()
+            for k in self.model.counter_unknown:
+                self.base[k] = srv[k] - self.model.counters[k]
+            self.model.counter_unknown.clear()
             got = {k: srv[k] - self.base[k] for k in COUNTERS}
             if got != self.model.counters:
                 diff = {k: (got[k], self.model.counters[k]) for k in COUNTERS

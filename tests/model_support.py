@@ -44,7 +44,7 @@ POLICY_BOUNDS = {
     "rate-window-ms": (1, 2 ** 31),
 }
 COUNTERS = ("pushed", "merged", "popped", "acked", "nacked", "expired", "dead", "replayed",
-            "cancelled")
+            "cancelled", "rate_limited")
 
 # SPEC: a waiting message held back by its group "may be kept in another key". With
 # RMQ_MODEL_STRICT_PARK=1 only a message whose group has a delivery in flight may be
@@ -181,6 +181,7 @@ class Model:
                          "max-queue-length": max_queue_length}
         self.queues = {}
         self.counters = dict.fromkeys(COUNTERS, 0)
+        self.counter_unknown = set()   # counters whose server value is taken as it is
 
     # -- helpers -------------------------------------------------------------------------
     def q(self, name):
@@ -381,6 +382,8 @@ class Model:
                 fail(f"{q.name!r} (rate {lim['rate']}/{lim['rate-window-ms']} ms): POP COUNT "
                      f"{count} took {k}, SPEC allows {least}..{most}")
             b.take(self.now, k)
+            if k < avail:
+                self.counters["rate_limited"] += 1   # fewer than asked: the rate limit
         elif k != avail:
             fail(f"{q.name!r}: POP COUNT {count} took {k} ({entries!r}), model says {avail} "
                  f"deliverable; model {q!r}")
@@ -421,6 +424,15 @@ class Model:
             info[qn] = (avail, c, limited)
         total = len(entries)
         all_avail = sum(a for a, _, _ in info.values())
+        any_limited = any(lim for _, _, lim in info.values())
+        if total < min(count, all_avail):
+            # fewer than asked although more was deliverable: a rate limit held it back
+            self.counters["rate_limited"] += 1
+        if EMULATE_KNOWN_BUGS and any_limited:
+            # known module bug (xfail test_tpop_counts_rate_limited_only_when_short): it
+            # counts every rate-limited queue a TPOP found empty-handed, even when the
+            # TPOP got all it asked for; the count is taken as the server has it
+            self.counter_unknown.add("rate_limited")
         any_limited = any(lim for _, _, lim in info.values())
         if total > count:
             fail(f"TPOP COUNT {count} gave {total}")
