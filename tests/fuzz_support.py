@@ -786,6 +786,9 @@ class Fuzzer:
         dst = self.rng.choice([p for p in t.prim if p is not src])
         migrate_slot(t.cluster, slot, src, dst)
         t.owner[slot] = dst
+        # every node agrees on the slot's owner before the next move (as redis-cli waits):
+        # a node that hears an older claim on a slot with keys deletes them (Redis's rule)
+        t.cluster.wait_ok(timeout=20)
         self.model.reset_buckets({n.encode() for n in self.specs if t.slot(n) == slot})
         self._note(f"  moved slot {slot} ({q}) {src.port} -> {dst.port}")
         self.verify(settle=True)
@@ -798,7 +801,12 @@ class Fuzzer:
     # -- running -------------------------------------------------------------------------
     def state_text(self, limit=40000):
         """The model's queues and the server's keys (for a failure report)."""
-        lines = [repr(q) for q in self.model.queues.values() if not q.empty() or q.policy]
+        lines = []
+        for srv in getattr(self.t, "prim", []):
+            # a cluster node that deleted keys of a slot it lost says so in its log
+            lines += [f"log of {srv.port}: {line}" for line in srv.log_text().splitlines()
+                      if "dirty" in line.lower() or "deleting" in line.lower()][-5:]
+        lines += [repr(q) for q in self.model.queues.values() if not q.empty() or q.policy]
         try:
             d = self.t.dump()
             lines += [f"server {k!r}: {v!r}" for k, v in sorted(d.items())]
