@@ -16,6 +16,7 @@ RMQ_MODEL_STRICT=1 checks SPEC alone (without following the module's known bugs)
 import argparse
 import os
 import random
+import subprocess
 import sys
 import time
 import traceback
@@ -48,11 +49,19 @@ def run_cluster(seed, steps):
     cluster.start()
     try:
         f = Fuzzer(ClusterTarget(cluster), seed, faults={"slot": 1}, fault_rate=0.04,
-                   tpop=False, label="slot_moves")
+                   label="slot_moves")
         f.run(steps=steps)
         return f
     finally:
         cluster.stop()
+
+
+def _commit():
+    try:
+        return subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "?"
 
 
 def main():
@@ -95,7 +104,8 @@ def main():
         "# Model-based live fuzzing: soak run (`make soak`)",
         "",
         f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
-        f"- server: {server_name()} ({server_binary()})",
+        f"- server: {server_name()} ({server_binary()}); module {os.environ.get('RMQ_MODULE', 'target/release/librmq.so')}",
+        f"- fuzzer at commit {_commit()}",
         f"- duration: {elapsed / 60:.1f} min (SOAK_SECONDS={a.seconds:.0f}), {a.steps} steps per seed",
         f"- seeds {first} .. {seed - 1} (every fourth on a 3-primary cluster with slot moves)",
         f"- steps: {steps}; faults injected: {dict(sorted(faults.items()))}",

@@ -784,12 +784,14 @@ class Fuzzer:
         slot = t.slot(q)
         src = t.node_for(q)
         dst = self.rng.choice([p for p in t.prim if p is not src])
+        # the nodes agree on epochs and slots before and after the move: else a node that
+        # bumps its config epoch without knowing a newer one loses the slot it just took
+        # and deletes its keys (Redis's rule, not the module's)
+        t.cluster.wait_converged()
         migrate_slot(t.cluster, slot, src, dst)
         t.owner[slot] = dst
-        # every node agrees on the slot's owner before the next move (as redis-cli waits):
-        # a node that hears an older claim on a slot with keys deletes them (Redis's rule)
-        t.cluster.wait_ok(timeout=20)
-        self.model.reset_buckets({n.encode() for n in self.specs if t.slot(n) == slot})
+        t.cluster.wait_converged()
+        self.model.reset_buckets({n.encode() for n in self.specs if t.slot(n) == slot}, known=False)
         self._note(f"  moved slot {slot} ({q}) {src.port} -> {dst.port}")
         self.verify(settle=True)
         if EMULATE_KNOWN_BUGS:

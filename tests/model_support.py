@@ -241,11 +241,16 @@ class Model:
             q.bucket = Bucket(self.now)
         return q.bucket
 
-    def reset_buckets(self, names=None):
-        """A restart, promotion, slot move or policy change starts new rate buckets."""
+    def reset_buckets(self, names=None, known=True):
+        """A restart, promotion or policy change starts new rate buckets. After a slot
+        move (known=False) the queue's new node may hold a bucket of its own from an
+        earlier stay of the queue there: at most full, and it gives a token only a whole
+        window later."""
         for name, q in self.queues.items():
             if names is None or name in names:
                 q.bucket = None
+                if not known:
+                    self.bucket(q).last_take = self.now
 
     def reset_counters(self):
         self.counters = dict.fromkeys(COUNTERS, 0)
