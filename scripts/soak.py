@@ -16,6 +16,7 @@ RMQ_MODEL_STRICT=1 checks SPEC alone (without following the module's known bugs)
 import argparse
 import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -65,6 +66,8 @@ def _commit():
 
 
 def main():
+    # a SIGTERM ends the run through the `finally`s that stop its servers (by pid)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=float(os.environ.get("SOAK_SECONDS", 3600)))
     ap.add_argument("--steps", type=int, default=int(os.environ.get("SOAK_STEPS", 3000)))
