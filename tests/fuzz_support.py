@@ -193,6 +193,7 @@ QUEUES = {
     "mt_3": ("priority", "fixed"),
 }
 TOPIC = "mt"
+BULK_QUEUE = "mq:bulk"     # only do_bulk uses it
 
 
 class Op:
@@ -235,7 +236,7 @@ class Fuzzer:
         self.specs = dict(queues or QUEUES)
         self.pool = {q: self._pool(q) for q in self.specs}
         self.model = Model(T0 + self.rng.randrange(0, 10 ** 6), retries=RETRIES, lease_ms=LEASE_MS)
-        for q in self.specs:
+        for q in list(self.specs) + [BULK_QUEUE]:
             self.model.q(q)
         self.log = []
         self.ops_checked = 0
@@ -609,7 +610,8 @@ class Fuzzer:
 
     OPS = [("push", 24), ("pop", 18), ("ack", 10), ("nack", 10), ("advance", 8), ("multi", 5),
            ("extend", 3), ("cancel", 3), ("replay", 3), ("info", 4), ("pending", 2),
-           ("tpop", 6), ("policy", 3), ("error", 1), ("config", 1), ("block", 2), ("route", 1)]
+           ("tpop", 6), ("policy", 3), ("error", 1), ("config", 1), ("block", 2), ("route", 1),
+           ("bulk", 0.3)]
 
     def step(self):
         names, weights = zip(*[(n, w) for n, w in self.OPS if n != "tpop" or self.tpop])
@@ -618,8 +620,33 @@ class Fuzzer:
         if op_name == "block":
             self.do_block(q)
             return
+        if op_name == "bulk":
+            self.do_bulk()
+            return
         op = getattr(self, "g_" + op_name)(q)
         self.execute(op)
+
+    def do_bulk(self):
+        """A backlog on its own queue: N messages pushed, popped under a 1 ms lease, some
+        acked, and the clock moved so the timer rolls back the rest in several bounded
+        steps (16 per look at its budget); twice; then the queue is emptied again."""
+        rng, m = self.rng, self.model
+        q = BULK_QUEUE
+        n = rng.choice([40, 100, 300])
+        msgs = [b"bulk:%d" % i for i in range(n)]
+        ops = [Op(q, [["RMQ.PUSH", q, "PRIORITY", 1] + msgs],
+                  lambda r: m.push(q, "PRIORITY", 1, None, msgs, r[0]))]
+        for _ in range(2):
+            ops.append(Op(q, [["RMQ.POP", q, "COUNT", n, "LEASE", 1]],
+                          lambda r: m.pop(q, n, 1, r[0])))
+            some = rng.sample(msgs, n // 4)
+            ops.append(Op(q, [["RMQ.ACK", q] + some], lambda r, some=some: m.ack(q, some, r[0])))
+            ops.append(self.advance_op(q, 1))
+        ops.append(Op(q, [["RMQ.REPLAY", q]], lambda r: m.replay(q, None, r[0], set())))
+        ops.append(Op(q, [["RMQ.CANCEL", q] + msgs], lambda r: m.cancel(q, msgs, r[0])))
+        for op in ops:
+            self.execute(op)
+        self.coverage[("bulk", str(n))] = self.coverage.get(("bulk", str(n)), 0) + 1
 
     def do_block(self, q):
         """A POP with BLOCK on its own connection while nothing is deliverable, then a push
