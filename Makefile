@@ -7,6 +7,10 @@
 #               schedule, the queue rules against their model), FUZZ_SECONDS (default 60)
 #               each, one at a time under nice; installs cargo-fuzz if missing. Not part
 #               of `make test`.
+#   make soak   the model-based live fuzzer (tests/fuzz_support.py) over many seeds for
+#               SOAK_SECONDS (default 3600), nice'd; prints and writes to
+#               scripts/results/soak.md "operations checked: N, seeds: K, failures: F".
+#               `make test` runs a short slice of it (tests/test_model_fuzz.py).
 #   make bench  build module + load driver, benchmark RMQ against PING, bare sorted sets,
 #               Lua scripts and Streams on its own pinned redis-server (~15 min);
 #               writes scripts/results/bench.md. BENCH_ARGS=--quick for a smoke run.
@@ -23,7 +27,7 @@ MODULE  := target/release/librmq.so
 CONF    := redis.conf.example
 DATADIR := run-data
 
-.PHONY: all deps build run test clean bench lint
+.PHONY: all deps build run test clean bench lint soak
 
 all: build
 
@@ -130,3 +134,12 @@ fuzz:
 		mkdir -p corpus/$$t && \
 		RUSTC_BOOTSTRAP=1 nice -n 10 $(CARGO) fuzz run -s none $$t corpus/$$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; \
 	done
+
+# Model-based live fuzzing for hours (scripts/soak.py): seed after seed of random command
+# sequences with restarts, promotions and (every fourth seed, on a 3-primary cluster) slot
+# moves, every reply and key checked against the model of SPEC. Own servers on free ports,
+# stopped by pid. SOAK_SECONDS=600 make soak for a shorter run; a failing seed prints the
+# command line that replays it (RMQ_FUZZ_SEED=... RMQ_FUZZ_STEPS=... pytest ...).
+SOAK_SECONDS ?= 3600
+soak: build
+	SOAK_SECONDS=$(SOAK_SECONDS) nice -n 10 $(PYTHON) scripts/soak.py

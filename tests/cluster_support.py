@@ -216,6 +216,33 @@ class Cluster:
         pytest.fail(f"cluster not ok within {timeout}s: {states} (last error: {last})",
                     pytrace=False)
 
+    def converged(self):
+        """Every live node shows the same current epoch and the same config epoch and slots
+        for every node."""
+        seen = set()
+        for n in self.alive():
+            c = self.conn(n)
+            epoch = parse_info(c.execute_command("CLUSTER", "INFO")).get("cluster_current_epoch")
+            nodes = tuple(sorted((line.split()[0], line.split()[6], tuple(line.split()[8:]))
+                                 for line in _text(c.execute_command("CLUSTER", "NODES")).splitlines()
+                                 if len(line.split()) >= 8))
+            seen.add((epoch, nodes))
+        return len(seen) == 1
+
+    def wait_converged(self, timeout=30):
+        """Wait until the nodes agree on epochs and slots (`converged`). Before moving a
+        slot again: a node that bumps its config epoch without knowing a newer one claims
+        the slot with an old epoch, loses it to the newer claim and deletes its keys."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if self.converged():
+                    return
+            except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError):
+                pass
+            time.sleep(0.05)
+        pytest.fail(f"cluster config did not converge within {timeout}s", pytrace=False)
+
     def wait_replicas_synced(self, timeout=30):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -293,3 +293,23 @@ def wait_replica_matches(primary_client, replica_client, timeout=3.0):
     (WAIT can take up to a second on 7.0 before the replica's ACK arrives.)"""
     return wait_until(lambda: snapshot(replica_client) == snapshot(primary_client),
                       timeout=timeout, interval=0.005)
+
+
+def watched_exec(server, keys, action):
+    """WATCH `keys` (one key or a list) on one connection, run action() on another, then
+    MULTI/PING/EXEC: True if the transaction ran (the keys were left untouched)."""
+    keys = [keys] if isinstance(keys, (str, bytes)) else list(keys)
+    w = server.client()
+    try:
+        with w.pipeline(transaction=True) as p:
+            p.watch(*keys)
+            action()
+            p.multi()
+            p.ping()
+            try:
+                p.execute()
+                return True
+            except redis.WatchError:
+                return False
+    finally:
+        w.close()

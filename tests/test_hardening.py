@@ -8,7 +8,8 @@ import time
 import pytest
 import redis
 
-from helpers import (ack, expect_error, expect_error_unchanged, info_rmq, nack, pop, prep, push, rmq_info, zs)
+from helpers import (ack, expect_error, expect_error_unchanged, info_rmq, nack, pop, prep, push, rmq_info,
+                     watched_exec as _watched_exec, zs)
 from timing_support import watch_rollback
 
 QUEUE_COMMANDS = [
@@ -88,25 +89,6 @@ def test_acl_categories_or_command_rules(server, r):
             p.execute_command(*cmd)
     assert rmq_info(p, "q")["kind"] is None, "reads stay allowed"
     assert r.dbsize() == 0
-
-
-def _watched_exec(server, key, action):
-    """WATCH key on one connection, run action() on another, then MULTI/PING/EXEC: True if
-    the transaction ran (the key was left untouched)."""
-    w = server.client()
-    try:
-        with w.pipeline(transaction=True) as p:
-            p.watch(key)
-            action()
-            p.multi()
-            p.ping()
-            try:
-                p.execute()
-                return True
-            except redis.WatchError:
-                return False
-    finally:
-        w.close()
 
 
 def test_commands_that_change_nothing_leave_watch_alone(server, r):
