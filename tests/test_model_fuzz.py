@@ -129,6 +129,20 @@ def test_push_merging_into_a_parked_copy_unchanged_leaves_keys_untouched(server,
                         ("RMQ.PUSH", "q", "PRIORITY", 1, "GROUP", "g", "d"))
 
 
+def test_push_merging_into_a_held_copy_unchanged_leaves_keys_untouched(server, r):
+    """SPEC: a command that changes nothing leaves its keys untouched for WATCH. `e` is held
+    back by its retry delay (backoff) with priority 2 in group g; pushing it again with
+    priority 2 and group g changes nothing. Before its fix the module took it out of
+    hold{q} and put it back, and wrote its record again (found by `make soak`, seed
+    837991811)."""
+    setup = [("RMQ.POLICY", "q", "SET", "backoff-ms", 600000), ("RMQ.PUSH", "q", "PRIORITY", 2, "GROUP", "g", "e"),
+             ("RMQ.POP", "q"), ("RMQ.NACK", "q", "e")]
+    assert _watch_holds(server, r, setup, ("RMQ.PUSH", "q", "PRIORITY", 2, "GROUP", "g", "e"))
+    assert r.zscore("hold{q}", "e") is not None, "still held back"
+    assert r.execute_command("RMQ.PUSH", "q", "PRIORITY", 3, "e") == 0
+    assert r.execute_command("RMQ.PENDING", "q") == [] and r.zscore("hold{q}", "e") is not None
+
+
 def test_policy_set_of_the_same_values_leaves_keys_untouched(server, r):
     """SPEC: a command that changes nothing leaves its keys untouched for WATCH; setting a
     queue's policy to the values it has changes nothing, and WATCH must hold (before its fix meta{q} was written

@@ -190,6 +190,16 @@ pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, group: 
         }
         let mut w = s.waiting(m);
         let old_group = std::mem::replace(&mut w.group, group.map(<[u8]>::to_vec));
+        if s.score(Set::Hold, m).is_some() {
+            // Held back by a retry delay: it stays held until the same time, with the latest
+            // priority and group (written only if they change: WATCH holds otherwise).
+            out.merged += 1;
+            if w.held_priority != Some(score) || old_group.as_deref() != group {
+                w.held_priority = Some(score);
+                s.set_waiting(m, Some(&w));
+            }
+            continue;
+        }
         if let Some(old) = s.score(Set::Park, m) {
             if (!mode.replaces_waiting() || score == old) && old_group.as_deref() == group {
                 // Parked, and the push changes neither its score nor its group: no write.
@@ -201,13 +211,6 @@ pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, group: 
             None => {
                 out.added += 1;
                 add_waiting(s, m, score, Waiting { deliveries: 0, held_priority: None, group: w.group });
-            }
-            Some((Place::Hold, release)) => {
-                // Held back by a retry delay: it stays held, with the latest priority.
-                out.merged += 1;
-                w.held_priority = Some(score);
-                s.set_waiting(m, Some(&w));
-                s.add(Set::Hold, m, release);
             }
             Some((_, old)) => {
                 out.merged += 1;
