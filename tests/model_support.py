@@ -445,16 +445,18 @@ class Model:
             lim = self.limits(q)
             self._check_take(q, got, lease if lease is not None else lim["lease-ms"], len(got))
 
-    def ack(self, name, msgs, reply):
+    def _end_copies(self, name, msgs, reply, copies, counter, command):
+        """ACK (in-flight copies) and CANCEL (waiting copies): each message that has such a
+        copy loses it; the reply counts them."""
         q = self.q(name)
-        n = 0
-        for m in msgs:
-            if q.flight.pop(m, None) is not None:
-                n += 1
-        self.counters["acked"] += n
+        n = sum(getattr(q, copies).pop(m, None) is not None for m in msgs)
+        self.counters[counter] += n
         self.tidy(q)
         if reply != n:
-            fail(f"ACK {msgs!r} replied {reply!r}, model says {n}")
+            fail(f"{command} {msgs!r} replied {reply!r}, model says {n}")
+
+    def ack(self, name, msgs, reply):
+        self._end_copies(name, msgs, reply, "flight", "acked", "ACK")
 
     def _roll_back(self, q, lim, m, delay, dead):
         f = q.flight.pop(m)
@@ -521,15 +523,7 @@ class Model:
             fail(f"EXTEND replied {reply!r}, model says {f.deadline}")
 
     def cancel(self, name, msgs, reply):
-        q = self.q(name)
-        n = 0
-        for m in msgs:
-            if q.waiting.pop(m, None) is not None:
-                n += 1
-        self.counters["cancelled"] += n
-        self.tidy(q)
-        if reply != n:
-            fail(f"CANCEL {msgs!r} replied {reply!r}, model says {n}")
+        self._end_copies(name, msgs, reply, "waiting", "cancelled", "CANCEL")
 
     def replay(self, name, count, reply, after_dead):
         """after_dead: members of dead{Q} after the command (ties in death time: the

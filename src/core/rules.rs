@@ -174,8 +174,8 @@ pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, group: 
     // A push never makes a group busy: one look for the whole batch.
     let to_park = group.is_some_and(|g| s.busy(g));
     for m in msgs {
-        let held = !none_held && (s.score(Set::Park, m).is_some() || s.score(Set::Hold, m).is_some());
-        if !held && !to_park {
+        let (parked, held) = if none_held { (None, None) } else { (s.score(Set::Park, m), s.score(Set::Hold, m)) };
+        if parked.is_none() && held.is_none() && !to_park {
             // The common case in one lookup: new, or waiting in `Store`.
             if s.upsert(Set::Store, m, score, mode.replaces_waiting()) {
                 out.added += 1;
@@ -190,7 +190,7 @@ pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, group: 
         }
         let mut w = s.waiting(m);
         let old_group = std::mem::replace(&mut w.group, group.map(<[u8]>::to_vec));
-        if s.score(Set::Hold, m).is_some() {
+        if held.is_some() {
             // Held back by a retry delay: it stays held until the same time, with the latest
             // priority and group (written only if they change: WATCH holds otherwise).
             out.merged += 1;
@@ -200,7 +200,7 @@ pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, group: 
             }
             continue;
         }
-        if let Some(old) = s.score(Set::Park, m) {
+        if let Some(old) = parked {
             if (!mode.replaces_waiting() || score == old) && old_group.as_deref() == group {
                 // Parked, and the push changes neither its score nor its group: no write.
                 out.merged += 1;
@@ -292,11 +292,14 @@ pub fn pop<S: Store>(s: &mut S, now: i64, count: usize, deadline: i64) -> Popped
     s.scan(Set::Store, min, max, rev, &mut |m, score| {
         let w = s.waiting(&m);
         if let Some(g) = &w.group {
-            let taken = picked.iter().any(|(_, _, p)| p.group.as_ref() == Some(g));
-            if !taken && !busy.contains(g) && s.busy(g) {
-                busy.push(g.clone());
-            }
-            if taken || busy.contains(g) {
+            let held = picked.iter().any(|(_, _, p)| p.group.as_ref() == Some(g)) || busy.contains(g) || {
+                let now_busy = s.busy(g);
+                if now_busy {
+                    busy.push(g.clone());
+                }
+                now_busy
+            };
+            if held {
                 parked.push((m, score, g.clone()));
                 return true;
             }

@@ -59,6 +59,14 @@ fn policy_field() -> &'static RStr {
     &FIELD.get_or_init(shared(codec::POLICY_FIELD)).0
 }
 
+/// A string longer than Redis's listpack limits (hash-max-listpack-value and
+/// zset-max-listpack-value, 64 by default): added and removed at once, it converts a hash
+/// or sorted set to its hashtable or skiplist form (`convert_meta`, `convert_zset`).
+fn long_string() -> &'static RStr {
+    static LONG: LazyLock<Shared> = LazyLock::new(|| Shared(RStr::from_bytes(&[codec::CONVERT; 1024])));
+    &LONG.0
+}
+
 /// The number of `meta{Q}` fields at which it is made a hashtable (see `convert_meta`).
 const HASHTABLE_AT: usize = 32;
 /// The number of members at which a sorted set is made a skiplist (see `convert_zset`).
@@ -80,9 +88,10 @@ impl RedisQueue {
             |id: KeyId| Key::exists(ctx, &names[id as usize]).unwrap_or_else(|| !Key::open(ctx, &names[id as usize], false).is_null());
         // `park` and `parkidx` are written together: one lookup tells for both.
         let (parked, held) = (exists(KeyId::Park), exists(KeyId::Hold));
+        let open_now = |i: usize| i < LAZY_FROM || if i == KeyId::Hold as usize { held } else { parked };
         let keys: [OnceCell<Key>; KEYS] = std::array::from_fn(|i| {
             let cell = OnceCell::new();
-            if i < LAZY_FROM || (parked && i != KeyId::Hold as usize) || (held && i == KeyId::Hold as usize) {
+            if open_now(i) {
                 let _ = cell.set(Key::open(ctx, &names[i], write));
             }
             cell
@@ -197,9 +206,8 @@ impl RedisQueue {
     /// field longer than hash-max-listpack-value converts the hash (it never converts back
     /// while the key lives); the field is deleted at once and never replicated.
     fn convert_meta(meta: &Key) {
-        static LONG: LazyLock<Shared> = LazyLock::new(|| Shared(RStr::from_bytes(&[codec::CONVERT; 1024])));
-        meta.hset(&LONG.0, Some(kind_field()));
-        meta.hset(&LONG.0, None);
+        meta.hset(long_string(), Some(kind_field()));
+        meta.hset(long_string(), None);
     }
 
     /// Makes a sorted set a skiplist. Redis keeps a sorted set a listpack up to
@@ -209,10 +217,9 @@ impl RedisQueue {
     /// zset-max-listpack-value converts the set (it never converts back while the key
     /// lives); the member is removed at once and never replicated.
     fn convert_zset(key: &Key) {
-        static LONG: LazyLock<Shared> = LazyLock::new(|| Shared(RStr::from_bytes(&[codec::CONVERT; 1024])));
         // NX: a real member of that content (a skiplist already) is left alone.
-        if key.zadd(0.0, &LONG.0, raw::REDISMODULE_ZADD_NX as i32).is_some_and(|f| f & raw::REDISMODULE_ZADD_ADDED as i32 != 0) {
-            key.zrem(&LONG.0);
+        if key.zadd(0.0, long_string(), raw::REDISMODULE_ZADD_NX as i32).is_some_and(|f| f & raw::REDISMODULE_ZADD_ADDED as i32 != 0) {
+            key.zrem(long_string());
         }
     }
 
