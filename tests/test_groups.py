@@ -228,3 +228,76 @@ def test_promoted_replica_keeps_busy_groups(start_server):
     assert pop(rc, "q") == [(b"b", 1)]
     store, prepare, _ = state(rc, "q")
     assert store == {} and list(prepare) == [b"b"]
+
+
+# The module remembers, per queue and database, that a queue has no held-back keys, and so
+# skips looking for them; every way such keys can appear must make it look again.
+
+def _parked_state(r, q):
+    """`a` of group g in flight, `b` parked behind it (its own held-back key)."""
+    gpush(r, q, "AT", 946684800000, "g", "a", "b")
+    assert pop(r, q, "COUNT", 2, "LEASE", 60000) == [(b"a", 1)]
+    assert r.exists(f"park{{{q}}}") == 1
+
+
+def _known_empty(r, q):
+    """Queue q used without groups and drained: the module has seen it hold no parked keys."""
+    push(r, q, "PRIORITY", 1, "x")
+    assert pop(r, q) == [(b"x", 1)] and ack(r, q, "x") == 1
+    assert rmq_info(r, q)["waiting"] == 0 and r.keys("*") == []
+
+
+def _assert_parked_found(r, q):
+    i = rmq_info(r, q)
+    assert (i["waiting"], i["inflight"]) == (1, 1), i
+    assert pop(r, q) is None, "b held back"
+    assert ack(r, q, "a") == 1
+    assert pop(r, q) == [(b"b", 1)]
+
+
+@pytest.mark.parametrize("how", ["restore", "copy", "rename"])
+def test_held_back_keys_that_arrive_are_found(r, how):
+    _known_empty(r, "q")
+    _parked_state(r, "src")
+    for k in r.keys("*"):
+        to = k.replace(b"src", b"q")
+        if how == "restore":
+            r.restore(to, 0, r.dump(k))
+            r.delete(k)
+        elif how == "copy":
+            r.copy(k, to)
+            r.delete(k)
+        else:
+            r.rename(k, to)
+    _assert_parked_found(r, "q")
+
+
+def test_held_back_keys_found_after_swapdb(server, r):
+    r1 = server.client(db=1)
+    _known_empty(r, "q")
+    _parked_state(r1, "q")
+    r.swapdb(0, 1)
+    _assert_parked_found(r, "q")
+
+
+def test_held_back_keys_found_after_debug_reload(start_server):
+    c = start_server(extra_conf=["--enable-debug-command", "yes"]).client()
+    _parked_state(c, "q")
+    c.save()
+    assert ack(c, "q", "a") == 1 and pop(c, "q") == [(b"b", 1)] and ack(c, "q", "b") == 1
+    assert rmq_info(c, "q")["waiting"] == 0 and c.keys("*") == []
+    c.execute_command("DEBUG", "RELOAD", "NOSAVE")
+    _assert_parked_found(c, "q")
+
+
+def test_held_back_keys_found_on_a_replica(start_server):
+    p = start_server()
+    c = p.client()
+    rc = start_replica(start_server, p).client()
+    _known_empty(c, "q")
+    assert wait_replica_matches(c, rc)
+    assert rmq_info(rc, "q")["waiting"] == 0
+    _parked_state(c, "q")
+    assert wait_replica_matches(c, rc)
+    i = rmq_info(rc, "q")
+    assert (i["waiting"], i["inflight"]) == (1, 1), i

@@ -108,11 +108,18 @@ extern "C" fn on_key_event(ctx: *mut RedisModuleCtx, _type: c_int, event: *const
     0
 }
 
-/// Calls `f` on every generic keyspace event (RENAME, MOVE, COPY, RESTORE, DEL ...).
+/// Calls `f` on every generic keyspace event (RENAME, MOVE, COPY, RESTORE, DEL ...) and on
+/// every key's creation (`new`).
 pub fn subscribe_key_events(ctx: Ctx, f: KeyEventFn) -> bool {
     let _ = KEY_EVENTS.set(f);
     // SAFETY: a valid context at load.
-    unsafe { rm!(RedisModule_SubscribeToKeyspaceEvents)(ctx.ptr(), raw::REDISMODULE_NOTIFY_GENERIC, Some(on_key_event)) == OK }
+    unsafe {
+        rm!(RedisModule_SubscribeToKeyspaceEvents)(
+            ctx.ptr(),
+            raw::REDISMODULE_NOTIFY_GENERIC | raw::REDISMODULE_NOTIFY_NEW,
+            Some(on_key_event),
+        ) == OK
+    }
 }
 
 /// A command filter: sees each command's name before it runs (not the module's own

@@ -126,20 +126,28 @@ impl Key {
     }
 
     pub fn hget(&self, field: &RStr) -> Option<RStr> {
+        self.hget_pair(field, None).0
+    }
+
+    /// Two fields in one call (the second optional): one key lookup for both.
+    pub fn hget_pair(&self, a: &RStr, b: Option<&RStr>) -> (Option<RStr>, Option<RStr>) {
         if self.key_type() != KeyType::Hash {
-            return None;
+            return (None, None);
         }
-        let mut out: *mut raw::RedisModuleString = std::ptr::null_mut();
+        let mut out: [*mut raw::RedisModuleString; 2] = [std::ptr::null_mut(); 2];
+        let end = std::ptr::null_mut::<raw::RedisModuleString>();
+        let [oa, ob] = &mut out;
         unsafe {
-            rm!(RedisModule_HashGet)(
-                self.0,
-                raw::REDISMODULE_HASH_NONE as i32,
-                field.ptr(),
-                &mut out as *mut *mut raw::RedisModuleString,
-                std::ptr::null_mut::<raw::RedisModuleString>(),
-            );
+            // SAFETY: an open hash key, live field names, and NULL-terminated pairs.
+            match b {
+                Some(b) => {
+                    rm!(RedisModule_HashGet)(self.0, raw::REDISMODULE_HASH_NONE as i32, a.ptr(), oa as *mut _, b.ptr(), ob as *mut _, end)
+                }
+                None => rm!(RedisModule_HashGet)(self.0, raw::REDISMODULE_HASH_NONE as i32, a.ptr(), oa as *mut _, end),
+            };
             // A found value is a new string we own.
-            (!out.is_null()).then(|| RStr::adopt(out))
+            let own = |p: *mut raw::RedisModuleString| (!p.is_null()).then(|| RStr::adopt(p));
+            (own(out[0]), own(out[1]))
         }
     }
 

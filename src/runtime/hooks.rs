@@ -13,7 +13,7 @@ use crate::ffi::hooks::{self, scan_keys, ServerEvent, FLUSH_ENDED, LOADING_ENDED
 use crate::ffi::{Ctx, RStr};
 use crate::runtime::{acl, alarm, cluster, topics};
 use crate::storage::effects;
-use crate::storage::keys::queue_of;
+use crate::storage::keys::{self, queue_of};
 use crate::storage::redis_queue::RedisQueue;
 
 /// Tells the timer about queue `q`'s leases and holds, and the topic index about its
@@ -54,6 +54,7 @@ pub fn rescan(ctx: Ctx) {
 
 fn on_loading(ctx: Ctx, sub: u64) {
     if sub == LOADING_ENDED {
+        keys::forget_lazy_absent();
         effects::reconsider();
         rescan(ctx);
     }
@@ -62,6 +63,7 @@ fn on_loading(ctx: Ctx, sub: u64) {
 /// SWAPDB moves queues between databases: find them again. Consumers blocked on the
 /// swapped keys are signalled by Redis itself and note their due times anew.
 fn on_swapdb(ctx: Ctx, _sub: u64) {
+    keys::forget_lazy_absent();
     alarm::clear_dues();
     rescan(ctx);
 }
@@ -85,6 +87,10 @@ fn on_role_changed(ctx: Ctx, sub: u64) {
 /// messages the topic index does not. (`Q` itself cannot be told from another key by its
 /// name: it is looked at as a queue, which costs a lookup when it is not one.)
 fn on_key_event(ctx: Ctx, event: &[u8], key: &RStr) {
+    if event == b"new" {
+        keys::key_created(key.as_ref(), ctx.db());
+        return;
+    }
     let arrived = matches!(event, b"restore" | b"rename_to" | b"move_to" | b"copy_to");
     if arrived && ctx.is_primary() {
         let key = key.as_ref();

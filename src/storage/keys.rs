@@ -2,6 +2,7 @@
 //! `parkidx{Q}`, `hold{Q}`, all tagged `{Q}` so a queue lives in one cluster hash slot.
 
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::sync::{LazyLock, Mutex};
 
 use crate::core::store::Set;
@@ -59,23 +60,89 @@ pub fn queue_of(key: &[u8]) -> Option<(&[u8], KeyId)> {
     Some((q, id))
 }
 
-/// Most workloads use a few queues over and over: their derived key names are made once.
+/// Most workloads use a few queues over and over: their derived key names are made once,
+/// and with them what is known of their lazy keys.
 const NAME_CACHE_SIZE: usize = 4096;
 type Derived = [Shared; KEYS - 1];
-static NAMES: LazyLock<Mutex<HashMap<Vec<u8>, Derived>>> = LazyLock::new(Mutex::default);
 
-/// The names of a queue's keys, in `KeyId` order.
-pub fn names(q: &RStr) -> [RStr; KEYS] {
-    let b = q.as_ref();
-    let mut cache = NAMES.lock().unwrap_or_else(|e| e.into_inner());
-    if !cache.contains_key(b) {
-        if cache.len() >= NAME_CACHE_SIZE {
-            cache.clear();
-        }
-        cache.insert(b.to_vec(), PREFIXES.map(|p| Shared(RStr::from_bytes(&tagged(p, b)))));
+struct Entry {
+    names: Derived,
+    /// Bit `d`: `park`, `parkidx` and `hold` are known not to exist in database `d` (0-63).
+    /// Set by an open that looked them up and found none; cleared when any of them is
+    /// created there (the `new` keyspace event, which every creation sends but a load from
+    /// disk, after which the whole cache forgets) — so the bit never says absent wrongly.
+    lazy_absent: u64,
+}
+
+/// FNV-1a: queue names are short, and SipHash cost more than the rest of the lookup.
+#[derive(Default)]
+pub struct Fnv(u64);
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
     }
-    let d = &cache[b];
-    std::array::from_fn(|i| if i == 0 { q.clone() } else { d[i - 1].0.clone() })
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 { 0xcbf2_9ce4_8422_2325 } else { self.0 };
+        for &b in bytes {
+            h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+type Cache = HashMap<Vec<u8>, Entry, BuildHasherDefault<Fnv>>;
+static NAMES: LazyLock<Mutex<Cache>> = LazyLock::new(Mutex::default);
+
+fn cache() -> std::sync::MutexGuard<'static, Cache> {
+    NAMES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn db_bit(db: i32) -> u64 {
+    u32::try_from(db).ok().filter(|&d| d < 64).map_or(0, |d| 1 << d)
+}
+
+/// The names of a queue's keys, in `KeyId` order, and whether its lazy keys (`park`,
+/// `parkidx`, `hold`) are known not to exist in database `db`.
+pub fn names(q: &RStr, db: i32) -> ([RStr; KEYS], bool) {
+    let b = q.as_ref();
+    let mut cache = cache();
+    let e = match cache.get(b) {
+        Some(e) => e,
+        None => {
+            if cache.len() >= NAME_CACHE_SIZE {
+                cache.clear();
+            }
+            let names = PREFIXES.map(|p| Shared(RStr::from_bytes(&tagged(p, b))));
+            cache.entry(b.to_vec()).or_insert(Entry { names, lazy_absent: 0 })
+        }
+    };
+    let names = std::array::from_fn(|i| if i == 0 { q.clone() } else { e.names[i - 1].0.clone() });
+    (names, e.lazy_absent & db_bit(db) != 0)
+}
+
+/// An open found none of `q`'s lazy keys in `db`.
+pub fn note_lazy_absent(q: &[u8], db: i32) {
+    if let Some(e) = cache().get_mut(q) {
+        e.lazy_absent |= db_bit(db);
+    }
+}
+
+/// Key `key` was created in `db`: if it is a queue's lazy key, that queue's lazy keys are
+/// no longer known absent there.
+pub fn key_created(key: &[u8], db: i32) {
+    if let Some((q, KeyId::Park | KeyId::ParkIndex | KeyId::Hold)) = queue_of(key) {
+        if let Some(e) = cache().get_mut(q) {
+            e.lazy_absent &= !db_bit(db);
+        }
+    }
+}
+
+/// Keys arrived without a `new` event (a load from disk, a SWAPDB): nothing is known absent.
+pub fn forget_lazy_absent() {
+    for e in cache().values_mut() {
+        e.lazy_absent = 0;
+    }
 }
 
 #[cfg(test)]

@@ -82,12 +82,16 @@ const HDEL: &CStr = c"HDEL";
 impl RedisQueue {
     /// Opens the queue's keys (for writing if `write`); WRONGTYPE if any holds another type.
     pub fn open(ctx: Ctx, q: RStr, write: bool) -> Result<RedisQueue> {
-        let names = keys::names(&q);
+        let (names, lazy_absent) = keys::names(&q, ctx.db());
         // A lookup (an allocation-free read-mode open where KeyExists is missing).
         let exists =
             |id: KeyId| Key::exists(ctx, &names[id as usize]).unwrap_or_else(|| !Key::open(ctx, &names[id as usize], false).is_null());
-        // `park` and `parkidx` are written together: one lookup tells for both.
-        let (parked, held) = (exists(KeyId::Park), exists(KeyId::Hold));
+        // `park` and `parkidx` are written together: one lookup tells for both. Most queues
+        // never have either: the cache spares them the two lookups.
+        let (parked, held) = if lazy_absent { (false, false) } else { (exists(KeyId::Park), exists(KeyId::Hold)) };
+        if !lazy_absent && !parked && !held {
+            keys::note_lazy_absent(q.as_ref(), ctx.db());
+        }
         let open_now = |i: usize| i < LAZY_FROM || if i == KeyId::Hold as usize { held } else { parked };
         let keys: [OnceCell<Key>; KEYS] = std::array::from_fn(|i| {
             let cell = OnceCell::new();
@@ -289,12 +293,43 @@ impl RedisQueue {
     }
 
     fn stored_policy(&self) -> &Option<Policy> {
-        self.policy.get_or_init(|| if self.exists() { self.hget(policy_field()).map(|v| Policy::decode(v.as_ref())) } else { None })
+        if self.policy.get().is_none() {
+            self.read_header();
+        }
+        self.policy.get().unwrap_or(&None)
+    }
+
+    /// Reads the kind and the policy, whichever is not known yet, in one lookup: most
+    /// commands need both.
+    fn read_header(&self) {
+        let known = self.kind.get().is_some();
+        let (kind, policy) = match self.key(KeyId::Meta) {
+            Some(meta) if !known => meta.hget_pair(kind_field(), Some(policy_field())),
+            Some(meta) => (None, meta.hget(policy_field())),
+            None => (None, None),
+        };
+        if !known {
+            self.kind.set(Some(kind.and_then(|v| Kind::from_name(v.as_ref()))));
+        }
+        let _ = self.policy.set(policy.map(|v| decode_policy(v.as_ref())));
     }
 
     fn order_kind(&self) -> Kind {
         self.kind().unwrap_or(Kind::Fixed)
     }
+}
+
+/// Decodes a stored policy, remembering the last one: a queue's policy is read by every
+/// command, the queues of a topic usually share one, and decoding cost more than reading.
+fn decode_policy(b: &[u8]) -> Policy {
+    thread_local!(static LAST: RefCell<(Vec<u8>, Policy)> = RefCell::default());
+    LAST.with_borrow_mut(|(bytes, p)| {
+        if bytes.as_slice() != b {
+            *p = Policy::decode(b);
+            *bytes = b.to_vec();
+        }
+        p.clone()
+    })
 }
 
 impl Drop for RedisQueue {
@@ -382,12 +417,10 @@ impl Store for RedisQueue {
     }
 
     fn kind(&self) -> Option<Kind> {
-        if let Some(k) = self.kind.get() {
-            return k;
+        if self.kind.get().is_none() {
+            self.read_header();
         }
-        let k = self.hget(kind_field()).and_then(|v| Kind::from_name(v.as_ref()));
-        self.kind.set(Some(k));
-        k
+        self.kind.get().flatten()
     }
 
     fn set_kind(&mut self, kind: Kind) {
