@@ -8,6 +8,7 @@
 pub mod bucket;
 pub mod codec;
 pub mod error;
+pub mod fnv;
 pub mod kind;
 pub mod num;
 pub mod policy;

@@ -147,9 +147,9 @@ pub fn take_topic(ctx: Ctx, topic: &[u8], slots: u32, count: usize, lease: Optio
         taken += 1;
         giving.push(Giving { q, lease, got, more: true });
     }
-    loop {
+    while taken < count {
         let open: Vec<usize> = (0..giving.len()).filter(|&i| giving[i].more).collect();
-        if taken >= count || open.is_empty() {
+        if open.is_empty() {
             break;
         }
         // Whole turns for every open queue, else one more message each until done.
@@ -166,17 +166,22 @@ pub fn take_topic(ctx: Ctx, topic: &[u8], slots: u32, count: usize, lease: Optio
             g.got.extend(more_got);
         }
     }
-    let mut out: Vec<TopicDelivery> = Vec::with_capacity(taken);
-    let turns = giving.iter().map(|g| g.got.len()).max().unwrap_or(0);
-    for turn in 0..turns {
-        for g in &giving {
-            if let Some((m, d)) = g.got.get(turn) {
-                out.push((g.q.name().clone(), m.clone(), *d));
-            }
-        }
-    }
     for g in &giving {
         announce(ctx, &g.q, g.got.len(), now + g.lease);
+    }
+    let mut out: Vec<TopicDelivery> = Vec::with_capacity(taken);
+    let mut turns: Vec<_> = giving.iter_mut().map(|g| (g.q.name().clone(), std::mem::take(&mut g.got).into_iter())).collect();
+    // Turn by turn: one from each queue that has one left.
+    loop {
+        let before = out.len();
+        for (q, got) in &mut turns {
+            if let Some((m, d)) = got.next() {
+                out.push((q.clone(), m, d));
+            }
+        }
+        if out.len() == before {
+            break;
+        }
     }
     stats::RATE_LIMITED.add((rate_limited && taken < count) as u64);
     out

@@ -4,11 +4,11 @@
 //! or a FLUSH, and told about keys that arrive by RESTORE, RENAME, MOVE or COPY. An entry
 //! may outlive its queue (deleted by hand, say): TPOP then finds it empty and drops it.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
+use crate::core::fnv::FnvMap;
 use crate::core::route;
-use crate::core::schedule::QueueId;
 
 #[derive(Default)]
 struct Topic {
@@ -18,12 +18,16 @@ struct Topic {
     next: u32,
 }
 
-/// Topics by (db, topic name).
-type Topics = HashMap<QueueId, Topic>;
+/// Topics by name, then by database (so a lookup needs no copy of the name).
+type Topics = FnvMap<Vec<u8>, Vec<(i32, Topic)>>;
 static TOPICS: LazyLock<Mutex<Topics>> = LazyLock::new(Mutex::default);
 
 fn topics() -> MutexGuard<'static, Topics> {
     TOPICS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn in_db(dbs: &mut [(i32, Topic)], db: i32) -> Option<&mut Topic> {
+    dbs.iter_mut().find(|(d, _)| *d == db).map(|(_, t)| t)
 }
 
 /// Records whether queue `q` of db `db` has waiting messages (nothing if `q` is not a
@@ -31,13 +35,24 @@ fn topics() -> MutexGuard<'static, Topics> {
 pub fn note(db: i32, q: &[u8], waiting: bool) {
     let Some((topic, slot)) = route::split(q) else { return };
     let mut all = topics();
-    let key = (db, topic.to_vec());
     if waiting {
-        all.entry(key).or_default().slots.insert(slot);
-    } else if let Some(t) = all.get_mut(&key) {
-        t.slots.remove(&slot);
-        if t.slots.is_empty() {
-            all.remove(&key);
+        let dbs = match all.get_mut(topic) {
+            Some(dbs) => dbs,
+            None => all.entry(topic.to_vec()).or_default(),
+        };
+        match in_db(dbs, db) {
+            Some(t) => {
+                t.slots.insert(slot);
+            }
+            None => dbs.push((db, Topic { slots: BTreeSet::from([slot]), next: 0 })),
+        }
+    } else if let Some(dbs) = all.get_mut(topic) {
+        if let Some(t) = in_db(dbs, db) {
+            t.slots.remove(&slot);
+        }
+        dbs.retain(|(_, t)| !t.slots.is_empty());
+        if dbs.is_empty() {
+            all.remove(topic);
         }
     }
 }
@@ -46,10 +61,11 @@ pub fn note(db: i32, q: &[u8], waiting: bool) {
 /// them: from the one after where the previous TPOP started, round the circle.
 pub fn rotation(db: i32, topic: &[u8], slots: u32) -> Vec<u32> {
     let mut all = topics();
-    let Some(t) = all.get_mut(&(db, topic.to_vec())) else { return Vec::new() };
+    let Some(t) = all.get_mut(topic).and_then(|dbs| in_db(dbs, db)) else { return Vec::new() };
     let start = t.next % slots;
-    let mut out: Vec<u32> = t.slots.range(start..slots).copied().collect();
-    out.extend(t.slots.range(..start).copied());
+    let mut out: Vec<u32> = Vec::with_capacity(t.slots.len());
+    out.extend(t.slots.range(start..slots));
+    out.extend(t.slots.range(..start));
     if let Some(&first) = out.first() {
         t.next = (first + 1) % slots;
     }
@@ -58,7 +74,8 @@ pub fn rotation(db: i32, topic: &[u8], slots: u32) -> Vec<u32> {
 
 /// The slots below `slots` of `topic` with waiting messages.
 pub fn busy_slots(db: i32, topic: &[u8], slots: u32) -> Vec<u32> {
-    topics().get(&(db, topic.to_vec())).map_or_else(Vec::new, |t| t.slots.range(..slots).copied().collect())
+    let mut all = topics();
+    all.get_mut(topic).and_then(|dbs| in_db(dbs, db)).map_or_else(Vec::new, |t| t.slots.range(..slots).copied().collect())
 }
 
 /// Forgets everything (before a keyspace scan rebuilds it).

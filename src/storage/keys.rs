@@ -1,10 +1,9 @@
 //! The names of a queue's keys: `Q` and `prepare{Q}`, `dead{Q}`, `meta{Q}`, `park{Q}`,
 //! `parkidx{Q}`, `hold{Q}`, all tagged `{Q}` so a queue lives in one cluster hash slot.
 
-use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
 use std::sync::{LazyLock, Mutex};
 
+use crate::core::fnv::FnvMap;
 use crate::core::store::Set;
 use crate::ffi::rstr::Shared;
 use crate::ffi::RStr;
@@ -74,24 +73,7 @@ struct Entry {
     lazy_absent: u64,
 }
 
-/// FNV-1a: queue names are short, and SipHash cost more than the rest of the lookup.
-#[derive(Default)]
-pub struct Fnv(u64);
-
-impl std::hash::Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 { 0xcbf2_9ce4_8422_2325 } else { self.0 };
-        for &b in bytes {
-            h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
-        }
-        self.0 = h;
-    }
-}
-
-type Cache = HashMap<Vec<u8>, Entry, BuildHasherDefault<Fnv>>;
+type Cache = FnvMap<Vec<u8>, Entry>;
 static NAMES: LazyLock<Mutex<Cache>> = LazyLock::new(Mutex::default);
 
 fn cache() -> std::sync::MutexGuard<'static, Cache> {
