@@ -84,6 +84,42 @@ def test_policy_stays_while_empty_until_reset(r):
     assert r.dbsize() == 0
 
 
+def test_the_kind_holds_through_every_policy_change(start_server):
+    """The kind is kept until the queue is completely empty, whatever POLICY does meanwhile;
+    a replica holds the same keys all along."""
+    p = start_server()
+    c = p.client()
+    rc = start_replica(start_server, p).client()
+
+    def kind_is(k):
+        assert rmq_info(c, "q")["kind"] == k
+        assert wait_replica_matches(c, rc)
+        if k is not None:
+            other = "RANGE" if k != b"range" else "PRIORITY"
+            expect_error_unchanged(c, "RMQ.PUSH", "q", other, 5, "z", contains="kind")
+
+    push(c, "q", "PRIORITY", 3, "a", "b")
+    kind_is(b"priority")
+    for args in (["retries", 4], ["retries", 4, "rate", 9], ["lease-ms", 9000]):
+        assert policy(c, "q", "SET", *args) == b"OK"
+        kind_is(b"priority")
+    assert get(c, "q")["lease-ms"] == 9000 and get(c, "q")["retries"] == 4
+    assert policy(c, "q", "RESET") == 1
+    kind_is(b"priority")
+    assert get(c, "q") == DEFAULTS
+    assert policy(c, "q", "SET", "backoff-ms", 5) == b"OK"
+    assert sorted(pop(c, "q", "COUNT", 2)) == [(b"a", 1), (b"b", 1)] and ack(c, "q", "a", "b") == 2
+    kind_is(None)
+    assert c.dbsize() == 1 and get(c, "q")["backoff-ms"] == 5
+    push(c, "q", "RANGE", 60000, "r")
+    kind_is(b"range")
+    assert get(c, "q")["backoff-ms"] == 5
+    assert c.execute_command("RMQ.CANCEL", "q", "r") == 1
+    kind_is(None)
+    assert policy(c, "q", "RESET") == 1
+    assert c.dbsize() == 0
+
+
 def test_retries_lease_and_length_per_queue(r):
     policy(r, "q", "SET", "retries", 0, "lease-ms", 45000, "max-queue-length", 2)
     t0 = now_ms(r)

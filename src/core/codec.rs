@@ -1,10 +1,13 @@
 //! How metadata is laid out in the queue's `meta{Q}` hash, and the park index's members.
 //! Fields are a tag byte and the message (or group), so one hash serves every kind of
 //! metadata; `kind` and `policy` (tags 'k' and 'p', used by nothing else) cannot collide
-//! with a tagged field.
+//! with a tagged field. A queue with a policy keeps its kind inside the policy's value
+//! (`policy_value`) instead of a `kind` field: every command reads both, and one value
+//! costs half of two.
 
 use crate::core::kind::Kind;
 use crate::core::num::parse_int;
+use crate::core::policy::Policy;
 use crate::core::store::{Dead, Flight, Waiting};
 
 pub const KIND_FIELD: &[u8] = b"kind";
@@ -24,6 +27,25 @@ pub const BUSY: u8 = b'b';
 /// A transient field, never kept, that only serves to convert the hash (its length is
 /// above the default hash-max-listpack-value, 64, and any sane setting).
 pub const CONVERT: u8 = b'x';
+
+/// The `policy` field's value: the policy's pairs, then `kind=<name>` while the queue has a
+/// kind (`Policy::decode` skips that pair).
+pub fn policy_value(p: &Policy, kind: Option<Kind>) -> Vec<u8> {
+    let mut v = p.encode().into_bytes();
+    if let Some(k) = kind {
+        if !v.is_empty() {
+            v.push(b',');
+        }
+        v.extend_from_slice(b"kind=");
+        v.extend_from_slice(k.name().as_bytes());
+    }
+    v
+}
+
+/// The kind kept in a `policy` field's value, if any.
+pub fn kind_in_policy(v: &[u8]) -> Option<Kind> {
+    v.rsplit(|&c| c == b',').find_map(|pair| pair.strip_prefix(b"kind=")).and_then(Kind::from_name)
+}
 
 pub fn field(tag: u8, m: &[u8], buf: &mut Vec<u8>) {
     buf.clear();
@@ -129,6 +151,19 @@ pub fn group_score(g: &[u8]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_policy_value_carries_the_kind() {
+        let mut p = Policy::default();
+        assert_eq!(policy_value(&p, None), b"");
+        assert_eq!(policy_value(&p, Some(Kind::Range)), b"kind=range");
+        p.set(crate::core::policy::Field::ALL[0], 5);
+        let v = policy_value(&p, Some(Kind::Priority));
+        assert_eq!(Policy::decode(&v), p, "the kind pair is not a policy field");
+        assert_eq!(kind_in_policy(&v), Some(Kind::Priority));
+        assert_eq!(kind_in_policy(&policy_value(&p, None)), None);
+        assert_eq!(kind_in_policy(b"kind=bogus"), None);
+    }
 
     #[test]
     fn records_round_trip() {

@@ -22,6 +22,15 @@ use crate::ffi::{Ctx, RStr};
 use crate::storage::effects::Effects;
 use crate::storage::keys::{self, KeyId, KEYS};
 
+/// What `meta{Q}` says of the queue as a whole.
+#[derive(Clone, Default)]
+struct Header {
+    kind: Option<Kind>,
+    /// The kind is in a `kind` field (a queue without a policy; else it is in the policy's).
+    kind_field: bool,
+    policy: Option<Policy>,
+}
+
 pub struct RedisQueue {
     ctx: Ctx,
     write: bool,
@@ -38,10 +47,8 @@ pub struct RedisQueue {
     holds_added: Cell<bool>,
     /// Something may have become deliverable: consumers blocked on `Q` should be woken.
     wake: bool,
-    /// The kind, once read (it changes only through `set_kind`/`clear_meta`).
-    kind: Cell<Option<Option<Kind>>>,
-    /// The policy, once read.
-    policy: OnceCell<Option<Policy>>,
+    /// The kind and the policy, once read (they change only through this handle).
+    header: OnceCell<Header>,
     field: RefCell<Vec<u8>>,
 }
 
@@ -116,8 +123,7 @@ impl RedisQueue {
             dirty: Cell::new(0),
             holds_added: Cell::new(false),
             wake: false,
-            kind: Cell::new(None),
-            policy: OnceCell::new(),
+            header: OnceCell::new(),
             field: RefCell::new(Vec::new()),
         })
     }
@@ -159,7 +165,9 @@ impl RedisQueue {
     /// (the usual case for range and fixed queues), per-message lookups are skipped.
     fn has_message_meta(&self) -> bool {
         let n = self.meta_fields();
-        n > 2 || (n == 2 && !self.has_policy())
+        // One field is the kind or the policy; two may be both only in a hash written
+        // before the policy carried the kind.
+        n > 2 || (n == 2 && !(self.header().kind_field && self.has_policy()))
     }
 
     /// Marks the queue's consumers for waking (the timer, at a due time).
@@ -293,25 +301,40 @@ impl RedisQueue {
     }
 
     fn stored_policy(&self) -> &Option<Policy> {
-        if self.policy.get().is_none() {
-            self.read_header();
-        }
-        self.policy.get().unwrap_or(&None)
+        &self.header().policy
     }
 
-    /// Reads the kind and the policy, whichever is not known yet, in one lookup: most
-    /// commands need both.
-    fn read_header(&self) {
-        let known = self.kind.get().is_some();
-        let (kind, policy) = match self.key(KeyId::Meta) {
-            Some(meta) if !known => meta.hget_pair(kind_field(), Some(policy_field())),
-            Some(meta) => (None, meta.hget(policy_field())),
-            None => (None, None),
-        };
-        if !known {
-            self.kind.set(Some(kind.and_then(|v| Kind::from_name(v.as_ref()))));
+    /// The kind and the policy, read in one lookup the first time: most commands need both.
+    fn header(&self) -> &Header {
+        self.header.get_or_init(|| {
+            let Some(meta) = self.key(KeyId::Meta) else { return Header::default() };
+            let (kind, policy) = meta.hget_pair(kind_field(), Some(policy_field()));
+            let (policy, kind_in_policy) = policy.map_or((None, None), |v| {
+                let (p, k) = decode_policy(v.as_ref());
+                (Some(p), k)
+            });
+            Header { kind: kind.as_ref().map_or(kind_in_policy, |v| Kind::from_name(v.as_ref())), kind_field: kind.is_some(), policy }
+        })
+    }
+
+    /// Writes the kind and the policy (whichever changed), the kind inside the policy's
+    /// value when there is one.
+    fn set_header(&mut self, kind: Option<Kind>, policy: Option<Policy>) {
+        let old = self.header().clone();
+        let in_field = policy.is_none() && kind.is_some();
+        // Fields are added before others are deleted: the hash never empties on the way.
+        if in_field && (!old.kind_field || old.kind != kind) {
+            self.hset(kind_field().clone(), kind.map(|k| RStr::from_bytes(k.name().as_bytes())));
         }
-        let _ = self.policy.set(policy.map(|v| decode_policy(v.as_ref())));
+        let (old_value, new_value) =
+            (old.policy.as_ref().map(|p| codec::policy_value(p, old.kind)), policy.as_ref().map(|p| codec::policy_value(p, kind)));
+        if new_value != old_value {
+            self.hset(policy_field().clone(), new_value.map(|v| RStr::from_bytes(&v)));
+        }
+        if !in_field && old.kind_field {
+            self.hset(kind_field().clone(), None);
+        }
+        self.header = OnceCell::from(Header { kind, kind_field: in_field, policy });
     }
 
     fn order_kind(&self) -> Kind {
@@ -319,16 +342,17 @@ impl RedisQueue {
     }
 }
 
-/// Decodes a stored policy, remembering the last one: a queue's policy is read by every
-/// command, the queues of a topic usually share one, and decoding cost more than reading.
-fn decode_policy(b: &[u8]) -> Policy {
-    thread_local!(static LAST: RefCell<(Vec<u8>, Policy)> = RefCell::default());
-    LAST.with_borrow_mut(|(bytes, p)| {
+/// Decodes a stored policy and the kind it carries, remembering the last one: a queue's
+/// policy is read by every command, the queues of a topic usually share one, and decoding
+/// cost more than reading.
+fn decode_policy(b: &[u8]) -> (Policy, Option<Kind>) {
+    thread_local!(static LAST: RefCell<(Vec<u8>, Policy, Option<Kind>)> = RefCell::default());
+    LAST.with_borrow_mut(|(bytes, p, k)| {
         if bytes.as_slice() != b {
-            *p = Policy::decode(b);
+            (*p, *k) = (Policy::decode(b), codec::kind_in_policy(b));
             *bytes = b.to_vec();
         }
-        p.clone()
+        (p.clone(), *k)
     })
 }
 
@@ -417,25 +441,25 @@ impl Store for RedisQueue {
     }
 
     fn kind(&self) -> Option<Kind> {
-        if self.kind.get().is_none() {
-            self.read_header();
-        }
-        self.kind.get().flatten()
+        self.header().kind
     }
 
     fn set_kind(&mut self, kind: Kind) {
-        self.hset(kind_field().clone(), Some(RStr::from_bytes(kind.name().as_bytes())));
-        self.kind.set(Some(Some(kind)));
+        let policy = self.stored_policy().clone();
+        self.set_header(Some(kind), policy);
     }
 
     fn clear_meta(&mut self) {
         if self.has_policy() {
-            self.hset(kind_field().clone(), None);
-        } else if self.key(KeyId::Meta).is_some_and(Key::delete) {
-            self.effects.record(c"DEL", KeyId::Meta, || []);
-            self.touched(KeyId::Meta);
+            let policy = self.stored_policy().clone();
+            self.set_header(None, policy);
+        } else {
+            if self.key(KeyId::Meta).is_some_and(Key::delete) {
+                self.effects.record(c"DEL", KeyId::Meta, || []);
+                self.touched(KeyId::Meta);
+            }
+            self.header = OnceCell::from(Header::default());
         }
-        self.kind.set(Some(None));
     }
 
     fn waiting(&self, m: &RStr) -> Waiting {
@@ -500,20 +524,11 @@ impl Store for RedisQueue {
 
     fn set_policy(&mut self, p: Option<&Policy>) -> bool {
         let had = self.has_policy();
-        if p.is_some() && p == self.stored_policy().as_ref() {
-            // The values it has: nothing to write (nor to signal to WATCH).
-            return had;
+        // The values it has write nothing (nor signal to WATCH).
+        if p != self.stored_policy().as_ref() {
+            let kind = self.kind();
+            self.set_header(kind, p.cloned());
         }
-        match p {
-            Some(p) => {
-                self.hset(policy_field().clone(), Some(RStr::from_bytes(p.encode().as_bytes())));
-            }
-            None if had => {
-                self.hset(policy_field().clone(), None);
-            }
-            None => {}
-        }
-        self.policy = OnceCell::from(p.cloned());
         had
     }
 }
