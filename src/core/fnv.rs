@@ -3,7 +3,7 @@
 //! The keys are not chosen by an attacker who could profit from collisions: they are the
 //! names of keys the caller may already write.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
 #[derive(Default)]
@@ -24,6 +24,7 @@ impl Hasher for Fnv {
 }
 
 pub type FnvMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
+pub type FnvSet<K> = HashSet<K, BuildHasherDefault<Fnv>>;
 
 #[cfg(test)]
 mod tests {

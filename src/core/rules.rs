@@ -13,6 +13,7 @@
 //! there are at most as many as deliveries in flight.
 
 use crate::core::error::{Result, RmqError};
+use crate::core::fnv::FnvSet;
 use crate::core::kind::{Kind, PushMode, MIN_AT};
 use crate::core::policy::Limits;
 use crate::core::store::{Dead, Flight, Set, Store, Waiting};
@@ -287,24 +288,21 @@ pub fn pop<S: Store>(s: &mut S, now: i64, count: usize, deadline: i64) -> Popped
     let (min, max, rev) = deliverable_range(kind, now);
     let mut picked: Vec<(S::M, f64, Waiting)> = Vec::with_capacity(count.min(64));
     let mut parked: Vec<(S::M, f64, Vec<u8>)> = Vec::new();
-    // Groups found busy by this pop: a group's members often sit side by side.
-    let mut busy: Vec<Vec<u8>> = Vec::new();
+    // Groups this pop took a message of or found busy (a group's members often sit side
+    // by side): each is looked up in the store once.
+    let mut held: FnvSet<Vec<u8>> = FnvSet::default();
     s.scan(Set::Store, min, max, rev, &mut |m, score| {
         let w = s.waiting(&m);
         if let Some(g) = &w.group {
-            let held = picked.iter().any(|(_, _, p)| p.group.as_ref() == Some(g)) || busy.contains(g) || {
-                let now_busy = s.busy(g);
-                if now_busy {
-                    busy.push(g.clone());
-                }
-                now_busy
-            };
-            if held {
+            if held.contains(g) || (s.busy(g) && held.insert(g.clone())) {
                 parked.push((m, score, g.clone()));
                 return true;
             }
         }
         if s.score(Set::Prepare, &m).is_none() {
+            if let Some(g) = &w.group {
+                held.insert(g.clone());
+            }
             picked.push((m, score, w));
         }
         picked.len() < count
