@@ -139,6 +139,15 @@ def test_changes_count_for_save_points_without_aof_or_replicas(server_factory):
     assert c.execute_command("RMQ.POP", "q") is None
     assert c.execute_command("RMQ.ACK", "q", "nothing") == 0
     assert changes() == settled
+    # A TPOP over many queues counts as one command's change, and one that takes
+    # nothing counts nothing.
+    for i in range(4):
+        c.execute_command("RMQ.PUSH", f"t_{i}", "PRIORITY", 1, "m")
+    settled = changes()
+    assert len(c.execute_command("RMQ.TPOP", "t", 4, "COUNT", 4)) == 4
+    assert changes() == settled + 1
+    assert c.execute_command("RMQ.TPOP", "t", 4) is None
+    assert changes() == settled + 1
 
 
 def test_aof_switched_on_at_runtime_holds_later_changes(server_factory):

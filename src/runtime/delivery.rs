@@ -11,6 +11,7 @@ use crate::core::rules::{self, Popped, SweepOutcome};
 use crate::core::store::{Set, Store};
 use crate::ffi::{reply, Ctx, RStr};
 use crate::runtime::{alarm, cluster, events, ratelimit, settings, stats, topics, waiters};
+use crate::storage::effects;
 use crate::storage::redis_queue::RedisQueue;
 
 /// A queue opened by a command or the timer. When it closes, consumers blocked on it are
@@ -113,6 +114,10 @@ pub type TopicDelivery = (RStr, RStr, u32);
 /// queue that runs dry passing its turn to the next. That takes the same messages as turn
 /// after turn in far fewer pops; the reply lists them turn by turn.
 pub fn take_topic(ctx: Ctx, topic: &[u8], slots: u32, count: usize, lease: Option<i64>, now: i64) -> Vec<TopicDelivery> {
+    effects::one_change_count(ctx, || take_topic_counted(ctx, topic, slots, count, lease, now))
+}
+
+fn take_topic_counted(ctx: Ctx, topic: &[u8], slots: u32, count: usize, lease: Option<i64>, now: i64) -> Vec<TopicDelivery> {
     /// A queue that gave a message.
     struct Giving {
         q: Opened,

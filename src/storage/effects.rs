@@ -10,6 +10,7 @@
 //! RM_Replicate had looked the command up and copied its arguments: a quarter of the
 //! server's work for an unbatched message.
 
+use std::cell::Cell;
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicU8, Ordering};
 
@@ -51,6 +52,36 @@ fn replicas_possible(ctx: Ctx) -> bool {
     let Some(info) = ServerInfo::get(ctx, c"replication") else { return true };
     let master = info.text(c"role").is_some_and(|r| r == b"master");
     !master || info.int(c"connected_slaves") != Some(0) || info.int(c"repl_backlog_active") != Some(0)
+}
+
+#[derive(Clone, Copy)]
+enum Counting {
+    /// Each queue's changes count as one change of the dataset (a command on one queue).
+    Each,
+    /// Inside `one_change_count`: whether a queue changed.
+    Once(bool),
+}
+
+thread_local!(static COUNTING: Cell<Counting> = const { Cell::new(Counting::Each) });
+
+/// Runs `f`, which may change many queues (RMQ.TPOP), and counts its changes that are sent
+/// nowhere as one change of the dataset, as a command on one queue does: counting each
+/// costs a command lookup per queue.
+pub fn one_change_count<T>(ctx: Ctx, f: impl FnOnce() -> T) -> T {
+    /// Counts and restores the outer mode even if `f` panics.
+    struct Scope(Ctx, Counting);
+    impl Drop for Scope {
+        fn drop(&mut self) {
+            if matches!(COUNTING.replace(self.1), Counting::Once(true)) {
+                match self.1 {
+                    Counting::Each => self.0.count_change(),
+                    Counting::Once(_) => COUNTING.set(Counting::Once(true)),
+                }
+            }
+        }
+    }
+    let _scope = Scope(ctx, COUNTING.replace(Counting::Once(false)));
+    f()
 }
 
 /// After a load the backlog may have been made (or dropped): look again.
@@ -108,8 +139,11 @@ impl Effects {
     pub fn flush(&mut self, ctx: Ctx, names: &[RStr; KEYS]) {
         if std::mem::take(&mut self.changed) && !self.send {
             // Sent nowhere, but counted as a change of the dataset, as every RM_Replicate
-            // is, for the save points.
-            ctx.count_change();
+            // is, for the save points (once per command: see `one_change_count`).
+            match COUNTING.get() {
+                Counting::Each => ctx.count_change(),
+                Counting::Once(_) => COUNTING.set(Counting::Once(true)),
+            }
         }
         for g in self.groups.drain(..) {
             let mut argv: Vec<*mut RedisModuleString> = Vec::with_capacity(g.args.len() + 1);
