@@ -38,7 +38,8 @@ pub struct RedisQueue {
     names: [RStr; KEYS],
     /// Open keys. `Q`, `prepare`, `dead` and `meta` are opened with the queue; `park`,
     /// `parkidx` and `hold` (used only by groups and retry delays) only if they exist,
-    /// else when first written, so a queue without them pays one lookup each.
+    /// else when first written, so a queue without them pays one lookup for `park` and
+    /// `parkidx` and one for `hold`, or none once it is known to have none (`keys::names`).
     keys: [OnceCell<Key>; KEYS],
     effects: Effects,
     /// Keys changed (to be signalled as modified).
