@@ -175,13 +175,13 @@ fn take_topic_counted(ctx: Ctx, topic: &[u8], slots: u32, count: usize, lease: O
         announce(ctx, &g.q, g.got.len(), now + g.lease);
     }
     let mut out: Vec<TopicDelivery> = Vec::with_capacity(taken);
-    let mut turns: Vec<_> = giving.iter_mut().map(|g| (g.q.name().clone(), std::mem::take(&mut g.got).into_iter())).collect();
-    // Turn by turn: one from each queue that has one left.
+    // Turn by turn: one from each queue that has one left (moved out from the back).
+    giving.iter_mut().for_each(|g| g.got.reverse());
     loop {
         let before = out.len();
-        for (q, got) in &mut turns {
-            if let Some((m, d)) = got.next() {
-                out.push((q.clone(), m, d));
+        for g in &mut giving {
+            if let Some((m, d)) = g.got.pop() {
+                out.push((g.q.name().clone(), m, d));
             }
         }
         if out.len() == before {
