@@ -9,6 +9,8 @@ import redis
 
 import rmq
 from conftest import require
+from helpers import now_ms
+from timing_support import sleep_until_server_ms
 
 
 class Recorder:
@@ -217,7 +219,7 @@ def test_info_is_summed_over_the_slots(r: redis.Redis) -> None:
     t = rmq.Topic(r, "sum", 8)
     t.push(*[f"m{i}" for i in range(50)], range_ms=1)
     t.push(*[f"later{i}" for i in range(7)], range_ms=3_600_000)
-    _until_server_ms_passes(r, _server_ms(r) + 1)  # every m<i> is due: the counts hold still
+    sleep_until_server_ms(r, now_ms(r) + 2)  # every m<i> is due: the counts hold still
     q0 = rmq.Queue(r, t.queue_for("m1"))
     (m,) = q0.pop(lease_ms=60_000, block_ms=2000)
     (dead,) = q0.pop(lease_ms=60_000, block_ms=2000)
@@ -233,18 +235,6 @@ def test_info_is_summed_over_the_slots(r: redis.Redis) -> None:
     assert total["next_due"] == min(i["next_due"] for i in per_queue.values()
                                     if i["next_due"] is not None)
     m.ack()
-
-
-def _server_ms(r: redis.Redis) -> int:
-    secs, micros = r.time()
-    return secs * 1000 + micros // 1000
-
-
-def _until_server_ms_passes(r: redis.Redis, ms: int) -> None:
-    for _ in range(10_000):
-        if _server_ms(r) > ms:
-            return
-    raise AssertionError(f"the server's clock did not pass {ms}")
 
 
 def test_sum_info_of_maps() -> None:

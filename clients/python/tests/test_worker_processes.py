@@ -17,6 +17,7 @@ import redis
 
 import rmq
 from conftest import require, subprocess_env
+from helpers import now_ms as server_ms
 from server_support import wait_for
 
 SCRIPT = str(Path(__file__).with_name("worker_proc.py"))
@@ -64,11 +65,6 @@ def log_entries(r: redis.Redis) -> list[tuple[bytes, int, int, int, int]]:
         body, rest = line.split(b"|", 1)
         out.append((body, *(int(x) for x in rest.split(b"|"))))
     return out
-
-
-def server_ms(r: redis.Redis) -> int:
-    s, us = r.time()
-    return s * 1000 + us // 1000
 
 
 def test_a_killed_workers_message_is_redelivered_after_its_lease(
