@@ -171,6 +171,24 @@ def test_a_lost_kind_is_inferred(r, lost):
     assert pop(r, "t") == [(b"late", 1)]
 
 
+@pytest.mark.parametrize("policy", [False, True])
+def test_a_kind_left_behind_by_deleted_keys_gives_way(r, policy):
+    """SPEC: the kind lasts until store, prepare and dead are all empty; a store deleted by
+    hand leaves meta{Q} behind, and the next push of another kind must not be refused."""
+    if policy:
+        r.execute_command("RMQ.POLICY", "k", "SET", "retries", 5)
+    r.execute_command("RMQ.PUSH", "k", "PRIORITY", 3, "GROUP", "g", "a")
+    r.delete("k")
+    assert push(r, "k", "RANGE", 60000, "b") == 1
+    assert rmq_info(r, "k")["kind"] == b"range"
+    want = {b"policy": b"retries=5,kind=range"} if policy else {b"kind": b"range"}
+    got = r.hgetall("meta{k}")
+    assert {f: v for f, v in got.items() if f in (b"kind", b"policy")} == want
+    if not policy:
+        assert got == want, "the stale waiting record of 'a' went with the kind"
+    expect_error_unchanged(r, "RMQ.PUSH", "k", "PRIORITY", 1, "c", contains="kind")
+
+
 def test_memory_returns_to_baseline_after_a_long_churn(r):
     def churn(rounds):
         for n in range(rounds):

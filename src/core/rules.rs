@@ -142,11 +142,18 @@ pub fn kind_of<S: Store>(s: &S) -> Option<Kind> {
 /// it; without, a merged copy leaves its group (the latest push sets the group).
 pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, group: Option<&[u8]>, msgs: &[S::M]) -> Result<PushOutcome> {
     let kind = mode.kind();
-    let stored = s.kind();
+    let mut stored = s.kind();
     if let Some(holds) = stored.or_else(|| kind_of(s)) {
         let inferred_timed = stored.is_none() && holds.is_timed() && kind.is_timed();
         if holds != kind && !inferred_timed {
-            return Err(RmqError::KindMismatch { holds, pushed: kind });
+            if !s.is_empty() {
+                return Err(RmqError::KindMismatch { holds, pushed: kind });
+            }
+            // Metadata outlives a completely empty queue only when its keys were deleted by
+            // hand around `meta{Q}`. SPEC ends the kind there: clear it as `tidy` would
+            // have (the policy stays), and this push sets the kind anew.
+            s.clear_meta();
+            stored = None;
         }
     }
     let score = mode.score(now).ok_or(RmqError::DueTooLate(mode))? as f64;

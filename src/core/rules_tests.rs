@@ -496,6 +496,22 @@ fn a_lost_kind_is_inferred_from_what_is_left() {
     assert_eq!(kind_of(&MemStore::default()), None);
 }
 
+#[test]
+fn a_kind_left_behind_by_deleted_keys_gives_way() {
+    let mut f = MemStore::default();
+    push(&mut f, 0, &lim(), PushMode::Priority(3), Some(b"g"), &ms(&["a"])).unwrap();
+    f.sets[Set::Store as usize].clear(); // Q deleted by hand: meta{Q} keeps the kind and the waiting record
+    assert!(f.is_empty() && f.kind == Some(Kind::Priority));
+    assert_eq!(push(&mut f, 0, &lim(), PushMode::Range(5), None, &ms(&["b"])).unwrap().added, 1, "completely empty");
+    assert_eq!(f.kind, Some(Kind::Range));
+    assert!(f.waiting.is_empty(), "the stale records went with the kind");
+    assert_eq!(
+        push(&mut f, 0, &lim(), PushMode::Priority(1), None, &ms(&["c"])).unwrap_err(),
+        RmqError::KindMismatch { holds: Kind::Range, pushed: Kind::Priority },
+        "a queue that holds messages keeps its kind"
+    );
+}
+
 /// A tiny deterministic PRNG so the model test needs no crate.
 struct Rng(u64);
 impl Rng {
