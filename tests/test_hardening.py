@@ -179,6 +179,7 @@ def test_a_kind_left_behind_by_deleted_keys_gives_way(r, policy):
         r.execute_command("RMQ.POLICY", "k", "SET", "retries", 5)
     r.execute_command("RMQ.PUSH", "k", "PRIORITY", 3, "GROUP", "g", "a")
     r.delete("k")
+    expect_error_unchanged(r, "RMQ.PUSH", "k", "RANGE", 60000, "b", "", contains="empty")
     assert push(r, "k", "RANGE", 60000, "b") == 1
     assert rmq_info(r, "k")["kind"] == b"range"
     want = {b"policy": b"retries=5,kind=range"} if policy else {b"kind": b"range"}

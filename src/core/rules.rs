@@ -142,18 +142,18 @@ pub fn kind_of<S: Store>(s: &S) -> Option<Kind> {
 /// it; without, a merged copy leaves its group (the latest push sets the group).
 pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, group: Option<&[u8]>, msgs: &[S::M]) -> Result<PushOutcome> {
     let kind = mode.kind();
-    let mut stored = s.kind();
+    let stored = s.kind();
+    // Metadata outlives a completely empty queue only when its keys were deleted by hand
+    // around `meta{Q}`. SPEC ends the kind there: once the batch is valid, it is cleared as
+    // `tidy` would have (the policy stays) and this push sets the kind anew.
+    let mut stale = false;
     if let Some(holds) = stored.or_else(|| kind_of(s)) {
         let inferred_timed = stored.is_none() && holds.is_timed() && kind.is_timed();
         if holds != kind && !inferred_timed {
             if !s.is_empty() {
                 return Err(RmqError::KindMismatch { holds, pushed: kind });
             }
-            // Metadata outlives a completely empty queue only when its keys were deleted by
-            // hand around `meta{Q}`. SPEC ends the kind there: clear it as `tidy` would
-            // have (the policy stays), and this push sets the kind anew.
-            s.clear_meta();
-            stored = None;
+            stale = true;
         }
     }
     let score = mode.score(now).ok_or(RmqError::DueTooLate(mode))? as f64;
@@ -174,7 +174,10 @@ pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, group: 
             return Err(RmqError::QueueFull(lim.max_queue_length));
         }
     }
-    if stored.is_none() {
+    if stale {
+        s.clear_meta();
+    }
+    if stored.is_none() || stale {
         s.set_kind(kind);
     }
     let mut out = PushOutcome::default();

@@ -502,6 +502,9 @@ fn a_kind_left_behind_by_deleted_keys_gives_way() {
     push(&mut f, 0, &lim(), PushMode::Priority(3), Some(b"g"), &ms(&["a"])).unwrap();
     f.sets[Set::Store as usize].clear(); // Q deleted by hand: meta{Q} keeps the kind and the waiting record
     assert!(f.is_empty() && f.kind == Some(Kind::Priority));
+    let before = f.clone();
+    assert_eq!(push(&mut f, 0, &lim(), PushMode::Range(5), None, &ms(&["b", ""])).unwrap_err(), RmqError::EmptyMessage);
+    assert_eq!(f, before, "a push that errors changes nothing, the stale metadata included");
     assert_eq!(push(&mut f, 0, &lim(), PushMode::Range(5), None, &ms(&["b"])).unwrap().added, 1, "completely empty");
     assert_eq!(f.kind, Some(Kind::Range));
     assert!(f.waiting.is_empty(), "the stale records went with the kind");
