@@ -1,0 +1,446 @@
+/** Queues and topics: routing, pushes, pops, RMQ.INFO, RMQ.POLICY (pause) and
+ * RMQ.SCHEDULE. */
+
+import { crc32 } from "./crc32";
+import { Message } from "./message";
+import {
+  Arg, Client, Data, MAX_COUNT, MAX_MS, asMap, checkQueueName, int, send, toBuffer,
+} from "./util";
+
+const MAX_SLOTS = 16384;
+const TWO53 = 2 ** 53;
+const TWO31 = 2 ** 31;
+const MIN_AT = 946_684_800_000;   // 2000-01-01 in Unix ms: smaller AT values are refused
+const MAX_GROUP_BYTES = 1024;
+
+/** RMQ.POLICY fields: option name -> [field name on the wire, lowest, highest value]. */
+const POLICY_FIELDS: Record<string, [string, number, number]> = {
+  retries: ["retries", 0, 1000],
+  leaseMs: ["lease-ms", 1, TWO31],
+  maxQueueLength: ["max-queue-length", 0, 2 ** 62],
+  backoffMs: ["backoff-ms", 0, TWO31],
+  backoffMaxMs: ["backoff-max-ms", 0, TWO31],
+  rate: ["rate", 0, 1e9],
+  rateWindowMs: ["rate-window-ms", 1, TWO31],
+  paused: ["paused", 0, 1],
+};
+
+export interface Policy {
+  retries?: number;
+  leaseMs?: number;
+  maxQueueLength?: number;
+  backoffMs?: number;
+  backoffMaxMs?: number;
+  rate?: number;
+  rateWindowMs?: number;
+  /** 1 (or true): POP and TPOP deliver nothing from the queue (see pause()) */
+  paused?: number | boolean;
+}
+
+/** The push mode: exactly one of `range`, `priority`, `at`, `delay` (all ms but
+ * priority). */
+export interface Mode {
+  /** range-merge: due `range` ms after the first push; duplicates keep that due time */
+  range?: number;
+  /** priority queue: highest first; a duplicate replaces the priority */
+  priority?: number;
+  /** due at this Unix ms time; a duplicate replaces it */
+  at?: number;
+  /** due `delay` ms from now; a duplicate replaces it (a debounce) */
+  delay?: number;
+}
+
+export interface PushOptions extends Mode {
+  /** every message in this group: consumed one at a time, in order */
+  group?: Data;
+}
+
+export interface TopicPushOptions extends PushOptions {
+  /** the slot basis (default: the group, else each message itself) */
+  basis?: Data;
+}
+
+export interface PopOptions {
+  /** most messages to take (default 1) */
+  count?: number;
+  /** lease of each (default: the queue's lease-ms) */
+  leaseMs?: number;
+  /** wait up to this many ms for a message (0 = forever); default: do not wait */
+  blockMs?: number;
+}
+
+export interface TopicPopOptions extends PopOptions {
+  /** messages per queue per turn (RMQ.TPOP QUANTUM); sent only when given */
+  quantum?: number;
+}
+
+export interface ScheduleOptions extends Mode {
+  /** fire every `every` ms (from `start`, default now + every) */
+  every?: number;
+  /** or on a crontab expression (5 fields, or 6 with seconds first) */
+  cron?: string;
+  /** the IANA zone of `cron` (default UTC) */
+  tz?: string;
+  /** first and last firing times, Unix ms */
+  start?: number;
+  end?: number;
+  /** fire at most this many times */
+  times?: number;
+  group?: Data;
+  /** Topic only: the slot basis that picks the queue (default: the group, else the
+   * message) */
+  basis?: Data;
+}
+
+export interface ScheduleEntry {
+  queue: string;
+  name: string;
+  /** the SET arguments after the name, as one string */
+  spec: string;
+  /** next firing time (Unix ms), null when none is left */
+  next: number | null;
+  fired: number;
+  /** last firing time, or null */
+  last: number | null;
+}
+
+export type Info = Record<string, string | number | null>;
+
+/** A topic's slot count: a power of two from 1 to 16384. */
+export function checkSlots(slots: unknown): number {
+  const n = int("slots", slots, 1, MAX_SLOTS);
+  if (n & (n - 1)) throw new RangeError(`slots must be a power of two, got ${n}`);
+  return n;
+}
+
+/** The queue of `topic` that `basis` goes to, as RMQ.ROUTE computes it:
+ * `<topic>_<crc32(basis) mod slots>` (zlib's CRC-32). */
+export function route(topic: string, slots: number, basis: Data): string {
+  return `${topic}_${crc32(toBuffer(basis, "basis")) % checkSlots(slots)}`;
+}
+
+function modeArgs(mode: Mode): Arg[] {
+  const bounds: Record<string, [string, number, number]> = {
+    range: ["RANGE", 1, MAX_MS], priority: ["PRIORITY", -TWO53, TWO53],
+    at: ["AT", MIN_AT, TWO53], delay: ["DELAY", 0, MAX_MS],
+  };
+  const given = Object.keys(bounds).filter((k) => mode[k as keyof Mode] !== undefined);
+  if (given.length !== 1) {
+    throw new TypeError(`a push needs exactly one of range, priority, at, delay (got ${given.join(", ") || "none"})`);
+  }
+  const [word, low, high] = bounds[given[0]];
+  return [word, int(given[0], mode[given[0] as keyof Mode], low, high)];
+}
+
+function messageList(messages: Data | Data[]): Buffer[] {
+  const list = Array.isArray(messages) ? messages : [messages];
+  if (!list.length) throw new TypeError("a push needs at least one message");
+  const out = list.map((m) => toBuffer(m));
+  if (out.some((m) => !m.length)) throw new TypeError("a message must not be empty");
+  return out;
+}
+
+function groupBuffer(group: Data | undefined): Buffer | undefined {
+  if (group === undefined) return undefined;
+  const g = toBuffer(group, "group");
+  if (!g.length || g.length > MAX_GROUP_BYTES) {
+    throw new RangeError(`group must be 1 to ${MAX_GROUP_BYTES} bytes, got ${g.length}`);
+  }
+  return g;
+}
+
+const isGroupWord = (m: Buffer): boolean => m.length === 5 && m.toString("latin1").toLowerCase() === "group";
+
+/** The RMQ.PUSH argument lists for one queue. Without a group, a first message spelt
+ * `group` (any case) followed by two or more would be read as the GROUP option: another
+ * message goes first, and if all are spelt `group` they are pushed two at a time. */
+function pushArgs(queue: string, mode: Arg[], group: Buffer | undefined, messages: Buffer[]): Arg[][] {
+  if (group !== undefined) return [[queue, ...mode, "GROUP", group, ...messages]];
+  if (messages.length >= 3 && isGroupWord(messages[0])) {
+    const other = messages.findIndex((m) => !isGroupWord(m));
+    if (other < 0) {
+      const out: Arg[][] = [];
+      for (let i = 0; i < messages.length; i += 2) out.push([queue, ...mode, ...messages.slice(i, i + 2)]);
+      return out;
+    }
+    messages = [messages[other], ...messages.slice(0, other), ...messages.slice(other + 1)];
+  }
+  return [[queue, ...mode, ...messages]];
+}
+
+function policyArgs(policy: Policy): Arg[] {
+  const entries = Object.entries(policy).filter(([, v]) => v !== undefined);
+  if (!entries.length) throw new TypeError("setPolicy needs at least one field");
+  const args: Arg[] = [];
+  for (const [name, raw] of entries) {
+    const field = POLICY_FIELDS[name];
+    if (!field) {
+      throw new TypeError(`unknown policy field ${name} (known: ${Object.keys(POLICY_FIELDS).join(", ")})`);
+    }
+    const value = typeof raw === "boolean" ? Number(raw) : raw;
+    args.push(field[0], int(name, value, field[1], field[2]));
+  }
+  return args;
+}
+
+/** RMQ.POLICY GET's reply with camelCase names (`lease-ms` → `leaseMs`). */
+function policyObject(reply: unknown): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [k, v] of Object.entries(asMap(reply))) {
+    out[k.replace(/-(\w)/g, (_, c: string) => c.toUpperCase())] = Number(v);
+  }
+  return out;
+}
+
+function infoObject(reply: unknown): Info {
+  const out: Info = {};
+  for (const [k, v] of Object.entries(asMap(reply))) {
+    out[k] = v === null || typeof v === "number" ? v : String(v);
+  }
+  return out;
+}
+
+function scheduleArgs(name: string, message: Data, opts: ScheduleOptions): Arg[] {
+  if (typeof name !== "string" || !name) throw new TypeError("a schedule needs a non-empty name");
+  const args: Arg[] = ["SET", name];
+  if ((opts.every === undefined) === (opts.cron === undefined)) {
+    throw new TypeError("a schedule needs exactly one of every, cron");
+  }
+  if (opts.every !== undefined) args.push("EVERY", int("every", opts.every, 1, 2 ** 41));
+  else args.push("CRON", String(opts.cron));
+  if (opts.tz !== undefined) {
+    if (opts.cron === undefined) throw new TypeError("tz goes with cron");
+    args.push("TZ", opts.tz);
+  }
+  if (opts.start !== undefined) args.push("START", int("start", opts.start, 0, TWO53));
+  if (opts.end !== undefined) args.push("END", int("end", opts.end, 0, TWO53));
+  if (opts.times !== undefined) args.push("TIMES", int("times", opts.times, 1, TWO53));
+  if (opts.at !== undefined) throw new TypeError("a schedule's mode is range, priority or delay");
+  args.push(...modeArgs(opts));
+  const group = groupBuffer(opts.group);
+  if (group !== undefined) args.push("GROUP", group);
+  args.push(messageList(message)[0]);
+  return args;
+}
+
+function scheduleEntries(queue: string, reply: unknown): ScheduleEntry[] {
+  return ((reply as unknown[][]) || []).map(([name, spec, next, fired, last]) => ({
+    queue, name: String(name), spec: String(spec),
+    next: next === null ? null : Number(next), fired: Number(fired),
+    last: last === null ? null : Number(last),
+  }));
+}
+
+function lease(opts: PopOptions): Arg[] {
+  const args: Arg[] = ["COUNT", int("count", opts.count ?? 1, 1, MAX_COUNT)];
+  if (opts.leaseMs !== undefined) args.push("LEASE", int("leaseMs", opts.leaseMs, 1, MAX_MS));
+  if (opts.blockMs !== undefined) args.push("BLOCK", int("blockMs", opts.blockMs, 0, MAX_MS));
+  return args;
+}
+
+/** What Queue and Topic share: a client and the queue names they cover. */
+abstract class Target {
+  readonly queues: string[];
+
+  protected constructor(readonly client: Client, readonly name: string, queues: string[]) {
+    this.queues = queues;
+  }
+
+  /** RMQ.INFO of each queue. */
+  async infoByQueue(): Promise<Record<string, Info>> {
+    const replies = await this.onEach((q) => ["RMQ.INFO", [q]]);
+    return Object.fromEntries(this.queues.map((q, i) => [q, infoObject(replies[i])]));
+  }
+
+  /** RMQ.POLICY Q SET on every queue, e.g. `setPolicy({ retries: 5, backoffMs: 1000 })`;
+   * names and bounds are checked before anything is sent. */
+  async setPolicy(policy: Policy): Promise<void> {
+    const args = policyArgs(policy);
+    await this.onEach((q) => ["RMQ.POLICY", [q, "SET", ...args]]);
+  }
+
+  /** RMQ.POLICY Q RESET on every queue; resolves to how many had a policy. */
+  async resetPolicy(): Promise<number> {
+    const replies = await this.onEach((q) => ["RMQ.POLICY", [q, "RESET"]]);
+    return replies.reduce((a: number, r) => a + Number(r), 0);
+  }
+
+  /** Stop deliveries (RMQ.POLICY Q SET paused 1): pushes, ACK, NACK and leases go on;
+   * blocked consumers wait until resume(). */
+  pause(): Promise<void> {
+    return this.setPolicy({ paused: 1 });
+  }
+
+  resume(): Promise<void> {
+    return this.setPolicy({ paused: 0 });
+  }
+
+  /** RMQ.SCHEDULE LIST of every queue. */
+  async schedules(): Promise<ScheduleEntry[]> {
+    const replies = await this.onEach((q) => ["RMQ.SCHEDULE", [q, "LIST"]]);
+    return this.queues.flatMap((q, i) => scheduleEntries(q, replies[i]));
+  }
+
+  /** RMQ.SCHEDULE DEL on every queue; resolves to how many of the names existed. */
+  async unschedule(...names: string[]): Promise<number> {
+    if (!names.length) throw new TypeError("unschedule needs at least one name");
+    const replies = await this.onEach((q) => ["RMQ.SCHEDULE", [q, "DEL", ...names]]);
+    return replies.reduce((a: number, r) => a + Number(r), 0);
+  }
+
+  /** RMQ.REPLAY on every queue: dead messages back to waiting (at most `count` per queue);
+   * resolves to how many. */
+  async replay(count?: number): Promise<number> {
+    const extra: Arg[] = count === undefined ? [] : ["COUNT", int("count", count, 1, 2 ** 62)];
+    const replies = await this.onEach((q) => ["RMQ.REPLAY", [q, ...extra]]);
+    return replies.reduce((a: number, r) => a + Number(r), 0);
+  }
+
+  /** A command on every queue at once (pipelined on the connection; on a Cluster each goes
+   * to its queue's node). */
+  protected onEach(command: (queue: string) => [string, Arg[]]): Promise<unknown[]> {
+    return Promise.all(this.queues.map((q) => {
+      const [name, args] = command(q);
+      return send(this.client, name, q, args);
+    }));
+  }
+
+  protected async pushAll(byQueue: Map<string, Buffer[]>, mode: Arg[], group: Buffer | undefined): Promise<number> {
+    const sends = [...byQueue].flatMap(([q, msgs]) =>
+      pushArgs(q, mode, group, msgs).map((args) => send(this.client, "RMQ.PUSH", q, args)));
+    return (await Promise.all(sends)).reduce((a: number, r) => a + Number(r), 0);
+  }
+}
+
+/** One queue: `new Queue(redis, "prices_3")`. */
+export class Queue extends Target {
+  constructor(client: Client, name: string) {
+    super(client, checkQueueName(name), [name]);
+  }
+
+  /** RMQ.PUSH: one mode (`range`, `priority`, `at` or `delay`); `group` puts every
+   * message in that group. Resolves to how many were newly added (the others merged into a
+   * waiting copy). Bad arguments throw before anything is sent. */
+  async push(messages: Data | Data[], opts: PushOptions): Promise<number> {
+    const mode = modeArgs(opts);
+    const group = groupBuffer(opts.group);
+    return this.pushAll(new Map([[this.name, messageList(messages)]]), mode, group);
+  }
+
+  /** RMQ.POP: up to `count` messages, each in flight under a lease; every one must then be
+   * acked or nacked (or it comes back when its lease runs out). */
+  async pop(opts: PopOptions = {}, via: Client = this.client): Promise<Message[]> {
+    const args = [this.name, ...lease(opts)];
+    const start = Date.now();
+    const reply = (await send(via, "RMQ.POP", this.name, args, true)) as [Buffer, number][] | null;
+    const end = opts.leaseMs === undefined ? null : start + opts.leaseMs;
+    return (reply || []).map(([m, d]) => new Message(this.client, this.name, m, Number(d), end));
+  }
+
+  async info(): Promise<Info> {
+    return (await this.infoByQueue())[this.name];
+  }
+
+  /** RMQ.POLICY GET: every field's effective value (camelCase names). */
+  async policy(): Promise<Record<string, number>> {
+    return policyObject(await send(this.client, "RMQ.POLICY", this.name, [this.name, "GET"]));
+  }
+
+  /** RMQ.SCHEDULE SET: the server pushes `message` at every firing time. Resolves to the
+   * first firing time (Unix ms). */
+  async schedule(name: string, message: Data, opts: ScheduleOptions): Promise<number> {
+    if (opts.basis !== undefined) throw new TypeError("basis is for a Topic's schedules");
+    const args = scheduleArgs(name, message, opts);
+    return Number(await send(this.client, "RMQ.SCHEDULE", this.name, [this.name, ...args]));
+  }
+
+  toString(): string {
+    return `Queue(${this.name})`;
+  }
+}
+
+/** A topic of `slots` queues `<name>_0 … <name>_<slots-1>`:
+ * `new Topic(redis, "orders", 16)`. */
+export class Topic extends Target {
+  readonly slots: number;
+
+  constructor(client: Client, name: string, slots: number) {
+    checkQueueName(name);
+    const n = checkSlots(slots);
+    super(client, name, Array.from({ length: n }, (_, i) => `${name}_${i}`));
+    this.slots = n;
+  }
+
+  /** The queue that `basis` routes to (RMQ.ROUTE, computed locally). */
+  queueFor(basis: Data): string {
+    return route(this.name, this.slots, basis);
+  }
+
+  /** RMQ.PUSH into the topic. Routing: by `basis` when given; else by `group` (so a group
+   * stays in one queue and is consumed serially); else each message by its own content,
+   * one PUSH per queue (atomic per queue, not across queues). */
+  async push(messages: Data | Data[], opts: TopicPushOptions): Promise<number> {
+    const mode = modeArgs(opts);
+    const group = groupBuffer(opts.group);
+    const key = opts.basis !== undefined ? toBuffer(opts.basis, "basis") : group;
+    const byQueue = new Map<string, Buffer[]>();
+    for (const m of messageList(messages)) {
+      const q = this.queueFor(key ?? m);
+      const list = byQueue.get(q);
+      if (list) list.push(m);
+      else byQueue.set(q, [m]);
+    }
+    return this.pushAll(byQueue, mode, group);
+  }
+
+  /** RMQ.TPOP on one server: up to `count` messages from any of the topic's queues it
+   * holds, round-robin. `via` is the connection to send it on (on a Cluster, one to a
+   * primary: TPOP takes only from the queues that node serves). */
+  async pop(opts: TopicPopOptions = {}, via: Client = this.client): Promise<Message[]> {
+    const args: Arg[] = [this.name, this.slots, ...lease(opts)];
+    if (opts.quantum !== undefined) args.push("QUANTUM", int("quantum", opts.quantum, 1, MAX_COUNT));
+    const start = Date.now();
+    const reply = (await send(via, "RMQ.TPOP", null, args, true)) as [Buffer, Buffer, number][] | null;
+    const end = opts.leaseMs === undefined ? null : start + opts.leaseMs;
+    return (reply || []).map(([q, m, d]) => new Message(this.client, q.toString(), m, Number(d), end));
+  }
+
+  /** RMQ.INFO summed over the slots: counts added up, next_due / next_expiry the earliest,
+   * `kinds` the distinct kinds in use. */
+  async info(): Promise<Record<string, number | null | string[]>> {
+    const total: Record<string, number | null | string[]> = {};
+    const kinds = new Set<string>();
+    for (const info of Object.values(await this.infoByQueue())) {
+      for (const [k, v] of Object.entries(info)) {
+        if (k === "kind") {
+          if (v !== null) kinds.add(String(v));
+        } else if (k === "next_due" || k === "next_expiry") {
+          const prev = total[k] as number | null | undefined;
+          total[k] = v === null ? prev ?? null : prev == null ? Number(v) : Math.min(prev, Number(v));
+        } else if (typeof v === "number") {
+          total[k] = ((total[k] as number | undefined) ?? 0) + v;
+        }
+      }
+    }
+    total.kinds = [...kinds].sort();
+    return total;
+  }
+
+  /** RMQ.POLICY GET of every queue: {queue: {field: value}}. */
+  async policy(): Promise<Record<string, Record<string, number>>> {
+    const replies = await this.onEach((q) => ["RMQ.POLICY", [q, "GET"]]);
+    return Object.fromEntries(this.queues.map((q, i) => [q, policyObject(replies[i])]));
+  }
+
+  /** RMQ.SCHEDULE SET on the queue that `basis` (else the group, else the message) routes
+   * to. Resolves to the first firing time (Unix ms). */
+  async schedule(name: string, message: Data, opts: ScheduleOptions): Promise<number> {
+    const args = scheduleArgs(name, message, opts);
+    const q = this.queueFor(opts.basis ?? opts.group ?? message);
+    return Number(await send(this.client, "RMQ.SCHEDULE", q, [q, ...args]));
+  }
+
+  toString(): string {
+    return `Topic(${this.name}, ${this.slots})`;
+  }
+}

@@ -1,0 +1,157 @@
+// Queue and Topic against a real server: routing, pushes, pops, binary bodies, policies,
+// pause/resume and schedules (the last two skipped, saying why, on a module without them).
+
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { Queue, Topic, route, AlreadySettled } from "../dist/index.js";
+import { startServer, hasCommand, sleep } from "./support.mjs";
+
+let server;
+let redis;
+
+before(async () => {
+  server = await startServer();
+  redis = server.client();
+});
+after(() => server.stop());
+
+test("queueFor computes RMQ.ROUTE locally (SPEC test vectors, and the server agrees)", async () => {
+  const vectors = [["hello", 8, "_6"], ["item:42", 16, "_13"], ["order-1001", 1024, "_569"], ["", 4, "_0"]];
+  for (const [basis, slots, suffix] of vectors) {
+    assert.equal(route("t", slots, basis), `t${suffix}`);
+    assert.equal(new Topic(redis, "t", slots).queueFor(basis), `t${suffix}`);
+    assert.equal(await redis.call("RMQ.ROUTE", "t", slots, basis), `t${suffix}`);
+  }
+  const bytes = Buffer.from([0, 255, 128, 7, 13, 10]);
+  assert.equal(route("b", 16384, bytes), await redis.call("RMQ.ROUTE", "b", 16384, bytes));
+});
+
+test("bad arguments throw before anything is sent", async () => {
+  const q = new Queue(redis, "bad");
+  assert.throws(() => new Queue(redis, "a{b}"), TypeError);
+  assert.throws(() => new Topic(redis, "t", 3), RangeError);
+  await assert.rejects(q.push(["x"], {}), /exactly one/);
+  await assert.rejects(q.push(["x"], { delay: 1, priority: 2 }), /exactly one/);
+  await assert.rejects(q.push([""], { delay: 0 }), /empty/);
+  await assert.rejects(q.push([], { delay: 0 }), /at least one/);
+  await assert.rejects(q.push(["x"], { at: 1000 }), RangeError);
+  await assert.rejects(q.push(["x"], { delay: 0, group: "" }), RangeError);
+  await assert.rejects(q.setPolicy({ retries: -1 }), RangeError);
+  await assert.rejects(q.setPolicy({ nope: 1 }), /unknown policy field/);
+  assert.equal(await redis.exists("bad"), 0);
+});
+
+test("push, pop, ack and nack with binary bodies", async () => {
+  const q = new Queue(redis, "bin");
+  const bodies = [Buffer.from([0, 1, 2, 255]), Buffer.from("\r\n$3\r\n"), "plain", Buffer.from([0xc3, 0x28])];
+  assert.equal(await q.push(bodies, { priority: 5 }), 4);
+  assert.equal(await q.push(["plain"], { priority: 5 }), 0, "a duplicate merges");
+  const got = await q.pop({ count: 10, leaseMs: 5000 });
+  assert.equal(got.length, 4);
+  assert.deepEqual(got.map((m) => m.body.toString("hex")).sort(),
+    bodies.map((b) => Buffer.from(b).toString("hex")).sort());
+  for (const m of got) {
+    assert.ok(Buffer.isBuffer(m.body));
+    assert.equal(m.queue, "bin");
+    assert.equal(m.deliveries, 1);
+  }
+  assert.equal(await got[0].ack(), true);
+  await assert.rejects(got[0].ack(), AlreadySettled);
+  assert.equal(await got[1].nack({ delayMs: 0 }), "requeued");
+  assert.equal(await got[2].nack({ dead: true }), "dead");
+  const deadline = await got[3].extend(60000);
+  assert.ok(deadline > Date.now() + 50000);
+  assert.equal(await got[3].ack(), true);
+  const info = await q.info();
+  assert.equal(info.kind, "priority");
+  assert.equal(info.waiting, 1);
+  assert.equal(info.dead, 1);
+  assert.equal(info.inflight, 0);
+  assert.equal(await q.replay(), 1);
+  const again = await q.pop({ count: 10 });
+  assert.equal(again.length, 2);
+  assert.ok(again.every((m) => m.deliveries >= 1));
+  for (const m of again) await m.ack();
+});
+
+test("a topic routes by basis, else group, else content; TPOP takes from all its queues", async () => {
+  const t = new Topic(redis, "orders", 16);
+  assert.equal(await t.push(["order-1001:paid"], { delay: 0, group: "order-1001", basis: "order-1001" }), 1);
+  assert.equal(await redis.zcard(t.queueFor("order-1001")), 1);
+  assert.equal(await t.push(["a", "b", "c"], { delay: 0, group: "g1" }), 3);
+  assert.equal(await redis.call("RMQ.INFO", t.queueFor("g1")).then((r) => r[r.indexOf("waiting") + 1]), 3);
+  const many = Array.from({ length: 40 }, (_, i) => `m${i}`);
+  assert.equal(await t.push(many, { delay: 0 }), 40);
+  for (const m of many.slice(0, 5)) assert.equal(await redis.zscore(t.queueFor(m), m) !== null, true);
+  const info = await t.info();
+  assert.equal(info.waiting, 44);
+  assert.deepEqual(info.kinds, ["fixed"]);
+  const got = await t.pop({ count: 100, leaseMs: 5000 });
+  assert.equal(got.length, 42, "one of g1 in flight holds back its other two");
+  assert.ok(got.every((m) => m.queue.startsWith("orders_")));
+  for (const m of got) await m.ack();
+  const rest = await t.pop({ count: 100 });
+  assert.equal(rest.length, 1);
+  await rest[0].ack();
+});
+
+test("setPolicy, policy and resetPolicy", async () => {
+  const t = new Topic(redis, "pol", 4);
+  await t.setPolicy({ retries: 5, backoffMs: 1000, leaseMs: 7000 });
+  const p = await t.policy();
+  assert.equal(Object.keys(p).length, 4);
+  for (const fields of Object.values(p)) {
+    assert.equal(fields.retries, 5);
+    assert.equal(fields.backoffMs, 1000);
+    assert.equal(fields.leaseMs, 7000);
+  }
+  assert.equal(await t.resetPolicy(), 4);
+  assert.equal((await new Queue(redis, "pol_0").policy()).retries, 16);
+});
+
+test("pause() and resume() (RMQ.POLICY paused)", async (t) => {
+  const q = new Queue(redis, "paused-q");
+  if (!("paused" in (await q.policy()))) {
+    t.skip("the module's RMQ.POLICY has no `paused` field yet (SPEC v3; branch v3-ops)");
+    return;
+  }
+  await q.push(["x"], { delay: 0 });
+  await q.pause();
+  assert.equal((await q.info()).paused, 1);
+  assert.deepEqual(await q.pop(), []);
+  const conn = redis.duplicate();
+  const blocked = q.pop({ blockMs: 5000 }, conn);
+  await sleep(200);
+  await q.resume();
+  const got = await blocked;
+  conn.disconnect();
+  assert.equal(got.length, 1, "a blocked pop is woken by resume()");
+  await got[0].ack();
+});
+
+test("schedule(), schedules() and unschedule() (RMQ.SCHEDULE)", async (t) => {
+  if (!(await hasCommand(redis, "rmq.schedule"))) {
+    t.skip("the module has no RMQ.SCHEDULE yet (SPEC v3; branch v3-sched)");
+    return;
+  }
+  const q = new Queue(redis, "sched");
+  const [sec] = await redis.time();
+  const start = Number(sec) * 1000 + 300;
+  assert.equal(await q.schedule("tick", "tick!", { every: 100, start, delay: 0 }), start);
+  const list = await q.schedules();
+  assert.equal(list.length, 1);
+  assert.equal(list[0].name, "tick");
+  assert.equal(list[0].queue, "sched");
+  assert.ok(list[0].spec.includes("EVERY 100"));
+  const got = await q.pop({ blockMs: 5000 });
+  assert.equal(got.length, 1);
+  assert.equal(got[0].body.toString(), "tick!");
+  await got[0].ack();
+  const topic = new Topic(redis, "tsched", 8);
+  await topic.schedule("nightly", "report", { cron: "0 3 * * *", tz: "Europe/Paris", priority: 1, basis: "r" });
+  assert.equal((await topic.schedules()).map((s) => s.queue).join(), topic.queueFor("r"));
+  assert.equal(await topic.unschedule("nightly", "other"), 1);
+  assert.equal(await q.unschedule("tick"), 1);
+  assert.deepEqual(await q.schedules(), []);
+  await assert.rejects(q.schedule("x", "m", { delay: 0 }), /every, cron/);
+});
