@@ -282,6 +282,7 @@ export class Worker extends EventEmitter {
 
   private startLoop(key: string, conn: Client): Loop {
     const loop: Loop = { conn, done: false, ended: false, promise: Promise.resolve() };
+    conn.on("error", () => undefined);   // the loop reports its failed fetches itself
     loop.promise = this.fetchLoop(key, loop).finally(() => {
       loop.ended = true;
       if (!this.stopping) conn.disconnect();

@@ -90,7 +90,8 @@ export async function waitFor(pred, timeoutMs, what = "condition", interval = 20
 
 /** One server process with the module loaded. */
 export class Server {
-  constructor({ conf = [], moduleArgs = [], clusterBus = false, port } = {}) {
+  constructor({ conf = [], moduleArgs = [], clusterBus = false, port, module = true } = {}) {
+    this.module = module;
     this.conf = conf.map(String);
     this.moduleArgs = moduleArgs.map(String);
     this.clusterBus = clusterBus;
@@ -105,7 +106,8 @@ export class Server {
     if (!this.port) this.port = await freePort(this.clusterBus);
     const argv = ["--port", this.port, "--bind", "127.0.0.1", "--dir", this.dir,
       "--logfile", path.join(this.dir, "server.log"), "--daemonize", "no", "--save", "",
-      "--appendonly", "no", "--loadmodule", modulePath(), ...this.moduleArgs, ...this.conf].map(String);
+      "--appendonly", "no", ...(this.module ? ["--loadmodule", modulePath(), ...this.moduleArgs] : []),
+      ...this.conf].map(String);
     this.proc = spawn(serverBinary(), argv, { cwd: this.dir, stdio: "ignore" });
     live.add(this);
     await waitFor(async () => {
