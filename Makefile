@@ -47,6 +47,7 @@ test: deps lint
 	$(CARGO) build --release
 	$(PYTHON) -m pytest tests -q
 	$(MAKE) test-python
+	$(MAKE) test-node
 	$(MAKE) test-valkey
 
 # Formatting (rustfmt.toml) and lints; warnings fail the build.
@@ -118,6 +119,22 @@ leakcheck: build
 .PHONY: test-python
 test-python: deps build
 	PYTHONPATH=clients/python $(PYTHON) -m pytest clients/python/tests -q
+
+# The Node.js client and worker (clients/node, npm package rmq-client): compiled with tsc
+# (`npm run build`), then its tests (node --test, one file at a time) against servers they
+# start themselves with the built module (a standalone server, worker processes, a
+# 3-primary cluster with a kill -9 failover); ~1 min. scripts/install-deps ran `npm ci`.
+.PHONY: test-node
+test-node: deps build
+	cd clients/node && npm run build && npm test
+
+# The Node worker against a hand-written TPOP/ACK loop and BullMQ (clients/node/bench),
+# on one redis-server pinned to core 0, clients on core 1; medians of BENCH_ROUNDS rounds.
+# Writes scripts/results/bench_node.md (~5 min).
+BENCH_ROUNDS ?= 5
+.PHONY: bench-node
+bench-node: deps build
+	cd clients/node && npm run build && node bench/bench.mjs --rounds $(BENCH_ROUNDS) --out ../../scripts/results/bench_node.md
 
 # Fuzzing (fuzz/, its own crate): each of FUZZ_TARGETS for FUZZ_SECONDS, one process at a
 # time, nice'd. No sanitizer (-s none): the fuzzed code is safe Rust (core forbids unsafe)

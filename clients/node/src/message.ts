@@ -39,7 +39,9 @@ export class Message {
    * or no longer in flight). */
   leaseEnd: number | null;
   private settledFlag = false;
-  private readonly abort = new AbortController();
+  // Made on first use of `signal` (most handlers never look at it).
+  private abort?: AbortController;
+  private abortReason?: Error;
 
   constructor(private readonly client: Client, readonly queue: string, readonly body: Buffer,
               readonly deliveries: number, leaseEnd: number | null = null) {
@@ -51,6 +53,10 @@ export class Message {
   }
 
   get signal(): AbortSignal {
+    if (!this.abort) {
+      this.abort = new AbortController();
+      if (this.abortReason) this.abort.abort(this.abortReason);
+    }
     return this.abort.signal;
   }
 
@@ -96,7 +102,8 @@ export class Message {
 
   /** @internal */
   giveUp(reason: string): void {
-    this.abort.abort(new Error(reason));
+    this.abortReason = new Error(reason);
+    this.abort?.abort(this.abortReason);
   }
 
   /** @internal */

@@ -90,8 +90,9 @@ export async function waitFor(pred, timeoutMs, what = "condition", interval = 20
 
 /** One server process with the module loaded. */
 export class Server {
-  constructor({ conf = [], moduleArgs = [], clusterBus = false, port, module = true } = {}) {
+  constructor({ conf = [], moduleArgs = [], clusterBus = false, port, module = true, wrap = [] } = {}) {
     this.module = module;
+    this.wrap = wrap;   // a command that execs the server (taskset -c 0): the pid stays
     this.conf = conf.map(String);
     this.moduleArgs = moduleArgs.map(String);
     this.clusterBus = clusterBus;
@@ -108,7 +109,8 @@ export class Server {
       "--logfile", path.join(this.dir, "server.log"), "--daemonize", "no", "--save", "",
       "--appendonly", "no", ...(this.module ? ["--loadmodule", modulePath(), ...this.moduleArgs] : []),
       ...this.conf].map(String);
-    this.proc = spawn(serverBinary(), argv, { cwd: this.dir, stdio: "ignore" });
+    const [exe, ...args] = [...this.wrap, serverBinary(), ...argv];
+    this.proc = spawn(exe, args, { cwd: this.dir, stdio: "ignore" });
     live.add(this);
     await waitFor(async () => {
       if (this.proc.exitCode !== null) throw new Error(`server exited (${this.proc.exitCode}): ${this.logTail()}`);
