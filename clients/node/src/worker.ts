@@ -174,7 +174,7 @@ export class Worker extends EventEmitter {
   /** Consume until close() (or SIGINT/SIGTERM), then stop gracefully and resolve. Rejects
    * if the server cannot serve the worker at all (the module lacks the command). */
   run(): Promise<void> {
-    if (this.running) throw new Error("a Worker runs once; make a new one");
+    if (this.running) return Promise.reject(new Error("a Worker runs once; make a new one"));
     this.running = this.consume();
     return this.running;
   }
