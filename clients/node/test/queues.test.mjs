@@ -135,8 +135,8 @@ test("schedule(), schedules() and unschedule() (RMQ.SCHEDULE)", async (t) => {
     return;
   }
   const q = new Queue(redis, "sched");
-  const [sec] = await redis.time();
-  const start = Number(sec) * 1000 + 300;
+  const [sec, usec] = await redis.time();
+  const start = Number(sec) * 1000 + Math.floor(Number(usec) / 1000) + 300;
   assert.equal(await q.schedule("tick", "tick!", { every: 100, start, delay: 0 }), start);
   const list = await q.schedules();
   assert.equal(list.length, 1);
