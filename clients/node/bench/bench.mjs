@@ -53,87 +53,106 @@ async function fillTopic(redis) {
   return topic;
 }
 
-async function rmqWorker(redis) {
-  const topic = await fillTopic(redis);
-  let done = 0;
-  let finished;
-  const allDone = new Promise((r) => { finished = r; });
-  const w = new Worker(topic, () => {}, { concurrency: C, handleSignals: false });
-  w.on("completed", () => { if (++done === N) finished(); });
-  const start = performance.now();
-  const running = w.run();
-  await allDone;
-  const secs = (performance.now() - start) / 1000;
-  await w.close();
-  await running;
-  return N / secs;
-}
+// Each peer: load() puts N jobs in (not timed), consume(ctx) takes them all out (timed).
 
-async function handLoop(redis) {
-  const topic = await fillTopic(redis);
-  const conn = redis.duplicate();
-  const start = performance.now();
-  let done = 0;
-  while (done < N) {
-    const reply = await conn.callBuffer("RMQ.TPOP", topic.name, SLOTS, "COUNT", C, "LEASE", 30000, "BLOCK", 1000);
-    if (!reply) continue;
-    const byQueue = new Map();
-    for (const [q, m] of reply) {
-      const k = q.toString();
-      if (!byQueue.has(k)) byQueue.set(k, []);
-      byQueue.get(k).push(m);
+const rmqWorker = (redis) => ({
+  load: () => fillTopic(redis),
+  async consume(topic) {
+    let done = 0;
+    let finished;
+    const allDone = new Promise((r) => { finished = r; });
+    const w = new Worker(topic, () => {}, { concurrency: C, handleSignals: false });
+    w.on("completed", () => { if (++done === N) finished(); });
+    const running = w.run();
+    await allDone;
+    return async () => { await w.close(); await running; };
+  },
+});
+
+const handLoop = (redis) => ({
+  load: () => fillTopic(redis),
+  async consume(topic) {
+    const conn = redis.duplicate();
+    let done = 0;
+    while (done < N) {
+      const reply = await conn.callBuffer("RMQ.TPOP", topic.name, SLOTS, "COUNT", C, "LEASE", 30000, "BLOCK", 1000);
+      if (!reply) continue;
+      const byQueue = new Map();
+      for (const [q, m] of reply) {
+        const k = q.toString();
+        if (!byQueue.has(k)) byQueue.set(k, []);
+        byQueue.get(k).push(m);
+      }
+      const acked = await Promise.all([...byQueue].map(([q, ms]) => conn.call("RMQ.ACK", q, ...ms)));
+      done += acked.reduce((a, b) => a + b, 0);
     }
-    const acked = await Promise.all([...byQueue].map(([q, ms]) => conn.call("RMQ.ACK", q, ...ms)));
-    done += acked.reduce((a, b) => a + b, 0);
-  }
-  const secs = (performance.now() - start) / 1000;
-  conn.disconnect();
-  return N / secs;
-}
+    return async () => conn.disconnect();
+  },
+});
 
-async function bullmq(port) {
+const bullmq = (port) => {
   const connection = { host: "127.0.0.1", port, maxRetriesPerRequest: null };
-  const queue = new BullQueue("bench", { connection });
-  for (let i = 0; i < N; i += 5000) {
-    const jobs = [];
-    for (let j = i; j < Math.min(N, i + 5000); j++) {
-      jobs.push({ name: "job", data: { n: j }, opts: { removeOnComplete: true } });
-    }
-    await queue.addBulk(jobs);
-  }
-  let done = 0;
-  let finished;
-  const allDone = new Promise((r) => { finished = r; });
+  return {
+    async load() {
+      const queue = new BullQueue("bench", { connection });
+      for (let i = 0; i < N; i += 5000) {
+        const jobs = [];
+        for (let j = i; j < Math.min(N, i + 5000); j++) {
+          jobs.push({ name: "job", data: { n: j }, opts: { removeOnComplete: true } });
+        }
+        await queue.addBulk(jobs);
+      }
+      return queue;
+    },
+    async consume(queue) {
+      let done = 0;
+      let finished;
+      const allDone = new Promise((r) => { finished = r; });
+      const worker = new BullWorker("bench", async () => {}, { connection, concurrency: C });
+      worker.on("completed", () => { if (++done === N) finished(); });
+      await allDone;
+      return async () => { await worker.close(); await queue.close(); };
+    },
+  };
+};
+
+/** One timed consumption: jobs/s, the server's CPU per job (INFO commandstats, all
+ * commands) and this process's CPU per job, both in µs. */
+async function measure(redis, peer) {
+  await redis.flushall();
+  const ctx = await peer.load();
+  await redis.config("RESETSTAT");
+  const cpu = process.cpuUsage();
   const start = performance.now();
-  const worker = new BullWorker("bench", async () => {}, { connection, concurrency: C });
-  worker.on("completed", () => { if (++done === N) finished(); });
-  await allDone;
+  const cleanup = await peer.consume(ctx);
   const secs = (performance.now() - start) / 1000;
-  await worker.close();
-  await queue.close();
-  return N / secs;
+  const used = process.cpuUsage(cpu);
+  const stats = await redis.info("commandstats");
+  await cleanup();
+  const serverUs = [...stats.matchAll(/usec=(\d+)/g)].reduce((a, m) => a + Number(m[1]), 0);
+  return { rate: N / secs, serverUs: serverUs / N, clientUs: (used.user + used.system) / N };
 }
 
 const server = await startServer({ wrap: PIN ? ["taskset", "-c", "0"] : [] });
 const redis = new Redis({ port: server.port, host: "127.0.0.1" });
-const allPeers = { "rmq-worker": () => rmqWorker(redis), "hand-loop": () => handLoop(redis), bullmq: () => bullmq(server.port) };
+const allPeers = { "rmq-worker": rmqWorker(redis), "hand-loop": handLoop(redis), bullmq: bullmq(server.port) };
 const peers = Object.fromEntries(Object.entries(allPeers).filter(([k]) => !args.peers || args.peers.split(",").includes(k)));
 const results = Object.fromEntries(Object.keys(peers).map((k) => [k, []]));
+const cpu = Object.fromEntries(Object.keys(peers).map((k) => [k, { server: [], client: [] }]));
 try {
   // A warm-up round (JIT, connections), not counted.
   const full = N;
   N = Math.max(1000, Math.floor(N / 5));
-  for (const run of Object.values(peers)) {
-    await redis.flushall();
-    await run();
-  }
+  for (const peer of Object.values(peers)) await measure(redis, peer);
   N = full;
   for (let r = 1; r <= ROUNDS; r++) {
-    for (const [name, run] of Object.entries(peers)) {
-      await redis.flushall();
-      const rate = await run();
-      results[name].push(rate);
-      console.log(`round ${r}: ${name.padEnd(10)} ${Math.round(rate).toLocaleString("en")} jobs/s`);
+    for (const [name, peer] of Object.entries(peers)) {
+      const m = await measure(redis, peer);
+      results[name].push(m.rate);
+      cpu[name].server.push(m.serverUs);
+      cpu[name].client.push(m.clientUs);
+      console.log(`round ${r}: ${name.padEnd(10)} ${Math.round(m.rate).toLocaleString("en")} jobs/s, `
+        + `server ${m.serverUs.toFixed(2)} µs/job, client ${m.clientUs.toFixed(2)} µs/job`);
     }
   }
 } finally {
@@ -164,6 +183,13 @@ const lines = [
   "| peer | " + Array.from({ length: ROUNDS }, (_, i) => `round ${i + 1}`).join(" | ") + " | median jobs/s |",
   "|---|" + "---:|".repeat(ROUNDS + 1),
   ...Object.entries(results).map(([k, v]) => `| ${k} | ${v.map(fmt).join(" | ")} | **${fmt(med[k])}** |`),
+  "",
+  "CPU per job (medians; steadier than jobs/s on a shared machine): the server's from INFO commandstats "
+  + "(every command's usec, reset before each consumption), the client process's from process.cpuUsage().",
+  "",
+  "| peer | server µs/job | client µs/job |",
+  "|---|---:|---:|",
+  ...Object.entries(cpu).map(([k, v]) => `| ${k} | ${median(v.server).toFixed(2)} | ${median(v.client).toFixed(2)} |`),
   "",
   "Ratios: the median over the rounds of each round's ratio (the ratio of the medians in brackets).",
   "",
