@@ -133,6 +133,7 @@ async function measure(redis, peer) {
   return { rate: N / secs, serverUs: serverUs / N, clientUs: (used.user + used.system) / N };
 }
 
+const loadBefore = os.loadavg()[0];
 const server = await startServer({ wrap: PIN ? ["taskset", "-c", "0"] : [] });
 const redis = new Redis({ port: server.port, host: "127.0.0.1" });
 const allPeers = { "rmq-worker": rmqWorker(redis), "hand-loop": handLoop(redis), bullmq: bullmq(server.port) };
@@ -196,7 +197,8 @@ const lines = [
   `- rmq-worker / hand-loop: **${vsLoop.toFixed(2)}×** (${(med["rmq-worker"] / med["hand-loop"]).toFixed(2)}×; target ≥ 0.8×): ${vsLoop >= 0.8 ? "PASS" : "MISS"}`,
   `- rmq-worker / bullmq: **${vsBull.toFixed(2)}×** (${(med["rmq-worker"] / med.bullmq).toFixed(2)}×; target ≥ 3×): ${vsBull >= 3 ? "PASS" : "MISS"}`,
   "",
-  `Machine: ${os.cpus().length} cores (${os.cpus()[0]?.model ?? "?"}), ${new Date().toISOString().slice(0, 10)}; `
+  `Machine: ${os.cpus().length} cores (${os.cpus()[0]?.model ?? "?"}), ${new Date().toISOString().slice(0, 16)} UTC, `
+  + `load average ${loadBefore.toFixed(1)} at the start and ${os.loadavg()[0].toFixed(1)} at the end; `
   + "shared with other jobs, so figures vary between runs: compare the ratios, measured in the same run.",
   "",
 ];
