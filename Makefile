@@ -16,6 +16,9 @@
 #               writes scripts/results/bench.md. BENCH_ARGS=--quick for a smoke run.
 #   make bench-v2  the v2 targets (groups, TPOP, policy, v1 vs v2) with peers (~15 min);
 #               writes scripts/results/bench_v2.md. BENCH_ARGS=--quick for a smoke run.
+#   make test-node   the Node.js client's tests (clients/node; part of `make test`)
+#   make bench-node  the Node worker vs a hand-written loop vs BullMQ (~2 min); writes
+#               scripts/results/bench_node.md.
 #
 # No target stops processes by name: the integration tests start their own servers
 # on free ports and stop them by pid.

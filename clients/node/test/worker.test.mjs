@@ -90,15 +90,15 @@ test("the lease is extended while a handler runs past it: delivered once", async
   const w = new Worker(q, async () => {
     calls++;
     for (let i = 0; i < 8; i++) {
-      await sleep(250);
+      await sleep(400);
       const [[, , deadline]] = await redis.call("RMQ.PENDING", "extend");
       deadlines.push(Number(deadline));
     }
-  }, { concurrency: 1, leaseMs: 600, blockMs: 100 });
+  }, { concurrency: 1, leaseMs: 1000, blockMs: 100 });
   await runUntil(w, () => w.stats.processed === 1, 20000);
-  assert.equal(calls, 1, "never delivered again while its handler ran (2 s on a 600 ms lease)");
+  assert.equal(calls, 1, "never delivered again while its handler ran (3.2 s on a 1 s lease)");
   assert.ok(w.stats.extended >= 3, `extended ${w.stats.extended} times`);
-  assert.ok(deadlines.at(-1) - deadlines[0] >= 1000, "the deadline moved on");
+  assert.ok(deadlines.at(-1) - deadlines[0] >= 2000, "the deadline moved on");
   assert.deepEqual(await redis.call("RMQ.PENDING", "extend"), []);
   assert.equal((await q.info()).inflight, 0);
 });
