@@ -155,3 +155,17 @@ test("schedule(), schedules() and unschedule() (RMQ.SCHEDULE)", async (t) => {
   assert.deepEqual(await q.schedules(), []);
   await assert.rejects(q.schedule("x", "m", { delay: 0 }), /every, cron/);
 });
+
+test("server errors reject with the server's message, and change nothing", async () => {
+  const q = new Queue(redis, "kinds");
+  await q.push(["a"], { priority: 1 });
+  await assert.rejects(q.push(["b"], { delay: 0 }), /kind/i);
+  assert.equal((await q.info()).waiting, 1);
+  await redis.set("plain", "x");
+  await assert.rejects(new Queue(redis, "plain").push(["m"], { delay: 0 }), /WRONGTYPE/);
+  const [m] = await q.pop({ leaseMs: 5000 });
+  await assert.rejects(m.nack({ delayMs: -1 }), RangeError);
+  await assert.rejects(m.extend(0), RangeError);
+  assert.equal(await m.ack(), true);
+  assert.equal(await m.extend(1000), null, "no longer in flight");
+});

@@ -183,3 +183,18 @@ test("quantum is sent to RMQ.TPOP only when set", async (t) => {
   await runUntil(w, () => seen.size === 40, 20000);
   assert.throws(() => new Worker(new Queue(redis, "q"), () => {}, { quantum: 2 }), /Topic/);
 });
+
+test("bad options and misuse throw", async () => {
+  const q = new Queue(redis, "opts");
+  assert.throws(() => new Worker(q, () => {}, { concurrency: 0 }), RangeError);
+  assert.throws(() => new Worker(q, () => {}, { leaseMs: 1.5 }), TypeError);
+  assert.throws(() => new Worker(q, "nope"), /handler must be a function/);
+  assert.throws(() => new Worker({}, () => {}), /Queue or a Topic/);
+  const impatient = server.client({ commandTimeout: 500 });
+  assert.throws(() => new Worker(new Queue(impatient, "opts"), () => {}, { blockMs: 1000 }), /commandTimeout/);
+  const w = new Worker(q, () => {}, { blockMs: 100 });
+  const running = w.run();
+  await assert.rejects(w.run(), /runs once/);
+  await w.close();
+  await running;
+});
