@@ -49,6 +49,7 @@ const BACKOFF_MAX = 5000;
 const TOPOLOGY_EVERY = 5000;    // ms, a cluster's primaries re-read at least this often
 const TOPOLOGY_MIN_GAP = 500;   // ms, and at most this often
 const ACK_BATCH = 1000;         // most messages acked in one round of RMQ.ACKs
+const SETTLE_MS = 10_000;       // at a stop, how long acks and nacks under way may take
 
 interface Delivery {
   msg: Message;
@@ -225,17 +226,23 @@ export class Worker extends EventEmitter {
     this.stopping = true;
     this.slots.wake();
     await Promise.all(this.allLoops.map((l) => l.promise));
-    if (this.inflight.size) {
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([
-        new Promise<void>((r) => this.drainedWaiters.push(r)),
-        new Promise<void>((r) => { timer = setTimeout(r, this.graceMs); }),
-      ]);
-      clearTimeout(timer);
-    }
+    await this.drained(this.graceMs);
     await Promise.all([...this.inflight].map((d) => this.abandon(d, true)));
-    while (this.acking) await this.acking;
+    // What is left is being acked or nacked: wait for that (bounded, should the server
+    // be gone for good).
+    await this.drained(SETTLE_MS);
     for (const l of this.allLoops) l.conn.disconnect();
+  }
+
+  /** Wait until nothing is in flight, or `ms` have passed. */
+  private async drained(ms: number): Promise<void> {
+    if (!this.inflight.size) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      new Promise<void>((r) => this.drainedWaiters.push(r)),
+      new Promise<void>((r) => { timer = setTimeout(r, ms); }),
+    ]);
+    clearTimeout(timer);
   }
 
   // -- taking messages --------------------------------------------------------------
@@ -481,6 +488,18 @@ export class Worker extends EventEmitter {
     if (this.listenerCount("error")) this.emit("error", error);
     else console.error(`rmq-client worker: ${error.message}`);
   }
+}
+
+/** The worker's events, typed. */
+export interface Worker {
+  on(event: "completed", listener: (msg: Message, result: unknown) => void): this;
+  on(event: "failed", listener: (msg: Message, error: unknown) => void): this;
+  on(event: "error", listener: (error: Error) => void): this;
+  on(event: "closed", listener: () => void): this;
+  once(event: "completed", listener: (msg: Message, result: unknown) => void): this;
+  once(event: "failed", listener: (msg: Message, error: unknown) => void): this;
+  once(event: "error", listener: (error: Error) => void): this;
+  once(event: "closed", listener: () => void): this;
 }
 
 function redisOptions(client: Client): RedisOptions {
