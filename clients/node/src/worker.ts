@@ -332,7 +332,7 @@ export class Worker extends EventEmitter {
         error = e;
       }
       this.slots.give(n - msgs.length);
-      for (const m of msgs) void this.handle(m);
+      for (const m of msgs) this.handle(m);
       if (error === null) {
         backoff = BACKOFF_MIN;
       } else if (isUnknownCommand(error)) {
@@ -349,30 +349,40 @@ export class Worker extends EventEmitter {
 
   // -- running handlers -------------------------------------------------------------
 
-  private async handle(msg: Message): Promise<void> {
+  /** Run the handler; a synchronous one settles without a trip through the microtask
+   * queue. */
+  private handle(msg: Message): void {
     const d: Delivery = { msg, state: "running", started: Date.now(), extending: false };
     this.inflight.add(d);
     let result: unknown;
-    let error: unknown;
-    let failed = false;
     try {
-      result = await this.handler(msg);
+      result = this.handler(msg);
     } catch (e) {
-      failed = true;
-      error = e;
+      void this.settle(d, true, e);
+      return;
     }
+    if (typeof (result as PromiseLike<unknown> | null)?.then === "function") {
+      (result as PromiseLike<unknown>).then((r) => this.settle(d, false, r), (e) => this.settle(d, true, e));
+    } else {
+      void this.settle(d, false, result);
+    }
+  }
+
+  /** The handler returned `value` (or threw it, `failed`): ACK (in a batch) or NACK. */
+  private async settle(d: Delivery, failed: boolean, value: unknown): Promise<void> {
     if (d.state === "abandoned") return;     // given up on: its outcome no longer counts
     d.state = "done";
     this.slots.give(1);                      // free for the next message while this settles
+    const msg = d.msg;
     if (!failed && msg.claim()) {
-      this.acks.push([d, result]);
+      this.acks.push([d, value]);
       if (!this.acking) this.acking = this.flushAcks();
       return;
     }
-    if (failed) await this.nackFailed(msg, error);
+    if (failed) await this.nackFailed(msg, value);
     else {
       this.counters.processed++;             // the handler acked or nacked it itself
-      this.emit("completed", msg, result);
+      this.emit("completed", msg, value);
     }
     this.finish(d);
   }
