@@ -134,7 +134,7 @@ test-node: deps build
 
 # The Node worker against a hand-written TPOP/ACK loop and BullMQ (clients/node/bench),
 # on one redis-server pinned to core 0, clients on core 1; medians of BENCH_ROUNDS rounds.
-# Writes scripts/results/bench_node.md (~5 min).
+# Writes scripts/results/bench_node.md (~2 min; BENCH_ROUNDS=9 for the committed run).
 BENCH_ROUNDS ?= 5
 .PHONY: bench-node
 bench-node: deps build
