@@ -156,7 +156,7 @@ pub fn info(c: &Call) -> Result<()> {
     args::info(&c.args)?;
     let q = c.queue(false)?;
     let i = rules::info(&*q, now_ms());
-    reply::map(c.ctx, 7);
+    reply::map(c.ctx, 8);
     reply::bytes(c.ctx, b"kind");
     match i.kind {
         Some(k) => reply::bytes(c.ctx, k.name().as_bytes()),
@@ -170,6 +170,8 @@ pub fn info(c: &Call) -> Result<()> {
     reply::opt_int(c.ctx, i.next_due);
     reply::bytes(c.ctx, b"next_expiry");
     reply::opt_int(c.ctx, i.next_expiry);
+    reply::bytes(c.ctx, b"paused");
+    reply::int(c.ctx, settings::limits(&*q).paused as i64);
     Ok(())
 }
 

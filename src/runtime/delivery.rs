@@ -61,12 +61,15 @@ impl Drop for Opened {
     }
 }
 
-/// Takes up to `count` deliverable messages (fewer if the queue's rate limit says so)
-/// under a lease of `lease` ms; see `announce`.
+/// Takes up to `count` deliverable messages (fewer if the queue's rate limit says so, none
+/// while it is paused) under a lease of `lease` ms; see `announce`.
 /// Also says whether the rate limit held back a message the pop would have taken (the
 /// caller counts `rate_limited` if it delivered fewer than asked).
 fn take_quiet(ctx: Ctx, q: &mut RedisQueue, now: i64, count: usize, lease: i64) -> (Vec<(RStr, u32)>, bool) {
     let lim = settings::limits(q);
+    if lim.paused {
+        return (Vec::new(), false);
+    }
     let allowed = ratelimit::allowance(ctx.db(), q.name().as_ref(), &lim, now, count);
     let popped = if allowed > 0 { rules::pop(q, now, allowed, now + lease) } else { Popped { got: Vec::new(), group_waits: 0 } };
     stats::GROUP_WAITS.add(popped.group_waits);
