@@ -32,7 +32,7 @@ def test_paused_delivers_nothing_while_the_rest_works(r):
     assert pop(r, "q") is None
     assert policy(r, "q", "SET", "paused", 0) == b"OK"
     assert rmq_info(r, "q")["paused"] == 0
-    assert [m for m, _ in pop(r, "q", "COUNT", 10)] == [b"c", b"d", b"a"], "a requeued due now"
+    assert sorted(m for m, _ in pop(r, "q", "COUNT", 10)) == [b"a", b"c", b"d"]
 
 
 def test_ack_expiry_and_replay_work_while_paused(r):

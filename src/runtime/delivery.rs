@@ -10,6 +10,7 @@ use crate::core::route::queue_name;
 use crate::core::rules::{self, Popped, SweepOutcome};
 use crate::core::store::{Set, Store};
 use crate::ffi::{reply, Ctx, RStr};
+use crate::runtime::queue_stats::{self, Stat};
 use crate::runtime::{alarm, cluster, events, ratelimit, settings, stats, topics, waiters};
 use crate::storage::effects;
 use crate::storage::redis_queue::RedisQueue;
@@ -81,7 +82,7 @@ fn take_quiet(ctx: Ctx, q: &mut RedisQueue, now: i64, count: usize, lease: i64) 
 /// Counts and announces `n` deliveries from `q` and schedules their leases' rollback.
 fn announce(ctx: Ctx, q: &RedisQueue, n: usize, deadline: i64) {
     if n > 0 {
-        stats::POPPED.add(n as u64);
+        queue_stats::count(ctx, q.name(), &[(Stat::Popped, n as u64)]);
         events::notify(ctx, q.name(), events::POPPED, true);
         alarm::note_lease(ctx, q.name().as_ref(), deadline);
     }
@@ -208,8 +209,7 @@ pub fn reply_topic(ctx: Ctx, got: &[TopicDelivery]) {
 
 /// Counts and announces lease rollbacks (RMQ.SWEEP and the timer).
 pub fn swept(ctx: Ctx, q: &RedisQueue, out: &SweepOutcome) {
-    stats::EXPIRED.add(out.expired);
-    stats::DEAD.add(out.dead);
+    queue_stats::count(ctx, q.name(), &[(Stat::Expired, out.expired), (Stat::Died, out.dead)]);
     events::notify(ctx, q.name(), events::EXPIRED, out.expired > 0);
     events::notify(ctx, q.name(), events::REQUEUED, out.expired > out.dead);
     events::notify(ctx, q.name(), events::DEAD, out.dead > 0);
