@@ -110,7 +110,7 @@ commands! { COMMANDS:
     }
     cmd_policy => handlers::policy {
         name: c"rmq.policy", flags: c"readonly", key: KeyUse::Write, arity: -3, acl: c"write slow",
-        summary: c"A queue's own settings (retries, lease-ms, max-queue-length, backoff-ms, backoff-max-ms, rate, rate-window-ms): SET, GET (effective values) or RESET",
+        summary: c"A queue's own settings (retries, lease-ms, max-queue-length, backoff-ms, backoff-max-ms, rate, rate-window-ms, paused): SET, GET (effective values) or RESET",
         complexity: c"O(1)",
         args: &[QUEUE, arg("operation", Ty::OneOf(POLICY_OPS))],
     }

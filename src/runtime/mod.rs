@@ -11,6 +11,7 @@ pub mod delivery;
 pub mod events;
 pub mod eviction;
 pub mod hooks;
+pub mod queue_stats;
 pub mod ratelimit;
 pub mod settings;
 pub mod stats;
