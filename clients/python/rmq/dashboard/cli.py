@@ -28,7 +28,8 @@ def add_commands(sub: Any) -> None:
     """The two subcommands, on the subparsers of rmq.cli."""
     for name, text in (("dashboard", "web dashboard of every queue, with /metrics and /api"),
                        ("exporter", "Prometheus exporter: /metrics alone")):
-        p = sub.add_parser(name, help=text, description=text)
+        # no abbreviations: `--token SECRET` must not pass for `--token-file`
+        p = sub.add_parser(name, help=text, description=text, allow_abbrev=False)
         p.add_argument("--host", default="127.0.0.1", help="Redis host (default 127.0.0.1)")
         p.add_argument("--port", type=int, default=6379, help="Redis port (default 6379)")
         p.add_argument("--cluster", action="store_true",

@@ -95,9 +95,10 @@ class Source:
         """Whether the servers know RMQ.SCHEDULE (COMMAND INFO answers nil for a command a
         server lacks)."""
         if self._has_schedules is None:
-            reply = self.nodes()[0].client.execute_command("COMMAND", "INFO", "RMQ.SCHEDULE")
-            self._has_schedules = bool(reply) and any(v for v in (
-                reply.values() if isinstance(reply, dict) else reply))
+            # spelt as one word so that redis-py's COMMAND reply parser, which fails on a nil
+            # entry, leaves the reply as it came
+            reply = self.nodes()[0].client.execute_command("COMMAND INFO", "RMQ.SCHEDULE")
+            self._has_schedules = bool(reply and reply[0])
         return self._has_schedules
 
     def queue(self, name: str, dead_offset: int = 0, dead_count: int = 50,

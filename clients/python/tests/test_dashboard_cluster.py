@@ -1,0 +1,54 @@
+"""The dashboard on a 3-primary Redis Cluster: every queue listed exactly once, with the
+primary that holds it, and /metrics labelled by node."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import pytest
+
+import rmq
+from cluster_support import Cluster
+from dashboard_support import Dashboard
+from server_support import wait_for
+from test_dashboard import get_json, scrape
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    cl = Cluster(masters=3, replicas=0).start()
+    yield cl
+    cl.stop()
+
+
+def test_every_queue_once_with_its_node(cluster: Cluster) -> None:
+    cluster.wait_ok(timeout=30)
+    rc = cluster.client()
+    topic = rmq.Topic(rc, "spread", 32)
+    for i in range(32):
+        rmq.Queue(rc, f"spread_{i}").push(*[f"m{j}" for j in range(i + 1)], priority=1)
+    owners = {f"spread_{i}": cluster.owner(f"spread_{i}") for i in range(32)}
+    assert len({o.port for o in owners.values()}) == 3, "the topic spans the three primaries"
+    d = Dashboard(cluster.alive()[0].port, "--cluster").wait_ready()
+    try:
+        def listed() -> Any:
+            rows = get_json(f"{d.url}/api/queues?match=spread_*&per_page=500")["queues"]
+            return rows if len(rows) >= 32 else None
+        rows = wait_for(listed, timeout=30, interval=0.3, what="the 32 queues listed")
+        names = [r["name"] for r in rows]
+        assert sorted(names) == sorted(owners) and len(names) == len(set(names))
+        for r in rows:
+            assert r["node"] == f"127.0.0.1:{owners[r['name']].port}"
+            assert r["waiting"] == int(r["name"].split("_")[1]) + 1
+        m = scrape(d.url + "/metrics")
+        for name, owner in owners.items():
+            key = ("rmq_queue_waiting", (("node", f"127.0.0.1:{owner.port}"), ("queue", name)))
+            assert m[key] == int(name.split("_")[1]) + 1
+        nodes = {dict(k[1])["node"] for k in m if k[0] == "rmq_pushed_total"}
+        assert nodes == {f"127.0.0.1:{p.port}" for p, _id, _slots in cluster.primaries()}
+        assert sum(v for k, v in m.items() if k[0] == "rmq_pushed_total") == \
+            sum(range(1, 33))
+        assert topic.info()["waiting"] == sum(range(1, 33))
+    finally:
+        d.stop()
+        rc.close()
