@@ -384,3 +384,20 @@ def test_schedules_on_the_queue_page(start_dashboard: Any, r: redis.Redis) -> No
     _, html, _ = http("GET", d.url + "/queues/sched")
     assert 'id="schedules"' in html and "EVERY 3600000" in html
     assert time.time() * 1000 < first
+
+
+def test_grafana_and_alerts_use_exported_metrics(start_dashboard: Any, r: redis.Redis) -> None:
+    """docs/grafana-dashboard.json and docs/prometheus-alerts.yml name only metrics that
+    /metrics gives (a renamed metric would leave a silent panel or an alert never firing)."""
+    import re
+    from pathlib import Path
+    docs = Path(__file__).resolve().parents[3] / "docs"
+    r.execute_command("RMQ.PUSH", "doc-q", "AT", 946_684_800_000, "old")
+    d = start_dashboard(command="exporter")
+    exported = {name for name, _ in scrape(d.url + "/metrics")}
+    grafana = json.loads((docs / "grafana-dashboard.json").read_text())
+    exprs = [t["expr"] for p in grafana["panels"] for t in p["targets"]]
+    used = set(re.findall(r"\brmq_[a-z_]+", " ".join(exprs)))
+    used |= set(re.findall(r"\brmq_[a-z_]+", (docs / "prometheus-alerts.yml").read_text()))
+    assert {"rmq_queue_dead", "rmq_queue_lag_seconds", "rmq_queue_died_total"} <= used
+    assert used <= exported, used - exported
