@@ -19,6 +19,8 @@ def test_show_escapes_what_is_not_plain_text() -> None:
     # direction overrides and line separators would disguise what is shown
     assert text.show("x\u202ey\u2028".encode()) == "x\\u202ey\\u2028"
     assert text.show("tab\tand\nnewline".encode()) == "tab\tand\nnewline"
+    # in content that is not UTF-8, tab and line feed are bytes like the others
+    assert text.show(b"\x89PNG\r\n\x1a\n\t\xff-") == "\\x89PNG\\x0d\\x0a\\x1a\\x0a\\x09\\xff-"
     assert text.hexdump(b"\x00\xff") == "00 ff"
     assert text.hexdump(b"x" * 5000).endswith("…")
     j = text.message_json(b"<\xff>")

@@ -7,8 +7,12 @@ import datetime as dt
 import re
 from typing import Any, Optional
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u0080-\u009f\u2028\u2029\u202a-\u202e"
-                      r"\u2066-\u2069]")
+#: Shown as escapes: control characters but tab and line feed, and the characters that
+#: change the direction or flow of text (they could disguise what is shown)...
+_UNSEEN = r"\x0b-\x1f\x7f\u0080-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+_CONTROL = re.compile(rf"[\x00-\x08{_UNSEEN}]")
+#: ... and in content that is not UTF-8, tab and line feed too.
+_BINARY_CONTROL = re.compile(rf"[\x00-\x0a{_UNSEEN}]")
 
 
 def as_bytes(value: Any) -> bytes:
@@ -26,8 +30,11 @@ def url_name(name: Any) -> str:
 def show(value: Any) -> str:
     """Readable text: UTF-8 as it is, invalid bytes as \\xNN, control and direction-changing
     characters as escapes too (HTML escaping is the template's job)."""
-    text = as_bytes(value).decode("utf-8", "backslashreplace")
-    return _CONTROL.sub(lambda m: _escape(m.group()), text)
+    raw = as_bytes(value)
+    text = raw.decode("utf-8", "backslashreplace")
+    # in binary content a line break is one more byte, not layout
+    pattern = _CONTROL if is_utf8(raw) else _BINARY_CONTROL
+    return pattern.sub(lambda m: _escape(m.group()), text)
 
 
 def _escape(ch: str) -> str:
@@ -35,13 +42,18 @@ def _escape(ch: str) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
-def is_plain(value: Any) -> bool:
-    """Whether show() gives the content back unchanged (valid UTF-8, no control chars)."""
+def is_utf8(raw: bytes) -> bool:
     try:
-        text = as_bytes(value).decode("utf-8")
+        raw.decode("utf-8")
     except UnicodeDecodeError:
         return False
-    return not _CONTROL.search(text)
+    return True
+
+
+def is_plain(value: Any) -> bool:
+    """Whether show() gives the content back unchanged (valid UTF-8, no control chars)."""
+    raw = as_bytes(value)
+    return is_utf8(raw) and not _CONTROL.search(raw.decode("utf-8"))
 
 
 def hexdump(value: Any, limit: int = 4096) -> str:
