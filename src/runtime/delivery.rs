@@ -11,7 +11,7 @@ use crate::core::rules::{self, Popped, SweepOutcome};
 use crate::core::store::{Set, Store};
 use crate::ffi::{reply, Ctx, RStr};
 use crate::runtime::queue_stats::{self, Stat};
-use crate::runtime::{alarm, cluster, events, ratelimit, settings, stats, topics, waiters};
+use crate::runtime::{alarm, cluster, events, ratelimit, registry, settings, stats, topics, waiters};
 use crate::storage::effects;
 use crate::storage::redis_queue::RedisQueue;
 
@@ -53,6 +53,7 @@ impl Drop for Opened {
         if self.q.waiting_changed() {
             topics::note(self.ctx.db(), self.q.name().as_ref(), self.q.len(Set::Store) + self.q.len(Set::Hold) > 0);
         }
+        registry::closed(self.ctx, &self.q);
         if self.q.holds_added() {
             // The timer releases holds as they end (bounded steps), like it rolls back leases.
             if let Some((_, end)) = self.q.first(Set::Hold, false) {

@@ -13,6 +13,7 @@ pub mod eviction;
 pub mod hooks;
 pub mod queue_stats;
 pub mod ratelimit;
+pub mod registry;
 pub mod settings;
 pub mod stats;
 pub mod timers;
