@@ -9,6 +9,7 @@ import base64
 import json
 import time
 from typing import Any, Iterator
+from urllib.parse import quote
 
 import pytest
 import redis
@@ -54,7 +55,7 @@ def get_json(url: str) -> Any:
 def wait_api_row(d: Dashboard, name: str, **expect: Any) -> dict[str, Any]:
     """The queue's row in /api/queues once the sampler shows `expect`."""
     def row() -> Any:
-        rows = get_json(f"{d.url}/api/queues?match={name}&per_page=500")["queues"]
+        rows = get_json(f"{d.url}/api/queues?match={quote(name)}&per_page=500")["queues"]
         got = next((q for q in rows if q["name"] == name), None)
         return got if got and all(got.get(k) == v for k, v in expect.items()) else None
     return wait_for(row, timeout=20, interval=0.2, what=f"{name} with {expect} in /api/queues")
@@ -176,6 +177,31 @@ def test_hostile_bytes_are_escaped(start_dashboard: Any, r: redis.Redis, chrome:
     wait_for(lambda: "cancelled 1" in flash(chrome), timeout=20,
              interval=0.2, what="the cancel's outcome")
     assert r.zscore("evil", HOSTILE + b"2") is None
+
+
+def test_hostile_queue_names_are_escaped(start_dashboard: Any, r: redis.Redis,
+                                        chrome: Any) -> None:
+    """A queue name is any bytes but braces: HTML in it is shown as text, bytes that are not
+    UTF-8 as escapes, and the dashboard still reads that queue (the name goes back to the
+    server as the bytes it came as)."""
+    html_name = "<img src=x onerror=\"document.title='pwned'\">"
+    binary_name = b"bin\xff\xfe"
+    r.execute_command("RMQ.PUSH", html_name, "PRIORITY", 1, "a", "b")
+    r.execute_command("RMQ.PUSH", binary_name, "PRIORITY", 1, "c", "d", "e")
+    d = start_dashboard()
+    assert wait_api_row(d, html_name, waiting=2)
+    assert wait_api_row(d, "bin\\xff\\xfe", waiting=3)
+    status, html, _ = http("GET", d.url + "/")
+    assert status == 200 and "<img src=x" not in html
+    assert "&lt;img src=x onerror=&#34;document.title=&#39;pwned&#39;&#34;&gt;" in html
+    chrome.get(d.url + "/")
+    wait_for(lambda: html_name in chrome.find_element("id", "queues").text, timeout=20,
+             interval=0.2, what="the name shown as text")
+    assert "bin\\xff\\xfe" in chrome.find_element("id", "queues").text
+    assert chrome.title != "pwned"
+    m = scrape(d.url + "/metrics")
+    assert m[("rmq_queue_waiting", (("queue", "bin\\xff\\xfe"),))] == 3
+    assert m[("rmq_queue_waiting", (("queue", html_name),))] == 2
 
 
 # -- CSRF and the writable actions over HTTP --------------------------------------------

@@ -46,7 +46,7 @@ def _detail_json(d: dict[str, Any]) -> dict[str, Any]:
 
 
 def _row_json(r: dict[str, Any]) -> dict[str, Any]:
-    return {**r, "name": text.show(r["name"]),
+    return {**r, "name": r["label"],
             "url": url_for("queue_page", name=text.url_name(r["name"]))}
 
 

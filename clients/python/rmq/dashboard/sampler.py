@@ -11,6 +11,7 @@ from collections import deque
 from typing import Any, Optional
 
 from .source import Snapshot, Source
+from .text import show
 
 log = logging.getLogger("rmq.dashboard")
 
@@ -34,8 +35,9 @@ def _rate(now: Optional[int], before: Optional[int], seconds: float) -> Optional
 
 def row(name: str, node: Optional[str], info: dict[str, Any],
         before: Optional[dict[str, Any]], seconds: float) -> dict[str, Any]:
-    """A queue's line in the list: its INFO fields and its rates."""
-    out = {"name": name, "node": node, **info}
+    """A queue's line in the list: its INFO fields, its rates and its name as shown (what
+    the filter matches)."""
+    out = {"name": name, "label": show(name), "node": node, **info}
     for column, counter in RATES:
         out[column] = _rate(info.get(counter), (before or {}).get(counter), seconds)
     return out
@@ -118,7 +120,7 @@ class Sampler:
             rows, taken, error = self.rows, self.taken, self.error
         if sort not in SORT_KEYS:
             sort = "name"
-        chosen = [r for r in rows if matches(r["name"], match)] if match else list(rows)
+        chosen = [r for r in rows if matches(r["label"], match)] if match else list(rows)
         chosen.sort(key=_sort_key(sort), reverse=desc)
         if desc:  # unknown values stay last
             chosen.sort(key=lambda r: r.get(sort) is None)
