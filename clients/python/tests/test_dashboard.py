@@ -427,3 +427,17 @@ def test_grafana_and_alerts_use_exported_metrics(start_dashboard: Any, r: redis.
     used |= set(re.findall(r"\brmq_[a-z_]+", (docs / "prometheus-alerts.yml").read_text()))
     assert {"rmq_queue_dead", "rmq_queue_lag_seconds", "rmq_queue_died_total"} <= used
     assert used <= exported, used - exported
+
+
+def test_queue_names_follow_the_cursor(r: redis.Redis) -> None:
+    """More queues than one RMQ.QUEUES call gives: the opaque cursor is followed to "0"."""
+    from rmq.dashboard.source import SCAN_COUNT, Source, queue_names
+    count = 2 * SCAN_COUNT + 500
+    pipe = r.pipeline(transaction=False)
+    for i in range(count):
+        pipe.execute_command("RMQ.PUSH", f"many_{i}", "PRIORITY", 1, "m")
+    pipe.execute()
+    names = queue_names(r)
+    assert len(names) == count and set(names) == {f"many_{i}" for i in range(count)}
+    snap = Source(r).snapshot()
+    assert len(snap.queues) == count and snap.queues["many_7"].info["waiting"] == 1

@@ -149,5 +149,5 @@ def queue_names(client: redis.Redis) -> list[str]:
                                                "CURSOR", cursor)
         for n in names:
             seen.setdefault(name_str(n), None)
-        if int(cursor) == 0:
+        if cursor in (b"0", "0", 0):  # the cursor is opaque: only "0" means done
             return list(seen)
