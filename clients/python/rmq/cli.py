@@ -42,7 +42,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     s.add_argument("--nonempty", action="store_true", help="leave out empty queues")
     dashboard_cli.add_commands(sub)
     args = p.parse_args(argv)
-    if args.command != "stats":
+    if hasattr(args, "run"):  # dashboard, exporter
         return args.run(args)
     client: Client = (RedisCluster if args.cluster else redis.Redis)(
         host=args.host, port=args.port, socket_timeout=10)
