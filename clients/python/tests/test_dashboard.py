@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import base64
 import json
-import time
+import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import quote
 
@@ -16,6 +19,7 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 import rmq
+from conftest import subprocess_env
 from dashboard_support import Dashboard, browser, csrf_token, http
 from server_support import wait_for
 
@@ -349,10 +353,6 @@ def test_rates_come_from_the_counters(start_dashboard: Any, r: redis.Redis) -> N
 # -- who may use it -------------------------------------------------------------------
 
 def test_non_loopback_needs_authentication(server: Any, tmp_path: Any) -> None:
-    import subprocess
-    import sys
-
-    from conftest import subprocess_env
     env = {k: v for k, v in subprocess_env().items() if not k.startswith("RMQ_DASHBOARD_")}
 
     def start(*args: str) -> subprocess.CompletedProcess:
@@ -401,22 +401,33 @@ def test_a_foreign_host_name_is_refused(start_dashboard: Any) -> None:
 def test_schedules_on_the_queue_page(start_dashboard: Any, r: redis.Redis) -> None:
     if not r.execute_command("COMMAND INFO", "RMQ.SCHEDULE")[0]:
         pytest.skip("the loaded module has no RMQ.SCHEDULE")
-    first = r.execute_command("RMQ.SCHEDULE", "sched", "SET", "tick", "EVERY", 3_600_000,
-                              "PRIORITY", 1, "tick")
+    from rmq.dashboard.text import ms_time
+    hourly = r.execute_command("RMQ.SCHEDULE", "sched", "SET", "hourly", "EVERY", 3_600_000,
+                               "PRIORITY", 1, "<hourly>")
+    r.execute_command("RMQ.SCHEDULE", "sched", "SET", "tick", "EVERY", 200, "PRIORITY", 2, "t")
     d = start_dashboard()
-    one = get_json(d.url + "/api/queues/sched")
-    assert [(s["name"], s["next"], s["fired"], s["last"]) for s in one["schedules"]] == \
-        [("tick", first, 0, None)]
+
+    def fired() -> Any:
+        s = {x["name"]: x for x in get_json(d.url + "/api/queues/sched")["schedules"]}
+        return s if s["tick"]["fired"] >= 1 else None
+    s = wait_for(fired, timeout=20, interval=0.2, what="the tick schedule fired")
+    assert (s["hourly"]["next"], s["hourly"]["fired"], s["hourly"]["last"]) == (hourly, 0, None)
+    assert s["hourly"]["spec"] == "EVERY 3600000 PRIORITY 1 <hourly>"
+    assert s["tick"]["last"] is not None and s["tick"]["next"] > s["tick"]["last"]
     _, html, _ = http("GET", d.url + "/queues/sched")
-    assert 'id="schedules"' in html and "EVERY 3600000" in html
-    assert time.time() * 1000 < first
+    assert 'id="schedules"' in html and "EVERY 3600000 PRIORITY 1 &lt;hourly&gt;" in html
+    assert ms_time(hourly) in html
+    # the tick's row: how many firings and the last one's time
+    row = re.search(r"<tr><td>tick</td>(.*?)</tr>", html, re.S)
+    assert row, html
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(1), re.S)
+    assert int(cells[-2]) >= 1
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}Z", cells[-1]), cells
 
 
 def test_grafana_and_alerts_use_exported_metrics(start_dashboard: Any, r: redis.Redis) -> None:
     """docs/grafana-dashboard.json and docs/prometheus-alerts.yml name only metrics that
     /metrics gives (a renamed metric would leave a silent panel or an alert never firing)."""
-    import re
-    from pathlib import Path
     docs = Path(__file__).resolve().parents[3] / "docs"
     r.execute_command("RMQ.PUSH", "doc-q", "AT", 946_684_800_000, "old")
     d = start_dashboard(command="exporter")
