@@ -371,6 +371,32 @@ def test_non_loopback_needs_authentication(server: Any, tmp_path: Any) -> None:
     assert p.returncode == 2 and "at least 16" in p.stderr
 
 
+def test_redis_credentials_from_the_environment(start_server: Any) -> None:
+    """A password-protected server: without RMQ_REDIS_PASSWORD the dashboard stops at start
+    and says why; with an ACL user (RMQ_REDIS_USERNAME) it lists only the queues that user
+    may read (RMQ.QUEUES filters by ACL)."""
+    s = start_server()  # its own server (the harness's start waits on a PING without auth)
+    s.client().config_set("requirepass", "s3cret-pw")
+    admin = redis.Redis(port=s.port, password="s3cret-pw")
+    for q in ("mine", "theirs"):
+        admin.execute_command("RMQ.PUSH", q, "PRIORITY", 1, "m")
+    admin.execute_command("ACL", "SETUSER", "viewer", "on", ">view-pw", "~mine", "~*{mine}",
+                          "+@all")
+    env = {k: v for k, v in subprocess_env().items() if not k.startswith("RMQ_REDIS_")}
+    p = subprocess.run([sys.executable, "-m", "rmq", "dashboard", "--port", str(s.port),
+                        "--listen", "127.0.0.1:1"], capture_output=True, text=True, timeout=60,
+                       env=env)
+    assert p.returncode == 1 and "authenticat" in p.stderr.lower(), p.stderr
+    d = Dashboard(s.port, env={"RMQ_REDIS_USERNAME": "viewer",
+                               "RMQ_REDIS_PASSWORD": "view-pw"}).wait_ready()
+    try:
+        assert wait_api_row(d, "mine", waiting=1)
+        assert [q["name"] for q in get_json(d.url + "/api/queues")["queues"]] == ["mine"]
+    finally:
+        d.stop()
+        admin.close()
+
+
 def test_token_and_basic_auth(start_dashboard: Any, tmp_path: Any) -> None:
     token = "t" * 24
     d = start_dashboard(env={"RMQ_DASHBOARD_TOKEN": token})
