@@ -115,9 +115,16 @@ def browser() -> Iterator[Any]:
     opts.binary_location = CHROMIUM
     for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={profile}"):
         opts.add_argument(flag)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # see page_errors()
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
     try:
         yield driver
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def page_errors(driver: Any) -> list[str]:
+    """The console's errors since the last call: a script error, or anything the page's
+    Content-Security-Policy refused (an inline style or script would be)."""
+    return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]

@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import rmq
 from conftest import subprocess_env
-from dashboard_support import Dashboard, browser, csrf_token, http
+from dashboard_support import Dashboard, browser, csrf_token, http, page_errors
 from server_support import wait_for
 
 HOSTILE = b"<script>document.title='pwned'</script>\xff\xfe\x00\x1b[31m\"'&"
@@ -40,8 +40,16 @@ def start_dashboard(server: Any) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def chrome() -> Iterator[Any]:
+def chrome_session() -> Iterator[Any]:
     yield from browser()
+
+
+@pytest.fixture
+def chrome(chrome_session: Any) -> Any:
+    """The browser on a blank page, its console emptied (the last test's page is gone)."""
+    chrome_session.get("about:blank")
+    page_errors(chrome_session)
+    return chrome_session
 
 
 def make_dead(r: redis.Redis, queue: str, message: bytes) -> None:
@@ -121,6 +129,7 @@ def test_page_lists_the_pushed_counts_and_draws_the_charts(start_dashboard: Any,
              interval=0.2, what="three samples")
     wait_for(lambda: series_pixels(chrome, "chart-backlog", (37, 99, 235)) > 20, timeout=20,
              interval=0.3, what="the backlog chart's waiting line drawn")
+    assert page_errors(chrome) == []
     for m in taken:
         m.ack()
 
@@ -138,6 +147,7 @@ def test_replaying_a_dead_letter_from_the_page(start_dashboard: Any, r: redis.Re
     assert "no dead letters" in chrome.find_element("id", "dead-letters").text
     assert "job-1" in chrome.find_element("id", "waiting-list").text
     assert r.zcard("dead{jobs}") == 0 and r.zscore("jobs", "job-1") == 1.0
+    assert page_errors(chrome) == []
 
 
 def test_read_only_page_has_no_actions_and_refuses_posts(start_dashboard: Any,
@@ -335,6 +345,24 @@ def test_api_pages_sorts_and_filters(start_dashboard: Any, r: redis.Redis) -> No
     # a page shows the filter and the pager
     status, html, _ = http("GET", f"{d.url}/?match=bulk_1*&sort=name&page=1")
     assert status == 200 and "20 of" in html and "bulk_100" in html and "bulk_099" not in html
+
+
+def test_dead_letters_are_paged(start_dashboard: Any, r: redis.Redis) -> None:
+    msgs = [f"d{i:03d}" for i in range(120)]
+    rmq.Queue(r, "dq").push(*msgs, priority=1)
+    pipe = r.pipeline(transaction=False)
+    for m, _ in r.execute_command("RMQ.POP", "dq", "COUNT", 120):
+        pipe.execute_command("RMQ.NACK", "dq", m, "DEAD")
+    pipe.execute()
+    oldest_first = [m.decode() for m in r.zrange("dead{dq}", 0, -1)]
+    d = start_dashboard()
+    page = get_json(d.url + "/api/queues/dq?dead_offset=50")["dead"]
+    assert (page["total"], page["offset"]) == (120, 50)
+    assert [i["message"]["text"] for i in page["items"]] == oldest_first[50:100]
+    _, html, _ = http("GET", d.url + "/queues/dq?dead_offset=100")
+    assert "101–120 of 120, oldest death first" in html
+    assert oldest_first[100] in html and oldest_first[99] not in html
+    assert 'href="?dead_offset=50"' in html, "a link back to the previous page"
 
 
 def test_rates_come_from_the_counters(start_dashboard: Any, r: redis.Redis) -> None:
