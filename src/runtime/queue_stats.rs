@@ -51,11 +51,14 @@ impl Stat {
 
 pub type Counts = [u64; Stat::ALL.len()];
 
-/// Counted queues by database (index) and name, and how many in all.
+/// The counted queues: their database, name and counts, and where each is by database and
+/// name. A run of commands on one queue finds it again at `last`, without hashing.
 #[derive(Default)]
 struct Counted {
-    dbs: Vec<FnvMap<Vec<u8>, Counts>>,
-    total: usize,
+    slab: Vec<(i32, Vec<u8>, Counts)>,
+    /// By name, then database (so a lookup needs no copy of the name).
+    index: FnvMap<Vec<u8>, Vec<(i32, usize)>>,
+    last: usize,
 }
 
 static COUNTED: LazyLock<Mutex<Counted>> = LazyLock::new(Mutex::default);
@@ -71,17 +74,23 @@ fn limit() -> usize {
 impl Counted {
     /// Forgets queues until at most `limit` are counted (the setting was lowered).
     fn trim(&mut self, limit: usize) {
-        for db in &mut self.dbs {
-            let excess = self.total.saturating_sub(limit);
-            if excess == 0 {
-                return;
-            }
-            let gone: Vec<Vec<u8>> = db.keys().take(excess).cloned().collect();
-            for q in gone {
-                db.remove(&q);
-                self.total -= 1;
+        if self.slab.len() > limit {
+            self.slab.truncate(limit);
+            self.index.clear();
+            for (i, (db, q, _)) in self.slab.iter().enumerate() {
+                self.index.entry(q.clone()).or_default().push((*db, i));
             }
         }
+    }
+
+    /// Where queue `q` of `db` is counted, if it is.
+    fn find(&mut self, db: i32, q: &[u8]) -> Option<usize> {
+        if self.slab.get(self.last).is_some_and(|(d, name, _)| *d == db && name.as_slice() == q) {
+            return Some(self.last);
+        }
+        let i = self.index.get(q)?.iter().find(|(d, _)| *d == db)?.1;
+        self.last = i;
+        Some(i)
     }
 }
 
@@ -96,24 +105,23 @@ pub fn count(ctx: Ctx, q: &RStr, counts: &[(Stat, u64)]) {
     if !any {
         return;
     }
-    let Ok(db) = usize::try_from(ctx.db()) else { return };
-    let limit = limit();
+    let (db, q, limit) = (ctx.db(), q.as_ref(), limit());
     let mut all = counted();
-    if all.total > limit {
+    if all.slab.len() > limit {
         all.trim(limit);
     }
-    let Counted { dbs, total } = &mut *all;
-    if dbs.len() <= db {
-        dbs.resize_with(db + 1, FnvMap::default);
-    }
-    let entry = match dbs[db].get_mut(q.as_ref()) {
-        Some(e) => e,
-        None if *total < limit => {
-            *total += 1;
-            dbs[db].entry(q.as_ref().to_vec()).or_default()
+    let i = match all.find(db, q) {
+        Some(i) => i,
+        None if all.slab.len() < limit => {
+            let i = all.slab.len();
+            all.slab.push((db, q.to_vec(), [0; Stat::ALL.len()]));
+            all.index.entry(q.to_vec()).or_default().push((db, i));
+            all.last = i;
+            i
         }
         None => return,
     };
+    let entry = &mut all.slab[i].2;
     for &(s, n) in counts {
         entry[s as usize] += n;
     }
@@ -124,11 +132,11 @@ pub fn count(ctx: Ctx, q: &RStr, counts: &[(Stat, u64)]) {
 pub fn of(db: i32, q: &[u8]) -> Option<Counts> {
     let limit = limit();
     let mut all = counted();
-    if all.total > limit {
-        all.trim(limit);
+    all.trim(limit);
+    match all.find(db, q) {
+        Some(i) => Some(all.slab[i].2),
+        None => (all.slab.len() < limit).then_some([0; Stat::ALL.len()]),
     }
-    let found = usize::try_from(db).ok().and_then(|db| all.dbs.get(db)?.get(q).copied());
-    found.or((all.total < limit).then_some([0; Stat::ALL.len()]))
 }
 
 #[cfg(test)]
@@ -136,18 +144,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn trim_keeps_at_most_the_limit() {
+    fn found_again_after_a_trim() {
         let mut c = Counted::default();
-        c.dbs.resize_with(2, FnvMap::default);
-        for i in 0..5u8 {
-            c.dbs[0].insert(vec![i], [1; 9]);
-            c.dbs[1].insert(vec![i], [1; 9]);
+        for (db, q) in [(0, b"a"), (1, b"a"), (0, b"b")] {
+            let i = c.slab.len();
+            c.index.entry(q.to_vec()).or_default().push((db, i));
+            c.slab.push((db, q.to_vec(), [1; 9]));
         }
-        c.total = 10;
-        c.trim(7);
-        assert_eq!((c.total, c.dbs[0].len() + c.dbs[1].len()), (7, 7));
+        assert_eq!((c.find(1, b"a"), c.find(1, b"a"), c.find(0, b"b"), c.find(1, b"b")), (Some(1), Some(1), Some(2), None));
+        c.trim(2);
+        assert_eq!((c.slab.len(), c.find(0, b"b"), c.find(1, b"a")), (2, None, Some(1)));
         c.trim(0);
-        assert_eq!((c.total, c.dbs[0].len() + c.dbs[1].len()), (0, 0));
+        assert_eq!((c.find(0, b"a"), c.index.len()), (None, 0));
     }
 
     #[test]
