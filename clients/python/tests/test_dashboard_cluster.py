@@ -9,7 +9,7 @@ import pytest
 
 import rmq
 from cluster_support import Cluster
-from dashboard_support import Dashboard
+from dashboard_support import Dashboard, csrf_token, http
 from server_support import wait_for
 from test_dashboard import get_json, scrape
 
@@ -29,7 +29,7 @@ def test_every_queue_once_with_its_node(cluster: Cluster) -> None:
         rmq.Queue(rc, f"spread_{i}").push(*[f"m{j}" for j in range(i + 1)], priority=1)
     owners = {f"spread_{i}": cluster.owner(f"spread_{i}") for i in range(32)}
     assert len({o.port for o in owners.values()}) == 3, "the topic spans the three primaries"
-    d = Dashboard(cluster.alive()[0].port, "--cluster").wait_ready()
+    d = Dashboard(cluster.alive()[0].port, "--cluster", "--writable").wait_ready()
     try:
         def listed() -> Any:
             rows = get_json(f"{d.url}/api/queues?match=spread_*&per_page=500")["queues"]
@@ -49,6 +49,13 @@ def test_every_queue_once_with_its_node(cluster: Cluster) -> None:
         assert sum(v for k, v in m.items() if k[0] == "rmq_pushed_total") == \
             sum(range(1, 33))
         assert topic.info()["waiting"] == sum(range(1, 33))
+        # a queue's page and an action reach the primary that holds the queue
+        one = get_json(d.url + "/api/queues/spread_9")
+        assert one["info"]["waiting"] == 10 and len(one["waiting"]) == 10
+        _, page, _ = http("GET", d.url + "/queues/spread_9")
+        status, _, _ = http("POST", d.url + "/queues/spread_9/pause",
+                            {"csrf_token": csrf_token(page)}, {"Origin": d.url})
+        assert status == 303 and rmq.Queue(rc, "spread_9").info()["paused"] == 1
     finally:
         d.stop()
         rc.close()
