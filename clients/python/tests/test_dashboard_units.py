@@ -4,6 +4,7 @@ queue list's sorting, filtering and paging, and rates from counter deltas."""
 from __future__ import annotations
 
 import base64
+import time
 
 import pytest
 
@@ -145,3 +146,16 @@ def test_a_failed_read_is_kept_for_the_page() -> None:
     s = Sampler(Failing(), interval=1)
     s.sample()
     assert s.page()["error"] == "ConnectionError: server gone" and s.page()["queues"] == []
+
+
+def test_slow_reads_space_the_samples_out() -> None:
+    class Slow:
+        def snapshot(self) -> Snapshot:
+            time.sleep(0.05)
+            return snap(time.time(), {}, pushed=0)
+    s = Sampler(Slow(), interval=0.01)
+    s.sample()
+    assert s.pause >= 4 * 0.05
+    fast = Sampler(FakeSource(snap(1.0, {}, pushed=0)), interval=2)
+    fast.sample()
+    assert fast.pause == 2

@@ -55,7 +55,8 @@ def add_commands(sub: Any) -> None:
             p.add_argument("--writable", action="store_true",
                            help="allow replay, cancel, pause/resume and policy edits")
             p.add_argument("--interval", type=float, default=2.0,
-                           help="seconds between two reads of every queue (default 2)")
+                           help="seconds between two reads of every queue (default 2; at "
+                                "least 4 times the last read's duration)")
         p.set_defaults(run=run)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import fnmatch
 import logging
 import threading
+import time
 from collections import deque
 from typing import Any, Optional
 
@@ -21,6 +22,8 @@ RATES = (("pushed_rate", "pushed"), ("acked_rate", "acked"), ("died_rate", "died
 #: also those past `stats-queues`).
 THROUGHPUT = (("pushed", "rmq_pushed"), ("acked", "rmq_acked"), ("died", "rmq_dead"))
 BACKLOG = ("waiting", "inflight", "dead")
+#: The pause between two samples is at least this many times the last one's duration.
+BUSY_FACTOR = 4
 #: Columns the queue list sorts by.
 SORT_KEYS = ("name", "node", "kind", "waiting", "ready", "inflight", "dead", "lag_ms", "paused",
              "pushed_rate", "acked_rate", "died_rate")
@@ -62,6 +65,7 @@ class Sampler:
     def __init__(self, source: Source, interval: float = 2.0, keep_seconds: float = 900) -> None:
         self.source = source
         self.interval = interval
+        self.pause = interval
         self.history: deque[dict[str, Any]] = deque(maxlen=max(2, int(keep_seconds / interval)))
         self.rows: list[dict[str, Any]] = []
         self.taken: Optional[float] = None
@@ -73,6 +77,7 @@ class Sampler:
 
     def sample(self) -> None:
         """Read one snapshot and fold it in; an error is kept for the page to show."""
+        start = time.monotonic()
         try:
             snap = self.source.snapshot()
         except Exception as e:  # shown on the page; the next sample tries again
@@ -80,6 +85,10 @@ class Sampler:
             with self._lock:
                 self.error = f"{type(e).__name__}: {e}"
             return
+        finally:
+            # reading stays a bounded share of this process's and the servers' time, however
+            # many queues there are
+            self.pause = max(self.interval, BUSY_FACTOR * (time.monotonic() - start))
         prev = self._last
         seconds = snap.taken - prev.taken if prev else 0.0
         rows = [row(q.name, q.node, q.info,
@@ -110,7 +119,7 @@ class Sampler:
         self._stop.set()
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval):
+        while not self._stop.wait(self.pause):
             self.sample()
 
     def page(self, match: str = "", sort: str = "name", desc: bool = False, page: int = 1,
