@@ -12,7 +12,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from . import security, text
 from .metrics import registry
-from .sampler import SORT_KEYS, Sampler
+from .sampler import Sampler
 from .source import Source
 
 PER_PAGE = 50
@@ -99,6 +99,7 @@ def create_app(source: Source, sampler: Optional[Sampler], writable: bool = Fals
     if metrics_only:
         return app
     assert sampler is not None
+    app.jinja_env.globals.update(interval=sampler.interval)
 
     def list_args() -> dict[str, Any]:
         return {"match": request.args.get("match", ""),
@@ -115,9 +116,7 @@ def create_app(source: Source, sampler: Optional[Sampler], writable: bool = Fals
         def link(**change: Any) -> str:
             q = {**args, "desc": "1" if args["desc"] else "", **change}
             return "?" + urlencode({k: v for k, v in q.items() if v not in ("", None)})
-        return render_template("index.html", data=data, args=args, link=link,
-                               sort_keys=SORT_KEYS, interval=sampler.interval,
-                               schedules=source.has_schedules())
+        return render_template("index.html", data=data, args=args, link=link)
 
     @app.get("/api/queues")
     def api_queues() -> Response:

@@ -1,11 +1,13 @@
-// The queue list's live parts: the charts (uPlot, shipped beside this file) from
-// /api/history, and the table, pager and summary re-read from this same page every
-// interval, so the server's template stays the one place that renders a row.
+// What updates by itself, every interval: each element marked data-live is replaced by
+// the same element of this page read again (so the server's templates stay the one place
+// that renders anything; elements holding inputs a person types into are never marked),
+// and on the queue list the charts (uPlot, shipped beside this file) from /api/history.
 (function () {
   "use strict";
+  var main = document.querySelector("main[data-interval]");
+  if (!main) { return; }
+  var interval = Math.max(1, parseFloat(main.dataset.interval) || 2) * 1000;
   var table = document.getElementById("queues");
-  if (!table) { return; }
-  var interval = Math.max(1, parseFloat(table.dataset.interval) || 2) * 1000;
   var charts = {};
   var colors = ["#2563eb", "#16a34a", "#dc2626"];
 
@@ -34,28 +36,28 @@
     });
   }
 
-  function swap(doc, selector) {
-    var fresh = doc.querySelector(selector), old = document.querySelector(selector);
-    if (fresh && old) { old.replaceWith(fresh); }
+  function swapLive(html) {
+    var doc = new DOMParser().parseFromString(html, "text/html");
+    document.querySelectorAll("[data-live]").forEach(function (el) {
+      var fresh = doc.getElementById(el.id);
+      if (fresh) { el.replaceWith(fresh); }
+    });
+    document.body.dataset.refreshed = String(Date.now());
   }
 
   function refresh() {
-    fetch(table.dataset.history, { credentials: "same-origin" })
-      .then(function (r) { return r.json(); }).then(draw)
-      .catch(function () {});
+    if (table) {
+      fetch(table.dataset.history, { credentials: "same-origin" })
+        .then(function (r) { return r.json(); }).then(draw)
+        .catch(function () {});
+    }
     fetch(window.location.href, { credentials: "same-origin" })
-      .then(function (r) { return r.text(); })
-      .then(function (html) {
-        var doc = new DOMParser().parseFromString(html, "text/html");
-        ["#queues tbody", "#queues tfoot", "#summary", "#status", "#pager"].forEach(function (s) {
-          swap(doc, s);
-        });
-        document.body.dataset.refreshed = String(Date.now());
-      })
+      .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
+      .then(swapLive)
       .catch(function () {});
   }
 
-  refresh();
+  if (table) { refresh(); }
   setInterval(refresh, interval);
   window.addEventListener("resize", function () {
     Object.keys(charts).forEach(function (id) {
