@@ -36,11 +36,13 @@ def test_paused_delivers_nothing_while_the_rest_works(r):
 
 
 def test_ack_expiry_and_replay_work_while_paused(r):
-    push(r, "q", "DELAY", 0, "a", "b")
-    assert pop(r, "q", "COUNT", 2, "LEASE", 200) == [(b"a", 1), (b"b", 1)]
+    push(r, "q", "DELAY", 0, "a")
+    push(r, "q", "DELAY", 1, "b")
+    assert pop(r, "q", "LEASE", 60000) == [(b"a", 1)]
+    assert wait_until(lambda: pop(r, "q", "LEASE", 200) == [(b"b", 1)], timeout=5)
     policy(r, "q", "SET", "paused", 1, "retries", 0)
     assert ack(r, "q", "a") == 1
-    assert wait_until(lambda: rmq_info(r, "q")["dead"] == 1, timeout=5), "the lease ran out"
+    assert wait_until(lambda: rmq_info(r, "q")["dead"] == 1, timeout=10), "the lease ran out"
     assert r.execute_command("RMQ.REPLAY", "q") == 1
     i = rmq_info(r, "q")
     assert (i["waiting"], i["ready"], i["inflight"]) == (1, 1, 0)

@@ -35,7 +35,7 @@ impl Stat {
     }
 
     fn server_wide(self) -> &'static Counter {
-        [
+        static SERVER_WIDE: [&Counter; Stat::ALL.len()] = [
             &stats::PUSHED,
             &stats::MERGED,
             &stats::POPPED,
@@ -45,7 +45,8 @@ impl Stat {
             &stats::DEAD,
             &stats::REPLAYED,
             &stats::CANCELLED,
-        ][self as usize]
+        ];
+        SERVER_WIDE[self as usize]
     }
 }
 
@@ -97,12 +98,12 @@ impl Counted {
 /// Counts what a command or the timer did to queue `q` (zero counts are skipped): on the
 /// server-wide counters, and on the queue's own while it is or can be counted.
 pub fn count(ctx: Ctx, q: &RStr, counts: &[(Stat, u64)]) {
-    let mut any = false;
+    let mut any = 0;
     for &(s, n) in counts {
         s.server_wide().add(n);
-        any |= n > 0;
+        any |= n;
     }
-    if !any {
+    if any == 0 {
         return;
     }
     let (db, q, limit) = (ctx.db(), q.as_ref(), limit());
