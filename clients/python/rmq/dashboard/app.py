@@ -76,9 +76,8 @@ def create_app(source: Source, sampler: Optional[Sampler], writable: bool = Fals
                 return Response("read-only dashboard: start it with --writable to change "
                                 "queues\n", 403, mimetype="text/plain")
             why = security.csrf_refusal(
-                request.form.get("csrf_token") or request.headers.get("X-CSRF-Token"),
-                csrf_token, request.headers.get("Origin"), request.headers.get("Referer"),
-                request.host_url)
+                request.form.get("csrf_token"), csrf_token, request.headers.get("Origin"),
+                request.headers.get("Referer"), request.host_url)
             if why:
                 return Response(f"refused: {why}\n", 403, mimetype="text/plain")
         return None
