@@ -30,6 +30,13 @@ CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
                   "--disable-component-update", "--disable-sync", "--window-size=1400,1000")
 
 
+def clean_env() -> dict[str, str]:
+    """The child's environment without the dashboard's settings a developer may have set
+    (a token there would make every request of the tests a 401)."""
+    return {k: v for k, v in subprocess_env().items()
+            if not k.startswith(("RMQ_DASHBOARD_", "RMQ_REDIS_"))}
+
+
 class Dashboard:
     """One `python -m rmq <command>` process on 127.0.0.1:<free port>."""
 
@@ -45,7 +52,7 @@ class Dashboard:
                                                delete=False)
         self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL,
-                                     env={**subprocess_env(), **(env or {})})
+                                     env={**clean_env(), **(env or {})})
 
     def wait_ready(self, timeout: float = 20) -> "Dashboard":
         deadline = time.monotonic() + timeout

@@ -19,8 +19,7 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 import rmq
-from conftest import subprocess_env
-from dashboard_support import Dashboard, browser, csrf_token, http, page_errors
+from dashboard_support import Dashboard, browser, clean_env, csrf_token, http, page_errors
 from server_support import wait_for
 
 HOSTILE = b"<script>document.title='pwned'</script>\xff\xfe\x00\x1b[31m\"'&"
@@ -395,7 +394,7 @@ def test_rates_come_from_the_counters(start_dashboard: Any, r: redis.Redis) -> N
 # -- who may use it -------------------------------------------------------------------
 
 def test_non_loopback_needs_authentication(server: Any, tmp_path: Any) -> None:
-    env = {k: v for k, v in subprocess_env().items() if not k.startswith("RMQ_DASHBOARD_")}
+    env = clean_env()
 
     def start(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "rmq", "dashboard", "--port",
@@ -424,7 +423,7 @@ def test_redis_credentials_from_the_environment(start_server: Any) -> None:
         admin.execute_command("RMQ.PUSH", q, "PRIORITY", 1, "m")
     admin.execute_command("ACL", "SETUSER", "viewer", "on", ">view-pw", "~mine", "~*{mine}",
                           "+@all")
-    env = {k: v for k, v in subprocess_env().items() if not k.startswith("RMQ_REDIS_")}
+    env = clean_env()
     p = subprocess.run([sys.executable, "-m", "rmq", "dashboard", "--port", str(s.port),
                         "--listen", "127.0.0.1:1"], capture_output=True, text=True, timeout=60,
                        env=env)
