@@ -1,5 +1,6 @@
-"""The dashboard on a 3-primary Redis Cluster: every queue listed exactly once, with the
-primary that holds it, and /metrics labelled by node."""
+"""The dashboard on a 3-primary Redis Cluster (1 replica each): every queue listed exactly
+once, with the primary that holds it, /metrics labelled by node, a queue's page and an
+action routed to its primary; after a failover the list follows the new primary."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ from cluster_support import Cluster
 from dashboard_support import Dashboard, csrf_token, http
 from server_support import wait_for
 from test_dashboard import get_json, scrape
+from test_worker_cluster import fail_over
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    cl = Cluster(masters=3, replicas=0).start()
+    cl = Cluster(masters=3, replicas=1).start()
     yield cl
     cl.stop()
 
@@ -56,6 +58,37 @@ def test_every_queue_once_with_its_node(cluster: Cluster) -> None:
         status, _, _ = http("POST", d.url + "/queues/spread_9/pause",
                             {"csrf_token": csrf_token(page)}, {"Origin": d.url})
         assert status == 303 and rmq.Queue(rc, "spread_9").info()["paused"] == 1
+    finally:
+        d.stop()
+        rc.close()
+
+
+def test_the_list_follows_a_failover(cluster: Cluster) -> None:
+    cluster.wait_ok(timeout=30)
+    rc = cluster.client()
+    names = [f"fo_{i}" for i in range(12)]
+    for n in names:
+        rmq.Queue(rc, n).push("a", "b", priority=1)
+    d = Dashboard(cluster.alive()[0].port, "--cluster").wait_ready()
+    try:
+        def rows() -> dict[str, Any]:
+            got = get_json(f"{d.url}/api/queues?match=fo_*&per_page=500")["queues"]
+            return {r["name"]: r for r in got}
+        wait_for(lambda: len(rows()) == 12, timeout=30, interval=0.3, what="the 12 queues")
+        victim = cluster.owner(names[0])
+        moved = [n for n in names if cluster.owner(n) is victim]
+        new_primary = fail_over(cluster, victim)
+        rmq.Queue(rc, moved[0]).push("c", priority=1)
+        label = f"127.0.0.1:{new_primary.port}"
+
+        def followed() -> Any:
+            now = rows()
+            ok = (sorted(now) == sorted(names)
+                  and all(now[n]["node"] == label for n in moved)
+                  and now[moved[0]]["waiting"] == 3)
+            return now if ok else None
+        wait_for(followed, timeout=60, interval=0.5,
+                 what=f"{moved} on {label} in the list after the failover")
     finally:
         d.stop()
         rc.close()

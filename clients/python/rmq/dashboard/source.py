@@ -65,13 +65,15 @@ class Source:
                 for p in self.client.get_primaries()]
 
     def snapshot(self) -> Snapshot:
-        """Every queue's RMQ.INFO; under Cluster, a failover seen while reading makes it
-        learn the cluster's shape again and read once more."""
+        """Every queue's RMQ.INFO. Under Cluster the primaries are learnt afresh first: a
+        primary turned replica by a failover answers RMQ.QUEUES with nothing, so no error
+        would tell; and a failover seen while reading makes it learn them and read again."""
+        if not is_cluster(self.client):
+            return self._snapshot()
+        self.client.nodes_manager.initialize()
         try:
             return self._snapshot()
         except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError):
-            if not is_cluster(self.client):
-                raise
             self.client.nodes_manager.initialize()
             return self._snapshot()
 
