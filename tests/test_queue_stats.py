@@ -28,9 +28,11 @@ def test_each_command_counts_on_its_queue_and_the_sum_is_info_rmq(start_server):
     c = s.client()
     assert counters(c, "q") == dict.fromkeys(COUNTERS, 0), "a queue not seen yet: zeros"
     c.execute_command("RMQ.POLICY", "q", "SET", "retries", 1)
-    assert push(c, "q", "DELAY", 0, "a", "b", "c", "d") == 4
-    assert push(c, "q", "DELAY", 0, "a") == 0
-    assert len(pop(c, "q", "COUNT", 3)) == 3
+    past = 1767225600000  # overdue, in this order
+    for i, m in enumerate("abcd"):
+        assert push(c, "q", "AT", past + i, m) == 1
+    assert push(c, "q", "AT", past, "a") == 0
+    assert [m for m, _ in pop(c, "q", "COUNT", 3)] == [b"a", b"b", b"c"]
     assert ack(c, "q", "a", "zz") == 1
     assert nack(c, "q", "b") == b"requeued"
     assert nack(c, "q", "c", "DEAD") == b"dead"

@@ -85,6 +85,7 @@ impl Counted {
     }
 
     /// Where queue `q` of `db` is counted, if it is.
+    #[inline]
     fn find(&mut self, db: i32, q: &[u8]) -> Option<usize> {
         if self.slab.get(self.last).is_some_and(|(d, name, _)| *d == db && name.as_slice() == q) {
             return Some(self.last);

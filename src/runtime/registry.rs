@@ -92,9 +92,10 @@ pub fn key_gone(ctx: Ctx, key: &RStr) {
 
 /// A command or the timer is done with queue `q` (its own deletions send no event): if it
 /// holds nothing now, it goes unless a key it does not open (its schedules) remains.
+#[inline]
 pub fn closed(ctx: Ctx, q: &RedisQueue) {
-    let empty = !q.exists() && [Set::Store, Set::Prepare, Set::Dead, Set::Park, Set::Hold].iter().all(|&s| q.len(s) == 0);
-    if empty {
+    // `meta{Q}` exists while the queue has messages or a policy: one length read, mostly.
+    if !q.exists() && [Set::Store, Set::Prepare, Set::Dead, Set::Park, Set::Hold].iter().all(|&s| q.len(s) == 0) {
         key_gone(ctx, q.name());
     }
 }
