@@ -122,7 +122,8 @@ leakcheck: build
 
 # The Python client and worker (clients/python, import name rmq): its tests against the
 # built module, with the package on PYTHONPATH (nothing installed; scripts/install-deps
-# installs redis-py and prometheus_client, the optional metrics dependency).
+# installs redis-py and prometheus_client, the optional metrics dependency, and for the
+# dashboard flask and waitress, with selenium and Debian's chromium for its browser tests).
 .PHONY: test-python
 test-python: deps build
 	PYTHONPATH=clients/python $(PYTHON) -m pytest clients/python/tests -q
