@@ -159,3 +159,15 @@ def test_slow_reads_space_the_samples_out() -> None:
     fast = Sampler(FakeSource(snap(1.0, {}, pushed=0)), interval=2)
     fast.sample()
     assert fast.pause == 2
+
+
+def test_listen_addresses() -> None:
+    import argparse
+
+    from rmq.dashboard.cli import listen_address
+    assert listen_address("127.0.0.1:8080") == ("127.0.0.1", 8080)
+    assert listen_address("[::1]:9808") == ("::1", 9808)
+    assert listen_address("0.0.0.0:80") == ("0.0.0.0", 80)
+    for bad in ("8080", ":8080", "host:", "host:http"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            listen_address(bad)
