@@ -109,6 +109,14 @@ demo:
 bench-timers: build
 	$(PYTHON) scripts/bench_timers.py
 
+# The cost of the per-queue counters, the queue registry and the pause check on push, pop
+# and ack (scripts/bench_ops.py): instructions per message under callgrind against another
+# build of the module, BASE (e.g. main's target/release/librmq.so); writes
+# scripts/results/bench_ops.md. Needs valgrind. Bounded (a few minutes).
+.PHONY: bench-ops
+bench-ops: build
+	$(PYTHON) scripts/bench_ops.py --base "$(BASE)"
+
 # Leak and memory-error check under valgrind (scripts/leakcheck.py): churns every command
 # on a redis-server run by valgrind, and runs the unit tests under valgrind. valgrind only
 # follows libc malloc: REDIS_SERVER must be a Redis built with `make MALLOC=libc` (Debian's
@@ -119,7 +127,8 @@ leakcheck: build
 
 # The Python client and worker (clients/python, import name rmq): its tests against the
 # built module, with the package on PYTHONPATH (nothing installed; scripts/install-deps
-# installs redis-py and prometheus_client, the optional metrics dependency).
+# installs redis-py and prometheus_client, the optional metrics dependency, and for the
+# dashboard flask and waitress, with selenium and Debian's chromium for its browser tests).
 .PHONY: test-python
 test-python: deps build
 	PYTHONPATH=clients/python $(PYTHON) -m pytest clients/python/tests -q

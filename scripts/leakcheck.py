@@ -82,8 +82,18 @@ def churn(r, server_port, seconds):
             r.execute_command("RMQ.PENDING", p)
             r.execute_command("RMQ.CANCEL", p, "x1", "nope")
             sent += 4
+        # The queue registry and the pause: list every queue a page at a time, pause one.
+        cursor = b"0"
+        while True:
+            cursor, _names = r.execute_command("RMQ.QUEUES", "MATCH", "*_*", "COUNT", 3, "CURSOR", cursor)
+            sent += 1
+            if cursor == b"0":
+                break
+        r.execute_command("RMQ.POLICY", "p3", "SET", "paused", n % 2)
+        sent += 1
         for bad in (("RMQ.PUSH", "", "DELAY", 0, "m"), ("RMQ.POP", "t_0", "COUNT", 0), ("RMQ.TPOP", "t", 3),
-                    ("RMQ.POLICY", "t_0", "SET", "rate", -1), ("RMQ.PUSH", "p0", "RANGE", 1, "m")):
+                    ("RMQ.POLICY", "t_0", "SET", "rate", -1), ("RMQ.PUSH", "p0", "RANGE", 1, "m"),
+                    ("RMQ.QUEUES", "CURSOR", "zz")):
             try:
                 r.execute_command(*bad)
             except redis.ResponseError:

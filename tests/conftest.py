@@ -90,6 +90,7 @@ DEFAULT_SETTINGS = {
     "rmq.lease-ms": "30000",
     "rmq.max-message-bytes": "1048576",
     "rmq.max-queue-length": "0",
+    "rmq.stats-queues": "100000",
 }
 
 

@@ -187,7 +187,7 @@ class Model:
     def limits(self, q):
         lim = {"retries": self.settings["retries"], "lease-ms": self.settings["lease-ms"],
                "max-queue-length": self.settings["max-queue-length"], "backoff-ms": 0,
-               "backoff-max-ms": 3600000, "rate": 0, "rate-window-ms": 1000}
+               "backoff-max-ms": 3600000, "rate": 0, "rate-window-ms": 1000, "paused": 0}
         lim.update(q.policy)
         return lim
 

@@ -23,9 +23,10 @@ COMMANDS = {
     "rmq.policy": (-3, {"readonly"}, {"write"}),
     "rmq.route": (4, {"readonly", "fast"}, {"write"}),
     "rmq.tpop": (-3, {"write", "blocking"}, {"readonly"}),
+    "rmq.queues": (-1, {"readonly"}, {"write"}),
 }
 
-KEYLESS = {"rmq.route", "rmq.tpop"}
+KEYLESS = {"rmq.route", "rmq.tpop", "rmq.queues"}
 
 # name -> argument names, in order (top level; PUSH's mode is a oneof)
 ARGUMENTS = {
@@ -42,6 +43,7 @@ ARGUMENTS = {
     "rmq.policy": ["queue", "operation"],
     "rmq.route": ["topic", "slots", "basis"],
     "rmq.tpop": ["topic", "slots", "count", "ms", "timeout-ms"],
+    "rmq.queues": ["pattern", "count", "cursor"],
 }
 
 # a valid call of each (after the command name) for COMMAND GETKEYS
@@ -59,6 +61,7 @@ VALID = {
     "rmq.policy": ["myq", "GET"],
     "rmq.route": ["topic", "8", "basis"],
     "rmq.tpop": ["topic", "8"],
+    "rmq.queues": ["COUNT", "5"],
 }
 
 DOC_KEYS = {"summary", "since", "group", "complexity", "module", "arguments", "name", "type",

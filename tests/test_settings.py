@@ -13,6 +13,7 @@ DEFAULTS = {
     "rmq.lease-ms": "30000",
     "rmq.max-message-bytes": "1048576",
     "rmq.max-queue-length": "0",
+    "rmq.stats-queues": "100000",
 }
 
 # (name, lowest valid, highest valid, invalid values)
@@ -21,6 +22,7 @@ RANGES = [
     ("lease-ms", 1, 2 ** 31, ["0", "-1", str(2 ** 31 + 1), "abc", ""]),
     ("max-message-bytes", 1, 536870912, ["0", "-1", "536870913", "abc", ""]),
     ("max-queue-length", 0, 2 ** 62, ["-1", str(2 ** 62 + 1), "abc", ""]),
+    ("stats-queues", 0, 10 ** 7, ["-1", str(10 ** 7 + 1), "abc", ""]),
 ]
 
 
@@ -139,6 +141,8 @@ INVALID_LOAD = [
     (["max-message-bytes", "536870913"], "max-message-bytes"),
     (["max-queue-length", "-1"], "max-queue-length"),
     (["max-queue-length", str(2 ** 62 + 1)], "max-queue-length"),
+    (["stats-queues", "-1"], "stats-queues"),
+    (["stats-queues", str(10 ** 7 + 1)], "stats-queues"),
     (["no-such-setting", "5"], "no-such-setting"),
     (["retries"], r"retries|pair|missing|value"),  # missing value
     (["retries", "2", "lease-ms", "0"], "lease-ms"),

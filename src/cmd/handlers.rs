@@ -3,6 +3,7 @@
 
 use crate::cmd::args::{self, PolicyOp};
 use crate::core::error::{Result, RmqError};
+use crate::core::kind::Kind;
 use crate::core::policy::Field;
 use crate::core::rules::{self, Rollback};
 use crate::core::store::Store;
@@ -10,7 +11,8 @@ use crate::ffi::context::{now_ms, set_test_now};
 use crate::ffi::rstr::Argv;
 use crate::ffi::{reply, Ctx, RStr};
 use crate::runtime::delivery::{reply_popped, reply_topic, swept, take, take_topic, Opened};
-use crate::runtime::{acl, alarm, blocking, cluster, events, ratelimit, settings, stats};
+use crate::runtime::queue_stats::{self, Stat};
+use crate::runtime::{acl, alarm, blocking, cluster, events, ratelimit, settings};
 
 /// One invocation: the context and the arguments after the command name.
 pub struct Call<'a> {
@@ -37,8 +39,7 @@ pub fn push(c: &Call) -> Result<()> {
     cluster::check_arrived(c.ctx, &q)?;
     let lim = settings::limits(&*q);
     let out = rules::push(&mut *q, now_ms(), &lim, a.mode, a.group, &c.members(a.first))?;
-    stats::PUSHED.add(out.added);
-    stats::MERGED.add(out.merged);
+    queue_stats::count(c.ctx, q.name(), &[(Stat::Pushed, out.added), (Stat::Merged, out.merged)]);
     events::notify(c.ctx, q.name(), events::PUSHED, out.added > 0);
     events::notify(c.ctx, q.name(), events::MERGED, out.merged > 0);
     reply::int(c.ctx, out.added as i64);
@@ -80,7 +81,7 @@ pub fn ack(c: &Call) -> Result<()> {
     let mut q = c.queue(true)?;
     cluster::check_arrived(c.ctx, &q)?;
     let n = rules::ack(&mut *q, &c.members(first));
-    stats::ACKED.add(n);
+    queue_stats::count(c.ctx, q.name(), &[(Stat::Acked, n)]);
     events::notify(c.ctx, q.name(), events::ACKED, n > 0);
     reply::int(c.ctx, n as i64);
     Ok(())
@@ -94,10 +95,9 @@ pub fn nack(c: &Call) -> Result<()> {
     match rules::nack(&mut *q, now_ms(), &lim, &c.member(1), a.delay, a.dead) {
         None => reply::null(c.ctx),
         Some(r) => {
-            stats::NACKED.add(1);
+            queue_stats::count(c.ctx, q.name(), &[(Stat::Nacked, 1), (Stat::Died, (r == Rollback::Dead) as u64)]);
             events::notify(c.ctx, q.name(), events::NACKED, true);
             if r == Rollback::Dead {
-                stats::DEAD.add(1);
                 events::notify(c.ctx, q.name(), events::DEAD, true);
                 reply::simple(c.ctx, c"dead");
             } else {
@@ -136,7 +136,7 @@ pub fn cancel(c: &Call) -> Result<()> {
     let first = args::messages(&c.args, "rmq.cancel")?;
     let mut q = c.queue(true)?;
     let n = rules::cancel(&mut *q, &c.members(first));
-    stats::CANCELLED.add(n);
+    queue_stats::count(c.ctx, q.name(), &[(Stat::Cancelled, n)]);
     events::notify(c.ctx, q.name(), events::CANCELLED, n > 0);
     reply::int(c.ctx, n as i64);
     Ok(())
@@ -146,7 +146,7 @@ pub fn replay(c: &Call) -> Result<()> {
     let limit = args::replay(&c.args)?.unwrap_or(usize::MAX);
     let mut q = c.queue(true)?;
     let n = rules::replay(&mut *q, now_ms(), limit);
-    stats::REPLAYED.add(n);
+    queue_stats::count(c.ctx, q.name(), &[(Stat::Replayed, n)]);
     events::notify(c.ctx, q.name(), events::REPLAYED, n > 0);
     reply::int(c.ctx, n as i64);
     Ok(())
@@ -155,8 +155,10 @@ pub fn replay(c: &Call) -> Result<()> {
 pub fn info(c: &Call) -> Result<()> {
     args::info(&c.args)?;
     let q = c.queue(false)?;
-    let i = rules::info(&*q, now_ms());
-    reply::map(c.ctx, 7);
+    let now = now_ms();
+    let i = rules::info(&*q, now);
+    let counts = queue_stats::of(c.ctx.db(), q.name().as_ref());
+    reply::map(c.ctx, 9 + Stat::ALL.len());
     reply::bytes(c.ctx, b"kind");
     match i.kind {
         Some(k) => reply::bytes(c.ctx, k.name().as_bytes()),
@@ -170,6 +172,15 @@ pub fn info(c: &Call) -> Result<()> {
     reply::opt_int(c.ctx, i.next_due);
     reply::bytes(c.ctx, b"next_expiry");
     reply::opt_int(c.ctx, i.next_expiry);
+    reply::bytes(c.ctx, b"paused");
+    reply::int(c.ctx, settings::limits(&*q).paused as i64);
+    // How late the queue runs: the oldest ready message's time past due (none: 0).
+    reply::bytes(c.ctx, b"lag_ms");
+    reply::opt_int(c.ctx, (i.kind != Some(Kind::Priority)).then(|| i.next_due.map_or(0, |due| (now - due).max(0))));
+    for s in Stat::ALL {
+        reply::bytes(c.ctx, s.name().as_bytes());
+        reply::opt_int(c.ctx, counts.map(|c| c[s as usize] as i64));
+    }
     Ok(())
 }
 

@@ -1,7 +1,8 @@
 //! The commands: one table (`table`) of name, entry, flags, key, arity and docs, walked by
 //! registration and COMMAND DOCS; argument parsing (`args`, pure); the bodies
-//! (`handlers`).
+//! (`handlers`; RMQ.QUEUES in `queues`).
 
 pub mod args;
 pub mod handlers;
+pub mod queues;
 pub mod table;

@@ -6,6 +6,7 @@ use std::ffi::c_int;
 use redis_module::raw::{RedisModuleCtx, RedisModuleString};
 
 use crate::cmd::handlers::{self, Call};
+use crate::cmd::queues;
 use crate::core::error::{Result, RmqError};
 use crate::ffi::command::{self, arg, many, opt, tok, tok_many, Arg, KeyUse, Spec, Ty};
 use crate::ffi::guard::caught;
@@ -110,9 +111,15 @@ commands! { COMMANDS:
     }
     cmd_policy => handlers::policy {
         name: c"rmq.policy", flags: c"readonly", key: KeyUse::Write, arity: -3, acl: c"write slow",
-        summary: c"A queue's own settings (retries, lease-ms, max-queue-length, backoff-ms, backoff-max-ms, rate, rate-window-ms): SET, GET (effective values) or RESET",
+        summary: c"A queue's own settings (retries, lease-ms, max-queue-length, backoff-ms, backoff-max-ms, rate, rate-window-ms, paused): SET, GET (effective values) or RESET",
         complexity: c"O(1)",
         args: &[QUEUE, arg("operation", Ty::OneOf(POLICY_OPS))],
+    }
+    cmd_queues => queues::queues {
+        name: c"rmq.queues", flags: c"readonly", key: KeyUse::None, arity: -1, acl: c"read slow",
+        summary: c"The queues this server holds (in the hash slots it serves), SCAN-like: start with CURSOR 0, stop when the reply's cursor is 0",
+        complexity: c"O(COUNT) per call",
+        args: &[opt("MATCH", "pattern", Ty::Str), opt("COUNT", "count", Ty::Int), opt("CURSOR", "cursor", Ty::Str)],
     }
     cmd_route => handlers::route {
         name: c"rmq.route", flags: c"readonly fast", key: KeyUse::None, arity: 4, acl: c"fast",

@@ -9,6 +9,7 @@ pub mod bucket;
 pub mod codec;
 pub mod error;
 pub mod fnv;
+pub mod glob;
 pub mod kind;
 pub mod num;
 pub mod policy;

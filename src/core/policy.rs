@@ -14,6 +14,8 @@ pub enum Field {
     BackoffMaxMs,
     Rate,
     RateWindowMs,
+    /// 1: POP and TPOP deliver nothing from the queue.
+    Paused,
 }
 
 /// A field's name and inclusive bounds.
@@ -29,14 +31,23 @@ pub const MAX_QUEUE_LENGTH: Bounds = Bounds { name: "max-queue-length", min: 0, 
 pub const MAX_MESSAGE_BYTES: Bounds = Bounds { name: "max-message-bytes", min: 1, max: 536_870_912 };
 
 impl Field {
-    pub const ALL: [Field; 7] =
-        [Field::Retries, Field::LeaseMs, Field::MaxQueueLength, Field::BackoffMs, Field::BackoffMaxMs, Field::Rate, Field::RateWindowMs];
+    pub const ALL: [Field; 8] = [
+        Field::Retries,
+        Field::LeaseMs,
+        Field::MaxQueueLength,
+        Field::BackoffMs,
+        Field::BackoffMaxMs,
+        Field::Rate,
+        Field::RateWindowMs,
+        Field::Paused,
+    ];
 
     pub fn bounds(self) -> &'static Bounds {
         const BACKOFF_MS: Bounds = Bounds { name: "backoff-ms", min: 0, max: 1 << 31 };
         const BACKOFF_MAX_MS: Bounds = Bounds { name: "backoff-max-ms", min: 0, max: 1 << 31 };
         const RATE: Bounds = Bounds { name: "rate", min: 0, max: 1_000_000_000 };
         const RATE_WINDOW_MS: Bounds = Bounds { name: "rate-window-ms", min: 1, max: 1 << 31 };
+        const PAUSED: Bounds = Bounds { name: "paused", min: 0, max: 1 };
         match self {
             Field::Retries => &RETRIES,
             Field::LeaseMs => &LEASE_MS,
@@ -45,6 +56,7 @@ impl Field {
             Field::BackoffMaxMs => &BACKOFF_MAX_MS,
             Field::Rate => &RATE,
             Field::RateWindowMs => &RATE_WINDOW_MS,
+            Field::Paused => &PAUSED,
         }
     }
 
@@ -66,7 +78,7 @@ impl Field {
 
 /// A queue's own settings: the fields it sets (the rest come from the server).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Policy([Option<i64>; 7]);
+pub struct Policy([Option<i64>; Field::ALL.len()]);
 
 impl Policy {
     pub fn get(&self, f: Field) -> Option<i64> {
@@ -110,6 +122,8 @@ pub struct Limits {
     /// Deliveries per `rate_window_ms`; 0 = unlimited.
     pub rate: i64,
     pub rate_window_ms: i64,
+    /// POP and TPOP deliver nothing.
+    pub paused: bool,
 }
 
 impl Limits {
@@ -124,6 +138,7 @@ impl Limits {
             backoff_max_ms: 3_600_000,
             rate: 0,
             rate_window_ms: 1000,
+            paused: false,
         }
     }
 
@@ -139,6 +154,7 @@ impl Limits {
                     Field::BackoffMaxMs => self.backoff_max_ms = v,
                     Field::Rate => self.rate = v,
                     Field::RateWindowMs => self.rate_window_ms = v,
+                    Field::Paused => self.paused = v == 1,
                 }
             }
         }
@@ -155,6 +171,7 @@ impl Limits {
             Field::BackoffMaxMs => self.backoff_max_ms,
             Field::Rate => self.rate,
             Field::RateWindowMs => self.rate_window_ms,
+            Field::Paused => self.paused as i64,
         }
     }
 
@@ -183,6 +200,8 @@ mod tests {
         assert_eq!(Field::LeaseMs.parse(b"2147483648"), Some(1 << 31));
         assert_eq!(Field::BackoffMaxMs.parse(b"-1"), None);
         assert_eq!(Field::Retries.parse(b"1.5"), None);
+        assert_eq!(Field::Paused.parse(b"1"), Some(1));
+        assert_eq!(Field::Paused.parse(b"2"), None);
     }
 
     #[test]

@@ -33,10 +33,18 @@ impl User {
 
     /// Whether the user may read and write `key`.
     pub fn may_read_write(&self, key: &RStr) -> bool {
-        let flags = (raw::REDISMODULE_CMD_KEY_ACCESS | raw::REDISMODULE_CMD_KEY_UPDATE) as i32;
+        self.may(key, raw::REDISMODULE_CMD_KEY_ACCESS | raw::REDISMODULE_CMD_KEY_UPDATE)
+    }
+
+    /// Whether the user may read `key`.
+    pub fn may_read(&self, key: &RStr) -> bool {
+        self.may(key, raw::REDISMODULE_CMD_KEY_ACCESS)
+    }
+
+    fn may(&self, key: &RStr, flags: u32) -> bool {
         // SAFETY: a live user and key name.
         match unsafe { raw::RedisModule_ACLCheckKeyPermissions } {
-            Some(check) => unsafe { check(self.0, key.ptr(), flags) == OK },
+            Some(check) => unsafe { check(self.0, key.ptr(), flags as i32) == OK },
             None => true,
         }
     }

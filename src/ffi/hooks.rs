@@ -9,6 +9,7 @@ use std::sync::OnceLock;
 use redis_module::raw::{self, RedisModuleCtx, RedisModuleString};
 
 use super::guard::guard;
+use super::key::{type_of, KeyType};
 use super::rstr::bytes;
 use super::{Ctx, RStr, OK};
 
@@ -108,15 +109,18 @@ extern "C" fn on_key_event(ctx: *mut RedisModuleCtx, _type: c_int, event: *const
     0
 }
 
-/// Calls `f` on every generic keyspace event (RENAME, MOVE, COPY, RESTORE, DEL ...) and on
-/// every key's creation (`new`).
+/// Calls `f` on every generic keyspace event (RENAME, MOVE, COPY, RESTORE, DEL ...), on
+/// every key's creation (`new`), expiry and eviction.
 pub fn subscribe_key_events(ctx: Ctx, f: KeyEventFn) -> bool {
     let _ = KEY_EVENTS.set(f);
     // SAFETY: a valid context at load.
     unsafe {
         rm!(RedisModule_SubscribeToKeyspaceEvents)(
             ctx.ptr(),
-            raw::REDISMODULE_NOTIFY_GENERIC | raw::REDISMODULE_NOTIFY_NEW,
+            raw::REDISMODULE_NOTIFY_GENERIC
+                | raw::REDISMODULE_NOTIFY_NEW
+                | raw::REDISMODULE_NOTIFY_EXPIRED
+                | raw::REDISMODULE_NOTIFY_EVICTED,
             Some(on_key_event),
         ) == OK
     }
@@ -174,16 +178,16 @@ pub fn register_info(ctx: Ctx, f: InfoFn) -> bool {
     unsafe { rm!(RedisModule_RegisterInfoFunc)(ctx.ptr(), Some(on_info)) == OK }
 }
 
-type KeyVisitor<'a> = &'a mut dyn FnMut(&[u8]);
+type KeyVisitor<'a> = &'a mut dyn FnMut(&[u8], KeyType);
 
-extern "C" fn visit_key(_ctx: *mut RedisModuleCtx, name: *mut RedisModuleString, _key: *mut raw::RedisModuleKey, visit: *mut c_void) {
+extern "C" fn visit_key(_ctx: *mut RedisModuleCtx, name: *mut RedisModuleString, key: *mut raw::RedisModuleKey, visit: *mut c_void) {
     // SAFETY: `visit` points to the visitor passed by `scan_keys`, alive during the scan;
-    // the key name is live during the call.
+    // the key name and handle are live during the call.
     let (visit, name) = unsafe { (&mut *(visit as *mut KeyVisitor), bytes(name)) };
-    guard((), || visit(name));
+    guard((), || visit(name, type_of(key)));
 }
 
-/// Calls `visit` with the name of every key of the selected database.
+/// Calls `visit` with the name and type of every key of the selected database.
 pub fn scan_keys(ctx: Ctx, mut visit: KeyVisitor) {
     let visit: *mut KeyVisitor = &mut visit;
     // SAFETY: a valid context; the cursor is destroyed here.

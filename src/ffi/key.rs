@@ -26,6 +26,20 @@ impl Drop for Key {
     }
 }
 
+/// What an open key handle (or null: none) holds.
+pub(super) fn type_of(key: *mut raw::RedisModuleKey) -> KeyType {
+    if key.is_null() {
+        return KeyType::Empty;
+    }
+    // SAFETY: a non-null open key handle.
+    match unsafe { rm!(RedisModule_KeyType)(key) } as isize {
+        raw::REDISMODULE_KEYTYPE_EMPTY => KeyType::Empty,
+        raw::REDISMODULE_KEYTYPE_ZSET => KeyType::ZSet,
+        raw::REDISMODULE_KEYTYPE_HASH => KeyType::Hash,
+        _ => KeyType::Other,
+    }
+}
+
 // SAFETY (every method below): the handle is null or open (see `open`); null handles are
 // checked before any call that needs a key.
 impl Key {
@@ -46,15 +60,7 @@ impl Key {
     }
 
     pub fn key_type(&self) -> KeyType {
-        if self.0.is_null() {
-            return KeyType::Empty;
-        }
-        match unsafe { rm!(RedisModule_KeyType)(self.0) } as isize {
-            raw::REDISMODULE_KEYTYPE_EMPTY => KeyType::Empty,
-            raw::REDISMODULE_KEYTYPE_ZSET => KeyType::ZSet,
-            raw::REDISMODULE_KEYTYPE_HASH => KeyType::Hash,
-            _ => KeyType::Other,
-        }
+        type_of(self.0)
     }
 
     /// Members of a sorted set, fields of a hash (0 for an empty key).

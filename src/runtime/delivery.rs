@@ -10,7 +10,8 @@ use crate::core::route::queue_name;
 use crate::core::rules::{self, Popped, SweepOutcome};
 use crate::core::store::{Set, Store};
 use crate::ffi::{reply, Ctx, RStr};
-use crate::runtime::{alarm, cluster, events, ratelimit, settings, stats, topics, waiters};
+use crate::runtime::queue_stats::{self, Stat};
+use crate::runtime::{alarm, cluster, events, ratelimit, registry, settings, stats, topics, waiters};
 use crate::storage::effects;
 use crate::storage::redis_queue::RedisQueue;
 
@@ -52,6 +53,7 @@ impl Drop for Opened {
         if self.q.waiting_changed() {
             topics::note(self.ctx.db(), self.q.name().as_ref(), self.q.len(Set::Store) + self.q.len(Set::Hold) > 0);
         }
+        registry::closed(self.ctx, &self.q);
         if self.q.holds_added() {
             // The timer releases holds as they end (bounded steps), like it rolls back leases.
             if let Some((_, end)) = self.q.first(Set::Hold, false) {
@@ -61,12 +63,15 @@ impl Drop for Opened {
     }
 }
 
-/// Takes up to `count` deliverable messages (fewer if the queue's rate limit says so)
-/// under a lease of `lease` ms; see `announce`.
+/// Takes up to `count` deliverable messages (fewer if the queue's rate limit says so, none
+/// while it is paused) under a lease of `lease` ms; see `announce`.
 /// Also says whether the rate limit held back a message the pop would have taken (the
 /// caller counts `rate_limited` if it delivered fewer than asked).
 fn take_quiet(ctx: Ctx, q: &mut RedisQueue, now: i64, count: usize, lease: i64) -> (Vec<(RStr, u32)>, bool) {
     let lim = settings::limits(q);
+    if lim.paused {
+        return (Vec::new(), false);
+    }
     let allowed = ratelimit::allowance(ctx.db(), q.name().as_ref(), &lim, now, count);
     let popped = if allowed > 0 { rules::pop(q, now, allowed, now + lease) } else { Popped { got: Vec::new(), group_waits: 0 } };
     stats::GROUP_WAITS.add(popped.group_waits);
@@ -78,7 +83,7 @@ fn take_quiet(ctx: Ctx, q: &mut RedisQueue, now: i64, count: usize, lease: i64) 
 /// Counts and announces `n` deliveries from `q` and schedules their leases' rollback.
 fn announce(ctx: Ctx, q: &RedisQueue, n: usize, deadline: i64) {
     if n > 0 {
-        stats::POPPED.add(n as u64);
+        queue_stats::count(ctx, q.name(), &[(Stat::Popped, n as u64)]);
         events::notify(ctx, q.name(), events::POPPED, true);
         alarm::note_lease(ctx, q.name().as_ref(), deadline);
     }
@@ -205,8 +210,7 @@ pub fn reply_topic(ctx: Ctx, got: &[TopicDelivery]) {
 
 /// Counts and announces lease rollbacks (RMQ.SWEEP and the timer).
 pub fn swept(ctx: Ctx, q: &RedisQueue, out: &SweepOutcome) {
-    stats::EXPIRED.add(out.expired);
-    stats::DEAD.add(out.dead);
+    queue_stats::count(ctx, q.name(), &[(Stat::Expired, out.expired), (Stat::Died, out.dead)]);
     events::notify(ctx, q.name(), events::EXPIRED, out.expired > 0);
     events::notify(ctx, q.name(), events::REQUEUED, out.expired > out.dead);
     events::notify(ctx, q.name(), events::DEAD, out.dead > 0);

@@ -1,6 +1,7 @@
 //! Server events the module follows, and what each sets going: after a load, a promotion,
 //! a SWAPDB or a FLUSH, the leases and the topic index are found again by one scan of the
-//! keyspace; keys arriving by RESTORE, RENAME, MOVE or COPY bring their queue's leases and
+//! keyspace (and the queue registry by another, on replicas too); keys created, deleted,
+//! expired or evicted keep the queue registry; keys arriving by RESTORE, RENAME, MOVE or COPY bring their queue's leases and
 //! waiting messages; SYNC and PSYNC (seen by a command filter) and role changes switch
 //! effects on; ACL commands drop TPOP's permission verdicts.
 
@@ -11,7 +12,7 @@ use crate::core::store::{Set, Store};
 use crate::ffi::guard::guard;
 use crate::ffi::hooks::{self, scan_keys, ServerEvent, FLUSH_ENDED, LOADING_ENDED, NOW_PRIMARY};
 use crate::ffi::{Ctx, RStr};
-use crate::runtime::{acl, alarm, cluster, topics};
+use crate::runtime::{acl, alarm, cluster, registry, topics};
 use crate::storage::effects;
 use crate::storage::keys::{self, queue_of};
 use crate::storage::redis_queue::RedisQueue;
@@ -42,7 +43,7 @@ pub fn rescan(ctx: Ctx) {
         while ctx.select_db(db) {
             // Queues are opened after the scan: the scan must not see keys change.
             let mut queues: BTreeSet<Vec<u8>> = BTreeSet::new();
-            scan_keys(ctx, &mut |key| queues.extend(queue_of(key).map(|(q, _)| q.to_vec())));
+            scan_keys(ctx, &mut |key, _| queues.extend(queue_of(key).map(|(q, _)| q.to_vec())));
             for q in queues {
                 found(ctx, &q);
             }
@@ -54,6 +55,7 @@ pub fn rescan(ctx: Ctx) {
 
 fn on_loading(ctx: Ctx, sub: u64) {
     if sub == LOADING_ENDED {
+        registry::rebuild(ctx);
         keys::forget_lazy_absent();
         effects::reconsider();
         rescan(ctx);
@@ -63,6 +65,7 @@ fn on_loading(ctx: Ctx, sub: u64) {
 /// SWAPDB moves queues between databases: find them again. Consumers blocked on the
 /// swapped keys are signalled by Redis itself and note their due times anew.
 fn on_swapdb(ctx: Ctx, _sub: u64) {
+    registry::rebuild(ctx);
     keys::forget_lazy_absent();
     alarm::clear_dues();
     rescan(ctx);
@@ -70,6 +73,7 @@ fn on_swapdb(ctx: Ctx, _sub: u64) {
 
 fn on_flushed(ctx: Ctx, sub: u64) {
     if sub == FLUSH_ENDED {
+        registry::rebuild(ctx);
         rescan(ctx);
     }
 }
@@ -89,9 +93,17 @@ fn on_role_changed(ctx: Ctx, sub: u64) {
 fn on_key_event(ctx: Ctx, event: &[u8], key: &RStr) {
     if event == b"new" {
         keys::key_created(key.as_ref(), ctx.db());
+        registry::key_created(ctx, key);
+        return;
+    }
+    if matches!(event, b"del" | b"expired" | b"evicted" | b"rename_from" | b"move_from") {
+        registry::key_gone(ctx, key);
         return;
     }
     let arrived = matches!(event, b"restore" | b"rename_to" | b"move_to" | b"copy_to");
+    if arrived {
+        registry::key_created(ctx, key);
+    }
     if arrived && ctx.is_primary() {
         let key = key.as_ref();
         found(ctx, queue_of(key).map_or(key, |(q, _)| q));

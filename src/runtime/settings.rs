@@ -9,11 +9,14 @@ const RETRIES_DEFAULT: i64 = 16;
 const LEASE_MS_DEFAULT: i64 = 30_000;
 const MAX_MESSAGE_BYTES_DEFAULT: i64 = 1_048_576;
 const MAX_QUEUE_LENGTH_DEFAULT: i64 = 0;
+const STATS_QUEUES_DEFAULT: i64 = 100_000;
 
 pub static RETRIES: AtomicI64 = AtomicI64::new(RETRIES_DEFAULT);
 pub static LEASE_MS: AtomicI64 = AtomicI64::new(LEASE_MS_DEFAULT);
 pub static MAX_MESSAGE_BYTES: AtomicI64 = AtomicI64::new(MAX_MESSAGE_BYTES_DEFAULT);
 pub static MAX_QUEUE_LENGTH: AtomicI64 = AtomicI64::new(MAX_QUEUE_LENGTH_DEFAULT);
+/// How many queues' counters RMQ.INFO keeps (`queue_stats`).
+pub static STATS_QUEUES: AtomicI64 = AtomicI64::new(STATS_QUEUES_DEFAULT);
 /// 1: the module's clock is set by RMQ.TESTCLOCK (model tests only; load argument only).
 pub static TEST_CLOCK: AtomicI64 = AtomicI64::new(0);
 
@@ -32,11 +35,12 @@ const fn setting(b: Bounds, var: &'static AtomicI64, default: i64) -> Setting {
     Setting { name: b.name, var, default, min: b.min, max: b.max, config: true }
 }
 
-pub static SETTINGS: [Setting; 5] = [
+pub static SETTINGS: [Setting; 6] = [
     setting(policy::RETRIES, &RETRIES, RETRIES_DEFAULT),
     setting(policy::LEASE_MS, &LEASE_MS, LEASE_MS_DEFAULT),
     setting(policy::MAX_MESSAGE_BYTES, &MAX_MESSAGE_BYTES, MAX_MESSAGE_BYTES_DEFAULT),
     setting(policy::MAX_QUEUE_LENGTH, &MAX_QUEUE_LENGTH, MAX_QUEUE_LENGTH_DEFAULT),
+    Setting { name: "stats-queues", var: &STATS_QUEUES, default: STATS_QUEUES_DEFAULT, min: 0, max: 10_000_000, config: true },
     Setting { name: "test-clock", var: &TEST_CLOCK, default: 0, min: 0, max: 1, config: false },
 ];
 
@@ -102,6 +106,8 @@ mod tests {
             (vec![b"lease-ms", b"2147483649"], "lease-ms"),
             (vec![b"max-message-bytes", b"0"], "max-message-bytes"),
             (vec![b"max-queue-length", b"x"], "max-queue-length"),
+            (vec![b"stats-queues", b"10000001"], "stats-queues"),
+            (vec![b"stats-queues", b"-1"], "stats-queues"),
             (vec![b"speed", b"1"], "unknown"),
         ] {
             let e = parse_module_args(&args).err().unwrap_or_default();

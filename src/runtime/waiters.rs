@@ -109,8 +109,13 @@ pub fn take_changed_topics() -> Vec<QueueId> {
 pub fn schedule_wakeup(ctx: Ctx, q: &RedisQueue) {
     let (db, name) = (ctx.db(), q.name().as_ref());
     if has_waiters(db, name) {
+        let lim = settings::limits(q);
+        if lim.paused {
+            // Nothing comes due while paused: the resume (RMQ.POLICY) wakes them.
+            return;
+        }
         let now = now_ms();
-        let refill = ratelimit::next_refill(db, name, &settings::limits(q), now).filter(|_| q.waiting_len() > 0);
+        let refill = ratelimit::next_refill(db, name, &lim, now).filter(|_| q.waiting_len() > 0);
         if let Some(at) = [rules::next_due_after(q, now), refill].into_iter().flatten().min() {
             alarm::note_due(ctx, name, at);
         }

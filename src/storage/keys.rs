@@ -1,5 +1,6 @@
 //! The names of a queue's keys: `Q` and `prepare{Q}`, `dead{Q}`, `meta{Q}`, `park{Q}`,
-//! `parkidx{Q}`, `hold{Q}`, all tagged `{Q}` so a queue lives in one cluster hash slot.
+//! `parkidx{Q}`, `hold{Q}`, `sched{Q}`, all tagged `{Q}` so a queue lives in one cluster
+//! hash slot.
 
 use std::sync::{LazyLock, Mutex};
 
@@ -57,6 +58,27 @@ pub fn queue_of(key: &[u8]) -> Option<(&[u8], KeyId)> {
     let at = PREFIXES.iter().position(|p| *p == &key[..open])?;
     let id = [KeyId::Prepare, KeyId::Dead, KeyId::Meta, KeyId::Park, KeyId::ParkIndex, KeyId::Hold][at];
     Some((q, id))
+}
+
+/// Tagged keys of a queue kept beside those `RedisQueue` opens: its schedules.
+const OTHER_PREFIXES: [&[u8]; 1] = [b"sched"];
+
+/// Whether `q` can name a queue: non-empty, without braces.
+pub fn is_queue_name(q: &[u8]) -> bool {
+    !q.is_empty() && !q.iter().any(|&c| c == b'{' || c == b'}')
+}
+
+/// The queue whose tagged key `key` is (any of them, its schedules too).
+pub fn owner(key: &[u8]) -> Option<&[u8]> {
+    let open = key.iter().position(|&c| c == b'{')?;
+    let q = key[open + 1..].strip_suffix(b"}")?;
+    let prefix = &key[..open];
+    (is_queue_name(q) && PREFIXES.iter().chain(&OTHER_PREFIXES).any(|p| *p == prefix)).then_some(q)
+}
+
+/// The names of every tagged key queue `q` may have (not `Q` itself).
+pub fn tagged_names(q: &[u8]) -> impl Iterator<Item = Vec<u8>> + '_ {
+    PREFIXES.iter().chain(&OTHER_PREFIXES).map(move |p| tagged(p, q))
 }
 
 /// Most workloads use a few queues over and over: their derived key names are made once,
@@ -141,6 +163,11 @@ mod tests {
         assert_eq!(queue_of(b"parkidx{orders_3}"), Some((&b"orders_3"[..], KeyId::ParkIndex)));
         assert_eq!(queue_of(b"meta{q}"), Some((&b"q"[..], KeyId::Meta)));
         assert_eq!(queue_of(b"q"), None);
+        assert_eq!(owner(b"sched{q}"), Some(&b"q"[..]));
+        assert_eq!(owner(b"dead{q}"), Some(&b"q"[..]));
+        assert_eq!(owner(b"sched{}"), None);
+        assert_eq!(owner(b"q"), None);
+        assert_eq!(tagged_names(b"q").count(), KEYS);
         for (i, p) in PREFIXES.iter().enumerate() {
             assert_eq!(queue_of(&tagged(p, b"x")).map(|(_, id)| id as usize), Some(i + 1));
         }

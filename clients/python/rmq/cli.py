@@ -1,4 +1,5 @@
-"""Command line: ``python -m rmq stats TOPIC SLOTS [--host H] [--port P] [--cluster]``."""
+"""Command line: ``python -m rmq stats TOPIC SLOTS [--host H] [--port P] [--cluster]``; the
+``dashboard`` and ``exporter`` subcommands come from rmq.dashboard.cli."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from ._util import Client
+from .dashboard import cli as dashboard_cli
 from .queues import Topic, sum_info
 
 COLUMNS = ("waiting", "ready", "inflight", "dead")
@@ -38,7 +40,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     s.add_argument("--port", type=int, default=6379)
     s.add_argument("--cluster", action="store_true", help="the server is a Redis Cluster node")
     s.add_argument("--nonempty", action="store_true", help="leave out empty queues")
+    dashboard_cli.add_commands(sub)
     args = p.parse_args(argv)
+    if hasattr(args, "run"):  # dashboard, exporter
+        return args.run(args)
     client: Client = (RedisCluster if args.cluster else redis.Redis)(
         host=args.host, port=args.port, socket_timeout=10)
     try:

@@ -29,6 +29,8 @@ POLICY_FIELDS = {
 
 #: RMQ.INFO fields that hold a time (summed over queues as the earliest, not added up).
 _INFO_TIMES = ("next_due", "next_expiry")
+#: RMQ.INFO fields summed over queues as the largest (the latest queue's lag).
+_INFO_WORST = ("lag_ms",)
 
 
 def _int(name: str, value: Any, low: Optional[int] = None, high: Optional[int] = None) -> int:
@@ -124,17 +126,19 @@ def _policy_dict(reply: Any) -> dict[str, Any]:
 
 
 def sum_info(infos: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """RMQ.INFO of several queues as one: counts added up, `next_due` / `next_expiry` the
-    earliest, `kinds` the sorted distinct kinds (instead of `kind`)."""
+    """RMQ.INFO of several queues as one: counts added up (`paused`: how many are), `next_due` /
+    `next_expiry` the earliest, `lag_ms` the largest, `kinds` the sorted distinct kinds
+    (instead of `kind`)."""
     total: dict[str, Any] = {"kinds": set()}
     for info in infos:
         for k, v in info.items():
             if k == "kind":
                 if v is not None:
                     total["kinds"].add(v)
-            elif k in _INFO_TIMES:
+            elif k in _INFO_TIMES or k in _INFO_WORST:
+                pick = min if k in _INFO_TIMES else max
                 if v is not None:
-                    total[k] = v if total.get(k) is None else min(total[k], v)
+                    total[k] = v if total.get(k) is None else pick(total[k], v)
                 else:
                     total.setdefault(k, None)
             elif isinstance(v, int):

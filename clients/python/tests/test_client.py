@@ -240,14 +240,15 @@ def test_info_is_summed_over_the_slots(r: redis.Redis) -> None:
 def test_sum_info_of_maps() -> None:
     infos = [
         {"kind": "priority", "waiting": 2, "ready": 2, "inflight": 1, "dead": 0,
-         "next_due": None, "next_expiry": 500},
+         "next_due": None, "next_expiry": 500, "lag_ms": None, "paused": 1},
         {"kind": None, "waiting": 0, "ready": 0, "inflight": 0, "dead": 0, "next_due": None,
-         "next_expiry": None},
+         "next_expiry": None, "lag_ms": 0, "paused": 0},
         {"kind": "range", "waiting": 3, "ready": 1, "inflight": 2, "dead": 4, "next_due": 70,
-         "next_expiry": 400},
+         "next_expiry": 400, "lag_ms": 25, "paused": 1},
     ]
     assert rmq.sum_info(infos) == {"kinds": ["priority", "range"], "waiting": 5, "ready": 3,
-                                   "inflight": 3, "dead": 4, "next_due": 70, "next_expiry": 400}
+                                   "inflight": 3, "dead": 4, "next_due": 70, "next_expiry": 400,
+                                   "lag_ms": 25, "paused": 2}
     assert rmq.sum_info([])["kinds"] == []
 
 

@@ -1,0 +1,3 @@
+"""The web dashboard and Prometheus exporter (``pip install rmq-client[dashboard]``):
+``python -m rmq dashboard`` and ``python -m rmq exporter`` (cli.py). Nothing is imported
+here, so ``python -m rmq stats`` works without the dashboard's dependencies."""

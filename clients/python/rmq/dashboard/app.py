@@ -1,0 +1,192 @@
+"""The Flask application: the pages, the JSON API, /metrics and the writable actions."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any, Optional
+from urllib.parse import urlencode
+
+import redis
+from flask import Flask, Response, abort, jsonify, redirect, render_template, request, url_for
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from . import security, text
+from .metrics import registry
+from .sampler import Sampler
+from .source import Source
+
+PER_PAGE = 50
+MAX_PER_PAGE = 500
+DEAD_PER_PAGE = 50
+#: RMQ.POLICY fields the policy form edits (paused has its own buttons).
+POLICY_FORM_FIELDS = ("retries", "lease-ms", "max-queue-length", "backoff-ms",
+                      "backoff-max-ms", "rate", "rate-window-ms")
+
+
+def _int_arg(name: str, default: int, low: int, high: int) -> int:
+    try:
+        return min(high, max(low, int(request.args.get(name, default))))
+    except ValueError:
+        return default
+
+
+def _api_message(d: dict[str, Any], key: str = "message") -> dict[str, Any]:
+    return {**d, key: text.message_json(d[key])}
+
+
+def _detail_json(d: dict[str, Any]) -> dict[str, Any]:
+    pending = [{**_api_message(p), "group": None if p["group"] is None
+                else text.message_json(p["group"])} for p in d["pending"]]
+    return {**d, "name": text.show(d["name"]), "pending": pending,
+            "dead": {**d["dead"], "items": [_api_message(i) for i in d["dead"]["items"]]},
+            "waiting": [_api_message(w) for w in d["waiting"]],
+            "schedules": None if d["schedules"] is None else [
+                {**s, "name": text.show(s["name"]), "spec": text.show(s["spec"])}
+                for s in d["schedules"]]}
+
+
+def _row_json(r: dict[str, Any]) -> dict[str, Any]:
+    return {**r, "name": r["label"],
+            "url": url_for("queue_page", name=text.url_name(r["name"]))}
+
+
+def create_app(source: Source, sampler: Optional[Sampler], writable: bool = False,
+               auth: security.Auth = security.Auth(), listen_host: str = "127.0.0.1",
+               metrics_only: bool = False) -> Flask:
+    """The dashboard (or, with metrics_only, the exporter: /metrics alone)."""
+    app = Flask(__name__)
+    app.config["MAX_CONTENT_LENGTH"] = 1 << 20
+    csrf_token = secrets.token_urlsafe(32)
+    metrics_registry = registry(source)
+
+    app.jinja_env.filters.update(show=text.show, plain=text.is_plain, hexdump=text.hexdump,
+                                 ms_time=text.ms_time, url_name=text.url_name)
+    app.jinja_env.globals.update(writable=writable, csrf_token=csrf_token,
+                                 policy_fields=POLICY_FORM_FIELDS)
+
+    @app.before_request
+    def guard() -> Optional[Response]:
+        if not security.host_allowed(request.host, listen_host, auth):
+            return Response("unexpected Host header\n", 403, mimetype="text/plain")
+        if not auth.allows(request.headers.get("Authorization")):
+            return Response("authentication required\n", 401, mimetype="text/plain",
+                            headers={"WWW-Authenticate": 'Basic realm="RMQ dashboard"'})
+        if request.method == "POST":
+            if not writable:
+                return Response("read-only dashboard: start it with --writable to change "
+                                "queues\n", 403, mimetype="text/plain")
+            why = security.csrf_refusal(
+                request.form.get("csrf_token"), csrf_token, request.headers.get("Origin"),
+                request.headers.get("Referer"), request.host_url)
+            if why:
+                return Response(f"refused: {why}\n", 403, mimetype="text/plain")
+        return None
+
+    @app.after_request
+    def headers(resp: Response) -> Response:
+        resp.headers.setdefault("Content-Security-Policy",
+                                "default-src 'self'; img-src 'self' data:; style-src 'self'; "
+                                "frame-ancestors 'none'; form-action 'self'")
+        resp.headers.setdefault("X-Content-Type-Options", "nosniff")
+        resp.headers.setdefault("Referrer-Policy", "same-origin")
+        return resp
+
+    @app.get("/metrics")
+    def metrics() -> Response:
+        return Response(generate_latest(metrics_registry), mimetype=CONTENT_TYPE_LATEST)
+
+    if metrics_only:
+        return app
+    assert sampler is not None
+    app.jinja_env.globals.update(interval=sampler.interval)
+
+    def list_args() -> dict[str, Any]:
+        return {"match": request.args.get("match", ""),
+                "sort": request.args.get("sort", "name"),
+                "desc": request.args.get("desc") == "1",
+                "page": _int_arg("page", 1, 1, 1 << 30),
+                "per_page": _int_arg("per_page", PER_PAGE, 1, MAX_PER_PAGE)}
+
+    @app.get("/")
+    def index() -> str:
+        args = list_args()
+        data = sampler.page(**args)
+
+        def link(**change: Any) -> str:
+            q = {**args, "desc": "1" if args["desc"] else "", **change}
+            return "?" + urlencode({k: v for k, v in q.items() if v not in ("", None)})
+        return render_template("index.html", data=data, args=args, link=link)
+
+    @app.get("/api/queues")
+    def api_queues() -> Response:
+        data = sampler.page(**list_args())
+        return jsonify({**data, "queues": [_row_json(r) for r in data["queues"]]})
+
+    @app.get("/api/history")
+    def api_history() -> Response:
+        return jsonify(sampler.series())
+
+    def detail(name: str) -> dict[str, Any]:
+        offset = _int_arg("dead_offset", 0, 0, 1 << 62)
+        return source.queue(name, dead_offset=offset, dead_count=DEAD_PER_PAGE)
+
+    @app.get("/api/queues/<path:name>")
+    def api_queue(name: str) -> Response:
+        return jsonify(_detail_json(detail(name)))
+
+    @app.get("/queues/<path:name>")
+    def queue_page(name: str) -> str:
+        return render_template("queue.html", q=detail(name), dead_per_page=DEAD_PER_PAGE,
+                               msg=request.args.get("msg"), error=request.args.get("error"))
+
+    def act(name: str, *command: Any, done: str) -> Response:
+        """Run one command on the queue and go back to its page with the outcome."""
+        try:
+            reply = source.client.execute_command(*command)
+            outcome = {"msg": done.format(reply=reply)}
+        except redis.ResponseError as e:
+            outcome = {"error": str(e)}
+        return redirect(url_for("queue_page", name=name) + "?" + urlencode(outcome), 303)
+
+    @app.post("/queues/<path:name>/replay")
+    def replay(name: str) -> Response:
+        count = request.form.get("count", "").strip()
+        extra = ["COUNT", count] if count else []
+        return act(name, "RMQ.REPLAY", name, *extra, done="replayed {reply} dead letter(s)")
+
+    @app.post("/queues/<path:name>/cancel")
+    def cancel(name: str) -> Response:
+        try:
+            message = bytes.fromhex(request.form.get("hex", ""))
+        except ValueError:
+            message = b""
+        if not message:
+            message = request.form.get("message", "").encode()
+        if not message:
+            abort(400, "no message given")
+        return act(name, "RMQ.CANCEL", name, message, done="cancelled {reply} waiting message(s)")
+
+    @app.post("/queues/<path:name>/pause")
+    def pause(name: str) -> Response:
+        return act(name, "RMQ.POLICY", name, "SET", "paused", 1, done="paused")
+
+    @app.post("/queues/<path:name>/resume")
+    def resume(name: str) -> Response:
+        return act(name, "RMQ.POLICY", name, "SET", "paused", 0, done="resumed")
+
+    @app.post("/queues/<path:name>/policy")
+    def policy(name: str) -> Response:
+        pairs = []
+        for f in POLICY_FORM_FIELDS:
+            value = request.form.get(f, "").strip()
+            if value and value != request.form.get(f"was-{f}", "").strip():
+                pairs += [f, value]
+        if not pairs:
+            return redirect(url_for("queue_page", name=name) + "?msg=nothing+changed", 303)
+        return act(name, "RMQ.POLICY", name, "SET", *pairs, done="policy set")
+
+    @app.post("/queues/<path:name>/policy-reset")
+    def policy_reset(name: str) -> Response:
+        return act(name, "RMQ.POLICY", name, "RESET", done="policy reset ({reply})")
+
+    return app

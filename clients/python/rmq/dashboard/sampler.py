@@ -1,0 +1,158 @@
+"""A background thread that reads a Snapshot every `interval` seconds and keeps what the
+pages show: each queue's row with its rates (from the counters' deltas between the last two
+snapshots) and the totals of the last minutes for the charts."""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import threading
+import time
+from collections import deque
+from typing import Any, Optional
+
+from .source import Snapshot, Source
+from .text import show
+
+log = logging.getLogger("rmq.dashboard")
+
+#: Per-second rates shown per queue: (column, RMQ.INFO counter).
+RATES = (("pushed_rate", "pushed"), ("acked_rate", "acked"), ("died_rate", "died"))
+#: The charts' throughput series, from INFO rmq's server-wide counters (every queue counted,
+#: also those past `stats-queues`).
+THROUGHPUT = (("pushed", "rmq_pushed"), ("acked", "rmq_acked"), ("died", "rmq_dead"))
+BACKLOG = ("waiting", "inflight", "dead")
+#: The pause between two samples is at least this many times the last one's duration.
+BUSY_FACTOR = 4
+#: Columns the queue list sorts by.
+SORT_KEYS = ("name", "node", "kind", "waiting", "ready", "inflight", "dead", "lag_ms", "paused",
+             "pushed_rate", "acked_rate", "died_rate")
+
+
+def _rate(now: Optional[int], before: Optional[int], seconds: float) -> Optional[float]:
+    """A counter's rate; None when unknown or when it went back (a restart, a failover)."""
+    if now is None or before is None or now < before or seconds <= 0:
+        return None
+    return (now - before) / seconds
+
+
+def row(name: str, node: Optional[str], info: dict[str, Any],
+        before: Optional[dict[str, Any]], seconds: float) -> dict[str, Any]:
+    """A queue's line in the list: its INFO fields, its rates and its name as shown (what
+    the filter matches)."""
+    out = {"name": name, "label": show(name), "node": node, **info}
+    for column, counter in RATES:
+        out[column] = _rate(info.get(counter), (before or {}).get(counter), seconds)
+    return out
+
+
+def matches(name: str, pattern: str) -> bool:
+    """A glob when the filter has one of * ? [, else a substring (both case-insensitive)."""
+    pattern = pattern.lower()
+    if any(c in pattern for c in "*?["):
+        return fnmatch.fnmatchcase(name.lower(), pattern)
+    return pattern in name.lower()
+
+
+def _sort_key(column: str):
+    def key(r: dict[str, Any]) -> tuple:
+        v = r.get(column)
+        return (v is None, v if v is not None else 0, r["name"])
+    return key
+
+
+class Sampler:
+    def __init__(self, source: Source, interval: float = 2.0, keep_seconds: float = 900) -> None:
+        self.source = source
+        self.interval = interval
+        self.pause = interval
+        self.history: deque[dict[str, Any]] = deque(maxlen=max(2, int(keep_seconds / interval)))
+        self.rows: list[dict[str, Any]] = []
+        self.taken: Optional[float] = None
+        self.error: Optional[str] = None
+        self._last: Optional[Snapshot] = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def sample(self) -> None:
+        """Read one snapshot and fold it in; an error is kept for the page to show."""
+        start = time.monotonic()
+        try:
+            snap = self.source.snapshot()
+        except Exception as e:  # shown on the page; the next sample tries again
+            log.warning("reading the queues failed: %s", e)
+            with self._lock:
+                self.error = f"{type(e).__name__}: {e}"
+            return
+        finally:
+            # reading stays a bounded share of this process's and the servers' time, however
+            # many queues there are
+            self.pause = max(self.interval, BUSY_FACTOR * (time.monotonic() - start))
+        prev = self._last
+        seconds = snap.taken - prev.taken if prev else 0.0
+        rows = [row(q.name, q.node, q.info,
+                    prev.queues[q.name].info if prev and q.name in prev.queues else None,
+                    seconds)
+                for q in snap.queues.values()]
+        point: dict[str, Any] = {"t": snap.taken}
+        for series, field in THROUGHPUT:
+            point[series] = None if prev is None else _rate(
+                _sum(snap.servers, field), _sum(prev.servers, field), seconds)
+        for series in BACKLOG:
+            point[series] = sum(q.info.get(series) or 0 for q in snap.queues.values())
+        with self._lock:
+            self._last = snap
+            self.rows = rows
+            self.taken = snap.taken
+            self.error = None
+            self.history.append(point)
+
+    def start(self) -> "Sampler":
+        self.sample()
+        self._thread = threading.Thread(target=self._run, name="rmq-dashboard-sampler",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.pause):
+            self.sample()
+
+    def page(self, match: str = "", sort: str = "name", desc: bool = False, page: int = 1,
+             per_page: int = 50) -> dict[str, Any]:
+        """One page of the queue list, filtered and sorted here on the server."""
+        with self._lock:
+            rows, taken, error = self.rows, self.taken, self.error
+        if sort not in SORT_KEYS:
+            sort = "name"
+        chosen = [r for r in rows if matches(r["label"], match)] if match else list(rows)
+        chosen.sort(key=_sort_key(sort), reverse=desc)
+        if desc:  # unknown values stay last
+            chosen.sort(key=lambda r: r.get(sort) is None)
+        pages = max(1, -(-len(chosen) // per_page))
+        page = min(max(1, page), pages)
+        start = (page - 1) * per_page
+        totals = {c: sum(r.get(c) or 0 for r in chosen) for c in ("waiting", "ready", "inflight",
+                                                                  "dead")}
+        return {"queues": chosen[start:start + per_page], "total": len(chosen),
+                "all": len(rows), "page": page, "pages": pages, "per_page": per_page,
+                "sort": sort, "desc": desc, "match": match, "taken": taken, "error": error,
+                "totals": totals}
+
+    def series(self) -> dict[str, list]:
+        """The charts' data, one list per series, aligned on `t` (Unix s)."""
+        with self._lock:
+            points = list(self.history)
+        keys = ("t", *(s for s, _ in THROUGHPUT), *BACKLOG)
+        return {k: [p[k] for p in points] for k in keys}
+
+
+def _sum(servers: dict[Optional[str], dict[str, Any]], field: str) -> Optional[int]:
+    values = [s.get(field) for s in servers.values()]
+    if not values or any(not isinstance(v, int) for v in values):
+        return None
+    return sum(values)

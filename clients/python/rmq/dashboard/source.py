@@ -1,0 +1,155 @@
+"""What the dashboard reads from the servers: every queue of every primary (RMQ.QUEUES),
+their RMQ.INFO, each server's INFO rmq, and one queue's details."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import redis
+
+from .._util import Client, as_dict, is_cluster
+
+#: RMQ.QUEUES per call (a hint to the server) and RMQ.INFO per pipeline round trip.
+SCAN_COUNT = 1000
+INFO_BATCH = 1000
+
+#: RMQ.INFO's per-queue counters (SPEC v3), the same names as INFO rmq's (`died`: `dead`).
+QUEUE_COUNTERS = ("pushed", "merged", "popped", "acked", "nacked", "expired", "died",
+                  "replayed", "cancelled")
+#: Every RMQ.INFO field the pages show (None when the server's module does not give it).
+INFO_FIELDS = ("kind", "waiting", "ready", "inflight", "dead", "next_due", "next_expiry",
+               "paused", "lag_ms", "schedules", *QUEUE_COUNTERS)
+
+
+def info_dict(reply: Any) -> dict[str, Any]:
+    """An RMQ.INFO reply with every field of INFO_FIELDS present."""
+    return {**dict.fromkeys(INFO_FIELDS), **as_dict(reply)}
+
+
+@dataclass
+class Node:
+    """One primary: `label` is its host:port under Cluster, None on a standalone server."""
+    label: Optional[str]
+    client: redis.Redis
+
+
+@dataclass
+class QueueRow:
+    name: str
+    node: Optional[str]
+    info: dict[str, Any]
+
+
+@dataclass
+class Snapshot:
+    """Every queue's RMQ.INFO and every primary's INFO rmq, read at `taken` (Unix s)."""
+    taken: float
+    queues: dict[str, QueueRow]
+    servers: dict[Optional[str], dict[str, Any]] = field(default_factory=dict)
+
+
+class Source:
+    """The servers behind one dashboard: a standalone server, or a Redis Cluster whose
+    primaries are found through redis-py's cluster client (CLUSTER SHARDS/SLOTS)."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self._has_schedules: Optional[bool] = None
+
+    def nodes(self) -> list[Node]:
+        if not is_cluster(self.client):
+            return [Node(None, self.client)]
+        return [Node(p.name, self.client.get_redis_connection(p))
+                for p in self.client.get_primaries()]
+
+    def snapshot(self) -> Snapshot:
+        """Every queue's RMQ.INFO. Under Cluster the primaries are learnt afresh first: a
+        primary turned replica by a failover answers RMQ.QUEUES with nothing, so no error
+        would tell; and a failover seen while reading makes it learn them and read again."""
+        if not is_cluster(self.client):
+            return self._snapshot()
+        self.client.nodes_manager.initialize()
+        try:
+            return self._snapshot()
+        except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError):
+            self.client.nodes_manager.initialize()
+            return self._snapshot()
+
+    def _snapshot(self) -> Snapshot:
+        taken = time.time()
+        queues: dict[str, QueueRow] = {}
+        servers: dict[Optional[str], dict[str, Any]] = {}
+        for node in self.nodes():
+            servers[node.label] = node.client.info("rmq")
+            names = [n for n in queue_names(node.client) if n not in queues]
+            for i in range(0, len(names), INFO_BATCH):
+                chunk = names[i:i + INFO_BATCH]
+                pipe = node.client.pipeline(transaction=False)
+                for n in chunk:
+                    pipe.execute_command("RMQ.INFO", n)
+                for n, reply in zip(chunk, pipe.execute()):
+                    queues[n] = QueueRow(n, node.label, info_dict(reply))
+        return Snapshot(taken, queues, servers)
+
+    def has_schedules(self) -> bool:
+        """Whether the servers know RMQ.SCHEDULE (COMMAND INFO answers nil for a command a
+        server lacks)."""
+        if self._has_schedules is None:
+            # spelt as one word so that redis-py's COMMAND reply parser, which fails on a nil
+            # entry, leaves the reply as it came
+            reply = self.nodes()[0].client.execute_command("COMMAND INFO", "RMQ.SCHEDULE")
+            self._has_schedules = bool(reply and reply[0])
+        return self._has_schedules
+
+    def queue(self, name: str, dead_offset: int = 0, dead_count: int = 50,
+              pending_count: int = 100, waiting_count: int = 20) -> dict[str, Any]:
+        """One queue's INFO, policy, in-flight deliveries, a page of its dead letters
+        (oldest death first), the first waiting messages of its store and its schedules."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.execute_command("RMQ.INFO", name)
+        pipe.execute_command("RMQ.POLICY", name, "GET")
+        pipe.execute_command("RMQ.PENDING", name, "COUNT", pending_count)
+        pipe.execute_command("ZCARD", f"dead{{{name}}}")
+        pipe.execute_command("ZRANGE", f"dead{{{name}}}", dead_offset,
+                             dead_offset + dead_count - 1, "WITHSCORES")
+        info_r, policy_r, pending_r, dead_total, dead_r = pipe.execute()
+        info = info_dict(info_r)
+        order = ("ZREVRANGE" if info.get("kind") == "priority" else "ZRANGE")
+        waiting_r = self.client.execute_command(order, name, 0, waiting_count - 1, "WITHSCORES")
+        schedules = None
+        if self.has_schedules():
+            schedules = [{"name": n, "spec": s, "next": nx, "fired": f, "last": last}
+                         for n, s, nx, f, last in
+                         self.client.execute_command("RMQ.SCHEDULE", name, "LIST") or ()]
+        return {
+            "name": name,
+            "info": info,
+            "policy": as_dict(policy_r),
+            "pending": [{"message": m, "deliveries": d, "deadline": dl, "group": g}
+                        for m, d, dl, g in pending_r or ()],
+            "dead": {"total": dead_total, "offset": dead_offset,
+                     "items": [{"message": m, "died": int(s)} for m, s in dead_r]},
+            "waiting": [{"message": m, "score": s} for m, s in waiting_r],
+            "schedules": schedules,
+        }
+
+
+def name_str(name: Any) -> str:
+    """A queue name as str; bytes that are not UTF-8 are kept as surrogates, which the
+    dashboard's clients (encoding_errors="surrogateescape") send back as the same bytes."""
+    return name.decode("utf-8", "surrogateescape") if isinstance(name, bytes) else str(name)
+
+
+def queue_names(client: redis.Redis) -> list[str]:
+    """Every queue the server holds, by RMQ.QUEUES's cursor (each name once)."""
+    seen: dict[str, None] = {}
+    cursor = 0
+    while True:
+        cursor, names = client.execute_command("RMQ.QUEUES", "COUNT", SCAN_COUNT,
+                                               "CURSOR", cursor)
+        for n in names:
+            seen.setdefault(name_str(n), None)
+        if cursor in (b"0", "0", 0):  # the cursor is opaque: only "0" means done
+            return list(seen)

@@ -1,0 +1,173 @@
+"""The dashboard's pure parts, without a server: showing bytes, the security rules, the
+queue list's sorting, filtering and paging, and rates from counter deltas."""
+
+from __future__ import annotations
+
+import base64
+import time
+
+import pytest
+
+from rmq.dashboard import security, text
+from rmq.dashboard.sampler import Sampler, matches, row
+from rmq.dashboard.source import Snapshot, QueueRow
+
+
+def test_show_escapes_what_is_not_plain_text() -> None:
+    assert text.show(b"caf\xc3\xa9") == "café" and text.is_plain(b"caf\xc3\xa9")
+    assert text.show(b"a\xffb\x00c\x1b") == "a\\xffb\\x00c\\x1b"
+    assert not text.is_plain(b"a\xffb")
+    # direction overrides and line separators would disguise what is shown
+    assert text.show("x\u202ey\u2028".encode()) == "x\\u202ey\\u2028"
+    assert text.show("tab\tand\nnewline".encode()) == "tab\tand\nnewline"
+    # in content that is not UTF-8, tab and line feed are bytes like the others
+    assert text.show(b"\x89PNG\r\n\x1a\n\t\xff-") == "\\x89PNG\\x0d\\x0a\\x1a\\x0a\\x09\\xff-"
+    assert text.hexdump(b"\x00\xff") == "00 ff"
+    assert text.hexdump(b"x" * 5000).endswith("…")
+    j = text.message_json(b"<\xff>")
+    assert j == {"text": "<\\xff>", "base64": base64.b64encode(b"<\xff>").decode(),
+                 "plain": False}
+    # a queue name that is not UTF-8 (kept as surrogates) shows as escapes too
+    assert text.show(b"q\xfe".decode("utf-8", "surrogateescape")) == "q\\xfe"
+    assert text.ms_time(1_700_000_000_123) == "2023-11-14 22:13:20.123Z"
+    assert text.ms_time(None) == "–"
+
+
+def test_loopback_and_start_rules() -> None:
+    for host in ("127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost"):
+        assert security.is_loopback(host), host
+    for host in ("0.0.0.0", "::", "10.0.0.1", "example.com"):
+        assert not security.is_loopback(host), host
+    none = security.Auth()
+    assert security.start_refusal("127.0.0.1", True, none) is None
+    assert "needs authentication" in security.start_refusal("0.0.0.0", False, none)
+    assert "--writable" in security.start_refusal("0.0.0.0", True, none)
+    assert security.start_refusal("0.0.0.0", True, security.Auth(token="t" * 16)) is None
+
+
+def test_auth_from_files_and_environment(tmp_path) -> None:
+    f = tmp_path / "token"
+    f.write_text("  abcdefghijklmnopqrstuvwxyz\n")
+    assert security.Auth.load(token_file=str(f), env={}).token == "abcdefghijklmnopqrstuvwxyz"
+    a = security.Auth.load(env={security.TOKEN_ENV: "x" * 20, security.BASIC_ENV: "u:p:w"})
+    assert a.token == "x" * 20 and a.basic == ("u", "p:w")
+    assert not security.Auth.load(env={}).configured
+    with pytest.raises(ValueError, match="user:password"):
+        security.Auth.load(env={security.BASIC_ENV: "nopassword"})
+    with pytest.raises(ValueError, match="at least 16"):
+        security.Auth.load(env={security.TOKEN_ENV: "short"})
+
+    def basic(user: str, password: str) -> str:
+        return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+    assert a.allows("Bearer " + "x" * 20) and a.allows(basic("anyone", "x" * 20))
+    assert a.allows(basic("u", "p:w")) and not a.allows(basic("v", "p:w"))
+    for bad in (None, "", "Bearer", "Bearer y", "Basic !!!", basic("u", "p"), "Digest x"):
+        assert not a.allows(bad), bad
+    assert security.Auth().allows(None)
+
+
+def test_host_and_csrf_checks() -> None:
+    none, token = security.Auth(), security.Auth(token="t" * 16)
+    assert security.host_allowed("127.0.0.1:8080", "127.0.0.1", none)
+    assert security.host_allowed("localhost:8080", "127.0.0.1", none)
+    assert not security.host_allowed("evil.example:8080", "127.0.0.1", none)
+    assert security.host_allowed("evil.example", "127.0.0.1", token)
+
+    own = "http://127.0.0.1:8080/"
+    ok = dict(token="k", origin="http://127.0.0.1:8080", referer=None, host_url=own)
+    assert security.csrf_refusal("k", **ok) is None
+    assert security.csrf_refusal(None, **ok) == "missing or wrong CSRF token"
+    assert security.csrf_refusal("j", **ok) == "missing or wrong CSRF token"
+    assert "cross-site" in security.csrf_refusal("k", "k", "http://127.0.0.1:8081", None, own)
+    assert "cross-site" in security.csrf_refusal("k", "k", "null", None, own)
+    assert security.csrf_refusal("k", "k", None, own + "queues/x", own) is None
+    assert "Referer" in security.csrf_refusal("k", "k", None, "http://evil/", own)
+    assert "without Origin" in security.csrf_refusal("k", "k", None, None, own)
+
+
+def test_filter_matches_text_or_glob() -> None:
+    assert matches("orders_12", "ders") and matches("Orders_12", "ORD")
+    assert matches("orders_12", "orders_1?") and not matches("orders_123", "orders_1?")
+    assert matches("mail", "*") and not matches("mail", "x*")
+
+
+class FakeSource:
+    """Snapshots given by the test, in order."""
+
+    def __init__(self, *snaps: Snapshot) -> None:
+        self.snaps = list(snaps)
+
+    def snapshot(self) -> Snapshot:
+        return self.snaps.pop(0)
+
+
+def snap(taken: float, queues: dict[str, dict], pushed: int) -> Snapshot:
+    return Snapshot(taken, {n: QueueRow(n, None, info) for n, info in queues.items()},
+                    {None: {"rmq_pushed": pushed, "rmq_acked": 0, "rmq_dead": 0}})
+
+
+def test_rates_sorting_and_paging() -> None:
+    first = snap(100.0, {f"q{i:02d}": {"waiting": i, "pushed": 10, "acked": 0, "died": None}
+                         for i in range(30)}, pushed=300)
+    second = snap(102.0, {f"q{i:02d}": {"waiting": i, "pushed": 10 + 2 * i, "acked": 0,
+                                        "died": None, "lag_ms": None if i % 2 else i}
+                          for i in range(30)}, pushed=300 + 870)
+    s = Sampler(FakeSource(first, second), interval=2)
+    s.sample()
+    assert s.page()["queues"][3]["pushed_rate"] is None, "no rate before two samples"
+    s.sample()
+    p = s.page(sort="pushed_rate", desc=True, per_page=7, page=1)
+    assert [r["name"] for r in p["queues"]] == [f"q{i:02d}" for i in range(29, 22, -1)]
+    assert p["queues"][0]["pushed_rate"] == 29.0 and p["queues"][0]["died_rate"] is None
+    assert (p["total"], p["pages"]) == (30, 5)
+    last = s.page(sort="pushed_rate", desc=True, per_page=7, page=99)
+    assert last["page"] == 5 and [r["name"] for r in last["queues"]] == ["q01", "q00"]
+    # unknown values sort last either way
+    lag = s.page(sort="lag_ms", desc=True, per_page=30)["queues"]
+    assert [r["lag_ms"] for r in lag[:2]] == [28, 26] and lag[-1]["lag_ms"] is None
+    lag = s.page(sort="lag_ms", per_page=30)["queues"]
+    assert lag[0]["lag_ms"] == 0 and lag[-1]["lag_ms"] is None
+    assert s.page(match="q2?", sort="bogus")["total"] == 10
+    assert s.page(match="q2?")["totals"]["waiting"] == sum(range(20, 30))
+    h = s.series()
+    assert h["t"] == [100.0, 102.0] and h["pushed"] == [None, 435.0]
+    assert h["waiting"] == [sum(range(30))] * 2
+
+
+def test_a_counter_going_back_gives_no_rate() -> None:
+    assert row("q", None, {"pushed": 5}, {"pushed": 9}, 2.0)["pushed_rate"] is None
+    assert row("q", None, {"pushed": 9}, {"pushed": 5}, 2.0)["pushed_rate"] == 2.0
+
+
+def test_a_failed_read_is_kept_for_the_page() -> None:
+    class Failing:
+        def snapshot(self) -> Snapshot:
+            raise ConnectionError("server gone")
+    s = Sampler(Failing(), interval=1)
+    s.sample()
+    assert s.page()["error"] == "ConnectionError: server gone" and s.page()["queues"] == []
+
+
+def test_slow_reads_space_the_samples_out() -> None:
+    class Slow:
+        def snapshot(self) -> Snapshot:
+            time.sleep(0.05)
+            return snap(time.time(), {}, pushed=0)
+    s = Sampler(Slow(), interval=0.01)
+    s.sample()
+    assert s.pause >= 4 * 0.05
+    fast = Sampler(FakeSource(snap(1.0, {}, pushed=0)), interval=2)
+    fast.sample()
+    assert fast.pause == 2
+
+
+def test_listen_addresses() -> None:
+    import argparse
+
+    from rmq.dashboard.cli import listen_address
+    assert listen_address("127.0.0.1:8080") == ("127.0.0.1", 8080)
+    assert listen_address("[::1]:9808") == ("::1", 9808)
+    assert listen_address("0.0.0.0:80") == ("0.0.0.0", 80)
+    for bad in ("8080", ":8080", "host:", "host:http"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            listen_address(bad)
