@@ -27,6 +27,8 @@ pub enum RmqError {
     QueueName,
     /// The queue's slot is being migrated to this node and the queue has not arrived yet.
     TryAgain,
+    /// A schedule that cannot be (bad cron expression, unknown zone, never fires...).
+    BadSchedule(String),
     Internal(String),
 }
 
@@ -63,6 +65,7 @@ impl RmqError {
             RmqError::TryAgain => {
                 "TRYAGAIN the queue's slot is being migrated to this node and the queue has not arrived yet; retry".into()
             }
+            RmqError::BadSchedule(what) => format!("ERR invalid schedule: {what}"),
             RmqError::Internal(what) => format!("ERR internal error: {what}"),
         }
     }
@@ -88,6 +91,7 @@ mod tests {
             (RmqError::TooLong(3), "max-message-bytes"),
             (RmqError::QueueFull(3), "max-queue-length"),
             (RmqError::QueueName, "queue name"),
+            (RmqError::BadSchedule("x".into()), "schedule"),
             (RmqError::Internal("x".into()), "internal"),
         ];
         for (e, word) in all {

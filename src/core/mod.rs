@@ -7,6 +7,7 @@
 
 pub mod bucket;
 pub mod codec;
+pub mod cron_schedule;
 pub mod error;
 pub mod fnv;
 pub mod kind;
