@@ -9,7 +9,7 @@ use crate::core::store::Store;
 use crate::ffi::context::{now_ms, set_test_now};
 use crate::ffi::rstr::Argv;
 use crate::ffi::{reply, Ctx, RStr};
-use crate::runtime::delivery::{reply_popped, reply_topic, swept, take, take_topic, Opened};
+use crate::runtime::delivery::{pushed, reply_popped, reply_topic, swept, take, take_topic, Opened};
 use crate::runtime::{acl, alarm, blocking, cluster, events, ratelimit, settings, stats};
 
 /// One invocation: the context and the arguments after the command name.
@@ -37,10 +37,7 @@ pub fn push(c: &Call) -> Result<()> {
     cluster::check_arrived(c.ctx, &q)?;
     let lim = settings::limits(&*q);
     let out = rules::push(&mut *q, now_ms(), &lim, a.mode, a.group, &c.members(a.first))?;
-    stats::PUSHED.add(out.added);
-    stats::MERGED.add(out.merged);
-    events::notify(c.ctx, q.name(), events::PUSHED, out.added > 0);
-    events::notify(c.ctx, q.name(), events::MERGED, out.merged > 0);
+    pushed(c.ctx, q.name(), &out);
     reply::int(c.ctx, out.added as i64);
     Ok(())
 }
@@ -156,7 +153,7 @@ pub fn info(c: &Call) -> Result<()> {
     args::info(&c.args)?;
     let q = c.queue(false)?;
     let i = rules::info(&*q, now_ms());
-    reply::map(c.ctx, 7);
+    reply::map(c.ctx, 8);
     reply::bytes(c.ctx, b"kind");
     match i.kind {
         Some(k) => reply::bytes(c.ctx, k.name().as_bytes()),
@@ -170,6 +167,8 @@ pub fn info(c: &Call) -> Result<()> {
     reply::opt_int(c.ctx, i.next_due);
     reply::bytes(c.ctx, b"next_expiry");
     reply::opt_int(c.ctx, i.next_expiry);
+    reply::bytes(c.ctx, b"schedules");
+    reply::int(c.ctx, crate::cmd::schedule::count(c.ctx, c.args[0]) as i64);
     Ok(())
 }
 

@@ -4,4 +4,6 @@
 
 pub mod args;
 pub mod handlers;
+pub mod schedule;
+pub mod schedule_args;
 pub mod table;

@@ -6,6 +6,7 @@ use std::ffi::c_int;
 use redis_module::raw::{RedisModuleCtx, RedisModuleString};
 
 use crate::cmd::handlers::{self, Call};
+use crate::cmd::schedule;
 use crate::core::error::{Result, RmqError};
 use crate::ffi::command::{self, arg, many, opt, tok, tok_many, Arg, KeyUse, Spec, Ty};
 use crate::ffi::guard::caught;
@@ -26,6 +27,21 @@ fn run(ctx: *mut RedisModuleCtx, argv: *mut *mut RedisModuleString, argc: c_int,
 const QUEUE: Arg = arg("queue", Ty::Key);
 const MODES: &[Arg] =
     &[tok("RANGE", "ms", Ty::Int), tok("PRIORITY", "priority", Ty::Int), tok("AT", "unix-ms", Ty::Time), tok("DELAY", "ms", Ty::Int)];
+const SCHEDULE_MODES: &[Arg] = &[tok("RANGE", "ms", Ty::Int), tok("PRIORITY", "priority", Ty::Int), tok("DELAY", "ms", Ty::Int)];
+const SCHEDULE_CRON: &[Arg] = &[tok("CRON", "expr", Ty::Str), opt("TZ", "zone", Ty::Str)];
+const SCHEDULE_TIMING: &[Arg] = &[tok("EVERY", "ms", Ty::Int), arg("cron", Ty::Block(SCHEDULE_CRON))];
+const SCHEDULE_SET: &[Arg] = &[
+    arg("name", Ty::Str),
+    arg("timing", Ty::OneOf(SCHEDULE_TIMING)),
+    opt("START", "unix-ms", Ty::Time),
+    opt("END", "unix-ms", Ty::Time),
+    opt("TIMES", "n", Ty::Int),
+    arg("mode", Ty::OneOf(SCHEDULE_MODES)),
+    opt("GROUP", "group", Ty::Str),
+    arg("message", Ty::Str),
+];
+const SCHEDULE_OPS: &[Arg] =
+    &[tok("SET", "set", Ty::Block(SCHEDULE_SET)), tok_many("DEL", "name", Ty::Str), tok("LIST", "list", Ty::Token)];
 const POLICY_PAIR: &[Arg] = &[arg("field", Ty::Str), arg("value", Ty::Int)];
 const POLICY_OPS: &[Arg] =
     &[tok_many("SET", "field-value", Ty::Block(POLICY_PAIR)), tok("GET", "get", Ty::Token), tok("RESET", "reset", Ty::Token)];
@@ -113,6 +129,14 @@ commands! { COMMANDS:
         summary: c"A queue's own settings (retries, lease-ms, max-queue-length, backoff-ms, backoff-max-ms, rate, rate-window-ms): SET, GET (effective values) or RESET",
         complexity: c"O(1)",
         args: &[QUEUE, arg("operation", Ty::OneOf(POLICY_OPS))],
+    }
+    // Read-only as far as Redis knows, so LIST answers on a replica (like POLICY GET):
+    // SET and DEL refuse themselves on a replica and, SET, when out of memory.
+    cmd_schedule => schedule::schedule {
+        name: c"rmq.schedule", flags: c"readonly", key: KeyUse::Write, arity: -3, acl: c"write slow",
+        summary: c"A queue's schedules: repeating pushes the server fires by itself (EVERY ms or CRON expr [TZ zone]): SET, DEL or LIST",
+        complexity: c"O(log(N)) for SET and DEL of one schedule of N; O(N) for LIST",
+        args: &[QUEUE, arg("operation", Ty::OneOf(SCHEDULE_OPS))],
     }
     cmd_route => handlers::route {
         name: c"rmq.route", flags: c"readonly fast", key: KeyUse::None, arity: 4, acl: c"fast",

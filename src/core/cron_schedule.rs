@@ -39,7 +39,7 @@ impl PartialEq for CronTz {
 pub enum Timing {
     /// Every `ms`, counted from the previous planned time (no drift).
     Every(i64),
-    Cron(CronTz),
+    Cron(Box<CronTz>),
 }
 
 /// Parsed expressions, by (expression, zone): every firing of a cron schedule decodes its
@@ -55,7 +55,8 @@ pub fn cron(expr: &str, zone: &str) -> Result<CronTz> {
     if let Some((cron, tz)) = CRONS.with(|c| c.borrow().get(&key).cloned()) {
         return Ok(CronTz { expr: key.0, zone: key.1, cron, tz });
     }
-    let tz = Tz::from_str(zone).map_err(|_| RmqError::BadSchedule(format!("unknown time zone '{zone}' (an IANA name such as Europe/Paris)")))?;
+    let tz =
+        Tz::from_str(zone).map_err(|_| RmqError::BadSchedule(format!("unknown time zone '{zone}' (an IANA name such as Europe/Paris)")))?;
     let fields = expr.split_whitespace().count();
     if !expr.trim_start().starts_with('@') && !(5..=6).contains(&fields) {
         return Err(RmqError::BadSchedule(format!("cron expression '{expr}' must have 5 fields, or 6 with leading seconds")));
@@ -279,7 +280,7 @@ impl Stored {
             0 => Timing::Every(r.i64()?),
             1 => {
                 let (expr, zone) = (r.text()?, r.text()?);
-                Timing::Cron(cron(expr, zone).ok()?)
+                Timing::Cron(Box::new(cron(expr, zone).ok()?))
             }
             _ => return None,
         };

@@ -16,7 +16,7 @@ fn spec(timing: Timing) -> Spec {
 }
 
 fn cron_spec(expr: &str, zone: &str) -> Spec {
-    spec(Timing::Cron(cron(expr, zone).expect("a valid expression")))
+    spec(Timing::Cron(Box::new(cron(expr, zone).expect("a valid expression"))))
 }
 
 /// The first `n` planned times from `now`, each fired on time.

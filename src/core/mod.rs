@@ -9,6 +9,7 @@ pub mod bucket;
 pub mod codec;
 pub mod cron_schedule;
 pub mod error;
+pub mod firings;
 pub mod fnv;
 pub mod kind;
 pub mod num;

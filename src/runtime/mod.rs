@@ -12,6 +12,7 @@ pub mod events;
 pub mod eviction;
 pub mod hooks;
 pub mod ratelimit;
+pub mod schedules;
 pub mod settings;
 pub mod stats;
 pub mod timers;
