@@ -89,5 +89,5 @@ fn list(ctx: Ctx, q: &[u8]) -> Result<()> {
 
 /// How many schedules queue `q` has (RMQ.INFO).
 pub fn count(ctx: Ctx, q: &[u8]) -> usize {
-    Schedules::open(ctx, q, false).map_or(0, |s| s.len())
+    Schedules::open(ctx, q, false).map_or(0, |s| s.count())
 }

@@ -8,7 +8,6 @@ use std::ffi::CStr;
 
 use crate::core::cron_schedule::Stored;
 use crate::core::error::{Result, RmqError};
-use crate::ffi::call::call;
 use crate::ffi::key::{Key, KeyType};
 use crate::ffi::{Ctx, RStr};
 use crate::storage::effects;
@@ -53,12 +52,8 @@ impl Schedules {
     }
 
     /// How many schedules the queue has.
-    pub fn len(&self) -> usize {
+    pub fn count(&self) -> usize {
         self.key.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// The raw stored value of schedule `name`.
@@ -101,17 +96,8 @@ impl Schedules {
 
     /// Every schedule, as (name, raw stored value), in the hash's order.
     pub fn all(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
-        let mut out = Vec::new();
-        if self.is_empty() {
-            return out;
-        }
-        if let Some(reply) = call(self.ctx, c"HGETALL", &[&self.name]) {
-            let mut i = 0;
-            while let (Some(k), Some(v)) = (reply.element(i), reply.element(i + 1)) {
-                out.push((k, v));
-                i += 2;
-            }
-        }
+        let mut out = Vec::with_capacity(self.count());
+        self.key.hscan(&mut |k, v| out.push((k.to_vec(), v.to_vec())));
         out
     }
 }
