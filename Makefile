@@ -103,6 +103,7 @@ demo:
 .PHONY: bench-timers
 bench-timers: build
 	$(PYTHON) scripts/bench_timers.py
+	$(PYTHON) scripts/bench_schedules.py
 
 # Leak and memory-error check under valgrind (scripts/leakcheck.py): churns every command
 # on a redis-server run by valgrind, and runs the unit tests under valgrind. valgrind only
