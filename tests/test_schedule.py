@@ -174,6 +174,33 @@ def test_a_firing_wakes_a_blocked_consumer(server, r):
     assert time.monotonic() - t0 < 1.5
 
 
+def test_schedule_keys_moved_by_hand_fire_where_they_arrive(start_server):
+    s = start_server(extra_conf=["--enable-debug-command", "yes"])
+    r = s.client()
+    r1 = s.client(db=1)
+    sset(r, "ra", "x", "EVERY", 100, "PRIORITY", 1, "m")
+    sset(r, "mv", "x", "EVERY", 100, "PRIORITY", 1, "m")
+    sset(r, "cp", "x", "EVERY", 100, "PRIORITY", 1, "m")
+    assert r.rename("sched{ra}", "sched{rb}")
+    assert r.move("sched{mv}", 1)
+    assert r.copy("sched{cp}", "sched{cq}")
+    wait_for(lambda: zs(r, "rb") and zs(r1, "mv") and zs(r, "cp") and zs(r, "cq"), timeout=3,
+             what="firings where the keys went")
+    assert not r.exists("ra", "mv")
+    # the index is rebuilt after SWAPDB, DEBUG RELOAD and FLUSHALL
+    r.execute_command("SWAPDB", 0, 1)
+    r.delete("mv")
+    wait_for(lambda: zs(r, "mv"), timeout=3, what="a firing after SWAPDB")
+    r.execute_command("DEBUG", "RELOAD")
+    f = slist(r, "mv")[b"x"][2]
+    wait_for(lambda: slist(r, "mv")[b"x"][2] > f, timeout=3, what="a firing after DEBUG RELOAD")
+    assert info_rmq(r)["schedules"] == 4
+    r.flushall()
+    assert info_rmq(r)["schedules"] == 0
+    time.sleep(0.3)
+    assert r.dbsize() == 0 and r1.dbsize() == 0
+
+
 def test_replica_lists_the_same_and_fires_nothing(start_server):
     p = start_server()
     rep = start_replica(start_server, p)

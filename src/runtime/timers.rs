@@ -1,6 +1,6 @@
 //! What the module timer does when it fires (`alarm` arms it): wake consumers blocked on a
-//! queue whose next message has come due, and roll back expired leases and release ended
-//! retry holds of every queue in small time-bounded steps (about half a millisecond, the clock checked every 16
+//! queue whose next message has come due, fire due schedules (`schedules`), and roll back
+//! expired leases and release ended retry holds of every queue in small time-bounded steps (about half a millisecond, the clock checked every 16
 //! rollbacks), coming back while it is behind, like Redis's active expire cycle. It runs
 //! on primaries only; after a load or a promotion the leases are found again by one scan
 //! of the keyspace (`hooks::rescan`).
