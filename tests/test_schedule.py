@@ -146,6 +146,33 @@ def test_a_failed_push_is_skipped_and_counted(r):
     assert list(zs(r, "fq")) == [b"x"], "nothing was pushed"
 
 
+def test_out_of_memory_refuses_set_and_skips_firings(r):
+    sset(r, "oq", "p", "EVERY", 100, "PRIORITY", 1, "m")
+    r.config_set("maxmemory", 1)
+    try:
+        skipped = info_rmq(r).get("schedule_skipped", 0)
+        expect_error_unchanged(r, "RMQ.SCHEDULE", "oq", "SET", "n", "EVERY", 100, "PRIORITY", 1, "m",
+                               contains="maxmemory")
+        wait_for(lambda: info_rmq(r)["schedule_skipped"] - skipped >= 2, timeout=3,
+                 what="firings skipped over maxmemory")
+        assert zs(r, "oq") == {}
+        # DEL and LIST still work, as consumers' commands do
+        assert list(slist(r, "oq")) == [b"p"]
+    finally:
+        r.config_set("maxmemory", 0)
+    wait_for(lambda: zs(r, "oq") == {b"m": 1.0}, timeout=3, what="a firing once memory is back")
+
+
+def test_an_unreadable_schedule_is_left_out(r):
+    sset(r, "uq", "good", "EVERY", 60_000, "RANGE", 5, "k")
+    r.hset("sched{uq}", "junk", b"\x01not a schedule")
+    assert list(slist(r, "uq")) == [b"good"]
+    assert rmq_info(r, "uq")["schedules"] == 2
+    assert sset(r, "uq", "junk", "EVERY", 60_000, "RANGE", 5, "k") > 0
+    assert list(slist(r, "uq")) == [b"good", b"junk"]
+    assert r.execute_command("RMQ.SCHEDULE", "uq", "DEL", "junk", "good") == 2
+
+
 def test_missed_times_fire_once_after_a_blocked_server(start_server):
     r = start_server(extra_conf=["--enable-debug-command", "yes"]).client()
     sset(r, "ms", "t", "EVERY", 250, "PRIORITY", 1, "m")
