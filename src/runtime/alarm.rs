@@ -1,8 +1,8 @@
 //! The wake-up seam between whatever needs a later look (a lease deadline, a due time a
 //! blocked consumer waits for, a schedule's next firing) and the timer that takes it: two
 //! schedules of queues by time, the index of firings, and the one module timer armed at
-//! the earliest of them. What the timer does when
-//! it fires is `timers`' business (it registers its callback here at load).
+//! the earliest of them. What the timer does when it fires is `timers`' business (it
+//! registers its callback here at load).
 
 use std::sync::{LazyLock, Mutex, MutexGuard, OnceLock};
 

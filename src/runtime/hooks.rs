@@ -1,8 +1,9 @@
 //! Server events the module follows, and what each sets going: after a load, a promotion,
 //! a SWAPDB or a FLUSH, the leases, the schedules and the topic index are found again by
 //! one scan of the keyspace; keys arriving by RESTORE, RENAME, MOVE or COPY bring their
-//! queue's leases, schedules and waiting messages; SYNC and PSYNC (seen by a command filter) and role changes switch
-//! effects on; ACL commands drop TPOP's permission verdicts.
+//! queue's leases, schedules and waiting messages; SYNC and PSYNC (seen by a command
+//! filter) and role changes switch effects on; ACL commands drop TPOP's permission
+//! verdicts.
 
 use std::collections::BTreeSet;
 
