@@ -108,6 +108,7 @@ demo:
 .PHONY: bench-timers
 bench-timers: build
 	$(PYTHON) scripts/bench_timers.py
+	$(PYTHON) scripts/bench_schedules.py
 
 # The cost of the per-queue counters, the queue registry and the pause check on push, pop
 # and ack (scripts/bench_ops.py): instructions per message under callgrind against another

@@ -35,6 +35,7 @@ import zlib
 import redis
 
 from helpers import start_replica, wait_until
+import model_schedules
 from model_support import (COUNTERS, MIN_AT, POLICY_BOUNDS, Model, ModelMismatch,
                            check_keys, dead_key, prep_key)
 from server_support import Server, info_section
@@ -343,7 +344,7 @@ class Fuzzer:
         untouched for WATCH; one that errors changes nothing)."""
         q = op.q.encode() if isinstance(op.q, str) else op.q
         keys = [q] + [p + b"{" + q + b"}" for p in (b"prepare", b"dead", b"meta", b"park",
-                                                      b"parkidx", b"hold")]
+                                                      b"parkidx", b"hold", b"sched")]
         before = repr(self.model.q(op.q))
         keys_before = {k: v for k, v in self.t.dump().items() if k in keys}
         pipe = c.pipeline(transaction=True)
@@ -513,6 +514,59 @@ class Fuzzer:
         args = ["RMQ.POLICY", q, "SET"] + [x for kv in pairs for x in kv]
         return Op(q, [args], lambda r: m.policy_set(q, pairs, r[0]))
 
+    def g_schedule(self, q):
+        """RMQ.SCHEDULE SET (EVERY or every k seconds by CRON; START, END, TIMES; the
+        queue's mode or, rarely, another; now and then a bad argument), DEL or LIST."""
+        rng, m = self.rng, self.model
+        names = [b"s1", b"s2", b"s\x00"]
+        x = rng.random()
+        if x < 0.15:
+            return Op(q, [["RMQ.SCHEDULE", q, "LIST"]], lambda r: model_schedules.schedule_list(m, q, r[0]))
+        if x < 0.35:
+            dels = rng.sample(names, rng.randint(1, 2))
+            return Op(q, [["RMQ.SCHEDULE", q, "DEL", *dels]],
+                      lambda r: model_schedules.schedule_del(m, q, dels, r[0]))
+        args, every, cron_k, start, end, times = [], None, None, None, None, None
+        if rng.random() < 0.6:
+            every = rng.choice([7, 50, 100, 333, 1000])
+            args += ["EVERY", every]
+            if rng.random() < 0.3:
+                start = m.now + rng.choice([1, 10, 500])
+        else:
+            cron_k = rng.choice([1, 2, 5])
+            args += ["CRON", "* * * * * *" if cron_k == 1 else f"*/{cron_k} * * * * *"]
+            start = m.now + 1        # else a match at now would fire before any clock move
+        if start is not None:
+            args += ["START", start]
+        if rng.random() < 0.2:
+            end = m.now + rng.choice([50, 1000, 4000])
+            args += ["END", end]
+        if rng.random() < 0.3:
+            times = rng.choice([1, 2, 5])
+            args += ["TIMES", times]
+        kinds = self.specs[q]
+        kind = m.q(q).kind or rng.choice(kinds)
+        if rng.random() < 0.05:
+            kind = rng.choice(("range", "priority", "fixed"))
+        mode, value = {"range": ("RANGE", rng.choice([1, 50, 500])),
+                       "priority": ("PRIORITY", rng.choice([-3, 0, 4])),
+                       "fixed": ("DELAY", rng.choice([0, 20, 300]))}[kind]
+        args += [mode, value]
+        group = rng.choice(GROUPS)
+        if group is not None:
+            args += ["GROUP", group]
+        msg = rng.choice(self.pool[q])
+        syntax = None
+        if rng.random() < 0.05:
+            args[1], syntax = 0, "EVERY 0" if every is not None else "bad"
+            if every is None:
+                args[1] = "61 * * * * *"
+        sname = rng.choice(names)
+        text = b" ".join(a if isinstance(a, bytes) else str(a).encode() for a in args + [msg])
+        sched = model_schedules.Sched(every, cron_k, start, end, times, mode, value, group, msg, text)
+        return Op(q, [["RMQ.SCHEDULE", q, "SET", sname, *args, msg]],
+                  lambda r: model_schedules.schedule_set(m, q, sname, sched, r[0], syntax))
+
     def g_error(self, q):
         """A malformed command: an error reply, nothing changed."""
         bad = self.rng.choice([
@@ -600,7 +654,7 @@ class Fuzzer:
     OPS = [("push", 24), ("pop", 18), ("ack", 10), ("nack", 10), ("advance", 8), ("multi", 5),
            ("extend", 3), ("cancel", 3), ("replay", 3), ("info", 4), ("pending", 2),
            ("tpop", 6), ("policy", 3), ("error", 1), ("config", 1), ("block", 2), ("route", 1),
-           ("bulk", 0.3)]
+           ("bulk", 0.3), ("schedule", 4)]
 
     def step(self):
         names, weights = zip(*[(n, w) for n, w in self.OPS if n != "tpop" or self.tpop])

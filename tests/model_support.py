@@ -28,6 +28,8 @@ The driver that runs random commands against a live server is in fuzz_support.py
 import math
 import os
 
+import model_schedules
+
 TWO53 = 2 ** 53
 MIN_AT = 946684800000
 
@@ -44,7 +46,7 @@ POLICY_BOUNDS = {
     "rate-window-ms": (1, 2 ** 31),
 }
 COUNTERS = ("pushed", "merged", "popped", "acked", "nacked", "expired", "dead", "replayed",
-            "cancelled", "rate_limited")
+            "cancelled", "rate_limited", "schedule_fired", "schedule_skipped")
 
 # SPEC: a waiting message held back by its group "may be kept in another key". With
 # RMQ_MODEL_STRICT_PARK=1 only a message whose group has a delivery in flight may be
@@ -157,7 +159,8 @@ class Queue:
 
     def __repr__(self):
         return (f"Queue({self.name!r}, kind={self.kind}, waiting={self.waiting}, "
-                f"flight={self.flight}, dead={self.dead}, policy={self.policy})")
+                f"flight={self.flight}, dead={self.dead}, policy={self.policy}, "
+                f"schedules={getattr(self, 'schedules', {})})")
 
 
 def kind_of_mode(mode):
@@ -255,8 +258,10 @@ class Model:
         self.now += ms
 
     def timer(self):
-        """The server's timer after the clock moved: every expired lease of every queue is
-        rolled back (as by SWEEP), every ended retry hold is released."""
+        """The server's timer after the clock moved: due schedules fire, then every expired
+        lease of every queue is rolled back (as by SWEEP), every ended retry hold is
+        released."""
+        model_schedules.fire_due(self)
         for q in self.queues.values():
             lim = self.limits(q)
             for m in sorted(m for m, f in q.flight.items() if f.deadline <= self.now):
@@ -270,6 +275,19 @@ class Model:
     # -- commands ------------------------------------------------------------------------
     def push(self, name, mode, value, group, msgs, reply):
         """reply: an int, or an Exception (an error reply)."""
+        err, added = self.push_effect(name, mode, value, group, msgs)
+        if err is not None:
+            if not isinstance(reply, Exception):
+                fail(f"PUSH should fail ({err}); got {reply!r}")
+            return
+        if isinstance(reply, Exception):
+            fail(f"PUSH should succeed; got error {reply}")
+        if reply != added:
+            fail(f"PUSH reply {reply!r}, model says {added} newly added")
+
+    def push_effect(self, name, mode, value, group, msgs):
+        """A push (RMQ.PUSH, or a schedule's firing): (None, newly added), or (why it
+        fails, 0) with nothing changed."""
         q = self.q(name)
         kind = kind_of_mode(mode)
         err = None
@@ -295,11 +313,7 @@ class Model:
             if len(q.waiting) + len(fresh) > lim["max-queue-length"]:
                 err = "queue full"
         if err is not None:
-            if not isinstance(reply, Exception):
-                fail(f"PUSH should fail ({err}); got {reply!r}")
-            return
-        if isinstance(reply, Exception):
-            fail(f"PUSH should succeed; got error {reply}")
+            return err, 0
         mu = mode.upper()
         score = {"RANGE": self.now + value if mu == "RANGE" else None,
                  "PRIORITY": value, "AT": value,
@@ -319,8 +333,7 @@ class Model:
                 w.group = group       # the latest push sets the group
         self.counters["pushed"] += added
         self.counters["merged"] += merged
-        if reply != added:
-            fail(f"PUSH reply {reply!r}, model says {added} newly added")
+        return None, added
 
     def _release_holds(self, q):
         for w in q.waiting.values():
@@ -572,7 +585,8 @@ class Model:
                         min((x.hold for x in w if x.hold is not None), default=None)]
         exp = {"kind": q.kind.encode() if q.kind else None, "waiting": len(w), "ready": ready,
                "inflight": len(q.flight), "dead": len(q.dead),
-               "next_expiry": min((f.deadline for f in q.flight.values()), default=None)}
+               "next_expiry": min((f.deadline for f in q.flight.values()), default=None),
+               "schedules": len(getattr(q, "schedules", {}))}
         for k, v in exp.items():
             if got.get(k) != v:
                 fail(f"INFO {q.name!r} {k}: server {got.get(k)!r}, model {v!r} ({q!r})")
@@ -663,6 +677,7 @@ def _tag_of(key):
 def check_keys(model, dump):
     """dump: {key: (type, value)} (helpers.snapshot). Raises ModelMismatch on any
     difference from the model (see the module doc)."""
+    model_schedules.check_sched_keys(model, dump)
     names = set(model.queues)
     for key, (t, _v) in dump.items():
         if key in names:
@@ -677,7 +692,8 @@ def check_keys(model, dump):
         prep = dict(dump.get(prep_key(name), (b"zset", []))[1])
         dead = dict(dump.get(dead_key(name), (b"zset", []))[1])
         others = {k: v for k, v in dump.items()
-                  if _tag_of(k) == name and k not in (prep_key(name), dead_key(name))}
+                  if _tag_of(k) == name and k not in (prep_key(name), dead_key(name),
+                                                      model_schedules.sched_key(name))}
         exp_prep = {m: float(f.deadline) for m, f in q.flight.items()}
         if prep != exp_prep:
             fail(_zdiff(prep_key(name), prep, exp_prep))

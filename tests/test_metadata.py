@@ -21,6 +21,7 @@ COMMANDS = {
     "rmq.info": (2, {"readonly", "fast"}, {"write"}),
     "rmq.pending": (-2, {"readonly"}, {"write"}),
     "rmq.policy": (-3, {"readonly"}, {"write"}),
+    "rmq.schedule": (-3, {"readonly"}, {"write"}),
     "rmq.route": (4, {"readonly", "fast"}, {"write"}),
     "rmq.tpop": (-3, {"write", "blocking"}, {"readonly"}),
     "rmq.queues": (-1, {"readonly"}, {"write"}),
@@ -41,6 +42,7 @@ ARGUMENTS = {
     "rmq.info": ["queue"],
     "rmq.pending": ["queue", "count"],
     "rmq.policy": ["queue", "operation"],
+    "rmq.schedule": ["queue", "operation"],
     "rmq.route": ["topic", "slots", "basis"],
     "rmq.tpop": ["topic", "slots", "count", "ms", "timeout-ms"],
     "rmq.queues": ["pattern", "count", "cursor"],
@@ -59,6 +61,7 @@ VALID = {
     "rmq.info": ["myq"],
     "rmq.pending": ["myq", "COUNT", "3"],
     "rmq.policy": ["myq", "GET"],
+    "rmq.schedule": ["myq", "LIST"],
     "rmq.route": ["topic", "8", "basis"],
     "rmq.tpop": ["topic", "8"],
     "rmq.queues": ["COUNT", "5"],
@@ -111,6 +114,12 @@ def test_command_docs_argument_details(server):
     set_ = pol["arguments"][0]
     assert set_["token"] == "SET" and set_["type"] == "block" and set_["flags"] == ["multiple"]
     assert [(a["name"], a["type"]) for a in set_["arguments"]] == [("field", "string"), ("value", "integer")]
+    sched = _docs(c, "rmq.schedule")["arguments"][1]
+    assert [(a["token"], a["type"]) for a in sched["arguments"]] == \
+        [("SET", "block"), ("DEL", "string"), ("LIST", "pure-token")]
+    set_ = sched["arguments"][0]["arguments"]
+    assert [a["name"] for a in set_] == ["name", "timing", "unix-ms", "unix-ms", "n", "mode", "group", "message"]
+    assert [(a.get("token"), a["type"]) for a in set_[1]["arguments"]] == [("EVERY", "integer"), (None, "block")]
     popa = _docs(c, "rmq.pop")["arguments"]
     assert [(a.get("token"), a.get("flags")) for a in popa[1:]] == \
         [("COUNT", ["optional"]), ("LEASE", ["optional"]), ("BLOCK", ["optional"])]
@@ -154,8 +163,9 @@ def test_command_info(server, name):
     assert spec["begin_search"] == {"type": "index", "spec": {"index": 1}}
     assert spec["find_keys"] == {"type": "range",
                                  "spec": {"lastkey": 0, "keystep": 1, "limit": 0}}
-    if "write" in flags or name == "rmq.policy":
-        # RMQ.POLICY is flagged readonly so that GET answers on replicas; SET writes.
+    if "write" in flags or name in ("rmq.policy", "rmq.schedule"):
+        # RMQ.POLICY and RMQ.SCHEDULE are flagged readonly so that GET and LIST answer on
+        # replicas; SET writes.
         assert "RW" in spec["flags"]
     else:
         assert spec["flags"] == ["RO", "access"]
@@ -244,7 +254,7 @@ def test_eviction_risk_from_noeviction_to_allkeys(server, r):
 
 FIELDS = ["pushed", "merged", "popped", "acked", "nacked", "expired", "dead", "replayed",
           "cancelled", "group_waits", "rate_limited", "blocked_clients", "sweep_runs",
-          "sweep_max_us", "eviction_risk"]
+          "sweep_max_us", "schedule_fired", "schedule_skipped", "schedules", "eviction_risk"]
 
 
 def _raw_info(c):
@@ -311,4 +321,5 @@ def test_info_rmq_counters_after_scenario(start_server):
     got.pop("sweep_max_us")
     assert got == {"pushed": 5, "merged": 1, "popped": 5, "acked": 1, "nacked": 2,
                    "expired": 2, "dead": 1, "replayed": 1, "cancelled": 3, "group_waits": 0,
-                   "rate_limited": 0, "blocked_clients": 0, "eviction_risk": 0}
+                   "rate_limited": 0, "blocked_clients": 0, "schedule_fired": 0,
+                   "schedule_skipped": 0, "schedules": 0, "eviction_risk": 0}

@@ -14,27 +14,27 @@ pub const MAX_RELATIVE: i64 = 1 << 52;
 pub const MAX_POP_COUNT: i64 = 10_000;
 pub const DEFAULT_PENDING: usize = 100;
 
-fn int_in(opt: &'static str, val: &[u8], min: i64, max: i64, must: &'static str) -> Result<i64> {
+pub(crate) fn int_in(opt: &'static str, val: &[u8], min: i64, max: i64, must: &'static str) -> Result<i64> {
     match parse_int(val) {
         Some(v) if v >= min && v <= max => Ok(v),
         _ => Err(RmqError::BadValue(opt, must)),
     }
 }
 
-fn is(arg: &[u8], word: &str) -> bool {
+pub(crate) fn is(arg: &[u8], word: &str) -> bool {
     arg.eq_ignore_ascii_case(word.as_bytes())
 }
 
-fn syntax(arg: &[u8]) -> RmqError {
+pub(crate) fn syntax(arg: &[u8]) -> RmqError {
     RmqError::Syntax(format!("unexpected argument '{}'", String::from_utf8_lossy(arg)))
 }
 
 /// The value after an option keyword, or a syntax error if it is missing.
-fn value<'a>(args: &[&'a [u8]], i: usize) -> Result<&'a [u8]> {
+pub(crate) fn value<'a>(args: &[&'a [u8]], i: usize) -> Result<&'a [u8]> {
     args.get(i + 1).copied().ok_or_else(|| RmqError::Syntax(format!("{} needs a value", String::from_utf8_lossy(args[i]).to_uppercase())))
 }
 
-fn arity(args: &[&[u8]], min: usize, cmd: &'static str) -> Result<()> {
+pub(crate) fn arity(args: &[&[u8]], min: usize, cmd: &'static str) -> Result<()> {
     if args.len() < min {
         Err(RmqError::Arity(cmd))
     } else {
@@ -71,7 +71,13 @@ pub struct PushArgs<'a> {
 pub fn push<'a>(args: &[&'a [u8]]) -> Result<PushArgs<'a>> {
     queue(args, "rmq.push")?;
     arity(args, 4, "rmq.push")?;
-    let (opt, val) = (args[1], args[2]);
+    push_tail(args, 1)
+}
+
+/// The mode at `args[at]`, its value, the optional GROUP and the index of the first
+/// message (RMQ.PUSH, and the push a schedule makes).
+pub(crate) fn push_tail<'a>(args: &[&'a [u8]], at: usize) -> Result<PushArgs<'a>> {
+    let (opt, val) = (args[at], value(args, at)?);
     let mode = if is(opt, "RANGE") {
         PushMode::Range(int_in("RANGE", val, 1, MAX_RELATIVE, RELATIVE_MUST)?)
     } else if is(opt, "PRIORITY") {
@@ -83,14 +89,14 @@ pub fn push<'a>(args: &[&'a [u8]]) -> Result<PushArgs<'a>> {
     } else {
         return Err(RmqError::Syntax(format!("expected RANGE, PRIORITY, AT or DELAY, got '{}'", String::from_utf8_lossy(opt))));
     };
-    if args.len() >= 6 && is(args[3], "GROUP") {
-        let g = args[4];
+    if args.len() >= at + 5 && is(args[at + 2], "GROUP") {
+        let g = args[at + 3];
         if g.is_empty() || g.len() > MAX_GROUP_BYTES {
             return Err(RmqError::BadValue("GROUP", "a non-empty string of at most 1024 bytes"));
         }
-        return Ok(PushArgs { mode, group: Some(g), first: 5 });
+        return Ok(PushArgs { mode, group: Some(g), first: at + 4 });
     }
-    Ok(PushArgs { mode, group: None, first: 3 })
+    Ok(PushArgs { mode, group: None, first: at + 2 })
 }
 
 #[derive(Debug, PartialEq, Eq)]

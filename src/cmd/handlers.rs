@@ -10,7 +10,7 @@ use crate::core::store::Store;
 use crate::ffi::context::{now_ms, set_test_now};
 use crate::ffi::rstr::Argv;
 use crate::ffi::{reply, Ctx, RStr};
-use crate::runtime::delivery::{reply_popped, reply_topic, swept, take, take_topic, Opened};
+use crate::runtime::delivery::{pushed, reply_popped, reply_topic, swept, take, take_topic, Opened};
 use crate::runtime::queue_stats::{self, Stat};
 use crate::runtime::{acl, alarm, blocking, cluster, events, ratelimit, settings};
 
@@ -39,9 +39,7 @@ pub fn push(c: &Call) -> Result<()> {
     cluster::check_arrived(c.ctx, &q)?;
     let lim = settings::limits(&*q);
     let out = rules::push(&mut *q, now_ms(), &lim, a.mode, a.group, &c.members(a.first))?;
-    queue_stats::count(c.ctx, q.name(), &[(Stat::Pushed, out.added), (Stat::Merged, out.merged)]);
-    events::notify(c.ctx, q.name(), events::PUSHED, out.added > 0);
-    events::notify(c.ctx, q.name(), events::MERGED, out.merged > 0);
+    pushed(c.ctx, q.name(), &out);
     reply::int(c.ctx, out.added as i64);
     Ok(())
 }
@@ -158,7 +156,7 @@ pub fn info(c: &Call) -> Result<()> {
     let now = now_ms();
     let i = rules::info(&*q, now);
     let counts = queue_stats::of(c.ctx.db(), q.name().as_ref());
-    reply::map(c.ctx, 9 + Stat::ALL.len());
+    reply::map(c.ctx, 10 + Stat::ALL.len());
     reply::bytes(c.ctx, b"kind");
     match i.kind {
         Some(k) => reply::bytes(c.ctx, k.name().as_bytes()),
@@ -181,6 +179,8 @@ pub fn info(c: &Call) -> Result<()> {
         reply::bytes(c.ctx, s.name().as_bytes());
         reply::opt_int(c.ctx, counts.map(|c| c[s as usize] as i64));
     }
+    reply::bytes(c.ctx, b"schedules");
+    reply::int(c.ctx, crate::cmd::schedule::count(c.ctx, c.args[0]) as i64);
     Ok(())
 }
 

@@ -5,4 +5,6 @@
 pub mod args;
 pub mod handlers;
 pub mod queues;
+pub mod schedule;
+pub mod schedule_args;
 pub mod table;

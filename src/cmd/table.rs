@@ -7,6 +7,7 @@ use redis_module::raw::{RedisModuleCtx, RedisModuleString};
 
 use crate::cmd::handlers::{self, Call};
 use crate::cmd::queues;
+use crate::cmd::schedule;
 use crate::core::error::{Result, RmqError};
 use crate::ffi::command::{self, arg, many, opt, tok, tok_many, Arg, KeyUse, Spec, Ty};
 use crate::ffi::guard::caught;
@@ -27,6 +28,21 @@ fn run(ctx: *mut RedisModuleCtx, argv: *mut *mut RedisModuleString, argc: c_int,
 const QUEUE: Arg = arg("queue", Ty::Key);
 const MODES: &[Arg] =
     &[tok("RANGE", "ms", Ty::Int), tok("PRIORITY", "priority", Ty::Int), tok("AT", "unix-ms", Ty::Time), tok("DELAY", "ms", Ty::Int)];
+const SCHEDULE_MODES: &[Arg] = &[tok("RANGE", "ms", Ty::Int), tok("PRIORITY", "priority", Ty::Int), tok("DELAY", "ms", Ty::Int)];
+const SCHEDULE_CRON: &[Arg] = &[tok("CRON", "expr", Ty::Str), opt("TZ", "zone", Ty::Str)];
+const SCHEDULE_TIMING: &[Arg] = &[tok("EVERY", "ms", Ty::Int), arg("cron", Ty::Block(SCHEDULE_CRON))];
+const SCHEDULE_SET: &[Arg] = &[
+    arg("name", Ty::Str),
+    arg("timing", Ty::OneOf(SCHEDULE_TIMING)),
+    opt("START", "unix-ms", Ty::Time),
+    opt("END", "unix-ms", Ty::Time),
+    opt("TIMES", "n", Ty::Int),
+    arg("mode", Ty::OneOf(SCHEDULE_MODES)),
+    opt("GROUP", "group", Ty::Str),
+    arg("message", Ty::Str),
+];
+const SCHEDULE_OPS: &[Arg] =
+    &[tok("SET", "set", Ty::Block(SCHEDULE_SET)), tok_many("DEL", "name", Ty::Str), tok("LIST", "list", Ty::Token)];
 const POLICY_PAIR: &[Arg] = &[arg("field", Ty::Str), arg("value", Ty::Int)];
 const POLICY_OPS: &[Arg] =
     &[tok_many("SET", "field-value", Ty::Block(POLICY_PAIR)), tok("GET", "get", Ty::Token), tok("RESET", "reset", Ty::Token)];
@@ -120,6 +136,14 @@ commands! { COMMANDS:
         summary: c"The queues this server holds (in the hash slots it serves), SCAN-like: start with CURSOR 0, stop when the reply's cursor is 0",
         complexity: c"O(COUNT) per call",
         args: &[opt("MATCH", "pattern", Ty::Str), opt("COUNT", "count", Ty::Int), opt("CURSOR", "cursor", Ty::Str)],
+    }
+    // Read-only as far as Redis knows, so LIST answers on a replica (like POLICY GET):
+    // SET and DEL refuse themselves on a replica and, SET, when out of memory.
+    cmd_schedule => schedule::schedule {
+        name: c"rmq.schedule", flags: c"readonly", key: KeyUse::Write, arity: -3, acl: c"write slow",
+        summary: c"A queue's schedules: repeating pushes the server fires by itself (EVERY ms or CRON expr [TZ zone]): SET, DEL or LIST",
+        complexity: c"O(log(N)) for SET and DEL of one schedule of N; O(N) for LIST",
+        args: &[QUEUE, arg("operation", Ty::OneOf(SCHEDULE_OPS))],
     }
     cmd_route => handlers::route {
         name: c"rmq.route", flags: c"readonly fast", key: KeyUse::None, arity: 4, acl: c"fast",

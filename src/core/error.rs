@@ -27,6 +27,10 @@ pub enum RmqError {
     QueueName,
     /// The queue's slot is being migrated to this node and the queue has not arrived yet.
     TryAgain,
+    /// Used memory is over `maxmemory` (a command that adds data, checked by hand).
+    OutOfMemory,
+    /// A schedule that cannot be (bad cron expression, unknown zone, never fires...).
+    BadSchedule(String),
     Internal(String),
 }
 
@@ -63,6 +67,8 @@ impl RmqError {
             RmqError::TryAgain => {
                 "TRYAGAIN the queue's slot is being migrated to this node and the queue has not arrived yet; retry".into()
             }
+            RmqError::OutOfMemory => "OOM command not allowed when used memory > 'maxmemory'.".into(),
+            RmqError::BadSchedule(what) => format!("ERR invalid schedule: {what}"),
             RmqError::Internal(what) => format!("ERR internal error: {what}"),
         }
     }
@@ -76,6 +82,7 @@ mod tests {
     fn messages_carry_their_code_and_keyword() {
         assert!(RmqError::WrongType.message().starts_with("WRONGTYPE "));
         assert!(RmqError::TryAgain.message().starts_with("TRYAGAIN "));
+        assert!(RmqError::OutOfMemory.message().starts_with("OOM "));
         assert!(RmqError::ReadOnly.message().starts_with("READONLY "));
         assert!(RmqError::NoPerm("u".into()).message().starts_with("NOPERM "));
         let all = [
@@ -88,6 +95,7 @@ mod tests {
             (RmqError::TooLong(3), "max-message-bytes"),
             (RmqError::QueueFull(3), "max-queue-length"),
             (RmqError::QueueName, "queue name"),
+            (RmqError::BadSchedule("x".into()), "schedule"),
             (RmqError::Internal("x".into()), "internal"),
         ];
         for (e, word) in all {

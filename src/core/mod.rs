@@ -7,7 +7,9 @@
 
 pub mod bucket;
 pub mod codec;
+pub mod cron_schedule;
 pub mod error;
+pub mod firings;
 pub mod fnv;
 pub mod glob;
 pub mod kind;

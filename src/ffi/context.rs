@@ -57,6 +57,11 @@ impl Ctx {
         self.flags() & raw::REDISMODULE_CTX_FLAGS_MASTER != 0
     }
 
+    /// Used memory is over `maxmemory` (what makes Redis refuse deny-oom commands).
+    pub fn out_of_memory(self) -> bool {
+        self.flags() & raw::REDISMODULE_CTX_FLAGS_OOM != 0
+    }
+
     pub fn in_cluster(self) -> bool {
         self.flags() & raw::REDISMODULE_CTX_FLAGS_CLUSTER != 0
     }

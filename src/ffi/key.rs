@@ -193,6 +193,23 @@ impl Key {
         }
     }
 
+    /// Calls `f` with every field and value of a hash (RM_ScanKey: no command is run, so
+    /// it is safe inside a keyspace notification, where RM_Call is not).
+    pub fn hscan(&self, f: &mut dyn FnMut(&[u8], &[u8])) {
+        if self.key_type() != KeyType::Hash {
+            return;
+        }
+        let mut f = f;
+        let data: *mut &mut dyn FnMut(&[u8], &[u8]) = &mut f;
+        // SAFETY: an open hash key; `data` points to `f`, alive during the scan; the
+        // cursor is destroyed here.
+        unsafe {
+            let cursor = rm!(RedisModule_ScanCursorCreate)();
+            while rm!(RedisModule_ScanKey)(self.0, cursor, Some(visit_field), data.cast()) != 0 {}
+            rm!(RedisModule_ScanCursorDestroy)(cursor);
+        }
+    }
+
     /// Deletes the key's value; false when there was none.
     pub fn delete(&self) -> bool {
         if self.key_type() == KeyType::Empty {
@@ -200,4 +217,21 @@ impl Key {
         }
         unsafe { rm!(RedisModule_DeleteKey)(self.0) == OK }
     }
+}
+
+extern "C" fn visit_field(
+    _key: *mut raw::RedisModuleKey,
+    field: *mut raw::RedisModuleString,
+    value: *mut raw::RedisModuleString,
+    data: *mut std::ffi::c_void,
+) {
+    // SAFETY: `data` is the visitor passed by `hscan`, alive during the scan; field and
+    // value are live strings during the call (value may be NULL for non-hash keys).
+    let f = unsafe { &mut *(data as *mut &mut dyn FnMut(&[u8], &[u8])) };
+    if field.is_null() || value.is_null() {
+        return;
+    }
+    // SAFETY: live strings (above).
+    let (field, value) = unsafe { (super::rstr::bytes(field), super::rstr::bytes(value)) };
+    super::guard::guard((), || f(field, value));
 }

@@ -1,10 +1,12 @@
 //! The wake-up seam between whatever needs a later look (a lease deadline, a due time a
-//! blocked consumer waits for) and the timer that takes it: two schedules of queues by
-//! time and the one module timer armed at the earliest of them. What the timer does when
-//! it fires is `timers`' business (it registers its callback here at load).
+//! blocked consumer waits for, a schedule's next firing) and the timer that takes it: two
+//! schedules of queues by time, the index of firings, and the one module timer armed at
+//! the earliest of them. What the timer does when it fires is `timers`' business (it
+//! registers its callback here at load).
 
 use std::sync::{LazyLock, Mutex, MutexGuard, OnceLock};
 
+use crate::core::firings::{Firings, ScheduleId};
 use crate::core::schedule::{QueueId, Schedule};
 use crate::ffi::context::now_ms;
 use crate::ffi::timer::{self, TimerFn, TimerId};
@@ -19,6 +21,8 @@ struct Alarm {
     leases: Schedule,
     /// Queues with blocked consumers by the due time of their next waiting message.
     dues: Schedule,
+    /// Schedules (RMQ.SCHEDULE) by their next planned time.
+    firings: Firings,
     /// The armed module timer and when it fires.
     armed: Option<(TimerId, i64)>,
 }
@@ -55,6 +59,34 @@ pub fn note_due(ctx: Ctx, queue: &[u8], due: i64) {
     if earliest {
         arm(ctx, due);
     }
+}
+
+/// Notes the next planned time of schedule `name` of a queue of db `db`.
+pub fn note_firing(ctx: Ctx, db: i32, queue: &[u8], name: &[u8], t: i64) {
+    let earliest = alarm().firings.note(db, queue, name, t);
+    if earliest {
+        arm(ctx, t);
+    }
+}
+
+/// Forgets a schedule's planned time (replaced or deleted).
+pub fn forget_firing(db: i32, queue: &[u8], name: &[u8], t: i64) {
+    alarm().firings.forget(db, queue, name, t);
+}
+
+/// Takes the next schedule whose planned time is <= now.
+pub fn pop_firing(now: i64) -> Option<(i64, ScheduleId)> {
+    alarm().firings.pop_due(now)
+}
+
+/// Forgets every schedule (before a rescan, or on becoming a replica).
+pub fn clear_firings() {
+    alarm().firings.clear();
+}
+
+/// How many schedules this server fires.
+pub fn firings() -> usize {
+    alarm().firings.len()
 }
 
 /// Makes sure the timer fires no later than `at`.
@@ -99,10 +131,7 @@ pub fn pop_due(now: i64) -> Option<QueueId> {
 /// The earliest time anything is noted for.
 pub fn next() -> Option<i64> {
     let a = alarm();
-    match (a.leases.next(), a.dues.next()) {
-        (Some(x), Some(y)) => Some(x.min(y)),
-        (x, y) => x.or(y),
-    }
+    [a.leases.next(), a.dues.next(), a.firings.next()].into_iter().flatten().min()
 }
 
 /// Forgets every noted lease (before a rescan finds them all again).

@@ -7,7 +7,7 @@ use std::ops::{Deref, DerefMut};
 
 use crate::core::error::Result;
 use crate::core::route::queue_name;
-use crate::core::rules::{self, Popped, SweepOutcome};
+use crate::core::rules::{self, Popped, PushOutcome, SweepOutcome};
 use crate::core::store::{Set, Store};
 use crate::ffi::{reply, Ctx, RStr};
 use crate::runtime::queue_stats::{self, Stat};
@@ -61,6 +61,15 @@ impl Drop for Opened {
             }
         }
     }
+}
+
+/// Counts and announces a push into queue `q` (RMQ.PUSH, or a schedule's firing).
+pub fn pushed(ctx: Ctx, q: &RStr, out: &PushOutcome) {
+    stats::PUSHED.add(out.added);
+    stats::MERGED.add(out.merged);
+    queue_stats::count(ctx, q, &[(Stat::Pushed, out.added), (Stat::Merged, out.merged)]);
+    events::notify(ctx, q, events::PUSHED, out.added > 0);
+    events::notify(ctx, q, events::MERGED, out.merged > 0);
 }
 
 /// Takes up to `count` deliverable messages (fewer if the queue's rate limit says so, none

@@ -1,9 +1,11 @@
 //! Server events the module follows, and what each sets going: after a load, a promotion,
-//! a SWAPDB or a FLUSH, the leases and the topic index are found again by one scan of the
-//! keyspace (and the queue registry by another, on replicas too); keys created, deleted,
-//! expired or evicted keep the queue registry; keys arriving by RESTORE, RENAME, MOVE or COPY bring their queue's leases and
-//! waiting messages; SYNC and PSYNC (seen by a command filter) and role changes switch
-//! effects on; ACL commands drop TPOP's permission verdicts.
+//! Server events the module follows, and what each sets going: after a load, a promotion,
+//! a SWAPDB or a FLUSH, the leases, the schedules and the topic index are found again by one
+//! scan of the keyspace (and the queue registry by another, on replicas too); keys created,
+//! deleted, expired or evicted keep the queue registry; keys arriving by RESTORE, RENAME, MOVE
+//! or COPY bring their queue's leases, schedules and waiting messages; SYNC and PSYNC (seen by
+//! a command filter) and role changes switch effects on; ACL commands drop TPOP's permission
+//! verdicts.
 
 use std::collections::BTreeSet;
 
@@ -12,10 +14,11 @@ use crate::core::store::{Set, Store};
 use crate::ffi::guard::guard;
 use crate::ffi::hooks::{self, scan_keys, ServerEvent, FLUSH_ENDED, LOADING_ENDED, NOW_PRIMARY};
 use crate::ffi::{Ctx, RStr};
-use crate::runtime::{acl, alarm, cluster, registry, topics};
+use crate::runtime::{acl, alarm, cluster, registry, schedules, topics};
 use crate::storage::effects;
 use crate::storage::keys::{self, queue_of};
 use crate::storage::redis_queue::RedisQueue;
+use crate::storage::schedules as sched_keys;
 
 /// Tells the timer about queue `q`'s leases and holds, and the topic index about its
 /// waiting messages.
@@ -38,14 +41,21 @@ pub fn rescan(ctx: Ctx) {
     guard((), || {
         let original = ctx.db();
         alarm::clear_leases();
+        alarm::clear_firings();
         topics::clear();
         let mut db = 0;
         while ctx.select_db(db) {
             // Queues are opened after the scan: the scan must not see keys change.
-            let mut queues: BTreeSet<Vec<u8>> = BTreeSet::new();
-            scan_keys(ctx, &mut |key, _| queues.extend(queue_of(key).map(|(q, _)| q.to_vec())));
+            let (mut queues, mut scheduled): (BTreeSet<Vec<u8>>, Vec<Vec<u8>>) = Default::default();
+            scan_keys(ctx, &mut |key, _| {
+                queues.extend(queue_of(key).map(|(q, _)| q.to_vec()));
+                scheduled.extend(sched_keys::queue_of(key).map(<[u8]>::to_vec));
+            });
             for q in queues {
                 found(ctx, &q);
+            }
+            for q in scheduled {
+                schedules::found(ctx, &q);
             }
             db += 1;
         }
@@ -83,6 +93,9 @@ fn on_role_changed(ctx: Ctx, sub: u64) {
     cluster::forget_slots();
     if sub == NOW_PRIMARY {
         rescan(ctx);
+    } else {
+        // A replica fires nothing.
+        alarm::clear_firings();
     }
 }
 
@@ -106,7 +119,10 @@ fn on_key_event(ctx: Ctx, event: &[u8], key: &RStr) {
     }
     if arrived && ctx.is_primary() {
         let key = key.as_ref();
-        found(ctx, queue_of(key).map_or(key, |(q, _)| q));
+        match sched_keys::queue_of(key) {
+            Some(q) => schedules::found(ctx, q),
+            None => found(ctx, queue_of(key).map_or(key, |(q, _)| q)),
+        }
     }
 }
 

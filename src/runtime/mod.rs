@@ -1,7 +1,7 @@
 //! The module at run time, over storage: settings, counters, keyspace events, the timer
-//! and its wake-up seam, blocked consumers, delivery, server-event hooks, cluster
-//! migration and the eviction warning. Dependencies run one way:
-//! `alarm` <- `waiters` <- `delivery` <- `blocking`, `timers` <- `hooks`.
+//! and its wake-up seam, blocked consumers, delivery, schedule firings, server-event
+//! hooks, cluster migration and the eviction warning. Dependencies run one way:
+//! `alarm` <- `waiters` <- `delivery` <- `blocking`, `schedules`, `timers` <- `hooks`.
 
 pub mod acl;
 pub mod alarm;
@@ -14,6 +14,7 @@ pub mod hooks;
 pub mod queue_stats;
 pub mod ratelimit;
 pub mod registry;
+pub mod schedules;
 pub mod settings;
 pub mod stats;
 pub mod timers;

@@ -37,9 +37,11 @@ pub static RATE_LIMITED: Counter = Counter::new();
 pub static BLOCKED_CLIENTS: Counter = Counter::new();
 pub static SWEEP_RUNS: Counter = Counter::new();
 pub static SWEEP_MAX_US: Counter = Counter::new();
+pub static SCHEDULE_FIRED: Counter = Counter::new();
+pub static SCHEDULE_SKIPPED: Counter = Counter::new();
 
 /// Every field of the `INFO rmq` section, in order.
-pub fn fields() -> [(&'static str, u64); 14] {
+pub fn fields() -> [(&'static str, u64); 17] {
     [
         ("pushed", PUSHED.get()),
         ("merged", MERGED.get()),
@@ -55,5 +57,9 @@ pub fn fields() -> [(&'static str, u64); 14] {
         ("blocked_clients", BLOCKED_CLIENTS.get()),
         ("sweep_runs", SWEEP_RUNS.get()),
         ("sweep_max_us", SWEEP_MAX_US.get()),
+        ("schedule_fired", SCHEDULE_FIRED.get()),
+        ("schedule_skipped", SCHEDULE_SKIPPED.get()),
+        // Gauge: the schedules this server fires (a replica fires none).
+        ("schedules", crate::runtime::alarm::firings() as u64),
     ]
 }

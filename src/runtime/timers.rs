@@ -1,6 +1,6 @@
 //! What the module timer does when it fires (`alarm` arms it): wake consumers blocked on a
-//! queue whose next message has come due, and roll back expired leases and release ended
-//! retry holds of every queue in small time-bounded steps (about half a millisecond, the clock checked every 16
+//! queue whose next message has come due, fire due schedules (`schedules`), and roll back
+//! expired leases and release ended retry holds of every queue in small time-bounded steps (about half a millisecond, the clock checked every 16
 //! rollbacks), coming back while it is behind, like Redis's active expire cycle. It runs
 //! on primaries only; after a load or a promotion the leases are found again by one scan
 //! of the keyspace (`hooks::rescan`).
@@ -17,7 +17,7 @@ use crate::ffi::guard::{caught, guard};
 use crate::ffi::timer::{self, OneShotFn};
 use crate::ffi::{Ctx, RStr};
 use crate::runtime::delivery::{swept, Opened};
-use crate::runtime::{alarm, blocking, settings, stats};
+use crate::runtime::{alarm, blocking, schedules, settings, stats};
 
 /// Work per timer step before yielding to clients: with the replication of its effects
 /// and the hop through the event loop a step then keeps a client waiting under 1 ms
@@ -113,8 +113,8 @@ extern "C" fn tick(ctx: *mut RedisModuleCtx, _data: *mut c_void) {
     }
 }
 
-/// One timer step: wake blocked consumers whose message came due, then roll back expired
-/// leases until the budget runs out. Returns when to come back.
+/// One timer step: wake blocked consumers whose message came due, fire due schedules,
+/// then roll back expired leases, until the budget runs out. Returns when to come back.
 fn step(ctx: Ctx) -> Option<Next> {
     let started = Instant::now();
     let now = now_ms();
@@ -130,7 +130,7 @@ fn step(ctx: Ctx) -> Option<Next> {
             queue.wake_consumers();
         }
     }
-    let mut behind = false;
+    let mut behind = schedules::fire_due(ctx, now, started, STEP_BUDGET);
     while !behind {
         let Some((db, q)) = alarm::pop_lease(now) else { break };
         ctx.select_db(db);

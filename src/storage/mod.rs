@@ -6,3 +6,4 @@
 pub mod effects;
 pub mod keys;
 pub mod redis_queue;
+pub mod schedules;

@@ -8,8 +8,9 @@
 
 from .message import AlreadySettled, Dead, Message
 from .queues import Queue, Topic, route, sum_info
+from .schedules import Schedule
 from .worker import Worker, WorkerStats
 
-__all__ = ["AlreadySettled", "Dead", "Message", "Queue", "Topic", "Worker", "WorkerStats",
-           "route", "sum_info"]
+__all__ = ["AlreadySettled", "Dead", "Message", "Queue", "Schedule", "Topic", "Worker",
+           "WorkerStats", "route", "sum_info"]
 __version__ = "0.1.0"

@@ -1,5 +1,6 @@
-"""Command line: ``python -m rmq stats TOPIC SLOTS [--host H] [--port P] [--cluster]``; the
-``dashboard`` and ``exporter`` subcommands come from rmq.dashboard.cli."""
+"""Command line: ``python -m rmq stats TOPIC SLOTS [--host H] [--port P] [--cluster]`` and
+``python -m rmq schedules QUEUE [--host H] [--port P] [--cluster]``; the ``dashboard`` and
+``exporter`` subcommands come from rmq.dashboard.cli."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from redis.cluster import RedisCluster
 
 from ._util import Client
 from .dashboard import cli as dashboard_cli
-from .queues import Topic, sum_info
+from .queues import Queue, Topic, sum_info
+from .schedules import schedules_table
 
 COLUMNS = ("waiting", "ready", "inflight", "dead")
 
@@ -36,10 +38,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     s = sub.add_parser("stats", help="waiting, ready, in flight and dead per queue of a topic")
     s.add_argument("topic")
     s.add_argument("slots", type=int)
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=6379)
-    s.add_argument("--cluster", action="store_true", help="the server is a Redis Cluster node")
     s.add_argument("--nonempty", action="store_true", help="leave out empty queues")
+    sc = sub.add_parser("schedules", help="a queue's schedules with their next and last firing")
+    sc.add_argument("queue")
+    for a in (s, sc):
+        a.add_argument("--host", default="127.0.0.1")
+        a.add_argument("--port", type=int, default=6379)
+        a.add_argument("--cluster", action="store_true", help="the server is a Redis Cluster node")
     dashboard_cli.add_commands(sub)
     args = p.parse_args(argv)
     if hasattr(args, "run"):  # dashboard, exporter
@@ -47,8 +52,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     client: Client = (RedisCluster if args.cluster else redis.Redis)(
         host=args.host, port=args.port, socket_timeout=10)
     try:
-        topic = Topic(client, args.topic, args.slots)
-        sys.stdout.write(stats_table(topic.info_by_queue(), args.nonempty))
+        if args.command == "schedules":
+            sys.stdout.write(schedules_table(Queue(client, args.queue).schedules()))
+        else:
+            topic = Topic(client, args.topic, args.slots)
+            sys.stdout.write(stats_table(topic.info_by_queue(), args.nonempty))
     except (ValueError, redis.RedisError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

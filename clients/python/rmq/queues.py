@@ -8,6 +8,7 @@ from typing import Any, Iterable, Optional, Sequence
 
 from ._util import MAX_MS, Client, Data, as_dict, is_cluster, run_all, to_bytes, to_str
 from .message import Message
+from .schedules import Schedule, parse_list, set_args
 
 MAX_SLOTS = 16384
 TWO53 = 2 ** 53
@@ -170,6 +171,17 @@ class _Target:
         """RMQ.POLICY Q RESET on every queue; returns how many had a policy."""
         return sum(run_all(self.client, [("RMQ.POLICY", q, "RESET") for q in self.queues]))
 
+    def schedules(self) -> list[Schedule]:
+        """RMQ.SCHEDULE Q LIST of every queue, by queue then name."""
+        replies = run_all(self.client, [("RMQ.SCHEDULE", q, "LIST") for q in self.queues])
+        return [s for q, rep in zip(self.queues, replies) for s in parse_list(q, rep)]
+
+    def unschedule(self, *names: Data) -> int:
+        """RMQ.SCHEDULE Q DEL on every queue; returns how many schedules existed."""
+        if not names:
+            raise ValueError("unschedule needs at least one name")
+        return sum(run_all(self.client, [("RMQ.SCHEDULE", q, "DEL", *names) for q in self.queues]))
+
     def _policies(self) -> dict[str, dict[str, Any]]:
         replies = run_all(self.client, [("RMQ.POLICY", q, "GET") for q in self.queues])
         return {q: _policy_dict(rep) for q, rep in zip(self.queues, replies)}
@@ -219,6 +231,21 @@ class Queue(_Target):
     def policy(self) -> dict[str, Any]:
         """RMQ.POLICY Q GET: every field's effective value (names with underscores)."""
         return self._policies()[self.name]
+
+    def schedule(self, name: Data, message: Data, *, every_ms: Optional[int] = None,
+                 cron: Optional[str] = None, tz: Optional[str] = None,
+                 priority: Optional[int] = None, delay: Optional[int] = None,
+                 range_ms: Optional[int] = None, group: Optional[Data] = None,
+                 times: Optional[int] = None, start: Optional[int] = None,
+                 end: Optional[int] = None) -> int:
+        """RMQ.SCHEDULE Q SET: the server pushes `message` every `every_ms` ms or as the
+        cron expression `cron` says in zone `tz` (default UTC), with exactly one of
+        `priority`, `delay` (ms after each firing time), `range_ms`; `times` ends it after
+        that many firings, `start`/`end` (Unix ms) bound it. Replaces a schedule of the same
+        name. Returns the first firing time (Unix ms)."""
+        return self.client.execute_command(*set_args(
+            self.name, name, message, every_ms=every_ms, cron=cron, tz=tz, priority=priority,
+            delay=delay, range_ms=range_ms, group=group, times=times, start=start, end=end))
 
 
 class Topic(_Target):
@@ -279,6 +306,16 @@ class Topic(_Target):
     def policy(self) -> dict[str, dict[str, Any]]:
         """RMQ.POLICY GET of every queue: {queue: {field: value}}."""
         return self._policies()
+
+    def schedule(self, name: Data, message: Data, *, basis: Optional[Data] = None,
+                 **options: Any) -> int:
+        """A schedule whose pushes go where Topic.push would send them: to the queue of
+        `basis`, else of `group`, else of the message (options as Queue.schedule).
+        Returns the first firing time; `schedules()` shows it with its queue."""
+        group = options.get("group")
+        key = basis if basis is not None else (group if group is not None else message)
+        queue = self.queue_for(key)
+        return self.client.execute_command(*set_args(queue, name, message, **options))
 
 
 def _lease_block(lease_ms: Optional[int], block_ms: Optional[int]) -> list:

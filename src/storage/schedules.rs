@@ -1,0 +1,126 @@
+//! `sched{Q}`: a queue's schedules (RMQ.SCHEDULE), a hash of schedule name → stored
+//! schedule (`core::cron_schedule::Stored`), tagged `{Q}` so it lives in the queue's slot.
+//! It stays while the queue is empty and goes with its last schedule. Every change is
+//! replicated at once as HSET/HDEL (inside a command or a timer step, Redis wraps them
+//! with the step's other effects in one MULTI/EXEC) and signalled for WATCH.
+
+use std::ffi::CStr;
+
+use crate::core::cron_schedule::Stored;
+use crate::core::error::{Result, RmqError};
+use crate::ffi::key::{Key, KeyType};
+use crate::ffi::{Ctx, RStr};
+use crate::storage::effects;
+
+const PREFIX: &[u8] = b"sched{";
+
+/// The name of queue `q`'s schedule key.
+pub fn key_name(q: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(q.len() + PREFIX.len() + 1);
+    v.extend_from_slice(PREFIX);
+    v.extend_from_slice(q);
+    v.push(b'}');
+    v
+}
+
+/// The queue whose schedule key `key` is, if it is one.
+pub fn queue_of(key: &[u8]) -> Option<&[u8]> {
+    let q = key.strip_prefix(PREFIX)?.strip_suffix(b"}")?;
+    (!q.is_empty() && !q.iter().any(|&c| c == b'{' || c == b'}')).then_some(q)
+}
+
+/// A queue's schedule key, open.
+pub struct Schedules {
+    ctx: Ctx,
+    name: RStr,
+    key: Key,
+    changed: bool,
+}
+
+const HSET: &CStr = c"HSET";
+const HDEL: &CStr = c"HDEL";
+
+impl Schedules {
+    /// Opens `sched{q}` (for writing if `write`); WRONGTYPE if it holds no hash.
+    pub fn open(ctx: Ctx, q: &[u8], write: bool) -> Result<Schedules> {
+        let name = RStr::from_bytes(&key_name(q));
+        let key = Key::open(ctx, &name, write);
+        if !matches!(key.key_type(), KeyType::Empty | KeyType::Hash) {
+            return Err(RmqError::WrongType);
+        }
+        Ok(Schedules { ctx, name, key, changed: false })
+    }
+
+    /// How many schedules the queue has.
+    pub fn count(&self) -> usize {
+        self.key.len()
+    }
+
+    /// The raw stored value of schedule `name`.
+    fn raw(&self, name: &[u8]) -> Option<RStr> {
+        self.key.hget(&RStr::from_bytes(name))
+    }
+
+    /// Schedule `name`, if it exists and is readable.
+    pub fn get(&self, name: &[u8]) -> Option<Stored> {
+        Stored::decode(self.raw(name)?.as_ref())
+    }
+
+    fn replicate(&mut self, cmd: &'static CStr, args: &[&RStr]) {
+        self.changed = true;
+        if effects::needed(self.ctx) {
+            let mut argv = vec![self.name.ptr()];
+            argv.extend(args.iter().map(|a| a.ptr()));
+            self.ctx.replicate(cmd, &argv);
+        } else {
+            self.ctx.count_change();
+        }
+    }
+
+    /// Writes schedule `name`.
+    pub fn put(&mut self, name: &[u8], s: &Stored) {
+        let (field, value) = (RStr::from_bytes(name), RStr::from_bytes(&s.encode()));
+        self.key.hset(&field, Some(&value));
+        self.replicate(HSET, &[&field, &value]);
+    }
+
+    /// Deletes schedule `name`; false if there was none.
+    pub fn remove(&mut self, name: &[u8]) -> bool {
+        let field = RStr::from_bytes(name);
+        if self.key.hset(&field, None) == 0 {
+            return false;
+        }
+        self.replicate(HDEL, &[&field]);
+        true
+    }
+
+    /// Every schedule, as (name, raw stored value), in the hash's order.
+    pub fn all(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut out = Vec::with_capacity(self.count());
+        self.key.hscan(&mut |k, v| out.push((k.to_vec(), v.to_vec())));
+        out
+    }
+}
+
+impl Drop for Schedules {
+    fn drop(&mut self) {
+        if self.changed {
+            self.ctx.signal_modified(&self.name);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedule_keys_name_their_queue() {
+        assert_eq!(key_name(b"q"), b"sched{q}");
+        assert_eq!(queue_of(b"sched{orders}"), Some(&b"orders"[..]));
+        assert_eq!(queue_of(&key_name(b"a\0b")), Some(&b"a\0b"[..]));
+        for other in [&b"sched{}"[..], b"sched{q", b"xsched{q}", b"meta{q}", b"sched{a{b}", b"q"] {
+            assert_eq!(queue_of(other), None, "{}", String::from_utf8_lossy(other));
+        }
+    }
+}
