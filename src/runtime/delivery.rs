@@ -65,8 +65,6 @@ impl Drop for Opened {
 
 /// Counts and announces a push into queue `q` (RMQ.PUSH, or a schedule's firing).
 pub fn pushed(ctx: Ctx, q: &RStr, out: &PushOutcome) {
-    stats::PUSHED.add(out.added);
-    stats::MERGED.add(out.merged);
     queue_stats::count(ctx, q, &[(Stat::Pushed, out.added), (Stat::Merged, out.merged)]);
     events::notify(ctx, q, events::PUSHED, out.added > 0);
     events::notify(ctx, q, events::MERGED, out.merged > 0);
