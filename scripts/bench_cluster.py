@@ -108,6 +108,12 @@ def driver_argv(seed, pids, opts):
     return argv
 
 
+def stop_driver_later(stop_file, after):
+    """Ends the driver's traffic `after` seconds from now (the drain follows)."""
+    time.sleep(after)
+    Path(stop_file).touch()
+
+
 def start_driver(seed, pids, opts):
     return subprocess.Popen(driver_argv(seed, pids, opts), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
@@ -139,8 +145,12 @@ def check(r):
 
 
 def leftover(nodes):
-    """Keys left on the primaries after the drain (an empty queue leaves none)."""
-    return sum(int(n.conn().dbsize()) for n in nodes if n.alive())
+    """Keys left on the primaries after the drain (an empty queue leaves none): up to 10."""
+    keys = []
+    for n in nodes:
+        if n.alive():
+            keys += [k.decode(errors="replace") for k in n.conn().keys("*")[:10]]
+    return keys[:10]
 
 
 # -- scale: CPU per message ------------------------------------------------------------
@@ -242,8 +252,9 @@ def reshard_run(args):
     try:
         ps = c.primary_servers()
         src, dst = ps[0], ps[1]
-        opts = load_opts(args, secs=args.event_seconds, warmup=0,
-                         **{"lease-ms": args.lease_ms, "drain-secs": args.lease_ms / 1000 + 10})
+        stop_file = os.path.join(src.dir, "stop-traffic")
+        opts = load_opts(args, secs=600, timeout=900, warmup=0, **{
+            "lease-ms": args.lease_ms, "drain-secs": args.lease_ms / 1000 + 10, "stop-file": stop_file})
         proc = start_driver(ps[0], ps, opts)
         time.sleep(args.event_at)
         t0 = time.time()
@@ -253,9 +264,10 @@ def reshard_run(args):
                             "--cluster-pipeline", "100"],
                            capture_output=True, timeout=300, stdin=subprocess.DEVNULL)
         t1 = time.time()
+        stop_driver_later(stop_file, args.event_after)
         if p.returncode != 0:
             raise RuntimeError(f"reshard failed: {(p.stdout + p.stderr).decode()[-2000:]}")
-        r = finish_driver(proc, args.event_seconds + 300)
+        r = finish_driver(proc, 900)
         moved = sum(b - a + 1 for a, b in next(x for x in c.view() if x["port"] == dst.port)["slots"])
         out = dict(primaries=args.reshard_primaries, start_ms=t0 * 1000, end_ms=t1 * 1000,
                    secs=t1 - t0, slots_moved=HASH_SLOTS // 4, dst_slots_after=moved,
@@ -325,11 +337,17 @@ def failover_run(args, fsync):
     try:
         ps = c.primaries()
         victim, _vid, ranges = ps[0]
+        deadline = time.monotonic() + 30
+        while not c.replicas_of(victim):  # every node learns the roles in a moment
+            if time.monotonic() > deadline:
+                raise RuntimeError("the primary has no replica")
+            time.sleep(0.1)
         replica = c.replicas_of(victim)[0]
         key = probe_key(ranges)
         others = [s for s, _i, _r in ps[1:]]
-        opts = load_opts(args, secs=args.event_seconds, warmup=0,
-                         **{"lease-ms": args.lease_ms, "drain-secs": args.lease_ms / 1000 + 10})
+        stop_file = os.path.join(replica.dir, "stop-traffic")
+        opts = load_opts(args, secs=600, timeout=900, warmup=0, **{
+            "lease-ms": args.lease_ms, "drain-secs": args.lease_ms / 1000 + 10, "stop-file": stop_file})
         proc = start_driver(others[0], [s for s, _i, _r in ps], opts)
         time.sleep(args.event_at)
         t0 = time.time()
@@ -339,7 +357,8 @@ def failover_run(args, fsync):
                 raise RuntimeError("the replica did not take over within 60 s")
             time.sleep(0.01)
         t1 = time.time()
-        r = finish_driver(proc, args.event_seconds + 300)
+        stop_driver_later(stop_file, args.event_after)
+        r = finish_driver(proc, 900)
         out = dict(fsync=fsync, primaries=args.reshard_primaries,
                    node_timeout_ms=args.node_timeout_ms, kill_ms=t0 * 1000,
                    serve_ms=t1 * 1000, secs_to_serve=t1 - t0, timeline=r["timeline"],
@@ -553,8 +572,8 @@ def main():
     ap.add_argument("--skip-failover", action="store_true", help="skip failover under load")
     ap.add_argument("--reshard-primaries", type=int, default=3,
                     help="primaries in the resharding and failover runs (default 3)")
-    ap.add_argument("--event-seconds", type=float, default=20.0,
-                    help="traffic duration of the resharding and failover runs (default 20)")
+    ap.add_argument("--event-after", type=float, default=6.0,
+                    help="seconds of traffic after the reshard ends / the slots serve again (default 6)")
     ap.add_argument("--event-at", type=float, default=5.0,
                     help="seconds of traffic before the reshard starts / the kill (default 5)")
     ap.add_argument("--lease-ms", type=int, default=3000,
@@ -567,7 +586,7 @@ def main():
     args = ap.parse_args()
     if args.quick:
         args.primaries, args.seconds, args.warmup = "1,2", 4.0, 1.0
-        args.callgrind_messages, args.event_seconds, args.event_at = 3000, 10.0, 3.0
+        args.callgrind_messages, args.event_after, args.event_at = 3000, 3.0, 3.0
     args.primaries = [int(x) for x in args.primaries.split(",") if x]
     args.callgrind_at = set() if args.skip_callgrind else {0, 1, max(args.primaries)}
     if not DRIVER.exists():

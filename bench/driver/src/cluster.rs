@@ -11,7 +11,8 @@
 //! - Consumers send RMQ.TPOP topic slots COUNT `--count` (QUANTUM `--quantum` when the
 //!   server accepts it: tried once at start) to every primary in turn and ACK each message
 //!   on its own queue, in the same round trip as the next TPOP to that primary.
-//! - Producers stop after `--secs` (after `--warmup`) or `--messages`; consumers then drain
+//! - Producers stop after `--secs` (after `--warmup`), `--messages`, or once the file
+//!   `--stop-file` exists (the script ends the traffic a while after an event); consumers then drain
 //!   until everything acknowledged was acked, or nothing moved for `--drain-secs`.
 //! - Checks every message: acknowledged by a PUSH reply, delivered (with its delivery
 //!   count: a count above 1 is a redelivery after a lease ran out), acked. Lost = pushed
@@ -120,7 +121,12 @@ struct Shared {
     stop_producing: AtomicBool,
     stop_consuming: AtomicBool,
     pushed: AtomicU64,
+    /// Messages acknowledged by the first PUSH that carried them (not pushed again after a
+    /// lost reply): the drain waits for this many acks.
+    pushed_sure: AtomicU64,
     acked: AtomicU64,
+    /// When a TPOP last returned something (ms).
+    last_pop_ms: AtomicU64,
     redirects: AtomicU64,
     errors: AtomicU64,
     /// Batches claimed by producers (for `--messages`).
@@ -165,21 +171,25 @@ impl Shared {
 struct Conns(HashMap<String, Connection>);
 
 impl Conns {
-    /// Sends `p` to `addr`. A failure (no connection, lost connection, timeout) drops the
-    /// connection and is returned.
-    fn send(&mut self, addr: &str, p: &redis::Pipeline) -> Res<Vec<Value>> {
+    /// Sends `p` to `addr`. A failure drops the connection: `Err(false)` when nothing was
+    /// sent (no connection), `Err(true)` when the commands may have run (no reply).
+    fn send(&mut self, addr: &str, p: &redis::Pipeline) -> Result<Vec<Value>, bool> {
         if !self.0.contains_key(addr) {
-            self.0.insert(addr.to_string(), connect(addr)?);
+            self.0.insert(addr.to_string(), connect(addr).map_err(|_| false)?);
         }
-        let con = self.0.get_mut(addr).ok_or("no connection")?;
-        match p.query::<Vec<Value>>(con) {
-            Ok(v) => Ok(v),
-            Err(e) => {
-                self.0.remove(addr);
-                Err(e.into())
-            }
-        }
+        let con = self.0.get_mut(addr).ok_or(false)?;
+        p.query::<Vec<Value>>(con).map_err(|_| {
+            self.0.remove(addr);
+            true
+        })
     }
+}
+
+/// A pipeline whose server errors come back as values (MOVED, ASK, … are handled per reply).
+fn pipe() -> redis::Pipeline {
+    let mut p = redis::pipe();
+    p.ignore_errors();
+    p
 }
 
 /// What a reply says to do with the command it answers.
@@ -230,6 +240,8 @@ struct Batch {
     msgs: Vec<u64>,
     /// Sent before without a reply: its messages may exist already.
     uncertain: bool,
+    /// Times sent without success.
+    tries: u32,
 }
 
 #[derive(Default)]
@@ -274,7 +286,10 @@ fn producer(id: u64, cfg: Arc<Cfg>, sh: Arc<Shared>) -> Res<ProducerLog> {
                 thread::sleep(Duration::from_micros(100));
                 continue;
             }
-            while pending.len() < cfg.depth {
+            // Batches waiting for a shard that does not answer (a failover) do not hold
+            // back the others: up to `depth` new ones a round, at most 1000 waiting.
+            let waiting = pending.iter().filter(|b| b.tries > 0).count();
+            while pending.len() < (cfg.depth + waiting).min(1000) {
                 if sh.batches.fetch_add(1, Ordering::Relaxed) >= cfg.max_batches {
                     sh.stop_producing.store(true, Ordering::Relaxed);
                     break;
@@ -289,7 +304,7 @@ fn producer(id: u64, cfg: Arc<Cfg>, sh: Arc<Shared>) -> Res<ProducerLog> {
                         id << 40 | seq
                     })
                     .collect();
-                pending.push(Batch { queue, slot, msgs, uncertain: false });
+                pending.push(Batch { queue, slot, msgs, uncertain: false, tries: 0 });
             }
         }
         // One pipeline per primary; what is not done stays pending.
@@ -300,15 +315,15 @@ fn producer(id: u64, cfg: Arc<Cfg>, sh: Arc<Shared>) -> Res<ProducerLog> {
         }
         let mut stalled = false;
         for (addr, batches) in by_addr {
-            let mut p = redis::pipe();
+            let mut p = pipe();
             for b in &batches {
                 push_cmd(&mut p, b);
             }
             let replies = match conns.send(&addr, &p) {
                 Ok(r) => r,
-                Err(_) => {
+                Err(maybe_ran) => {
                     sh.errors.fetch_add(1, Ordering::Relaxed);
-                    pending.extend(batches.into_iter().map(|b| Batch { uncertain: true, ..b }));
+                    pending.extend(batches.into_iter().map(|b| Batch { uncertain: b.uncertain || maybe_ran, tries: b.tries + 1, ..b }));
                     stalled = true;
                     continue;
                 }
@@ -316,7 +331,7 @@ fn producer(id: u64, cfg: Arc<Cfg>, sh: Arc<Shared>) -> Res<ProducerLog> {
             for (b, r) in batches.into_iter().zip(replies) {
                 let mut r = outcome(&sh, r)?;
                 if let Outcome::Ask(to) = &r {
-                    let mut p = redis::pipe();
+                    let mut p = pipe();
                     p.cmd("ASKING").ignore();
                     push_cmd(&mut p, &b);
                     r = match conns.send(to, &p) {
@@ -329,12 +344,14 @@ fn producer(id: u64, cfg: Arc<Cfg>, sh: Arc<Shared>) -> Res<ProducerLog> {
                         sh.pushed.fetch_add(b.msgs.len() as u64, Ordering::Relaxed);
                         if b.uncertain {
                             log.uncertain.extend(&b.msgs);
+                        } else {
+                            sh.pushed_sure.fetch_add(b.msgs.len() as u64, Ordering::Relaxed);
                         }
                         log.acknowledged.extend(b.msgs);
                     }
                     _ => {
                         stalled = true;
-                        pending.push(b);
+                        pending.push(Batch { tries: b.tries + 1, ..b });
                     }
                 }
             }
@@ -422,7 +439,7 @@ fn consumer(cfg: Arc<Cfg>, sh: Arc<Shared>) -> Res<ConsumerLog> {
             if stop && here.is_empty() {
                 continue;
             }
-            let mut p = redis::pipe();
+            let mut p = pipe();
             for (q, ms) in &here {
                 add_ack(&mut p, q, ms);
             }
@@ -475,6 +492,8 @@ fn consumer(cfg: Arc<Cfg>, sh: Arc<Shared>) -> Res<ConsumerLog> {
             }
             if popped.is_empty() {
                 log.empty_tpops += 1;
+            } else {
+                sh.last_pop_ms.store(now_ms() as u64, Ordering::Relaxed);
             }
             got += popped.len();
             to_ack.insert(addr, popped);
@@ -502,7 +521,7 @@ fn ack_one(sh: &Shared, conns: &mut Conns, addr: &str, q: &str, ms: &[&[u8]], ho
     let mut addr = addr.to_string();
     let mut asking = hop > 0;
     for _ in 0..5 {
-        let mut p = redis::pipe();
+        let mut p = pipe();
         if asking {
             p.cmd("ASKING").ignore();
         }
@@ -589,7 +608,9 @@ pub fn mode_cluster(a: &Args) -> Res<String> {
         stop_producing: AtomicBool::new(false),
         stop_consuming: AtomicBool::new(false),
         pushed: AtomicU64::new(0),
+        pushed_sure: AtomicU64::new(0),
         acked: AtomicU64::new(0),
+        last_pop_ms: AtomicU64::new(0),
         redirects: AtomicU64::new(0),
         errors: AtomicU64::new(0),
         batches: AtomicU64::new(0),
@@ -643,8 +664,9 @@ pub fn mode_cluster(a: &Args) -> Res<String> {
     };
     let w0 = snap(&sh);
     let run_end = warm_end + Duration::from_secs_f64(secs);
+    let stop_file = a.str("stop-file", "");
     if messages == 0 {
-        wait_until(&|| Instant::now() >= run_end, &mut timeline);
+        wait_until(&|| Instant::now() >= run_end || (!stop_file.is_empty() && std::path::Path::new(&stop_file).exists()), &mut timeline);
         sh.stop_producing.store(true, Ordering::Relaxed);
     }
     let mut logs = Vec::new();
@@ -657,11 +679,13 @@ pub fn mode_cluster(a: &Args) -> Res<String> {
         logs.push(h.join().map_err(|_| "a producer panicked")??);
     }
     let w1 = snap(&sh);
-    // Drain: until everything acknowledged is acked, or nothing moved for --drain-secs.
+    // Drain: until everything acknowledged was acked and no TPOP found anything for a
+    // second (redeliveries), or nothing moved for --drain-secs.
     let (mut last, mut last_t) = (u64::MAX, Instant::now());
     loop {
         let acked = sh.acked.load(Ordering::Relaxed);
-        if acked >= sh.pushed.load(Ordering::Relaxed) || cons.iter().all(|h| h.is_finished()) {
+        let quiet = (now_ms() as u64).saturating_sub(sh.last_pop_ms.load(Ordering::Relaxed)) > 1000;
+        if (acked >= sh.pushed_sure.load(Ordering::Relaxed) && quiet) || cons.iter().all(|h| h.is_finished()) {
             break;
         }
         if acked != last {
