@@ -49,6 +49,7 @@ run: deps build
 test: deps lint
 	$(CARGO) test --release
 	$(CARGO) build --release
+	$(MAKE) bench-driver
 	$(PYTHON) -m pytest tests -q
 	$(MAKE) test-python
 	$(MAKE) test-valkey

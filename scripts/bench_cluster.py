@@ -157,7 +157,7 @@ def leftover(nodes):
 
 def load_opts(args, **kw):
     o = dict(producers=args.producers, consumers=args.consumers, batch=100, slots=1024,
-             count=100, quantum=args.quantum, backlog=args.backlog)
+             count=100, quantum=args.quantum, backlog=args.backlog, **{"block-ms": args.block_ms})
     o.update(kw)
     return o
 
@@ -167,17 +167,32 @@ def cpu_per_msg(r):
     return statistics.median(per), max(per), min(per)
 
 
+def wait_serving(node, timeout=60):
+    """Wait until a (restarted) cluster node reports cluster_state:ok; at once for a
+    standalone server."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if parse_info(node.conn().execute_command("CLUSTER", "INFO"))["cluster_state"] == "ok":
+                return
+        except redis.ResponseError as e:
+            if "cluster support disabled" in str(e):
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"{node.addr} not serving within {timeout}s")
+
+
 def callgrind_ir(node, run):
-    """Restart `node` under callgrind (not instrumenting until told), run `run()` with the
-    instrumentation on, dump, and return (Ir, run()'s result)."""
+    """Restart `node` under callgrind, zero its counters, run `run()`, dump, and return
+    (instructions executed by the server during run(), run()'s result)."""
     out = os.path.join(node.dir, "callgrind.out")
     plain = node.argv
-    node.argv = lambda: ["valgrind", "--tool=callgrind", "--collect-atstart=no",
-                         f"--callgrind-out-file={out}", *plain()]
+    node.argv = lambda: ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *plain()]
     node.restart(graceful=True)
+    wait_serving(node)
     ctl = lambda *a: subprocess.run(["callgrind_control", *a, str(node.pid)],  # noqa: E731
                                     capture_output=True, timeout=60, check=True)
-    ctl("-i", "on")
+    ctl("-z")
     result = run()
     ctl("-d")
     ir = None
@@ -185,14 +200,14 @@ def callgrind_ir(node, run):
         dumps = [p for p in Path(node.dir).glob("callgrind.out.*")]
         if dumps:
             for line in dumps[0].read_text(errors="replace").splitlines():
-                if line.startswith(("summary:", "totals:")):
+                if line.startswith("summary:"):
                     ir = int(line.split()[1])
             if ir is not None:
                 break
         time.sleep(0.1)
     node.argv = plain
-    if ir is None:
-        raise RuntimeError("no callgrind dump")
+    if not ir:
+        raise RuntimeError(f"no instructions in the callgrind dump of {node.dir}")
     return ir, result
 
 
@@ -219,6 +234,8 @@ def scale_run(n, args):
                    cpu_us_min=lo, redirects_window=r["redirects_window"],
                    redirects_per_msg=r["redirects_window"] / max(1, r["msgs_per_s"] * r["window_s"]),
                    quantum=r["quantum"], reps=[cpu_per_msg(x)[0] for x in reps],
+                   msgs_per_tpop=r["acked"] / max(1, r["tpops"] - r["empty_tpops"]),
+                   empty_tpops=r["empty_tpops"], tpops=r["tpops"],
                    check=check(r), nodes=r["nodes"], left=leftover(nodes))
         log(f"  {label}: {r['msgs_per_s']:.0f} msgs/s, server CPU {med:.2f} us/msg per primary "
             f"(min {lo:.2f}, max {hi:.2f}), redirections in window {r['redirects_window']}, "
@@ -245,6 +262,10 @@ def node_id(server):
     return server.conn().execute_command("CLUSTER", "MYID").decode()
 
 
+def slot_count(cluster, server):
+    return sum(b - a + 1 for a, b in next(x for x in cluster.view() if x["port"] == server.port)["slots"])
+
+
 def reshard_run(args):
     """Traffic on --reshard-primaries primaries; after --event-at s, a quarter of the slots
     move from the first primary to the second with redis-cli --cluster reshard."""
@@ -252,6 +273,7 @@ def reshard_run(args):
     try:
         ps = c.primary_servers()
         src, dst = ps[0], ps[1]
+        before = slot_count(c, dst)
         stop_file = os.path.join(src.dir, "stop-traffic")
         opts = load_opts(args, secs=600, timeout=900, warmup=0, **{
             "lease-ms": args.lease_ms, "drain-secs": args.lease_ms / 1000 + 10, "stop-file": stop_file})
@@ -268,9 +290,9 @@ def reshard_run(args):
         if p.returncode != 0:
             raise RuntimeError(f"reshard failed: {(p.stdout + p.stderr).decode()[-2000:]}")
         r = finish_driver(proc, 900)
-        moved = sum(b - a + 1 for a, b in next(x for x in c.view() if x["port"] == dst.port)["slots"])
+        after = slot_count(c, dst)
         out = dict(primaries=args.reshard_primaries, start_ms=t0 * 1000, end_ms=t1 * 1000,
-                   secs=t1 - t0, slots_moved=HASH_SLOTS // 4, dst_slots_after=moved,
+                   secs=t1 - t0, slots_moved=HASH_SLOTS // 4, dst_slots_before=before, dst_slots_after=after,
                    timeline=r["timeline"], redirects=r["redirects"], errors=r["errors"],
                    check=check(r), left=leftover(c.primary_servers()), quantum=r["quantum"])
         out.update(dips(r["timeline"], t0 * 1000, t1 * 1000))
@@ -559,9 +581,13 @@ def main():
     ap.add_argument("--warmup", type=float, default=2.0, help="warmup before each window (default 2)")
     ap.add_argument("--reps", type=int, default=1, help="windows per scale run; the median is kept (default 1)")
     ap.add_argument("--producers", type=int, default=2, help="producer threads (default 2)")
-    ap.add_argument("--consumers", type=int, default=2, help="consumer threads (default 2)")
+    ap.add_argument("--consumers", type=int, default=2,
+                    help="consumer threads per primary, each with a blocking TPOP (default 2)")
+    ap.add_argument("--block-ms", type=int, default=0,
+                    help="TPOP BLOCK ms; 0 (default): poll, pausing 0.5 ms after an empty TPOP "
+                         "(a blocked TPOP on a cluster node may never get its reply: see the results)")
     ap.add_argument("--backlog", type=int, default=20000,
-                    help="producers pause while more than this many messages are unacked (default 20000)")
+                    help="producers pause while more than this many messages per primary are unacked (default 20000)")
     ap.add_argument("--quantum", type=int, default=100,
                     help="TPOP QUANTUM when the server takes it; 0: never send it (default 100)")
     ap.add_argument("--no-standalone", action="store_true", help="skip the standalone baseline")

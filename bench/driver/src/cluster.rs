@@ -8,9 +8,11 @@
 //! - Producers push batches of `--batch` messages, one batch per routing basis, to the
 //!   queue RMQ.ROUTE names for it (`route::queue_for`, the module's own code): a topic
 //!   `--topic` of `--slots` queues. Every message's content is unique (producer, sequence).
-//! - Consumers send RMQ.TPOP topic slots COUNT `--count` (QUANTUM `--quantum` when the
-//!   server accepts it: tried once at start) to every primary in turn and ACK each message
-//!   on its own queue, in the same round trip as the next TPOP to that primary.
+//! - `--consumers` consumers per primary, each sending RMQ.TPOP topic slots COUNT `--count`
+//!   (QUANTUM `--quantum` when the server accepts it: tried once at start; BLOCK
+//!   `--block-ms` if not 0) to its primary and ACKing each message on its own queue, in the same
+//!   round trip as its next TPOP.
+//! - Producers pause while more than `--backlog` messages per primary are unacked.
 //! - Producers stop after `--secs` (after `--warmup`), `--messages`, or once the file
 //!   `--stop-file` exists (the script ends the traffic a while after an event); consumers then drain
 //!   until everything acknowledged was acked, or nothing moved for `--drain-secs`.
@@ -265,6 +267,7 @@ struct Cfg {
     count: u64,
     quantum: Option<u64>,
     lease_ms: u64,
+    block_ms: u64,
     backlog: u64,
     max_batches: u64,
 }
@@ -383,6 +386,9 @@ fn tpop_cmd(p: &mut redis::Pipeline, cfg: &Cfg) {
     if let Some(q) = cfg.quantum {
         c.arg("QUANTUM").arg(q);
     }
+    if cfg.block_ms > 0 {
+        c.arg("BLOCK").arg(cfg.block_ms);
+    }
 }
 
 /// ACK commands for `items`, one per queue, with the queues in the order they come.
@@ -404,7 +410,10 @@ fn add_ack(p: &mut redis::Pipeline, q: &str, msgs: &[&[u8]]) {
     }
 }
 
-fn consumer(cfg: Arc<Cfg>, sh: Arc<Shared>) -> Res<ConsumerLog> {
+/// Consumer number `lane` serves primary `lane mod N` (of the primaries in the current map,
+/// so a promoted replica is served in its primary's place): TPOP, with BLOCK `--block-ms`
+/// if not 0, else a pause of 0.5 ms after an empty one.
+fn consumer(lane: usize, cfg: Arc<Cfg>, sh: Arc<Shared>) -> Res<ConsumerLog> {
     let mut conns = Conns::default();
     let mut log = ConsumerLog::default();
     // Messages popped and not yet acked, by the node they were popped from.
@@ -413,13 +422,12 @@ fn consumer(cfg: Arc<Cfg>, sh: Arc<Shared>) -> Res<ConsumerLog> {
         let stop = sh.stop_consuming.load(Ordering::Relaxed);
         let map = sh.map();
         let mut got = 0usize;
-        let mut primaries = map.primaries();
-        for a in to_ack.keys() {
-            if !primaries.contains(a) {
-                primaries.push(a.clone());
-            }
-        }
-        for addr in primaries {
+        let primaries = map.primaries();
+        let mine = primaries[lane % primaries.len()].clone();
+        // Its own primary, then any other node it still holds unacked messages from.
+        let mut targets = vec![mine.clone()];
+        targets.extend(to_ack.keys().filter(|a| **a != mine).cloned());
+        for addr in targets {
             let items = to_ack.remove(&addr).unwrap_or_default();
             // ACKs go where the map says each queue is now; those for `addr` share the
             // round trip with its TPOP.
@@ -436,14 +444,15 @@ fn consumer(cfg: Arc<Cfg>, sh: Arc<Shared>) -> Res<ConsumerLog> {
             for (owner, q, ms) in elsewhere {
                 ack_one(&sh, &mut conns, &owner, &q, &ms, 0)?;
             }
-            if stop && here.is_empty() {
+            let pop = !stop && addr == mine;
+            if !pop && here.is_empty() {
                 continue;
             }
             let mut p = pipe();
             for (q, ms) in &here {
                 add_ack(&mut p, q, ms);
             }
-            if !stop {
+            if pop {
                 tpop_cmd(&mut p, &cfg);
             }
             let mut replies = match conns.send(&addr, &p) {
@@ -456,7 +465,7 @@ fn consumer(cfg: Arc<Cfg>, sh: Arc<Shared>) -> Res<ConsumerLog> {
                     continue;
                 }
             };
-            let tpop = if stop { None } else { replies.pop() };
+            let tpop = if pop { replies.pop() } else { None };
             for ((q, ms), r) in here.iter().zip(replies) {
                 match outcome(&sh, r)? {
                     Outcome::Done(Value::Int(n)) => count_acked(&sh, &addr, n as u64),
@@ -501,7 +510,7 @@ fn consumer(cfg: Arc<Cfg>, sh: Arc<Shared>) -> Res<ConsumerLog> {
         if stop && to_ack.values().all(|v| v.is_empty()) {
             break;
         }
-        if got == 0 {
+        if got == 0 && cfg.block_ms == 0 {
             thread::sleep(Duration::from_micros(500));
         }
     }
@@ -587,7 +596,10 @@ pub fn mode_cluster(a: &Args) -> Res<String> {
         count: a.num("count", 100)?,
         quantum: None,
         lease_ms: a.num("lease-ms", 30_000)?,
-        backlog: a.num("backlog", 20_000)?,
+        // Polling by default: a blocked TPOP on a cluster node sometimes never gets its
+        // reply (tests/test_cluster_scaleout.py reproduces it).
+        block_ms: a.num("block-ms", 0)?,
+        backlog: 0,
         max_batches: if messages > 0 { messages.div_ceil(batch as u64) } else { u64::MAX },
     };
     let map = read_slot_map(&seed)?;
@@ -602,6 +614,9 @@ pub fn mode_cluster(a: &Args) -> Res<String> {
         .filter_map(|(port, pid)| Some((format!("127.0.0.1:{port}"), pid.parse().ok()?)))
         .collect();
     let n_primaries = map.primaries().len();
+    // --backlog is per primary: each primary holds about as many messages (and so as many
+    // busy queues, which decide how many messages a TPOP takes from each) at any N.
+    cfg.backlog = a.num("backlog", 20_000)? * n_primaries as u64;
     let sh = Arc::new(Shared {
         known: Mutex::new(map.addrs.clone()),
         map: RwLock::new(Arc::new(map)),
@@ -624,10 +639,10 @@ pub fn mode_cluster(a: &Args) -> Res<String> {
             thread::spawn(move || producer(id + 1, cfg, sh))
         })
         .collect();
-    let cons: Vec<_> = (0..consumers)
-        .map(|_| {
+    let cons: Vec<_> = (0..consumers as usize * n_primaries)
+        .map(|lane| {
             let (cfg, sh) = (cfg.clone(), sh.clone());
-            thread::spawn(move || consumer(cfg, sh))
+            thread::spawn(move || consumer(lane, cfg, sh))
         })
         .collect();
     let sample = |sh: &Shared| {
@@ -643,15 +658,17 @@ pub fn mode_cluster(a: &Args) -> Res<String> {
     let mut timeline = vec![sample(&sh)];
     let tick = Duration::from_millis(100);
     let mut next = Instant::now() + tick;
-    let mut wait_until = |until: &dyn Fn() -> bool, timeline: &mut Vec<String>| {
-        while !until() {
-            let now = Instant::now();
-            if now >= next {
-                timeline.push(sample(&sh));
-                next += tick;
-            }
-            thread::sleep(next.saturating_duration_since(Instant::now()).min(Duration::from_millis(5)));
+    // Samples the timeline when due, until `until()` holds (checked at least once after a
+    // sample).
+    let mut wait_until = |until: &dyn Fn() -> bool, timeline: &mut Vec<String>| loop {
+        if Instant::now() >= next {
+            timeline.push(sample(&sh));
+            next += tick;
         }
+        if until() {
+            break;
+        }
+        thread::sleep(next.saturating_duration_since(Instant::now()).min(Duration::from_millis(5)));
     };
     // The measured window: from the end of the warmup to the end of --secs (or to the
     // last push of --messages).
