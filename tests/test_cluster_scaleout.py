@@ -50,3 +50,53 @@ def test_failover_with_appendfsync_always_under_load(load):
     r = bench.failover_run(load, "always")
     assert r["secs_to_serve"] < 30
     assert_nothing_lost_or_doubled(r)
+
+
+@pytest.mark.xfail(reason="module bug found by make bench-cluster: on a cluster node a TPOP "
+                          "... BLOCK that is woken or times out is sometimes left unblocked "
+                          "without any reply (CLIENT LIST: flags=N, cmd=rmq.tpop); the bench "
+                          "polls instead (--block-ms 0)", strict=False)
+def test_a_blocked_tpop_on_a_cluster_node_always_gets_a_reply():
+    import random
+    import threading
+    import time
+
+    import redis
+    from redis.connection import Connection
+
+    c = bench.BenchCluster(1, 0).start()
+    try:
+        node = c.primary_servers()[0]
+        stuck, done = [], threading.Event()
+
+        def consumer():
+            conn = Connection(host="127.0.0.1", port=node.port, socket_timeout=3, protocol=2)
+            try:
+                while not done.is_set():
+                    conn.send_command("RMQ.TPOP", "t", 1024, "COUNT", 100, "BLOCK", 100)
+                    try:
+                        got = conn.read_response() or []
+                    except redis.TimeoutError:
+                        stuck.append(1)  # BLOCK 100 and no reply within 3 s
+                        return
+                    for q, m, _d in got:
+                        conn.send_command("RMQ.ACK", q, m)
+                        conn.read_response()
+            finally:
+                conn.disconnect()
+
+        threads = [threading.Thread(target=consumer) for _ in range(4)]
+        for t in threads:
+            t.start()
+        p, seq, end = node.client(), 0, time.monotonic() + 10
+        while time.monotonic() < end and not stuck:
+            q = f"t_{random.randrange(1024)}"
+            p.execute_command("RMQ.PUSH", q, "PRIORITY", 0, *[f"m{seq + i}" for i in range(100)])
+            seq += 100
+            time.sleep(random.choice([0, 0.001, 0.01, 0.12]))
+        done.set()
+        for t in threads:
+            t.join(timeout=10)
+        assert not stuck, f"{len(stuck)} of 4 consumers got no reply to TPOP ... BLOCK 100"
+    finally:
+        c.stop()

@@ -98,7 +98,9 @@ fn read_slot_map(addr: &str) -> Res<SlotMap> {
         Ok(Value::Array(ranges)) => {
             for r in ranges {
                 let Value::Array(r) = r else { continue };
-                let (Some(Value::Int(a)), Some(Value::Int(b)), Some(Value::Array(node))) = (r.first(), r.get(1), r.get(2)) else { continue };
+                let (Some(Value::Int(a)), Some(Value::Int(b)), Some(Value::Array(node))) = (r.first(), r.get(1), r.get(2)) else {
+                    continue;
+                };
                 let (Some(ip), Some(Value::Int(port))) = (node.first().and_then(text), node.get(1)) else { continue };
                 let ip = if ip.is_empty() { addr.rsplit_once(':').map(|(h, _)| h.to_string()).unwrap_or_default() } else { ip };
                 let i = map.index_of(&format!("{ip}:{port}"));
@@ -484,7 +486,10 @@ fn consumer(lane: usize, cfg: Arc<Cfg>, sh: Arc<Shared>) -> Res<ConsumerLog> {
             if let Value::Array(entries) = v {
                 for e in entries {
                     let Value::Array(t) = e else { continue };
-                    let (Some(Value::BulkString(q)), Some(Value::BulkString(m)), Some(Value::Int(d))) = (t.first(), t.get(1), t.get(2)) else { continue };
+                    let (Some(Value::BulkString(q)), Some(Value::BulkString(m)), Some(Value::Int(d))) = (t.first(), t.get(1), t.get(2))
+                    else {
+                        continue;
+                    };
                     match parse_content(m) {
                         Some(id) => {
                             let e = log.seen.entry(id).or_default();
@@ -725,7 +730,17 @@ pub fn mode_cluster(a: &Args) -> Res<String> {
 type Snap = (Instant, u64, u64, u64, BTreeMap<String, f64>, HashMap<String, u64>);
 
 #[allow(clippy::too_many_arguments)]
-fn report(a: &Args, cfg: &Cfg, sh: &Shared, n_primaries: usize, w0: &Snap, w1: &Snap, logs: &[ProducerLog], clogs: &[ConsumerLog], timeline: &[String]) -> Res<String> {
+fn report(
+    a: &Args,
+    cfg: &Cfg,
+    sh: &Shared,
+    n_primaries: usize,
+    w0: &Snap,
+    w1: &Snap,
+    logs: &[ProducerLog],
+    clogs: &[ConsumerLog],
+    timeline: &[String],
+) -> Res<String> {
     let dt = w1.0.duration_since(w0.0).as_secs_f64().max(1e-9);
     let mut nodes = Vec::new();
     for (addr, c1) in &w1.4 {
@@ -734,7 +749,8 @@ fn report(a: &Args, cfg: &Cfg, sh: &Shared, n_primaries: usize, w0: &Snap, w1: &
         let cpu = c1 - c0;
         nodes.push(format!("\"{addr}\":{{\"cpu_s\":{cpu:.3},\"acked\":{n},\"cpu_us_per_msg\":{:.4}}}", cpu * 1e6 / n.max(1) as f64));
     }
-    let acked_on_total: Vec<String> = sh.acked_on.lock().map(|m| m.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect()).unwrap_or_default();
+    let acked_on_total: Vec<String> =
+        sh.acked_on.lock().map(|m| m.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect()).unwrap_or_default();
     // The message check.
     let acknowledged: HashSet<u64> = logs.iter().flat_map(|l| l.acknowledged.iter().copied()).collect();
     let uncertain: HashSet<u64> = logs.iter().flat_map(|l| l.uncertain.iter().copied()).collect();
@@ -748,7 +764,8 @@ fn report(a: &Args, cfg: &Cfg, sh: &Shared, n_primaries: usize, w0: &Snap, w1: &
     }
     let lost: Vec<u64> = acknowledged.iter().filter(|id| !seen.contains_key(id)).copied().collect();
     let redelivered: u64 = seen.values().map(|(_, r)| *r as u64).sum();
-    let dup = |pick: &dyn Fn(&u64) -> bool| -> u64 { seen.iter().filter(|(id, _)| pick(id)).map(|(_, (f, _))| f.saturating_sub(1) as u64).sum() };
+    let dup =
+        |pick: &dyn Fn(&u64) -> bool| -> u64 { seen.iter().filter(|(id, _)| pick(id)).map(|(_, (f, _))| f.saturating_sub(1) as u64).sum() };
     let dup_uncounted = dup(&|id| !uncertain.contains(id));
     let dup_uncertain = dup(&|id| uncertain.contains(id));
     let unknown = seen.keys().filter(|id| !acknowledged.contains(id)).count();
