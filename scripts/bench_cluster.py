@@ -243,12 +243,15 @@ def scale_run(n, args):
         if n in args.callgrind_at:
             target = nodes[0]
             msgs = args.callgrind_messages * max(1, n)
+            # Nothing fails here: the drain ends at the last ack (no quiet wait, whose
+            # empty polls would count).
             ir, cr = callgrind_ir(target, lambda: run_driver(
-                nodes[0], [], load_opts(args, messages=msgs, warmup=0, **{"drain-secs": 30}),
+                nodes[0], [], load_opts(args, messages=msgs, warmup=0, **{"drain-secs": 30, "quiet-ms": 0}),
                 timeout=900))
             handled = cr["acked_on"].get(target.addr, 0)
             out["callgrind_ir_per_msg"] = ir / max(1, handled)
             out["callgrind_msgs"] = handled
+            out["callgrind_empty_tpops"] = cr["empty_tpops"]
             log(f"  {label}: callgrind {ir / max(1, handled):.0f} instructions/msg on one primary "
                 f"({handled} messages)")
         return out

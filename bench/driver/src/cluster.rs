@@ -587,6 +587,7 @@ pub fn mode_cluster(a: &Args) -> Res<String> {
     let producers = a.num("producers", 2)?;
     let consumers = a.num("consumers", 2)?;
     let drain = Duration::from_secs_f64(a.float("drain-secs", 10.0)?);
+    let quiet_ms = a.num("quiet-ms", 1000)?;
     let tck = a.float("clk-tck", 100.0)?;
     let batch = a.num("batch", 100)?.max(1) as usize;
     let slots = a.num("slots", 1024)? as u32;
@@ -701,12 +702,12 @@ pub fn mode_cluster(a: &Args) -> Res<String> {
         logs.push(h.join().map_err(|_| "a producer panicked")??);
     }
     let w1 = snap(&sh);
-    // Drain: until everything acknowledged was acked and no TPOP found anything for a
-    // second (redeliveries), or nothing moved for --drain-secs.
+    // Drain: until everything acknowledged was acked and no TPOP found anything for
+    // --quiet-ms (redeliveries after a failure), or nothing moved for --drain-secs.
     let (mut last, mut last_t) = (u64::MAX, Instant::now());
     loop {
         let acked = sh.acked.load(Ordering::Relaxed);
-        let quiet = (now_ms() as u64).saturating_sub(sh.last_pop_ms.load(Ordering::Relaxed)) > 1000;
+        let quiet = (now_ms() as u64).saturating_sub(sh.last_pop_ms.load(Ordering::Relaxed)) >= quiet_ms;
         if (acked >= sh.pushed_sure.load(Ordering::Relaxed) && quiet) || cons.iter().all(|h| h.is_finished()) {
             break;
         }
