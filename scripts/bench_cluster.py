@@ -571,11 +571,16 @@ def markdown(res, files, argv):
           f"(a quarter) from the first primary to the second in **{e['secs']:.1f} s** while traffic ran. "
           f"Throughput (acked msgs/s): {e['before']:.0f} in the 3 s before, {e['during']:.0f} on average "
           f"during, lowest 1 s average {e['lowest']:.0f}. Redirections followed: {e['redirects']}.\n")
+        tl = e["timeline"]
+        stalls = sum(1 for a, b in zip(tl, tl[1:])
+                     if e["start_ms"] <= b[0] <= e["end_ms"] and (b[0] - a[0] > 250 or b[0] == a[0]))
         w("The slots move one by one (redis-cli: SETSLOT, MIGRATE of their keys, SETSLOT NODE), so a "
           "queue stops only while its own slot moves (a command on it meanwhile gets ASK or TRYAGAIN "
-          "and is sent again). On this shared machine the driver itself is at times not scheduled "
-          "for a moment (the timeline's samples then bunch up): dips to near 0 in the plot are "
-          "those, not the cluster.\n")
+          "and is sent again); redis-cli's own work shares the 2 cores. "
+          + (f"The driver's 100 ms samples bunched up {stalls} times during the move (the driver "
+             "not scheduled on the shared machine): dips at those moments are the machine's."
+             if stalls else "The driver's 100 ms samples came regularly throughout (it was never "
+             "starved of CPU for long), so the dips are the cluster's.") + "\n")
         w(f"Message check: {ck['acknowledged']} pushed and acknowledged, {ck['delivered']} delivered, "
           f"**lost {ck['lost']}**, redelivered after a lease ran out {ck['redelivered_after_lease']} (counted), "
           f"**delivered twice without a lease expiry {ck['dup_uncounted']}**, keys left after the drain {e['left']}. "
