@@ -580,7 +580,8 @@ def markdown(res, files, argv):
           + (f"The driver's 100 ms samples bunched up {stalls} times during the move (the driver "
              "not scheduled on the shared machine): dips at those moments are the machine's."
              if stalls else "The driver's 100 ms samples came regularly throughout (it was never "
-             "starved of CPU for long), so the dips are the cluster's.") + "\n")
+             "starved of CPU for long), so the dips come from the servers (the move itself and their "
+             "share of the loaded cores), not from the driver.") + "\n")
         w(f"Message check: {ck['acknowledged']} pushed and acknowledged, {ck['delivered']} delivered, "
           f"**lost {ck['lost']}**, redelivered after a lease ran out {ck['redelivered_after_lease']} (counted), "
           f"**delivered twice without a lease expiry {ck['dup_uncounted']}**, keys left after the drain {e['left']}. "
