@@ -14,6 +14,10 @@
 #   make bench  build module + load driver, benchmark RMQ against PING, bare sorted sets,
 #               Lua scripts and Streams on its own pinned redis-server (~15 min);
 #               writes scripts/results/bench.md. BENCH_ARGS=--quick for a smoke run.
+#   make bench-cluster  RMQ on a real Redis Cluster of 1, 2, 4, 8 primaries: server CPU and
+#               callgrind instructions per message on each primary vs a standalone server,
+#               resharding and failover under load with every message checked (~10 min);
+#               writes scripts/results/bench_cluster.md + PNGs. BENCH_ARGS=--quick (< 3 min).
 #   make bench-v2  the v2 targets (groups, TPOP, policy, v1 vs v2) with peers (~15 min);
 #               writes scripts/results/bench_v2.md. BENCH_ARGS=--quick for a smoke run.
 #   make test-node   the Node.js client's tests (clients/node; part of `make test`)
@@ -48,6 +52,7 @@ run: deps build
 test: deps lint
 	$(CARGO) test --release
 	$(CARGO) build --release
+	$(MAKE) bench-driver
 	$(PYTHON) -m pytest tests -q
 	$(MAKE) test-python
 	$(MAKE) test-node
@@ -88,6 +93,13 @@ bench-driver:
 bench-v2: deps build bench-driver
 	bash scripts/build-v1
 	$(PYTHON) scripts/bench_v2.py $(BENCH_ARGS)
+
+# Scale-out on a real Redis Cluster (scripts/bench_cluster.py; its --help lists every option):
+# clusters of N primaries and a standalone server started on free ports of 127.0.0.1 and
+# stopped by pid, load from the driver's cluster mode, nice'd (the machine is shared).
+.PHONY: bench-cluster
+bench-cluster: deps build bench-driver
+	nice -n 5 $(PYTHON) scripts/bench_cluster.py $(BENCH_ARGS)
 
 # Removes build output and test caches. Keeps ./run-data (the AOF of `make run`);
 # delete it by hand to drop the queues stored there.

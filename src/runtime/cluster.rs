@@ -103,9 +103,12 @@ pub fn forget_slots() {
 }
 
 /// TRYAGAIN when this node is importing the queue's slot and the queue is not here yet.
-/// Costs nothing outside a cluster or for a queue that exists here.
+/// Costs nothing outside a cluster, for a queue that exists here, or in a slot this node
+/// serves (then it is not importing it: `serves` reads the slots at most once a second,
+/// and again after any CLUSTER command, such as the SETSLOT that starts an import). An
+/// empty queue has no keys, so without that a push to one would read CLUSTER NODES.
 pub fn check_arrived(ctx: Ctx, q: &RedisQueue) -> Result<()> {
-    if !ctx.in_cluster() || q.exists() {
+    if !ctx.in_cluster() || q.exists() || serves(ctx, q.name().as_ref()) {
         return Ok(());
     }
     let slot = cluster(ctx, &[b"KEYSLOT", q.name().as_ref()]);

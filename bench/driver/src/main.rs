@@ -28,6 +28,9 @@
 //!            pop COUNT --count} (one round trip) until --messages are acked; reports
 //!            acked messages/s and INFO commandstats of the drain.
 //!
+//!   cluster  (make bench-cluster) a topic over every primary of a Redis Cluster, or one
+//!            standalone server: see cluster.rs.
+//!
 //!   cpu takes --policy "field value …" (RMQ.POLICY q SET …, after the FLUSHALL) and
 //!   --warm-ms (one POP on the empty queue, then a pause that long, so a rate bucket has
 //!   refilled before the measuring starts). Peer tpop takes --slots (the topic's queues).
@@ -35,7 +38,12 @@
 //! Every connection has a read timeout and the whole run a watchdog (--timeout seconds):
 //! no wait is unbounded.
 
+mod cluster;
 mod peer;
+/// The module's own topic routing and cluster key hashing (RMQ.ROUTE), not a copy.
+#[path = "../../../src/core/route.rs"]
+#[allow(dead_code)]
+mod route;
 
 use std::collections::BTreeMap;
 use std::collections::HashMap;
@@ -925,6 +933,7 @@ fn main() {
         "memory" => mode_memory(&args),
         "gfill" => mode_gfill(&args),
         "drain" => mode_drain(&args),
+        "cluster" => cluster::mode_cluster(&args),
         m => Err(format!("unknown mode {m}").into()),
     };
     match r {
