@@ -45,9 +45,7 @@ impl DerefMut for Opened {
 impl Drop for Opened {
     fn drop(&mut self) {
         if self.q.take_wake() {
-            self.ctx.signal_ready(self.q.name());
-            waiters::topic_changed(self.ctx, self.q.name().as_ref());
-            waiters::schedule_wakeup(self.ctx, &self.q);
+            waiters::possibly_deliverable(self.ctx, &self.q);
         }
         if self.q.waiting_changed() {
             topics::note(self.ctx.db(), self.q.name().as_ref(), self.q.len(Set::Store) + self.q.len(Set::Hold) > 0);
@@ -105,19 +103,30 @@ pub fn reply_popped(ctx: Ctx, got: &[(RStr, u32)]) {
 /// One delivery of RMQ.TPOP: its queue, the message and its delivery count.
 pub type TopicDelivery = (RStr, RStr, u32);
 
-/// RMQ.TPOP: up to `count` messages from the queues of `topic` that have waiting messages
-/// on this node (and whose slot it serves), round-robin: one from each queue in turn,
-/// starting where the previous TPOP of the topic did not. `lease` None: each queue's own
-/// lease. The first turn goes queue by queue (a TPOP of one message opens one queue);
-/// after it, while what is left makes whole turns, each queue that may give more is asked
-/// at once for as many turns as there are; a last partial turn goes queue by queue, a
-/// queue that runs dry passing its turn to the next. That takes the same messages as turn
-/// after turn in far fewer pops; the reply lists them turn by turn.
-pub fn take_topic(ctx: Ctx, topic: &[u8], slots: u32, count: usize, lease: Option<i64>, now: i64) -> Vec<TopicDelivery> {
-    effects::one_change_count(ctx, || take_topic_counted(ctx, topic, slots, count, lease, now))
+/// What RMQ.TPOP asks of a topic.
+#[derive(Clone, Copy)]
+pub struct TopicPop {
+    pub slots: u32,
+    pub count: usize,
+    /// Messages per queue per turn.
+    pub quantum: usize,
+    /// None: each queue's own lease.
+    pub lease: Option<i64>,
 }
 
-fn take_topic_counted(ctx: Ctx, topic: &[u8], slots: u32, count: usize, lease: Option<i64>, now: i64) -> Vec<TopicDelivery> {
+/// RMQ.TPOP: up to `count` messages from the queues of `topic` that have waiting messages
+/// on this node (and whose slot it serves), round-robin: up to `quantum` from each queue
+/// in turn, starting where the previous TPOP of the topic did not. The first turn goes
+/// queue by queue (a TPOP of one message opens one queue); after it, while what is left
+/// makes whole turns, each queue that may give more is asked at once for as many turns as
+/// there are; a last partial turn goes queue by queue, a queue that runs dry passing its
+/// turn to the next. That takes the same messages as turn after turn in far fewer pops;
+/// the reply lists them turn by turn.
+pub fn take_topic(ctx: Ctx, topic: &[u8], want: TopicPop, now: i64) -> Vec<TopicDelivery> {
+    effects::one_change_count(ctx, || take_topic_counted(ctx, topic, want, now))
+}
+
+fn take_topic_counted(ctx: Ctx, topic: &[u8], want: TopicPop, now: i64) -> Vec<TopicDelivery> {
     /// A queue that gave a message.
     struct Giving {
         q: Opened,
@@ -126,6 +135,7 @@ fn take_topic_counted(ctx: Ctx, topic: &[u8], slots: u32, count: usize, lease: O
         /// Whether it may give more.
         more: bool,
     }
+    let TopicPop { slots, count, quantum, lease } = want;
     let mut giving: Vec<Giving> = Vec::new();
     let mut taken = 0;
     // A queue's rate limit held a message back (counted only if the TPOP falls short).
@@ -140,7 +150,8 @@ fn take_topic_counted(ctx: Ctx, topic: &[u8], slots: u32, count: usize, lease: O
         }
         let Ok(mut q) = Opened::open(ctx, RStr::from_bytes(&name), true) else { continue };
         let lease = lease.unwrap_or_else(|| settings::limits(&*q).lease_ms);
-        let (got, limited) = take_quiet(ctx, &mut q, now, 1, lease);
+        let asked = quantum.min(count - taken);
+        let (got, limited) = take_quiet(ctx, &mut q, now, asked, lease);
         rate_limited |= limited;
         if got.is_empty() {
             if q.len(Set::Store) + q.len(Set::Hold) == 0 {
@@ -149,22 +160,24 @@ fn take_topic_counted(ctx: Ctx, topic: &[u8], slots: u32, count: usize, lease: O
             }
             continue;
         }
-        taken += 1;
-        giving.push(Giving { q, lease, got, more: true });
+        taken += got.len();
+        giving.push(Giving { q, lease, more: got.len() == quantum, got });
     }
     while taken < count {
         let open: Vec<usize> = (0..giving.len()).filter(|&i| giving[i].more).collect();
         if open.is_empty() {
             break;
         }
-        // Whole turns for every open queue, else one more message each until done.
-        let want = ((count - taken) / open.len()).max(1);
+        // Whole turns for every open queue, else one more turn each until done.
+        let turns = (count - taken) / (open.len() * quantum);
+        let want = turns.max(1) * quantum;
         for &i in &open {
             if taken >= count {
                 break;
             }
             let g = &mut giving[i];
-            let (more_got, limited) = take_quiet(ctx, &mut g.q, now, want, g.lease);
+            let asked = want.min(count - taken);
+            let (more_got, limited) = take_quiet(ctx, &mut g.q, now, asked, g.lease);
             rate_limited |= limited;
             g.more = more_got.len() == want;
             taken += more_got.len();
@@ -175,12 +188,14 @@ fn take_topic_counted(ctx: Ctx, topic: &[u8], slots: u32, count: usize, lease: O
         announce(ctx, &g.q, g.got.len(), now + g.lease);
     }
     let mut out: Vec<TopicDelivery> = Vec::with_capacity(taken);
-    // Turn by turn: one from each queue that has one left (moved out from the back).
+    // Turn by turn: up to `quantum` from each queue that has any left (moved out from the
+    // back).
     giving.iter_mut().for_each(|g| g.got.reverse());
     loop {
         let before = out.len();
         for g in &mut giving {
-            if let Some((m, d)) = g.got.pop() {
+            for _ in 0..quantum {
+                let Some((m, d)) = g.got.pop() else { break };
                 out.push((g.q.name().clone(), m, d));
             }
         }
