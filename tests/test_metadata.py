@@ -41,7 +41,7 @@ ARGUMENTS = {
     "rmq.pending": ["queue", "count"],
     "rmq.policy": ["queue", "operation"],
     "rmq.route": ["topic", "slots", "basis"],
-    "rmq.tpop": ["topic", "slots", "count", "ms", "timeout-ms"],
+    "rmq.tpop": ["topic", "slots", "count", "quantum", "ms", "timeout-ms"],
 }
 
 # a valid call of each (after the command name) for COMMAND GETKEYS
