@@ -220,3 +220,49 @@ def test_blocked_tpops_served_in_arrival_order_with_their_own_slots(server, r):
     assert narrow.finish() == [(b"t_1", b"near1", 1)], "first come"
     assert wide2.finish() == [(b"t_1", b"near2", 1)]
     assert info_rmq(r)["blocked_clients"] == 0
+
+
+def turn_by_turn(avail, order, count, quantum):
+    """The contract's round-robin, one turn at a time: [(queue, index of its message)]."""
+    taken = {q: 0 for q in order}
+    out = []
+    while len(out) < count:
+        before = len(out)
+        for q in order:
+            k = min(quantum, avail[q] - taken[q], count - len(out))
+            out += [(q, taken[q] + j) for j in range(k)]
+            taken[q] += k
+        if len(out) == before:
+            break
+    return out
+
+
+def test_planned_turns_take_what_turn_after_turn_does(r):
+    """TPOP asks each queue for its planned share at once; queues that fall short (few
+    messages, some not due, a busy group) must leave exactly the turn-by-turn result."""
+    import random
+    rnd = random.Random(21)
+    for trial in range(60):
+        r.flushall()
+        slots = rnd.choice([4, 8, 16])
+        avail = {}
+        for s in rnd.sample(range(slots), rnd.randint(1, slots)):
+            q = f"t_{s}".encode()
+            n = rnd.choice([0, 1, 2, 3, 5, 8, 20])
+            msgs = [f"{s}:{i:03}" for i in range(n)]
+            if msgs:
+                for i, m in enumerate(msgs):  # one per push: due order = push order
+                    r.execute_command("RMQ.PUSH", q, "AT", 946684800000 + i, m)
+            if rnd.random() < 0.3:
+                r.execute_command("RMQ.PUSH", q, "DELAY", 600000, f"{s}:later")
+            avail[q] = n
+        count, quantum = rnd.choice([1, 2, 3, 7, 10, 25, 100]), rnd.choice([1, 1, 2, 3, 5, 100])
+        got = tpop(r, "t", slots, "COUNT", count, "QUANTUM", quantum, "LEASE", 60000)
+        busy = sorted((q for q in avail if avail[q]), key=lambda q: int(q[2:]))
+        if not busy:
+            assert got is None
+            continue
+        start = busy.index(got[0][0])
+        order = busy[start:] + busy[:start]
+        expected = [(q, f"{q[2:].decode()}:{i:03}".encode()) for q, i in turn_by_turn(avail, order, count, quantum)]
+        assert [(q, m) for q, m, _ in got] == expected, f"trial {trial}: count {count} quantum {quantum} avail {avail}"

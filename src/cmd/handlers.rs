@@ -9,7 +9,8 @@ use crate::core::store::Store;
 use crate::ffi::context::{now_ms, set_test_now};
 use crate::ffi::rstr::Argv;
 use crate::ffi::{reply, Ctx, RStr};
-use crate::runtime::delivery::{reply_popped, reply_topic, swept, take, take_topic, Opened, TopicPop};
+use crate::runtime::delivery::{reply_popped, swept, take, Opened};
+use crate::runtime::topic_pop::{reply_topic, take_topic, TopicPop};
 use crate::runtime::{acl, alarm, blocking, cluster, events, ratelimit, settings, stats};
 
 /// One invocation: the context and the arguments after the command name.

@@ -26,7 +26,8 @@ use crate::ffi::block::{self, status, Handle};
 use crate::ffi::context::{now_ms, writes_paused};
 use crate::ffi::guard::{caught, guard};
 use crate::ffi::{reply, Ctx, RStr};
-use crate::runtime::delivery::{reply_popped, reply_topic, take, take_topic, Opened, TopicDelivery, TopicPop};
+use crate::runtime::delivery::{reply_popped, take, Opened};
+use crate::runtime::topic_pop::{reply_topic, take_topic, TopicDelivery, TopicPop};
 use crate::runtime::{alarm, topics, waiters};
 
 /// What a blocked POP asked for, and where it waits.

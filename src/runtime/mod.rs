@@ -1,7 +1,7 @@
 //! The module at run time, over storage: settings, counters, keyspace events, the timer
 //! and its wake-up seam, blocked consumers, delivery, server-event hooks, cluster
 //! migration and the eviction warning. Dependencies run one way:
-//! `alarm` <- `waiters` <- `delivery` <- `blocking`, `timers` <- `hooks`.
+//! `alarm` <- `waiters` <- `delivery` <- `topic_pop` <- `blocking`, `timers` <- `hooks`.
 
 pub mod acl;
 pub mod alarm;
@@ -15,5 +15,6 @@ pub mod ratelimit;
 pub mod settings;
 pub mod stats;
 pub mod timers;
+pub mod topic_pop;
 pub mod topics;
 pub mod waiters;
