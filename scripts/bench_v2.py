@@ -883,6 +883,7 @@ def run_tpop_blocked(rounds, clients, figs):
             figs["ping_loop_max"].add(slots, mx)
             figs["ping_loop_p99"].add(slots, p99)
             mem0 = c.info("memory")["used_memory"]
+            c.config_resetstat()
             probe = PingProbe(srv)
             t = time.perf_counter()
             socks = []
@@ -893,6 +894,7 @@ def run_tpop_blocked(rounds, clients, figs):
             if not wait_blocked_clients(c, clients, 120):
                 raise RuntimeError(f"blocked TPOP: {clients} clients did not all block")
             figs["register_s"].add(slots, time.perf_counter() - t)
+            figs["usec_register"].add(slots, per_call(cmdstats(c), "rmq.tpop"))
             figs["memory_mb"].add(slots, (c.info("memory")["used_memory"] - mem0) / 1e6)
             t = time.perf_counter()
             for sk in socks:
@@ -920,19 +922,23 @@ def blocked_report(a, bl, T):
            "each blocked in `RMQ.TPOP big <slots> BLOCK 0`: seconds until all are blocked, memory they hold, seconds "
            "until all are released once their sockets close, PING latency over (c). Medians of the rounds.\n",
            "| slots | usec/call BLOCK 10 | usec/call no BLOCK | wall ms/call BLOCK 10 | PING max / p99 ms, (b) | "
-           "register s | MB held | release s | PING max / p99 ms, (c) |",
-           "|---|---|---|---|---|---|---|---|---|"]
+           "register s | usec/call registering (c) | MB held | release s | PING max / p99 ms, (c) |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for s in BLOCK_SLOTS:
         out.append(f"| {s:,} | {cell(bl['usec_block'], s)} | {cell(bl['usec_plain'], s)} | {cell(bl['wall_block'], s)} | "
                    f"{fmt(bl['ping_loop_max'].med(s))} / {fmt(bl['ping_loop_p99'].med(s))} | "
-                   f"{cell(bl['register_s'], s)} | {cell(bl['memory_mb'], s)} | {cell(bl['release_s'], s)} | "
+                   f"{cell(bl['register_s'], s)} | {cell(bl['usec_register'], s)} | {cell(bl['memory_mb'], s)} | "
+                   f"{cell(bl['release_s'], s)} | "
                    f"{fmt(bl['ping_many_max'].med(s))} / {fmt(bl['ping_many_p99'].med(s))} |")
     out.append("")
-    for key, what in (("usec_block", "server usec per blocking call"), ("register_s", "registration time"),
-                      ("memory_mb", "memory held"), ("release_s", "release time")):
+    # Judged on the server's own time and memory; the wall times of (c) are the script's
+    # socket work as much as the server's, on a shared machine.
+    for key, what in (("usec_block", "server usec per blocking call (a)"),
+                      ("usec_register", "server usec per call registering 1,000 clients (c)"),
+                      ("memory_mb", "memory held by 1,000 blocked clients")):
         r = bl[key].ratio(big, one)
         # Memory and times this small are noise-bound: within 2× (or under 1 MB / 50 ms) they do not grow.
-        small = {"memory_mb": 1.0, "register_s": 0.05, "release_s": 0.05}.get(key, 0)
+        small = {"memory_mb": 1.0}.get(key, 0)
         ok = r is not None and (r <= 2.0 or (bl[key].med(big) or 0) <= small)
         T.add(21, f"blocked TPOP {what}, {big:,} slots / 1 slot", fmt_ratio(r), "does not grow with slots (≤ 2×)", ok)
     return out

@@ -46,14 +46,16 @@ fn scanned_queue(key: &[u8]) -> Option<&[u8]> {
 /// the next TPOP that finds the queue empty), and any change may make a message
 /// deliverable (a ZREM from `prepare{Q}` frees its content).
 fn zset_written(ctx: Ctx, key: &RStr) {
-    if !ctx.is_primary() {
-        return;
-    }
     let name = key.as_ref();
     let tagged = queue_of(name);
     let q = tagged.map_or(name, |(q, _)| q);
+    // Most sorted sets are no queue's: their names settle it before anything is looked up.
+    let slot = route::split(q).is_some();
+    if (!slot && !waiters::has_waiters(ctx.db(), q)) || !ctx.is_primary() {
+        return;
+    }
     let waiting_set = matches!(tagged, None | Some((_, KeyId::Hold)));
-    if waiting_set && route::split(q).is_some() && Key::exists(ctx, key).unwrap_or(true) {
+    if slot && waiting_set && Key::exists(ctx, key).unwrap_or(true) {
         topics::note(ctx.db(), q, true);
     }
     if waiters::has_waiters(ctx.db(), q) {
