@@ -14,6 +14,8 @@
 //! turn after turn gives it, so the messages taken are the same; the reply lists them turn
 //! by turn.
 
+use std::cell::Cell;
+
 use crate::core::route::queue_name;
 use crate::core::store::{Set, Store};
 use crate::ffi::rstr::Shared;
@@ -100,9 +102,24 @@ pub fn take_topic(ctx: Ctx, topic: &[u8], want: TopicPop, now: i64) -> Vec<Topic
     effects::one_change_count(ctx, || take_topic_counted(ctx, topic, want, now))
 }
 
+/// Longest visit list whose buffer is kept for the next TPOP.
+const KEEP_TURNS: usize = 1024;
+
 fn take_topic_counted(ctx: Ctx, topic: &[u8], want: TopicPop, now: i64) -> Vec<TopicDelivery> {
+    // The visit list's buffer is kept from one TPOP to the next (a TPOP loop asks alike).
+    thread_local!(static TURNS: Cell<Vec<Turns>> = const { Cell::new(Vec::new()) });
+    let mut turns = TURNS.take();
+    let out = take_turns(ctx, topic, want, now, &mut turns);
+    // Closes the queues: their changes are replicated, their consumers woken.
+    turns.clear();
+    if turns.capacity() <= KEEP_TURNS {
+        TURNS.set(turns);
+    }
+    out
+}
+
+fn take_turns(ctx: Ctx, topic: &[u8], want: TopicPop, now: i64, turns: &mut Vec<Turns>) -> Vec<TopicDelivery> {
     let (count, quantum) = (want.count, want.quantum);
-    let mut turns: Vec<Turns> = Vec::new();
     topics::rotation(ctx.db(), topic, want.slots, |slot, name| {
         let name = &name.get_or_insert_with(|| Shared(RStr::from_bytes(&queue_name(topic, slot)))).0;
         turns.push(Turns { name: name.clone(), q: None, lease: 0, got: Vec::new(), more: true })
@@ -110,7 +127,7 @@ fn take_topic_counted(ctx: Ctx, topic: &[u8], want: TopicPop, now: i64) -> Vec<T
     if turns.is_empty() {
         return Vec::new();
     }
-    let mut t = Taking { ctx, want, now, taken: 0, rate_limited: false, clustered: ctx.in_cluster() };
+    let mut t = Taking { ctx, want, now, taken: 0, rate_limited: false, clustered: cluster::enabled(ctx) };
     // The plan: `full` whole turns for every queue, then a last turn that reaches the
     // first `partial` queues, the last of them for `last` messages (1..=quantum).
     let per_turn = turns.len().saturating_mul(quantum);
@@ -129,7 +146,7 @@ fn take_topic_counted(ctx: Ctx, topic: &[u8], want: TopicPop, now: i64) -> Vec<T
             let last = rest - (partial - 1) * quantum;
             t.ask(&mut turns[partial - 1], quantum - last);
         }
-        for q in &mut turns[partial..] {
+        for q in turns[partial..].iter_mut() {
             t.ask(q, quantum);
         }
     }
@@ -146,7 +163,7 @@ fn take_topic_counted(ctx: Ctx, topic: &[u8], want: TopicPop, now: i64) -> Vec<T
         }
     }
     let mut out: Vec<TopicDelivery> = Vec::with_capacity(t.taken);
-    for q in &mut turns {
+    for q in turns.iter_mut() {
         if let Some(opened) = &q.q {
             announce(ctx, opened, q.got.len(), now + q.lease);
         }
@@ -156,7 +173,7 @@ fn take_topic_counted(ctx: Ctx, topic: &[u8], want: TopicPop, now: i64) -> Vec<T
     // Turn by turn: up to `quantum` from each queue that has any left.
     loop {
         let before = out.len();
-        for q in &mut turns {
+        for q in turns.iter_mut() {
             let Some(opened) = &q.q else { continue };
             for _ in 0..quantum {
                 let Some((m, d)) = q.got.pop() else { break };
