@@ -59,6 +59,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -79,8 +80,9 @@ T_BACKLOG = 1.5        # usec per POP (and grouped PUSH) with the backlog / with
 T_GROUPED = 0.8        # grouped msgs/s / ungrouped msgs/s (at least)
 T_V1 = 1.0             # v2 usec / v1 usec (at most); within T_V1_NOISE reported as kept
 T_V1_NOISE = 1.05
-T_TPOP_ONE = 1.2       # usec per TPOP (1024 slots, one busy) / per POP on that queue
-T_TPOP_BATCH = 0.9     # TPOP COUNT 100 throughput / POP COUNT 100 (at least)
+T_TPOP_ONE = 1.1       # usec per TPOP (1024 slots, one busy) / per POP on that queue (issue 21)
+T_TPOP_BATCH = 0.6     # TPOP COUNT 100 throughput / POP COUNT 100, QUANTUM 1 (at least; issue 21)
+T_TPOP_QUANTUM = 0.9   # the same with QUANTUM 100 (issue 21)
 T_POLICY = 1.05        # usec per message with a policy / without
 
 POLICY = "retries 5 backoff-ms 1000 lease-ms 30000"
@@ -377,7 +379,8 @@ def run_tpop_batch(rounds, slots, messages, consumers, count, figs, meter):
     fill = dict(groups=messages // 10, per_group=10, grouped=0, order="adjacent")
     for r in range(rounds):
         speed_probe("TPOP, all queues busy")
-        cfgs = [("tpop", dict(peer="tpop", queue="t", slots=slots)), ("pop", dict(peer="rmq", queue="q"))]
+        cfgs = [("tpop", dict(peer="tpop", queue="t", slots=slots)), ("pop", dict(peer="rmq", queue="q")),
+                ("tpop q100", dict(peer="tpop", queue="t", slots=slots, quantum=100))]
         for name, who in (cfgs if r % 2 == 0 else cfgs[::-1]):
             drain_run(name, dict(fill, **who), dict(who, consumers=consumers, count=count), figs,
                       fill["groups"] * 10, 600, meter)
@@ -640,6 +643,19 @@ def build_report(a, bk, gr, cpu, t1, tb, cg, loads):
                f"{fmt_ratio(tb['usec_per_msg'].ratio('tpop', 'pop'))}; the pop command alone "
                f"{fmt_ratio(None if ru is None else 1 / ru)}.")
     out.append("")
+    # 5b. the same with QUANTUM 100 (issue 21)
+    rq = tb["msgs_per_s"].ratio("tpop q100", "pop")
+    T.add(21, f"drain msgs/s, TPOP COUNT {a.count} QUANTUM 100 over {a.batch_slots} busy queues / POP COUNT {a.count}",
+          fmt_ratio(rq), f"≥ {T_TPOP_QUANTUM}×", rq is not None and rq >= T_TPOP_QUANTUM)
+    qu = [tb["cmd"].v.get(("tpop q100", "rmq.tpop"), []), tb["cmd"].v.get(("pop", "rmq.pop"), [])]
+    rqu = median([y / x for x, y in zip(*qu) if x]) if qu[0] and len(qu[0]) == len(qu[1]) else None
+    T.add(21, f"server usec/msg: POP COUNT {a.count} / TPOP COUNT {a.count} QUANTUM 100 (TPOP command only)",
+          fmt_ratio(rqu), f"≥ {T_TPOP_QUANTUM}×", rqu is not None and rqu >= T_TPOP_QUANTUM)
+    out.append(f"With `QUANTUM 100` (each queue's turn takes up to 100, issue 21): msgs/s "
+               f"{cell(tb['msgs_per_s'], 'tpop q100')}, pop command usec/msg "
+               f"{fmt(tb['cmd'].med(('tpop q100', 'rmq.tpop')))}; TPOP QUANTUM 100 / POP: msgs/s {fmt_ratio(rq)}, "
+               f"the pop command alone {fmt_ratio(None if rqu is None else 1 / rqu)}.")
+    out.append("")
 
     if cg:
         out += callgrind_report(a, T, *cg)
@@ -688,6 +704,7 @@ def build_report(a, bk, gr, cpu, t1, tb, cg, loads):
     rounds_of("4. RMQ.POP usec", t1["call"], "pop")
     rounds_of("5. msgs/s, TPOP", tb["msgs_per_s"], "tpop")
     rounds_of("5. msgs/s, POP", tb["msgs_per_s"], "pop")
+    rounds_of("5. msgs/s, TPOP QUANTUM 100", tb["msgs_per_s"], "tpop q100")
     out.append("")
     out.append(f"† a round whose run was disturbed (> {Retries.DISTURBED * 100:.0f}% of a core taken by others).")
     return T.md() + [""] + out, T
@@ -745,6 +762,10 @@ def callgrind_report(a, T, bk, gr, cpu, t1, tb):
         tb, "instr_per_msg", "pop", "tpop", T_TPOP_BATCH, at_least=True, judge="total")
     row(11, f"same, command only, judged as the TPOP target on usec: POP (A) / TPOP (B)", tb, "instr_per_msg",
         "pop", "tpop", T_TPOP_BATCH, at_least=True)
+    row(21, f"per message drained: POP COUNT {a.count} (A) / TPOP COUNT {a.count} QUANTUM 100 (B)",
+        tb, "instr_per_msg", "pop", "tpop q100", T_TPOP_QUANTUM, at_least=True, judge="total")
+    row(21, "same, command only: POP (A) / TPOP QUANTUM 100 (B)", tb, "instr_per_msg", "pop", "tpop q100",
+        T_TPOP_QUANTUM, at_least=True)
     out.append("")
     return out
 
@@ -778,6 +799,152 @@ def v1_commit():
 
 
 # ------------------------------------------------------------------------------------------
+# 7. Blocked TPOP (issue 21): what a blocked TPOP costs must not grow with `slots`.
+
+BLOCK_SLOTS = (16384, 1)
+
+
+PROBE = """
+import select, sys, time, redis
+c = redis.Redis(port=int(sys.argv[1]))
+lat = []
+while not select.select([sys.stdin], [], [], 0)[0]:
+    t = time.perf_counter()
+    c.ping()
+    lat.append((time.perf_counter() - t) * 1000)
+    time.sleep(0.001)
+lat.sort()
+print(lat[-1] if lat else 0.0, lat[min(len(lat) - 1, int(len(lat) * 0.99))] if lat else 0.0)
+"""
+
+
+class PingProbe:
+    """PINGs the server back to back from its own process (no GIL shared with the load)
+    until stopped: the worst and the 99th-percentile latency (ms) meanwhile."""
+
+    def __init__(self, server):
+        self.p = subprocess.Popen([sys.executable, "-c", PROBE, str(server.port)], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        time.sleep(0.3)  # connected and pinging
+
+    def stop(self):
+        out, _ = self.p.communicate("stop\n", timeout=60)
+        mx, p99 = out.split()
+        return float(mx), float(p99)
+
+
+def wait_blocked_clients(c, n, timeout):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if c.info("rmq").get("rmq_blocked_clients") == n:
+            return True
+        time.sleep(0.002)
+    return False
+
+
+def resp(*args):
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+def run_tpop_blocked(rounds, clients, figs):
+    """On an empty topic: (a) RMQ.TPOP big <slots> BLOCK 10, 200 calls one after the other,
+    server usec per call (commandstats: the call that blocks) and wall ms per call, against
+    the same without BLOCK; (b) 20 workers looping on it (redis-benchmark -c 20 -n 400), PING latency meanwhile;
+    (c) `clients` raw connections each sending RMQ.TPOP big <slots> BLOCK 0: seconds until all
+    are blocked, used_memory held, seconds until all are released after the sockets close,
+    and PING latency over (c). Each for 16,384 slots and for 1 (the peer: no slot cost)."""
+    srv = bench.SERVER
+    c = client()
+    for r in range(rounds):
+        speed_probe("blocked TPOP")
+        for slots in (BLOCK_SLOTS if r % 2 == 0 else BLOCK_SLOTS[::-1]):
+            c.flushall()
+            for blocking in (True, False):
+                opts = ("BLOCK", 10) if blocking else ()
+                c.config_resetstat()
+                t = time.perf_counter()
+                for _ in range(200):
+                    c.execute_command("RMQ.TPOP", "big", slots, *opts)
+                wall = (time.perf_counter() - t) * 1000 / 200
+                usec = per_call(cmdstats(c), "rmq.tpop")
+                figs["usec_block" if blocking else "usec_plain"].add(slots, usec)
+                if blocking:
+                    figs["wall_block"].add(slots, wall)
+            probe = PingProbe(srv)
+            # 20 workers looping on the blocking TPOP, from another process (redis-benchmark).
+            subprocess.run(["taskset", "-c", str(bench.LOAD_CORE), "redis-benchmark", "-p", str(srv.port), "-c", "20",
+                            "-n", "400", "-q", "RMQ.TPOP", "big", str(slots), "BLOCK", "10"],
+                           check=True, capture_output=True, timeout=300)
+            mx, p99 = probe.stop()
+            figs["ping_loop_max"].add(slots, mx)
+            figs["ping_loop_p99"].add(slots, p99)
+            mem0 = c.info("memory")["used_memory"]
+            c.config_resetstat()
+            probe = PingProbe(srv)
+            t = time.perf_counter()
+            socks = []
+            for _ in range(clients):
+                sk = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+                sk.sendall(resp("RMQ.TPOP", "big", slots, "BLOCK", 0))
+                socks.append(sk)
+            if not wait_blocked_clients(c, clients, 120):
+                raise RuntimeError(f"blocked TPOP: {clients} clients did not all block")
+            figs["register_s"].add(slots, time.perf_counter() - t)
+            figs["usec_register"].add(slots, per_call(cmdstats(c), "rmq.tpop"))
+            figs["memory_mb"].add(slots, (c.info("memory")["used_memory"] - mem0) / 1e6)
+            t = time.perf_counter()
+            for sk in socks:
+                sk.close()
+            if not wait_blocked_clients(c, 0, 120):
+                raise RuntimeError("blocked TPOP: clients not released")
+            figs["release_s"].add(slots, time.perf_counter() - t)
+            mx, p99 = probe.stop()
+            figs["ping_many_max"].add(slots, mx)
+            figs["ping_many_p99"].add(slots, p99)
+            log(f"  blocked TPOP, {slots} slots: {figs['usec_block'].v[slots][-1]:.1f} usec/call blocking, "
+                f"{figs['usec_plain'].v[slots][-1]:.1f} without; {clients} clients registered in "
+                f"{figs['register_s'].v[slots][-1]:.2f} s, {figs['memory_mb'].v[slots][-1]:.1f} MB, released in "
+                f"{figs['release_s'].v[slots][-1]:.2f} s; PING max {figs['ping_many_max'].v[slots][-1]:.1f} ms")
+    c.close()
+
+
+def blocked_report(a, bl, T):
+    """Section 7's table (issue 21)."""
+    big, one = BLOCK_SLOTS
+    out = [f"### 7. Blocked TPOP on an empty topic: {big:,} slots vs 1 (issue 21)\n",
+           f"(a) 200 × `RMQ.TPOP big <slots> BLOCK 10` one after the other (each times out), server usec per call "
+           "(commandstats: the call that blocks the client) and wall ms per call, vs the same without BLOCK; "
+           f"(b) 20 workers looping on it (redis-benchmark -c 20 -n 400), PING latency meanwhile; (c) {a.blocked_clients:,} connections "
+           "each blocked in `RMQ.TPOP big <slots> BLOCK 0`: seconds until all are blocked, memory they hold, seconds "
+           "until all are released once their sockets close, PING latency over (c). Medians of the rounds.\n",
+           "| slots | usec/call BLOCK 10 | usec/call no BLOCK | wall ms/call BLOCK 10 | PING max / p99 ms, (b) | "
+           "register s | usec/call registering (c) | MB held | release s | PING max / p99 ms, (c) |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for s in BLOCK_SLOTS:
+        out.append(f"| {s:,} | {cell(bl['usec_block'], s)} | {cell(bl['usec_plain'], s)} | {cell(bl['wall_block'], s)} | "
+                   f"{fmt(bl['ping_loop_max'].med(s))} / {fmt(bl['ping_loop_p99'].med(s))} | "
+                   f"{cell(bl['register_s'], s)} | {cell(bl['usec_register'], s)} | {cell(bl['memory_mb'], s)} | "
+                   f"{cell(bl['release_s'], s)} | "
+                   f"{fmt(bl['ping_many_max'].med(s))} / {fmt(bl['ping_many_p99'].med(s))} |")
+    out.append("")
+    # Judged on the server's own time and memory; the wall times of (c) are the script's
+    # socket work as much as the server's, on a shared machine.
+    for key, what in (("usec_block", "server usec per blocking call (a)"),
+                      ("usec_register", "server usec per call registering 1,000 clients (c)"),
+                      ("memory_mb", "memory held by 1,000 blocked clients")):
+        r = bl[key].ratio(big, one)
+        # Memory and times this small are noise-bound: within 2× (or under 1 MB / 50 ms) they do not grow.
+        small = {"memory_mb": 1.0}.get(key, 0)
+        ok = r is not None and (r <= 2.0 or (bl[key].med(big) or 0) <= small)
+        T.add(21, f"blocked TPOP {what}, {big:,} slots / 1 slot", fmt_ratio(r), "does not grow with slots (≤ 2×)", ok)
+    return out
+
+
+# ------------------------------------------------------------------------------------------
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -792,12 +959,13 @@ def main():
     ap.add_argument("--tpop-slots", type=int, default=1024)
     ap.add_argument("--batch-slots", type=int, default=64)
     ap.add_argument("--tpop-messages", type=int, default=100_000)
+    ap.add_argument("--blocked-clients", type=int, default=1_000, help="blocked TPOP clients (7)")
     ap.add_argument("--no-callgrind", action="store_true", help="skip the instruction counts (valgrind)")
     ap.add_argument("--cg-cycles", type=int, default=2_000, help="single commands per phase under callgrind")
     ap.add_argument("--cg-groups", type=int, default=2_000, help="groups (× --per-group) drained under callgrind")
     ap.add_argument("--cg-cpu-messages", type=int, default=5_000)
     ap.add_argument("--quick", action="store_true", help="small sizes, 2 rounds (a smoke test; not for results)")
-    ap.add_argument("--only", default="", help="comma list of sections to run: backlog,groups,cpu,tpop1,tpopb")
+    ap.add_argument("--only", default="", help="comma list of sections to run: backlog,groups,cpu,tpop1,tpopb,tpopblk")
     a = bench.parse_common(ap, 1500, 180, RESULTS)
     if a.quick:
         a.rounds = 2
@@ -858,6 +1026,7 @@ def main():
         f"(core {bench.SERVER_CORE}); driver on core {bench.LOAD_CORE}")
 
     bk, gr, cpu, t1, tb = (defaultdict(Fig) for _ in range(5))
+    bl = defaultdict(Fig)
     cg = None
     loads = {}
     only = set(filter(None, a.only.split(",")))
@@ -884,6 +1053,8 @@ def main():
                     a.consumers, a.count, tb, m2)
 
     try:
+        with on(V2):
+            section("tpopblk", "blocked TPOP", run_tpop_blocked, a.rounds, a.blocked_clients, bl)
         sections(a.rounds, bk, gr, cpu, t1, tb, (V2, Usec()), (V1, Usec()), "", a.cycles, a.groups,
                  a.cpu_messages, a.tpop_messages)
         if not a.no_callgrind:
@@ -905,6 +1076,11 @@ def main():
     elapsed = time.time() - t_start
 
     body, T = build_report(a, bk, gr, cpu, t1, tb, cg, loads)
+    if bl:
+        # Section 7 adds its targets to the table at the top.
+        head = len(T.md())
+        extra = blocked_report(a, bl, T)
+        body = T.md() + body[head:] + extra
     md = "\n".join(header(a, m, elapsed, commit) + body)
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)

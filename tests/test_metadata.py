@@ -44,7 +44,7 @@ ARGUMENTS = {
     "rmq.policy": ["queue", "operation"],
     "rmq.schedule": ["queue", "operation"],
     "rmq.route": ["topic", "slots", "basis"],
-    "rmq.tpop": ["topic", "slots", "count", "ms", "timeout-ms"],
+    "rmq.tpop": ["topic", "slots", "count", "quantum", "ms", "timeout-ms"],
     "rmq.queues": ["pattern", "count", "cursor"],
 }
 

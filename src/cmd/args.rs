@@ -12,6 +12,8 @@ use crate::core::route::MAX_SLOTS;
 /// now + ms stays an exact integer score.
 pub const MAX_RELATIVE: i64 = 1 << 52;
 pub const MAX_POP_COUNT: i64 = 10_000;
+/// Most messages RMQ.TPOP takes from one queue per turn.
+pub const MAX_QUANTUM: i64 = 10_000;
 pub const DEFAULT_PENDING: usize = 100;
 
 pub(crate) fn int_in(opt: &'static str, val: &[u8], min: i64, max: i64, must: &'static str) -> Result<i64> {
@@ -42,12 +44,25 @@ pub(crate) fn arity(args: &[&[u8]], min: usize, cmd: &'static str) -> Result<()>
     }
 }
 
-/// A queue name is non-empty and has no braces: its keys' hash tag is `{Q}` (an empty
-/// tag `{}` would scatter its keys over the cluster's slots).
+/// A queue name (and a topic, whose slots' names must be queue names) is non-empty and
+/// has no braces: its keys' hash tag is `{Q}` (an empty tag `{}` would scatter its keys
+/// over the cluster's slots).
+fn valid_name(name: &[u8]) -> bool {
+    !name.is_empty() && !name.iter().any(|&c| c == b'{' || c == b'}')
+}
+
 pub fn queue(args: &[&[u8]], cmd: &'static str) -> Result<()> {
     arity(args, 1, cmd)?;
-    if args[0].is_empty() || args[0].iter().any(|&c| c == b'{' || c == b'}') {
+    if !valid_name(args[0]) {
         return Err(RmqError::QueueName);
+    }
+    Ok(())
+}
+
+/// A topic makes valid queue names (RMQ.TPOP, RMQ.ROUTE).
+fn topic(name: &[u8]) -> Result<()> {
+    if !valid_name(name) {
+        return Err(RmqError::TopicName);
     }
     Ok(())
 }
@@ -107,8 +122,9 @@ pub struct PopArgs {
     pub block: Option<i64>,
 }
 
-/// The POP options (COUNT, LEASE, BLOCK) in `args`, in any order.
-fn pop_options(args: &[&[u8]]) -> Result<PopArgs> {
+/// The POP options (COUNT, LEASE, BLOCK) in `args`, in any order, and QUANTUM where
+/// `quantum` is given (RMQ.TPOP: it gets the value, else keeps its default).
+fn pop_options(args: &[&[u8]], mut quantum: Option<&mut usize>) -> Result<PopArgs> {
     let mut out = PopArgs { count: 1, lease: None, block: None };
     let mut i = 0;
     while i < args.len() {
@@ -119,6 +135,8 @@ fn pop_options(args: &[&[u8]]) -> Result<PopArgs> {
             out.lease = Some(int_in("LEASE", v?, 1, MAX_RELATIVE, RELATIVE_MUST)?);
         } else if is(args[i], "BLOCK") {
             out.block = Some(int_in("BLOCK", v?, 0, MAX_RELATIVE, "an integer from 0 (forever) to 2^52 (ms)")?);
+        } else if let (true, Some(q)) = (is(args[i], "QUANTUM"), quantum.as_deref_mut()) {
+            *q = int_in("QUANTUM", v?, 1, MAX_QUANTUM, "an integer from 1 to 10000")? as usize;
         } else {
             return Err(syntax(args[i]));
         }
@@ -130,7 +148,7 @@ fn pop_options(args: &[&[u8]]) -> Result<PopArgs> {
 /// RMQ.POP Q [COUNT n] [LEASE ms] [BLOCK ms]
 pub fn pop(args: &[&[u8]]) -> Result<PopArgs> {
     queue(args, "rmq.pop")?;
-    pop_options(&args[1..])
+    pop_options(&args[1..], None)
 }
 
 /// A topic's number of slots: a power of two from 1 to 16384.
@@ -141,14 +159,23 @@ fn slots(v: &[u8]) -> Result<u32> {
     }
 }
 
-/// RMQ.TPOP topic slots [COUNT n] [LEASE ms] [BLOCK ms]: the slots and the options. The
-/// topic must make valid queue names (non-empty queue names without braces).
-pub fn tpop(args: &[&[u8]]) -> Result<(u32, PopArgs)> {
+/// RMQ.TPOP: the slots, the POP options and the quantum.
+#[derive(Debug, PartialEq, Eq)]
+pub struct TpopArgs {
+    pub slots: u32,
+    pub pop: PopArgs,
+    /// Messages per queue per turn (QUANTUM, default 1).
+    pub quantum: usize,
+}
+
+/// RMQ.TPOP topic slots [COUNT n] [QUANTUM q] [LEASE ms] [BLOCK ms]
+pub fn tpop(args: &[&[u8]]) -> Result<TpopArgs> {
     arity(args, 2, "rmq.tpop")?;
-    if args[0].iter().any(|&c| c == b'{' || c == b'}') {
-        return Err(RmqError::QueueName);
-    }
-    Ok((slots(args[1])?, pop_options(&args[2..])?))
+    topic(args[0])?;
+    let slots = slots(args[1])?;
+    let mut quantum = 1;
+    let pop = pop_options(&args[2..], Some(&mut quantum))?;
+    Ok(TpopArgs { slots, pop, quantum })
 }
 
 /// RMQ.ACK Q message [message ...] and RMQ.CANCEL: index of the first message.
@@ -340,6 +367,7 @@ pub fn route(args: &[&[u8]]) -> Result<u32> {
     if args.len() != 3 {
         return Err(RmqError::Arity("rmq.route"));
     }
+    topic(args[0])?;
     slots(args[1])
 }
 
@@ -411,6 +439,7 @@ mod tests {
             (vec!["q", "BLOCK", "-1"], "BLOCK"),
             (vec!["q", "COUNT"], "syntax"),
             (vec!["q", "FOO", "1"], "syntax"),
+            (vec!["q", "QUANTUM", "1"], "syntax"),
             (vec![], "wrong number"),
         ] {
             let e = pop(&a(&args)).unwrap_err().message();
@@ -498,11 +527,13 @@ mod tests {
 
     #[test]
     fn tpop_options() {
-        assert_eq!(tpop(&a(&["t", "16"])), Ok((16, PopArgs { count: 1, lease: None, block: None })));
+        let plain = PopArgs { count: 1, lease: None, block: None };
+        assert_eq!(tpop(&a(&["t", "16"])), Ok(TpopArgs { slots: 16, pop: plain, quantum: 1 }));
         assert_eq!(
-            tpop(&a(&["t", "1", "BLOCK", "0", "count", "100", "LEASE", "9"])),
-            Ok((1, PopArgs { count: 100, lease: Some(9), block: Some(0) }))
+            tpop(&a(&["t", "1", "BLOCK", "0", "count", "100", "quantum", "7", "LEASE", "9"])),
+            Ok(TpopArgs { slots: 1, pop: PopArgs { count: 100, lease: Some(9), block: Some(0) }, quantum: 7 })
         );
+        assert_eq!(tpop(&a(&["t", "4", "COUNT", "2", "QUANTUM", "10000"])).map(|t| t.quantum), Ok(10000), "above COUNT is fine");
         for (args, word) in [
             (vec!["t"], "wrong number"),
             (vec!["t", "3"], "slots"),
@@ -511,6 +542,14 @@ mod tests {
             (vec!["t", "8", "COUNT"], "syntax"),
             (vec!["t", "8", "FOO", "1"], "syntax"),
             (vec!["t{x}", "8"], "queue name"),
+            (vec!["t}", "8"], "queue name"),
+            (vec!["t", "8", "QUANTUM", "0"], "QUANTUM"),
+            (vec!["t", "8", "QUANTUM", "-1"], "QUANTUM"),
+            (vec!["t", "8", "QUANTUM", "10001"], "QUANTUM"),
+            (vec!["t", "8", "QUANTUM", "x"], "QUANTUM"),
+            (vec!["t", "8", "QUANTUM", "1.5"], "QUANTUM"),
+            (vec!["t", "8", "QUANTUM"], "syntax"),
+            (vec!["", "8"], "queue name"),
         ] {
             let e = tpop(&a(&args)).unwrap_err().message();
             assert!(e.contains(word), "{args:?}: {e}");
@@ -535,5 +574,8 @@ mod tests {
             assert!(route(&a(&["t", bad, "b"])).unwrap_err().message().contains("slots"), "{bad}");
         }
         assert!(route(&a(&["t", "8"])).is_err());
+        for bad in ["t{", "}", "a{b}c", ""] {
+            assert_eq!(route(&a(&[bad, "4", "x"])), Err(RmqError::TopicName), "{bad}");
+        }
     }
 }

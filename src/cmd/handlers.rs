@@ -10,8 +10,9 @@ use crate::core::store::Store;
 use crate::ffi::context::{now_ms, set_test_now};
 use crate::ffi::rstr::Argv;
 use crate::ffi::{reply, Ctx, RStr};
-use crate::runtime::delivery::{pushed, reply_popped, reply_topic, swept, take, take_topic, Opened};
+use crate::runtime::delivery::{pushed, reply_popped, swept, take, Opened};
 use crate::runtime::queue_stats::{self, Stat};
+use crate::runtime::topic_pop::{reply_topic, take_topic, TopicPop};
 use crate::runtime::{acl, alarm, blocking, cluster, events, ratelimit, settings};
 
 /// One invocation: the context and the arguments after the command name.
@@ -60,14 +61,15 @@ pub fn pop(c: &Call) -> Result<()> {
 }
 
 pub fn tpop(c: &Call) -> Result<()> {
-    let (slots, a) = args::tpop(&c.args)?;
+    let a = args::tpop(&c.args)?;
     let topic = c.args[0];
-    acl::check_topic(c.ctx, topic, slots)?;
-    let got = take_topic(c.ctx, topic, slots, a.count, a.lease, now_ms());
+    acl::check_topic(c.ctx, topic, a.slots)?;
+    let want = TopicPop { slots: a.slots, count: a.pop.count, quantum: a.quantum, lease: a.pop.lease };
+    let got = take_topic(c.ctx, topic, want, now_ms());
     if !got.is_empty() {
         reply_topic(c.ctx, &got);
-    } else if let Some(timeout) = a.block.filter(|_| c.ctx.may_block()) {
-        blocking::block_topic(c.ctx, topic, slots, a.count, a.lease, timeout);
+    } else if let Some(timeout) = a.pop.block.filter(|_| c.ctx.may_block()) {
+        blocking::block_topic(c.ctx, topic, want, timeout);
     } else {
         reply::null(c.ctx);
     }

@@ -73,9 +73,16 @@ commands! { COMMANDS:
     }
     cmd_tpop => handlers::tpop {
         name: c"rmq.tpop", flags: c"write blocking", key: KeyUse::None, arity: -3, acl: c"write blocking slow",
-        summary: c"Takes up to COUNT deliverable messages from the queues <topic>_0 .. <topic>_<slots-1> this server holds, one from each in turn, under a lease; BLOCK waits for one",
+        summary: c"Takes up to COUNT deliverable messages from the queues <topic>_0 .. <topic>_<slots-1> this server holds, up to QUANTUM from each in turn, under a lease; BLOCK waits for one",
         complexity: c"O(N log(M)) for N messages taken, whatever the number of empty queues",
-        args: &[arg("topic", Ty::Str), arg("slots", Ty::Int), opt("COUNT", "count", Ty::Int), opt("LEASE", "ms", Ty::Int), opt("BLOCK", "timeout-ms", Ty::Int)],
+        args: &[
+            arg("topic", Ty::Str),
+            arg("slots", Ty::Int),
+            opt("COUNT", "count", Ty::Int),
+            opt("QUANTUM", "quantum", Ty::Int),
+            opt("LEASE", "ms", Ty::Int),
+            opt("BLOCK", "timeout-ms", Ty::Int),
+        ],
     }
     cmd_ack => handlers::ack {
         name: c"rmq.ack", flags: c"write fast", key: KeyUse::Write, arity: -3, acl: c"write fast",

@@ -25,6 +25,8 @@ pub enum RmqError {
     TooLong(i64),
     QueueFull(i64),
     QueueName,
+    /// A topic whose slots would not be valid queue names.
+    TopicName,
     /// The queue's slot is being migrated to this node and the queue has not arrived yet.
     TryAgain,
     /// Used memory is over `maxmemory` (a command that adds data, checked by hand).
@@ -64,6 +66,9 @@ impl RmqError {
                 format!("ERR queue full: push would exceed max-queue-length ({max})")
             }
             RmqError::QueueName => "ERR invalid queue name: must be non-empty and must not contain '{' or '}'".into(),
+            RmqError::TopicName => {
+                "ERR invalid topic: must be non-empty and must not contain '{' or '}', so that its slots are valid queue names".into()
+            }
             RmqError::TryAgain => {
                 "TRYAGAIN the queue's slot is being migrated to this node and the queue has not arrived yet; retry".into()
             }
@@ -96,6 +101,7 @@ mod tests {
             (RmqError::QueueFull(3), "max-queue-length"),
             (RmqError::QueueName, "queue name"),
             (RmqError::BadSchedule("x".into()), "schedule"),
+            (RmqError::TopicName, "queue name"),
             (RmqError::Internal("x".into()), "internal"),
         ];
         for (e, word) in all {

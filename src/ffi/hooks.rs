@@ -109,8 +109,9 @@ extern "C" fn on_key_event(ctx: *mut RedisModuleCtx, _type: c_int, event: *const
     0
 }
 
-/// Calls `f` on every generic keyspace event (RENAME, MOVE, COPY, RESTORE, DEL ...), on
-/// every key's creation (`new`), expiry and eviction.
+/// Calls `f` on every generic keyspace event (RENAME, MOVE, COPY, RESTORE, DEL ...), every
+/// sorted-set event (ZADD, ZREM, ZUNIONSTORE ...: their names start with `z`), and every
+/// key's creation (`new`), expiry and eviction.
 pub fn subscribe_key_events(ctx: Ctx, f: KeyEventFn) -> bool {
     let _ = KEY_EVENTS.set(f);
     // SAFETY: a valid context at load.
@@ -118,6 +119,7 @@ pub fn subscribe_key_events(ctx: Ctx, f: KeyEventFn) -> bool {
         rm!(RedisModule_SubscribeToKeyspaceEvents)(
             ctx.ptr(),
             raw::REDISMODULE_NOTIFY_GENERIC
+                | raw::REDISMODULE_NOTIFY_ZSET
                 | raw::REDISMODULE_NOTIFY_NEW
                 | raw::REDISMODULE_NOTIFY_EXPIRED
                 | raw::REDISMODULE_NOTIFY_EVICTED,

@@ -6,7 +6,7 @@
 //! TRYAGAIN instead, as Redis does for a multi-key command whose keys are split; cluster
 //! clients retry it, and once the slot has moved the queue is whole.
 
-use std::sync::{LazyLock, Mutex};
+use std::sync::{LazyLock, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::core::error::{Result, RmqError};
@@ -75,10 +75,17 @@ static SERVED: LazyLock<Mutex<Option<(Instant, Slots)>>> = LazyLock::new(Mutex::
 const TRUST: Duration = Duration::from_millis(1000);
 const RECHECK: Duration = Duration::from_millis(100);
 
+/// Whether this server runs in cluster mode: read once (`cluster-enabled` cannot change
+/// at run time), sparing every command that asks a read of the context flags.
+pub fn enabled(ctx: Ctx) -> bool {
+    static ENABLED: OnceLock<bool> = OnceLock::new();
+    *ENABLED.get_or_init(|| ctx.in_cluster())
+}
+
 /// Whether this node serves queue `q`'s hash slot (always, outside a cluster). Keys of a
 /// slot being imported are here before the slot is: they are not served yet.
 pub fn serves(ctx: Ctx, q: &[u8]) -> bool {
-    if !ctx.in_cluster() {
+    if !enabled(ctx) {
         return true;
     }
     let slot = key_slot(q);
@@ -108,7 +115,7 @@ pub fn forget_slots() {
 /// and again after any CLUSTER command, such as the SETSLOT that starts an import). An
 /// empty queue has no keys, so without that a push to one would read CLUSTER NODES.
 pub fn check_arrived(ctx: Ctx, q: &RedisQueue) -> Result<()> {
-    if !ctx.in_cluster() || q.exists() || serves(ctx, q.name().as_ref()) {
+    if !enabled(ctx) || q.exists() || serves(ctx, q.name().as_ref()) {
         return Ok(());
     }
     let slot = cluster(ctx, &[b"KEYSLOT", q.name().as_ref()]);

@@ -1,33 +1,70 @@
 //! Server events the module follows, and what each sets going: after a load, a promotion,
-//! Server events the module follows, and what each sets going: after a load, a promotion,
 //! a SWAPDB or a FLUSH, the leases, the schedules and the topic index are found again by one
 //! scan of the keyspace (and the queue registry by another, on replicas too); keys created,
 //! deleted, expired or evicted keep the queue registry; keys arriving by RESTORE, RENAME, MOVE
-//! or COPY bring their queue's leases, schedules and waiting messages; SYNC and PSYNC (seen by
-//! a command filter) and role changes switch effects on; ACL commands drop TPOP's permission
-//! verdicts.
+//! or COPY bring their queue's leases, schedules and waiting messages; sorted-set writes by
+//! other commands (ZADD ...) to a queue's keys are its own (the topic index learns of them,
+//! its blocked consumers are woken); SYNC and PSYNC (seen by a command filter) and role
+//! changes switch effects on; ACL commands drop TPOP's permission verdicts.
 
 use std::collections::BTreeSet;
 
+use crate::core::route;
 use crate::core::rules;
 use crate::core::store::{Set, Store};
 use crate::ffi::guard::guard;
 use crate::ffi::hooks::{self, scan_keys, ServerEvent, FLUSH_ENDED, LOADING_ENDED, NOW_PRIMARY};
+use crate::ffi::key::Key;
 use crate::ffi::{Ctx, RStr};
-use crate::runtime::{acl, alarm, cluster, registry, schedules, topics};
+use crate::runtime::{acl, alarm, cluster, registry, schedules, topics, waiters};
 use crate::storage::effects;
-use crate::storage::keys::{self, queue_of};
+use crate::storage::keys::{self, queue_of, KeyId};
 use crate::storage::redis_queue::RedisQueue;
 use crate::storage::schedules as sched_keys;
 
-/// Tells the timer about queue `q`'s leases and holds, and the topic index about its
-/// waiting messages.
+/// Tells the timer about queue `q`'s leases and holds, the topic index about its waiting
+/// messages, and its blocked consumers that it may have a deliverable one.
 fn found(ctx: Ctx, q: &[u8]) {
     if let Ok(queue) = RedisQueue::open(ctx, RStr::from_bytes(q), false) {
         if let Some(next) = rules::next_work(&queue) {
             alarm::note_lease(ctx, q, next);
         }
         topics::note(ctx.db(), q, queue.len(Set::Store) + queue.len(Set::Hold) > 0);
+        if waiters::has_waiters(ctx.db(), q) {
+            waiters::possibly_deliverable(ctx, &queue);
+        }
+    }
+}
+
+/// The queue a key may belong to: the one a tagged key names, else a key named as a
+/// topic's slot (`Q` itself cannot be told from another key by its name; only those are
+/// worth a look, for the topic index).
+fn scanned_queue(key: &[u8]) -> Option<&[u8]> {
+    queue_of(key).map(|(q, _)| q).or_else(|| route::split(key).map(|_| key))
+}
+
+/// Another command (ZADD, ZREM, ZUNIONSTORE ...) wrote sorted set `key`: if it is a
+/// queue's, the queue's own rules apply to what it holds now. Members added to `Q` or
+/// `hold{Q}` make it a busy queue of its topic (an entry left by a removal is dropped by
+/// the next TPOP that finds the queue empty), and any change may make a message
+/// deliverable (a ZREM from `prepare{Q}` frees its content).
+fn zset_written(ctx: Ctx, key: &RStr) {
+    let name = key.as_ref();
+    let tagged = queue_of(name);
+    let q = tagged.map_or(name, |(q, _)| q);
+    // Most sorted sets are no queue's: their names settle it before anything is looked up.
+    let slot = route::split(q).is_some();
+    if (!slot && !waiters::has_waiters(ctx.db(), q)) || !ctx.is_primary() {
+        return;
+    }
+    let waiting_set = matches!(tagged, None | Some((_, KeyId::Hold)));
+    if slot && waiting_set && Key::exists(ctx, key).unwrap_or(true) {
+        topics::note(ctx.db(), q, true);
+    }
+    if waiters::has_waiters(ctx.db(), q) {
+        if let Ok(queue) = RedisQueue::open(ctx, RStr::from_bytes(q), false) {
+            waiters::possibly_deliverable(ctx, &queue);
+        }
     }
 }
 
@@ -48,7 +85,7 @@ pub fn rescan(ctx: Ctx) {
             // Queues are opened after the scan: the scan must not see keys change.
             let (mut queues, mut scheduled): (BTreeSet<Vec<u8>>, Vec<Vec<u8>>) = Default::default();
             scan_keys(ctx, &mut |key, _| {
-                queues.extend(queue_of(key).map(|(q, _)| q.to_vec()));
+                queues.extend(scanned_queue(key).map(<[u8]>::to_vec));
                 scheduled.extend(sched_keys::queue_of(key).map(<[u8]>::to_vec));
             });
             for q in queues {
@@ -111,6 +148,10 @@ fn on_key_event(ctx: Ctx, event: &[u8], key: &RStr) {
     }
     if matches!(event, b"del" | b"expired" | b"evicted" | b"rename_from" | b"move_from") {
         registry::key_gone(ctx, key);
+        return;
+    }
+    if event.first() == Some(&b'z') {
+        zset_written(ctx, key);
         return;
     }
     let arrived = matches!(event, b"restore" | b"rename_to" | b"move_to" | b"copy_to");

@@ -1,7 +1,8 @@
 //! The module at run time, over storage: settings, counters, keyspace events, the timer
+//! The module at run time, over storage: settings, counters, keyspace events, the timer
 //! and its wake-up seam, blocked consumers, delivery, schedule firings, server-event
 //! hooks, cluster migration and the eviction warning. Dependencies run one way:
-//! `alarm` <- `waiters` <- `delivery` <- `blocking`, `schedules`, `timers` <- `hooks`.
+//! `alarm` <- `waiters` <- `delivery` <- `topic_pop` <- `blocking`, `schedules`, `timers` <- `hooks`.
 
 pub mod acl;
 pub mod alarm;
@@ -18,5 +19,6 @@ pub mod schedules;
 pub mod settings;
 pub mod stats;
 pub mod timers;
+pub mod topic_pop;
 pub mod topics;
 pub mod waiters;

@@ -4,16 +4,18 @@
 //! or a FLUSH, and told about keys that arrive by RESTORE, RENAME, MOVE or COPY. An entry
 //! may outlive its queue (deleted by hand, say): TPOP then finds it empty and drops it.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use crate::core::fnv::FnvMap;
 use crate::core::route;
+use crate::ffi::rstr::Shared;
 
 #[derive(Default)]
 struct Topic {
-    /// Slots whose queue has waiting messages.
-    slots: BTreeSet<u32>,
+    /// Slots whose queue has waiting messages, each with its queue's name once a TPOP has
+    /// made it (kept: every TPOP would make it anew).
+    slots: BTreeMap<u32, Option<Shared>>,
     /// Where the next TPOP starts (successive TPOPs start at successive queues).
     next: u32,
 }
@@ -42,9 +44,9 @@ pub fn note(db: i32, q: &[u8], waiting: bool) {
         };
         match in_db(dbs, db) {
             Some(t) => {
-                t.slots.insert(slot);
+                t.slots.entry(slot).or_default();
             }
-            None => dbs.push((db, Topic { slots: BTreeSet::from([slot]), next: 0 })),
+            None => dbs.push((db, Topic { slots: BTreeMap::from([(slot, None)]), next: 0 })),
         }
     } else if let Some(dbs) = all.get_mut(topic) {
         if let Some(t) = in_db(dbs, db) {
@@ -57,25 +59,32 @@ pub fn note(db: i32, q: &[u8], waiting: bool) {
     }
 }
 
-/// The slots below `slots` of `topic` with waiting messages, in the order this TPOP tries
-/// them: from the one after where the previous TPOP started, round the circle.
-pub fn rotation(db: i32, topic: &[u8], slots: u32) -> Vec<u32> {
+/// Calls `each` with the slots below `slots` of `topic` with waiting messages, in the order
+/// this TPOP tries them: from the one after where the previous TPOP started, round the
+/// circle; and with the place of the slot's queue name (for the caller to fill).
+pub fn rotation(db: i32, topic: &[u8], slots: u32, mut each: impl FnMut(u32, &mut Option<Shared>)) {
     let mut all = topics();
-    let Some(t) = all.get_mut(topic).and_then(|dbs| in_db(dbs, db)) else { return Vec::new() };
+    let Some(t) = all.get_mut(topic).and_then(|dbs| in_db(dbs, db)) else { return };
     let start = t.next % slots;
-    let mut out: Vec<u32> = Vec::with_capacity(t.slots.len());
-    out.extend(t.slots.range(start..slots));
-    out.extend(t.slots.range(..start));
-    if let Some(&first) = out.first() {
+    let mut first = None;
+    let (high, low) = (start..slots, ..start);
+    for (&slot, name) in t.slots.range_mut(high) {
+        first.get_or_insert(slot);
+        each(slot, name);
+    }
+    for (&slot, name) in t.slots.range_mut(low) {
+        first.get_or_insert(slot);
+        each(slot, name);
+    }
+    if let Some(first) = first {
         t.next = (first + 1) % slots;
     }
-    out
 }
 
 /// The slots below `slots` of `topic` with waiting messages.
 pub fn busy_slots(db: i32, topic: &[u8], slots: u32) -> Vec<u32> {
     let mut all = topics();
-    all.get_mut(topic).and_then(|dbs| in_db(dbs, db)).map_or_else(Vec::new, |t| t.slots.range(..slots).copied().collect())
+    all.get_mut(topic).and_then(|dbs| in_db(dbs, db)).map_or_else(Vec::new, |t| t.slots.range(..slots).map(|(&s, _)| s).collect())
 }
 
 /// Forgets everything (before a keyspace scan rebuilds it).
@@ -86,6 +95,12 @@ pub fn clear() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn rotation(db: i32, topic: &[u8], slots: u32) -> Vec<u32> {
+        let mut out = Vec::new();
+        super::rotation(db, topic, slots, |s, _| out.push(s));
+        out
+    }
 
     #[test]
     fn rotation_starts_at_successive_queues() {

@@ -13,13 +13,16 @@ use crate::ffi::Ctx;
 use crate::runtime::{alarm, ratelimit, settings, stats};
 use crate::storage::redis_queue::RedisQueue;
 
-/// How many consumers are blocked on each queue (POP), and on each topic (TPOP: how many
-/// slots they asked for, and whether they were blocked by hand, not on keys).
+/// Distinct `slots` a TPOP may ask for: the powers of two from 1 to 16384.
+const SLOT_SIZES: usize = route::MAX_SLOTS.trailing_zeros() as usize + 1;
+
+/// How many consumers are blocked on each queue (POP), and on each topic (TPOP, counted by
+/// how many slots they asked for: a queue's topic waiters are found in constant time).
 #[derive(Default)]
 struct Waiters {
     queues: HashMap<QueueId, u32>,
-    topics: HashMap<QueueId, Vec<(u32, bool)>>,
-    /// Topics with consumers blocked by hand that may now have a deliverable message.
+    topics: HashMap<QueueId, [u32; SLOT_SIZES]>,
+    /// Topics with blocked consumers that may now have a deliverable message.
     changed: BTreeSet<QueueId>,
 }
 static WAITERS: LazyLock<Mutex<Waiters>> = LazyLock::new(Mutex::default);
@@ -47,26 +50,34 @@ pub fn remove(db: i32, queue: &[u8]) {
     stats::BLOCKED_CLIENTS.sub(1);
 }
 
-/// A consumer starts waiting on the first `slots` queues of a topic (`by_hand`: blocked
-/// by the module, which serves it when the topic changes, see `topic_changed`).
-pub fn add_topic(db: i32, topic: &[u8], slots: u32, by_hand: bool) {
-    waiters().topics.entry((db, topic.to_vec())).or_default().push((slots, by_hand));
+/// Where TPOPs of `slots` slots are counted (`slots` is a power of two).
+fn size_index(slots: u32) -> usize {
+    (slots.trailing_zeros() as usize).min(SLOT_SIZES - 1)
+}
+
+/// A consumer starts waiting on the first `slots` queues of a topic.
+pub fn add_topic(db: i32, topic: &[u8], slots: u32) {
+    waiters().topics.entry((db, topic.to_vec())).or_default()[size_index(slots)] += 1;
     stats::BLOCKED_CLIENTS.add(1);
 }
 
 /// A topic consumer stops waiting.
-pub fn remove_topic(db: i32, topic: &[u8], slots: u32, by_hand: bool) {
+pub fn remove_topic(db: i32, topic: &[u8], slots: u32) {
     let mut w = waiters();
     let key = (db, topic.to_vec());
-    if let Some(v) = w.topics.get_mut(&key) {
-        if let Some(i) = v.iter().position(|&e| e == (slots, by_hand)) {
-            v.swap_remove(i);
-        }
-        if v.is_empty() {
+    if let Some(counts) = w.topics.get_mut(&key) {
+        let n = &mut counts[size_index(slots)];
+        *n = n.saturating_sub(1);
+        if counts.iter().all(|&n| n == 0) {
             w.topics.remove(&key);
         }
     }
     stats::BLOCKED_CLIENTS.sub(1);
+}
+
+/// Whether TPOP consumers of `topic` wait on its slot `slot`.
+fn topic_waits(w: &Waiters, db: i32, topic: &[u8], slot: u32) -> bool {
+    w.topics.get(&(db, topic.to_vec())).is_some_and(|counts| counts.iter().enumerate().any(|(i, &n)| n > 0 && slot < 1 << i))
 }
 
 /// Whether consumers are blocked on the queue, directly or through its topic (one atomic
@@ -76,29 +87,44 @@ pub fn has_waiters(db: i32, queue: &[u8]) -> bool {
         return false;
     }
     let w = waiters();
-    w.queues.contains_key(&(db, queue.to_vec()))
-        || route::split(queue)
-            .is_some_and(|(topic, slot)| w.topics.get(&(db, topic.to_vec())).is_some_and(|v| v.iter().any(|&(slots, _)| slot < slots)))
+    w.queues.contains_key(&(db, queue.to_vec())) || route::split(queue).is_some_and(|(topic, slot)| topic_waits(&w, db, topic, slot))
 }
 
-/// Queue `queue` may have a deliverable message: if consumers of its topic are blocked by
-/// hand, the timer serves them at once (after the command: see `blocking::serve_topics`).
-pub fn topic_changed(ctx: Ctx, queue: &[u8]) {
+/// Queue `queue` may have a deliverable message: if consumers of its topic are blocked,
+/// the timer serves them at once (after the command: see `blocking::serve_topics`).
+fn topic_changed(ctx: Ctx, queue: &[u8]) {
     if stats::BLOCKED_CLIENTS.get() == 0 {
         return;
     }
     let Some((topic, slot)) = route::split(queue) else { return };
-    let key = (ctx.db(), topic.to_vec());
+    let db = ctx.db();
     let mut w = waiters();
-    if w.topics.get(&key).is_some_and(|v| v.iter().any(|&(slots, by_hand)| by_hand && slot < slots)) && w.changed.insert(key) {
+    if topic_waits(&w, db, topic, slot) && w.changed.insert((db, topic.to_vec())) {
         drop(w);
         alarm::arm(ctx, now_ms());
     }
 }
 
-/// The topics `topic_changed` noted since the last call.
+/// Notes that `topic` of the selected db may have a deliverable message (its waiters are
+/// looked at again by the timer: while writes are paused, say).
+pub fn retry_topic(ctx: Ctx, topic: &[u8]) {
+    waiters().changed.insert((ctx.db(), topic.to_vec()));
+}
+
+/// The topics noted since the last call.
 pub fn take_changed_topics() -> Vec<QueueId> {
     std::mem::take(&mut waiters().changed).into_iter().collect()
+}
+
+/// Queue `q` may have a message deliverable now (a push, a rollback, an ACK that frees a
+/// group or a content, a replay, a due time, a refill, a resume, a key written by another
+/// command ...): wakes the consumers blocked on it — POP waiters through its key, TPOP
+/// waiters of its topic through the timer — and makes sure the timer looks again when its
+/// next message comes due. The one call for anything that can make a message deliverable.
+pub fn possibly_deliverable(ctx: Ctx, q: &RedisQueue) {
+    ctx.signal_ready(q.name());
+    topic_changed(ctx, q.name().as_ref());
+    schedule_wakeup(ctx, q);
 }
 
 /// After a change to a queue: if consumers wait on it, make sure the timer wakes them when

@@ -33,7 +33,8 @@
 //!
 //!   cpu takes --policy "field value …" (RMQ.POLICY q SET …, after the FLUSHALL) and
 //!   --warm-ms (one POP on the empty queue, then a pause that long, so a rate bucket has
-//!   refilled before the measuring starts). Peer tpop takes --slots (the topic's queues).
+//!   refilled before the measuring starts). Peer tpop takes --slots (the topic's queues)
+//!   and --quantum (TPOP's QUANTUM, default 1).
 //!
 //! Every connection has a read timeout and the whole run a watchdog (--timeout seconds):
 //! no wait is unbounded.
@@ -748,6 +749,7 @@ fn apply_policy(con: &mut Connection, a: &Args, q: &str) -> Res<()> {
 fn make_peer(a: &Args, kind: Kind, q: &str, consumer: &str, con: &mut Connection) -> Res<Peer> {
     let mut peer = Peer::new(kind, q, consumer, con)?;
     peer.slots = a.num("slots", 1)?.max(1) as usize;
+    peer.quantum = a.num("quantum", 1)?.max(1) as usize;
     Ok(peer)
 }
 
@@ -845,10 +847,12 @@ fn mode_drain(a: &Args) -> Res<String> {
     for id in 0..consumers {
         let (sh, url, q) = (sh.clone(), url.clone(), q.clone());
         let slots = a.num("slots", 1)?;
+        let quantum = a.num("quantum", 1)?;
         handles.push(thread::spawn(move || -> Res<u64> {
             let mut con = connect(&url)?;
             let mut peer = Peer::new(kind, &q, &format!("c{id}"), &mut con)?;
             peer.slots = slots.max(1) as usize;
+            peer.quantum = quantum.max(1) as usize;
             let mut prev: Vec<Item> = Vec::new();
             let mut mine = 0u64;
             loop {

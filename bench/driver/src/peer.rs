@@ -76,6 +76,8 @@ pub struct Peer {
     /// TPOP: the topic's slot count, and where the next push starts spreading.
     pub slots: usize,
     spread: Cell<usize>,
+    /// TPOP: QUANTUM (messages per queue per turn; 1, the default, is not sent).
+    pub quantum: usize,
 }
 
 const GROUP: &str = "g";
@@ -101,6 +103,7 @@ impl Peer {
             group: None,
             slots: 1,
             spread: Cell::new(0),
+            quantum: 1,
         })
     }
 
@@ -216,7 +219,13 @@ impl Peer {
             Kind::Ping => {
                 p.cmd("PING");
             }
-            Kind::Tpop => self.pop_options(p.cmd("RMQ.TPOP").arg(&self.q).arg(self.slots), n, block_ms),
+            Kind::Tpop => {
+                let c = p.cmd("RMQ.TPOP").arg(&self.q).arg(self.slots);
+                if self.quantum != 1 {
+                    c.arg("QUANTUM").arg(self.quantum);
+                }
+                self.pop_options(c, n, block_ms)
+            }
         }
     }
 

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Where RMQ.TPOP's instructions go, against RMQ.POP on the same messages (issue 21).
+
+Starts one redis-server under `valgrind --tool=callgrind` with the given module (default:
+this work tree's target/release/librmq.so) on a free 127.0.0.1 port, and counts the
+instructions per call of redis-server's call() (the command alone, what INFO commandstats
+times) for each phase, between `callgrind_control -z` and `-d`:
+
+  tpop1024     RMQ.TPOP o 1024: a topic of 1024 slots, one busy (the other 1023 were
+               pushed to, drained and acked before), 1000 calls
+  pop1         RMQ.POP p on a queue holding the same messages, 1000 calls
+  pop100       RMQ.POP q COUNT 100 (64,000 messages in one queue), 150 calls
+  tpop100q1    RMQ.TPOP t 64 COUNT 100 (1,000 messages in each of 64 queues), 150 calls
+  tpop100q100  the same with QUANTUM 100
+  block16384   RMQ.TPOP big 16384 BLOCK 1 on an empty topic (each call blocks, then times
+  block1       out), and the same with 1 slot, 50 calls: the call plus its timeout (Redis's
+               moduleBlockedClientTimedOut: the module's reply and release). Not the whole
+               server: how often its idle event loop turns meanwhile is a matter of time.
+
+Each phase runs its command once before counting (ACL verdict, name caches). With
+--annotate DIR, the dumps are kept there for `callgrind_annotate --inclusive=yes`. The
+server is stopped by its pid at the end. Prints the ratios of the issue's targets.
+"""
+
+import argparse
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--module", default=str(REPO / "target" / "release" / "librmq.so"))
+    ap.add_argument("--annotate", help="keep the callgrind dumps in this directory")
+    a = ap.parse_args()
+    for tool in ("valgrind", "callgrind_control", "callgrind_annotate", "redis-server"):
+        if shutil.which(tool) is None:
+            raise SystemExit(f"profile_tpop: {tool} not found")
+    tmp = Path(tempfile.mkdtemp(prefix="rmq-profile-"))
+    mod = tmp / "librmq.so"
+    shutil.copy(a.module, mod)
+    port = free_port()
+    out = tmp / "cg.out"
+    proc = subprocess.Popen(["valgrind", "--tool=callgrind", "--dump-instr=no", f"--callgrind-out-file={out}",
+                             "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no", "--dir", str(tmp), "--loadmodule", str(mod)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        c = redis.Redis(port=port)
+        for _ in range(200):
+            try:
+                c.ping()
+                break
+            except redis.exceptions.ConnectionError:
+                time.sleep(0.1)
+        per_call = {}
+
+        def phase(name, cmd, n, timeout=False):
+            c.execute_command(*cmd)
+            subprocess.run(["callgrind_control", "-z", str(proc.pid)], check=True, capture_output=True)
+            for _ in range(n):
+                c.execute_command(*cmd)
+            before = set(glob.glob(f"{out}.*"))
+            subprocess.run(["callgrind_control", "-d", name, str(proc.pid)], check=True, capture_output=True)
+            deadline = time.time() + 60
+            while time.time() < deadline:
+                new = sorted(set(glob.glob(f"{out}.*")) - before)
+                if new and "summary:" in Path(new[-1]).read_text(errors="replace"):
+                    break
+                time.sleep(0.2)
+            else:
+                raise RuntimeError("callgrind: no dump within 60 s")
+            f = new[-1]
+            ann = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", f],
+                                 capture_output=True, text=True, check=True).stdout
+            def inclusive(fn):
+                return next((int(line.split()[0].replace(",", "")) for line in ann.splitlines() if f"???:{fn} [" in line),
+                            0)
+
+            v = inclusive("call") + (inclusive("moduleBlockedClientTimedOut") if timeout else 0)
+            per_call[name] = v / n
+            if a.annotate:
+                os.makedirs(a.annotate, exist_ok=True)
+                shutil.move(f, Path(a.annotate) / f"cg_{name}.out")
+            else:
+                os.unlink(f)
+            print(f"{name:12} {per_call[name]:>12,.0f} instructions per call", flush=True)
+
+        for s in range(1024):
+            c.execute_command("RMQ.PUSH", f"o_{s}", "PRIORITY", 1, "x")
+            c.execute_command("RMQ.POP", f"o_{s}")
+            c.execute_command("RMQ.ACK", f"o_{s}", "x")
+        for q in ("o_5", "p"):
+            c.execute_command("RMQ.PUSH", q, "PRIORITY", 1, *[f"y{i}" for i in range(1200)])
+        phase("tpop1024", ("RMQ.TPOP", "o", 1024, "LEASE", 3600000), 1000)
+        phase("pop1", ("RMQ.POP", "p", "LEASE", 3600000), 1000)
+        c.flushall()
+        for s in range(64):
+            c.execute_command("RMQ.PUSH", f"t_{s}", "PRIORITY", 1, *[f"m{s}:{i}" for i in range(1000)])
+        for b in range(0, 64000, 1000):
+            c.execute_command("RMQ.PUSH", "q", "PRIORITY", 1, *[f"p:{i}" for i in range(b, b + 1000)])
+        phase("pop100", ("RMQ.POP", "q", "COUNT", 100, "LEASE", 3600000), 150)
+        phase("tpop100q1", ("RMQ.TPOP", "t", 64, "COUNT", 100, "LEASE", 3600000), 150)
+        phase("tpop100q100", ("RMQ.TPOP", "t", 64, "COUNT", 100, "QUANTUM", 100, "LEASE", 3600000), 150)
+        c.flushall()
+        phase("block16384", ("RMQ.TPOP", "big", 16384, "BLOCK", 1), 50, timeout=True)
+        phase("block1", ("RMQ.TPOP", "big", 1, "BLOCK", 1), 50, timeout=True)
+        p = per_call
+        print(f"TPOP 1024 slots one busy / POP: {p['tpop1024'] / p['pop1']:.3f} (target <= 1.1)")
+        print(f"POP COUNT 100 / TPOP COUNT 100 over 64, QUANTUM 1: {p['pop100'] / p['tpop100q1']:.3f} (target >= 0.6)")
+        print(f"POP COUNT 100 / TPOP COUNT 100 over 64, QUANTUM 100: {p['pop100'] / p['tpop100q100']:.3f} "
+              "(target >= 0.9)")
+        print(f"blocked TPOP, call and timeout, 16384 slots / 1: {p['block16384'] / p['block1']:.3f} "
+              "(does not grow with slots)")
+    finally:
+        try:
+            redis.Redis(port=port).shutdown(nosave=True)
+        except redis.exceptions.RedisError:
+            pass
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,200 @@
+//! RMQ.TPOP's taking: up to `count` messages from the queues of a topic that have waiting
+//! messages on this node (and whose slot it serves), round-robin — up to `quantum` from
+//! each queue in turn, then the turn passes on — starting where the previous TPOP of the
+//! topic did not.
+//!
+//! Turn by turn, a queue's every turn is a visit (open its keys, pop, close), which is most
+//! of a TPOP's cost. So the turns are planned: were every queue to give full turns, queue
+//! `i` of `n` gets `full` turns of `quantum` (`count / (n * quantum)`) plus its part of the
+//! last, partial turn; the first pass asks each queue for that at once, one visit each (a
+//! TPOP of one message opens one queue). A queue that gives less than asked has no more to
+//! give; what it fell short is taken by going on exactly where turn after turn would have:
+//! the rest of the partial turn, then whole turns for every queue that may give more,
+//! asked at once, then a last partial turn queue by queue. No queue is asked beyond what
+//! turn after turn gives it, so the messages taken are the same; the reply lists them turn
+//! by turn.
+
+use std::cell::Cell;
+
+use crate::core::route::queue_name;
+use crate::core::store::{Set, Store};
+use crate::ffi::rstr::Shared;
+use crate::ffi::{reply, Ctx, RStr};
+use crate::runtime::delivery::{announce, take_quiet, Opened};
+use crate::runtime::{cluster, settings, stats, topics};
+use crate::storage::effects;
+
+/// What RMQ.TPOP asks of a topic.
+#[derive(Clone, Copy)]
+pub struct TopicPop {
+    pub slots: u32,
+    pub count: usize,
+    /// Messages per queue per turn.
+    pub quantum: usize,
+    /// None: each queue's own lease.
+    pub lease: Option<i64>,
+}
+
+/// One delivery of RMQ.TPOP: its queue, the message and its delivery count.
+pub type TopicDelivery = (RStr, RStr, u32);
+
+/// A queue of the topic in this TPOP's rotation.
+struct Turns {
+    name: RStr,
+    /// Opened when first asked.
+    q: Option<Opened>,
+    lease: i64,
+    got: Vec<(RStr, u32)>,
+    /// Whether it may give more: not asked yet, or it gave all it was asked.
+    more: bool,
+}
+
+/// A TPOP under way.
+struct Taking {
+    ctx: Ctx,
+    want: TopicPop,
+    now: i64,
+    taken: usize,
+    /// A queue's rate limit held a message back (counted only if the TPOP falls short).
+    rate_limited: bool,
+    /// Under Redis Cluster: each queue's hash slot must be one this node serves.
+    clustered: bool,
+}
+
+impl Taking {
+    /// Asks queue `t` for up to `n` more messages (fewer if fewer are left to take).
+    fn ask(&mut self, t: &mut Turns, n: usize) {
+        let n = n.min(self.want.count - self.taken);
+        if n == 0 || !t.more {
+            return;
+        }
+        if t.q.is_none() {
+            if self.clustered && !cluster::serves(self.ctx, t.name.as_ref()) {
+                t.more = false;
+                return;
+            }
+            let Ok(q) = Opened::open_indexed(self.ctx, t.name.clone()) else {
+                t.more = false;
+                return;
+            };
+            t.lease = self.want.lease.unwrap_or_else(|| settings::limits(&*q).lease_ms);
+            t.q = Some(q);
+        }
+        let Some(q) = t.q.as_mut() else { return };
+        let (got, limited) = take_quiet(self.ctx, q, self.now, n, t.lease);
+        self.rate_limited |= limited;
+        t.more = got.len() == n;
+        if got.is_empty() && q.len(Set::Store) + q.len(Set::Hold) == 0 {
+            // An entry that outlived its queue (deleted by hand, say).
+            topics::note(self.ctx.db(), q.name().as_ref(), false);
+        }
+        self.taken += got.len();
+        if t.got.is_empty() {
+            t.got = got;
+        } else {
+            t.got.extend(got);
+        }
+    }
+}
+
+/// RMQ.TPOP: see the module's comment.
+pub fn take_topic(ctx: Ctx, topic: &[u8], want: TopicPop, now: i64) -> Vec<TopicDelivery> {
+    effects::one_change_count(ctx, || take_topic_counted(ctx, topic, want, now))
+}
+
+/// Longest visit list whose buffer is kept for the next TPOP.
+const KEEP_TURNS: usize = 1024;
+
+fn take_topic_counted(ctx: Ctx, topic: &[u8], want: TopicPop, now: i64) -> Vec<TopicDelivery> {
+    // The visit list's buffer is kept from one TPOP to the next (a TPOP loop asks alike).
+    thread_local!(static TURNS: Cell<Vec<Turns>> = const { Cell::new(Vec::new()) });
+    let mut turns = TURNS.take();
+    let out = take_turns(ctx, topic, want, now, &mut turns);
+    // Closes the queues: their changes are replicated, their consumers woken.
+    turns.clear();
+    if turns.capacity() <= KEEP_TURNS {
+        TURNS.set(turns);
+    }
+    out
+}
+
+fn take_turns(ctx: Ctx, topic: &[u8], want: TopicPop, now: i64, turns: &mut Vec<Turns>) -> Vec<TopicDelivery> {
+    let (count, quantum) = (want.count, want.quantum);
+    topics::rotation(ctx.db(), topic, want.slots, |slot, name| {
+        let name = &name.get_or_insert_with(|| Shared(RStr::from_bytes(&queue_name(topic, slot)))).0;
+        turns.push(Turns { name: name.clone(), q: None, lease: 0, got: Vec::new(), more: true })
+    });
+    if turns.is_empty() {
+        return Vec::new();
+    }
+    let mut t = Taking { ctx, want, now, taken: 0, rate_limited: false, clustered: cluster::enabled(ctx) };
+    // The plan: `full` whole turns for every queue, then a last turn that reaches the
+    // first `partial` queues, the last of them for `last` messages (1..=quantum).
+    let per_turn = turns.len().saturating_mul(quantum);
+    let (full, rest) = (count / per_turn, count % per_turn);
+    let partial = rest.div_ceil(quantum);
+    for (i, q) in turns.iter_mut().enumerate() {
+        let share = full * quantum + quantum.min(rest.saturating_sub(i * quantum));
+        if share == 0 {
+            break;
+        }
+        t.ask(q, share);
+    }
+    if t.taken < count {
+        // Short of the plan: on from where turn after turn would be.
+        if partial > 0 {
+            let last = rest - (partial - 1) * quantum;
+            t.ask(&mut turns[partial - 1], quantum - last);
+        }
+        for q in turns[partial..].iter_mut() {
+            t.ask(q, quantum);
+        }
+    }
+    while t.taken < count {
+        let open: Vec<usize> = (0..turns.len()).filter(|&i| turns[i].more).collect();
+        if open.is_empty() {
+            break;
+        }
+        // Whole turns for every open queue, else one more turn each until done.
+        let whole = (count - t.taken) / (open.len() * quantum);
+        let n = whole.max(1) * quantum;
+        for i in open {
+            t.ask(&mut turns[i], n);
+        }
+    }
+    let mut out: Vec<TopicDelivery> = Vec::with_capacity(t.taken);
+    for q in turns.iter_mut() {
+        if let Some(opened) = &q.q {
+            announce(ctx, opened, q.got.len(), now + q.lease);
+        }
+        // Moved out from the back below.
+        q.got.reverse();
+    }
+    // Turn by turn: up to `quantum` from each queue that has any left.
+    loop {
+        let before = out.len();
+        for q in turns.iter_mut() {
+            let Some(opened) = &q.q else { continue };
+            for _ in 0..quantum {
+                let Some((m, d)) = q.got.pop() else { break };
+                out.push((opened.name().clone(), m, d));
+            }
+        }
+        if out.len() == before {
+            break;
+        }
+    }
+    stats::RATE_LIMITED.add((t.rate_limited && t.taken < count) as u64);
+    out
+}
+
+/// Replies with TPOP deliveries: an array of [queue, message, deliveries].
+pub fn reply_topic(ctx: Ctx, got: &[TopicDelivery]) {
+    reply::array(ctx, got.len());
+    for (q, m, deliveries) in got {
+        reply::array(ctx, 3);
+        reply::string(ctx, q);
+        reply::string(ctx, m);
+        reply::int(ctx, *deliveries as i64);
+    }
+}
