@@ -60,7 +60,7 @@ pub fn block_on_keys<T: Any>(
 
 /// A client blocked by hand (`block_client`): the module must unblock it once, whether it
 /// is served, times out or disconnects.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 pub struct Handle(*mut raw::RedisModuleBlockedClient);
 // SAFETY: a handle is only used on Redis's main thread (every module callback runs there).
 unsafe impl Send for Handle {}

@@ -12,9 +12,13 @@
 //! (`waiters::possibly_deliverable`) and the timer, right after the command, serves the
 //! topic's waiters in arrival order (after the blocked POPs of that queue, which Redis
 //! serves as the command ends). So a blocked TPOP costs the same whatever its `slots`.
+//! Its BLOCK time is kept by the module too (the timer answers nil at the deadline), not by
+//! Redis: Redis 7.0 drops the reply of a client blocked by hand that the module unblocks in
+//! the same event-loop turn as its own timeout fires (the timeout skips its callback as the
+//! client is already unblocked, then detaches the client from the pending unblock).
 
 use std::any::Any;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::ffi::c_int;
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
@@ -44,6 +48,8 @@ struct Waiting {
 struct TopicWaiter {
     h: Handle,
     want: TopicPop,
+    /// When it times out (Unix ms), None = never.
+    deadline: Option<i64>,
 }
 
 /// Blocked TPOPs by topic, each list in arrival order, and the topic of each client.
@@ -51,6 +57,8 @@ struct TopicWaiter {
 struct ByTopic {
     lists: HashMap<QueueId, Vec<TopicWaiter>>,
     topic_of: HashMap<Handle, QueueId>,
+    /// The waiters with a deadline, soonest first.
+    deadlines: BTreeSet<(i64, Handle)>,
 }
 
 static BY_TOPIC: LazyLock<Mutex<ByTopic>> = LazyLock::new(Mutex::default);
@@ -75,11 +83,19 @@ pub fn block(ctx: Ctx, q: &Opened, count: usize, lease: i64, timeout_ms: i64) {
 pub fn block_topic(ctx: Ctx, topic: &[u8], want: TopicPop, timeout_ms: i64) {
     let db = ctx.db();
     waiters::add_topic(db, topic, want.slots);
-    let h = block::block_client(ctx, timeout_ms, on_served, on_timeout_by_hand, on_disconnect);
+    // No timeout for Redis to keep (0): the module's timer keeps it (see the top).
+    let h = block::block_client(ctx, 0, on_served, on_timeout_by_hand, on_disconnect);
+    let deadline = (timeout_ms > 0).then(|| now_ms() + timeout_ms);
     {
         let mut all = by_topic();
-        all.lists.entry((db, topic.to_vec())).or_default().push(TopicWaiter { h, want });
+        all.lists.entry((db, topic.to_vec())).or_default().push(TopicWaiter { h, want, deadline });
         all.topic_of.insert(h, (db, topic.to_vec()));
+        if let Some(at) = deadline {
+            all.deadlines.insert((at, h));
+        }
+    }
+    if let Some(at) = deadline {
+        alarm::arm(ctx, at);
     }
     // Queues with messages not yet due (or held, or rate-limited) wake it when they are:
     // only those with waiting messages, which the topic index knows.
@@ -151,7 +167,32 @@ fn take_waiter(h: Handle) -> Option<(QueueId, TopicWaiter)> {
     if list.is_empty() {
         all.lists.remove(&topic);
     }
+    if let Some(at) = w.deadline {
+        all.deadlines.remove(&(at, h));
+    }
     Some((topic, w))
+}
+
+/// Answers nil to every blocked TPOP whose BLOCK time ran out by `now`.
+pub fn expire_topics(now: i64) {
+    loop {
+        let first = by_topic().deadlines.first().copied();
+        let Some((at, h)) = first.filter(|&(at, _)| at <= now) else { return };
+        match take_waiter(h) {
+            Some(((db, topic), w)) => {
+                waiters::remove_topic(db, &topic, w.want.slots);
+                h.unblock(Some(Vec::<TopicDelivery>::new()), drop_data);
+            }
+            None => {
+                by_topic().deadlines.remove(&(at, h));
+            }
+        }
+    }
+}
+
+/// The soonest deadline of a blocked TPOP.
+pub fn next_deadline() -> Option<i64> {
+    by_topic().deadlines.first().map(|&(at, _)| at)
 }
 
 /// Serves the blocked TPOPs of every topic that changed, in arrival order, each with what
@@ -197,17 +238,21 @@ pub fn serve_topics(ctx: Ctx) {
 
 fn drop_data(_data: Box<dyn Any>) {}
 
-/// A blocked TPOP was served: reply with what `serve_topics` took for it.
+/// A blocked TPOP was served: reply with what `serve_topics` took for it (nothing: its
+/// time ran out, nil).
 extern "C" fn on_served(ctx: *mut RedisModuleCtx, _argv: *mut *mut RedisModuleString, _argc: c_int) -> c_int {
     let ctx = Ctx::new(ctx);
-    let replied = caught(|| block::with_data(ctx, |got: &Vec<TopicDelivery>| reply_topic(ctx, got)).is_some());
+    let replied = caught(|| {
+        block::with_data(ctx, |got: &Vec<TopicDelivery>| if got.is_empty() { reply::null(ctx) } else { reply_topic(ctx, got) }).is_some()
+    });
     if replied != Some(true) {
         reply::error(ctx, "ERR internal error: the blocked pop was served without messages");
     }
     status(true)
 }
 
-/// A blocked TPOP timed out: nil, and the module's unblock that Redis expects.
+/// A blocked TPOP was unblocked by CLIENT UNBLOCK (it has no Redis timeout): nil, and the
+/// module's unblock that Redis expects.
 extern "C" fn on_timeout_by_hand(ctx: *mut RedisModuleCtx, _argv: *mut *mut RedisModuleString, _argc: c_int) -> c_int {
     let ctx = Ctx::new(ctx);
     guard(status(true), || {

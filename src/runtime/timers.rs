@@ -95,9 +95,11 @@ extern "C" fn tick(ctx: *mut RedisModuleCtx, _data: *mut c_void) {
     let ctx = Ctx::new(ctx);
     alarm::fired();
     let outcome = caught(|| {
+        // Blocked TPOPs whose time ran out get nil, on any role (it changes nothing).
+        blocking::expire_topics(now_ms());
         if !ctx.is_primary() {
             // A replica changes nothing; a promotion rescans and re-arms.
-            return None;
+            return blocking::next_deadline().map(Next::At);
         }
         if writes_paused() {
             return Some(Next::At(now_ms() + alarm::PAUSE_RETRY_MS));
@@ -161,5 +163,5 @@ fn step(ctx: Ctx) -> Option<Next> {
     if behind {
         return Some(Next::Now);
     }
-    alarm::next().map(Next::At)
+    [alarm::next(), blocking::next_deadline()].into_iter().flatten().min().map(Next::At)
 }
