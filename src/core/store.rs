@@ -1,5 +1,5 @@
 //! The storage a queue's rules run over: five sorted sets and a little metadata per
-//! message and per busy group. `RedisQueue` implements it over real keys, `MemStore` in
+//! message and per group (busy, head). `RedisQueue` implements it over real keys, `MemStore` in
 //! memory for tests.
 
 use crate::core::kind::Kind;
@@ -130,6 +130,11 @@ pub trait Store {
     fn busy(&self, g: &[u8]) -> bool;
     /// Marks group `g` busy with in-flight message `m`, or free (None).
     fn set_busy(&mut self, g: &[u8], m: Option<&Self::M>);
+    /// The recorded head of group `g`: its first deliverable waiting message, the one kept
+    /// in `Store` while the others wait behind it (parked). May be stale: see `rules`.
+    fn head(&self, g: &[u8]) -> Option<Self::M>;
+    /// Records (Some) or forgets (None) the head of group `g`.
+    fn set_head(&mut self, g: &[u8], m: Option<&Self::M>);
 
     /// The queue's own settings (empty when it has none).
     fn policy(&self) -> Policy;

@@ -519,6 +519,14 @@ impl Store for RedisQueue {
         self.set_record(codec::BUSY, g, m.map(|m| m.as_ref().to_vec()));
     }
 
+    fn head(&self, g: &[u8]) -> Option<RStr> {
+        self.record(codec::HEAD, g)
+    }
+
+    fn set_head(&mut self, g: &[u8], m: Option<&RStr>) {
+        self.set_record(codec::HEAD, g, m.map(|m| m.as_ref().to_vec()));
+    }
+
     fn policy(&self) -> Policy {
         self.stored_policy().clone().unwrap_or_default()
     }
