@@ -380,3 +380,106 @@ def test_a_v2_backlog_of_a_busy_group_in_q_is_set_aside_in_bounded_steps(server,
     assert worst < 0.5, f"PING waited {worst:.3f} s while the backlog was set aside"
     assert ack(r, "q", "v0") == 1
     assert pop(r, "q") == [(b"v1", 1)], "the group goes on in order"
+
+
+# Which groups are busy lives in memory (SPEC v3), filled from the in-flight records the
+# first time a queue's groups are looked at. Every way a queue's keys can change without
+# the module must make it read them again: here the module has looked at q and knows g
+# free (c of group g waits), then q's keys are replaced by ones where g is busy.
+
+def _known_free(r, q):
+    gpush(r, q, "PRIORITY", 1, "g", "c")
+    assert rmq_info(r, q)["ready"] == 1
+
+
+def _assert_busy_found(r, q):
+    """q's keys hold `_parked_state`: g is busy, so a new message of g is held back too."""
+    gpush(r, q, "AT", 946684800001, "g", "d")
+    i = rmq_info(r, q)
+    assert (i["waiting"], i["inflight"]) == (2, 1), i
+    assert pop(r, q) is None, "g is busy: b and d held back"
+    assert ack(r, q, "a") == 1
+    assert pop(r, q) == [(b"b", 1)]
+    assert ack(r, q, "b") == 1
+    assert pop(r, q) == [(b"d", 1)]
+
+
+def _drop(r, q):
+    for k in r.keys(f"*{q}*"):
+        r.delete(k)
+
+
+@pytest.mark.parametrize("how", ["restore", "rename", "copy", "move", "swapdb"])
+def test_busy_groups_are_read_again_when_keys_arrive(server, r, how):
+    r1 = server.client(db=1)
+    _known_free(r, "q")
+    if how in ("move", "swapdb"):
+        _parked_state(r1, "q")
+        if how == "swapdb":
+            r.swapdb(0, 1)
+        else:
+            _drop(r, "q")
+            for k in r1.keys("*"):
+                assert r1.move(k, 0)
+    else:
+        _parked_state(r, "src")
+        _drop(r, "q")
+        for k in r.keys("*src*"):
+            to = k.replace(b"src", b"q")
+            if how == "restore":
+                r.restore(to, 0, r.dump(k))
+                r.delete(k)
+            elif how == "copy":
+                r.copy(k, to)
+                r.delete(k)
+            else:
+                r.rename(k, to)
+    _assert_busy_found(r, "q")
+
+
+def test_busy_groups_are_read_again_after_migrate(start_server):
+    a, b = start_server(), start_server()
+    ca, cb = a.client(), b.client()
+    _known_free(ca, "q")
+    _drop(ca, "q")
+    _parked_state(cb, "q")
+    keys = [k.decode() for k in cb.keys("*")]
+    assert cb.execute_command("MIGRATE", "127.0.0.1", a.port, "", 0, 5000, "KEYS", *keys) == b"OK"
+    _assert_busy_found(ca, "q")
+
+
+@pytest.mark.parametrize("how", ["del", "flushall", "flushdb"])
+def test_busy_groups_are_forgotten_with_the_keys(r, how):
+    """The module knows g busy; the keys go by hand: a new message of g is deliverable."""
+    _parked_state(r, "q")
+    if how == "del":
+        _drop(r, "q")
+    else:
+        r.execute_command(how)
+    gpush(r, "q", "PRIORITY", 1, "g", "d")
+    assert pop(r, "q") == [(b"d", 1)]
+
+
+def test_busy_groups_are_read_again_after_a_load(start_server):
+    c = start_server(extra_conf=["--enable-debug-command", "yes"]).client()
+    _parked_state(c, "q")
+    c.save()
+    assert ack(c, "q", "a") == 1 and pop(c, "q") == [(b"b", 1)] and ack(c, "q", "b") == 1
+    _known_free(c, "q")
+    c.execute_command("DEBUG", "RELOAD", "NOSAVE")
+    _assert_busy_found(c, "q")
+
+
+def test_a_promoted_replica_reads_busy_groups_from_the_keys(start_server):
+    """The replica applied effects only (its memory followed nothing): promoted, it reads
+    which groups are busy from the in-flight records, also for a queue it had looked at
+    while it was a primary before."""
+    p, rep = start_server(), start_server()
+    c, rc = p.client(), rep.client()
+    _known_free(rc, "q")
+    c.config_set("repl-diskless-sync-delay", 0)
+    rc.execute_command("REPLICAOF", "127.0.0.1", p.port)
+    _parked_state(c, "q")
+    assert wait_replica_matches(c, rc, timeout=15)
+    rc.execute_command("REPLICAOF", "NO", "ONE")
+    _assert_busy_found(rc, "q")

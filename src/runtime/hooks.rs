@@ -12,9 +12,9 @@ use crate::ffi::guard::guard;
 use crate::ffi::hooks::{self, scan_keys, ServerEvent, FLUSH_ENDED, LOADING_ENDED, NOW_PRIMARY};
 use crate::ffi::{Ctx, RStr};
 use crate::runtime::{acl, alarm, cluster, topics};
-use crate::storage::effects;
 use crate::storage::keys::{self, queue_of};
 use crate::storage::redis_queue::RedisQueue;
+use crate::storage::{busy, effects};
 
 /// Tells the timer about queue `q`'s leases and holds, and the topic index about its
 /// waiting messages.
@@ -55,6 +55,7 @@ pub fn rescan(ctx: Ctx) {
 fn on_loading(ctx: Ctx, sub: u64) {
     if sub == LOADING_ENDED {
         keys::forget_lazy_absent();
+        busy::forget_all();
         effects::reconsider();
         rescan(ctx);
     }
@@ -64,12 +65,14 @@ fn on_loading(ctx: Ctx, sub: u64) {
 /// swapped keys are signalled by Redis itself and note their due times anew.
 fn on_swapdb(ctx: Ctx, _sub: u64) {
     keys::forget_lazy_absent();
+    busy::forget_all();
     alarm::clear_dues();
     rescan(ctx);
 }
 
 fn on_flushed(ctx: Ctx, sub: u64) {
     if sub == FLUSH_ENDED {
+        busy::forget_all();
         rescan(ctx);
     }
 }
@@ -77,6 +80,8 @@ fn on_flushed(ctx: Ctx, sub: u64) {
 fn on_role_changed(ctx: Ctx, sub: u64) {
     effects::replicas_from_now();
     cluster::forget_slots();
+    // A replica's memory did not follow the effects it applied.
+    busy::forget_all();
     if sub == NOW_PRIMARY {
         rescan(ctx);
     }
@@ -91,6 +96,10 @@ fn on_key_event(ctx: Ctx, event: &[u8], key: &RStr) {
         keys::key_created(key.as_ref(), ctx.db());
         return;
     }
+    // Anything else done to a queue's key by a command (DEL, RENAME, MOVE, RESTORE, ...)
+    // may change which of its groups are busy: learnt again from the keys.
+    let k = key.as_ref();
+    busy::forget(queue_of(k).map_or(k, |(q, _)| q), ctx.db());
     let arrived = matches!(event, b"restore" | b"rename_to" | b"move_to" | b"copy_to");
     if arrived && ctx.is_primary() {
         let key = key.as_ref();
