@@ -94,11 +94,10 @@ impl Store for MemStore {
         self.sets[idx(Set::Park)].insert(m.clone(), score);
         self.index.insert((g.to_vec(), self.order(score), m.clone()));
     }
-    fn unpark(&mut self, m: &Vec<u8>) -> Option<f64> {
-        let score = self.sets[idx(Set::Park)].remove(m)?;
+    fn unpark_scored(&mut self, m: &Vec<u8>, score: f64) {
+        self.sets[idx(Set::Park)].remove(m);
         let order = self.order(score);
         self.index.retain(|(_, o, im)| !(im == m && *o == order));
-        Some(score)
     }
     fn best_parked(&self, g: &[u8]) -> Option<(Vec<u8>, f64)> {
         let (_, _, m) = self.index.range((g.to_vec(), [0; 8], Vec::new())..).next().filter(|(ig, _, _)| ig == g)?;

@@ -136,7 +136,7 @@ fn bring_back<S: Store>(s: &mut S, g: &[u8]) {
         if head.as_ref().is_some_and(|(_, hs)| !ahead(kind, score, *hs)) {
             break;
         }
-        s.unpark(&m);
+        s.unpark_scored(&m, score);
         s.add(Set::Store, &m, score);
         if s.score(Set::Prepare, &m).is_none() {
             if let Some((h, hs)) = head.replace((m, score)) {
@@ -389,7 +389,7 @@ pub fn pop<S: Store>(s: &mut S, now: i64, count: usize, deadline: i64) -> Popped
         if let Some(g) = &f.group {
             // The group's next messages wait behind this delivery now (held back at their
             // push, they are passed over here: counted once per delivery).
-            out.group_waits += (some_parked && s.best_parked(g).is_some()) as u64;
+            out.group_waits += (some_parked && s.may_have_parked(g)) as u64;
             s.set_busy(g, Some(&m));
             s.set_head(g, None);
         }

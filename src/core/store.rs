@@ -97,9 +97,20 @@ pub trait Store {
     /// Parks a waiting message of group `g` with its queue score.
     fn park(&mut self, m: &Self::M, score: f64, g: &[u8]);
     /// Takes a message out of `Park` (and the index); its score, if it was there.
-    fn unpark(&mut self, m: &Self::M) -> Option<f64>;
+    fn unpark(&mut self, m: &Self::M) -> Option<f64> {
+        let score = self.score(Set::Park, m)?;
+        self.unpark_scored(m, score);
+        Some(score)
+    }
+    /// Takes a message parked with `score` out of `Park` (and the index).
+    fn unpark_scored(&mut self, m: &Self::M, score: f64);
     /// The parked message of group `g` that comes first in the queue's order.
     fn best_parked(&self, g: &[u8]) -> Option<(Self::M, f64)>;
+    /// Whether group `g` may have parked messages (a cheaper look than `best_parked`,
+    /// which may say yes for a group that shares its index hash with another).
+    fn may_have_parked(&self, g: &[u8]) -> bool {
+        self.best_parked(g).is_some()
+    }
 
     fn kind(&self) -> Option<Kind>;
     fn set_kind(&mut self, kind: Kind);

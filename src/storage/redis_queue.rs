@@ -438,12 +438,10 @@ impl Store for RedisQueue {
         self.zadd(KeyId::ParkIndex, &member, codec::group_score(g), 0);
     }
 
-    fn unpark(&mut self, m: &RStr) -> Option<f64> {
-        let score = self.score(Set::Park, m)?;
+    fn unpark_scored(&mut self, m: &RStr, score: f64) {
         self.zrem(KeyId::Park, m);
         let member = RStr::from_bytes(&codec::index_member(self.order_kind(), score, m.as_ref()));
         self.zrem(KeyId::ParkIndex, &member);
-        Some(score)
     }
 
     fn best_parked(&self, g: &[u8]) -> Option<(RStr, f64)> {
@@ -459,6 +457,18 @@ impl Store for RedisQueue {
             best.is_none()
         });
         best
+    }
+
+    fn may_have_parked(&self, g: &[u8]) -> bool {
+        let h = codec::group_score(g);
+        self.key(KeyId::ParkIndex).is_some_and(|index| {
+            let mut any = false;
+            index.zscan(h, h, false, &mut |_, _| {
+                any = true;
+                false
+            });
+            any
+        })
     }
 
     fn kind(&self) -> Option<Kind> {
