@@ -2,15 +2,17 @@
 //! pop order, the never-twice-in-flight rules (per content and per group), ack, rollback
 //! with retries, backoff and dead letters, lease changes, replay and the read-only views.
 //!
-//! Groups without a scan: a waiting message whose group is busy (a delivery of the group
-//! in flight) is *parked* (`Set::Park`, indexed by group) when it is added or a pop meets
-//! it, so a pop never walks past it again. When a group's delivery ends, its best parked
-//! message goes back to `Store`, so a group that is not busy always has its best
-//! deliverable message in `Store`, and a group is consumed one message at a time in the
-//! queue's order. Each message is parked at most once per busy period: the cost is
-//! amortised O(log n). A waiting copy whose content is in flight stays in `Store` (SPEC:
-//! only messages held back by their group or a retry delay may leave `Q`) and pops skip it;
-//! there are at most as many as deliveries in flight.
+//! Groups without a scan (SPEC v3): a group's later messages are *parked* (`Set::Park`,
+//! indexed by group) from their push on, behind its *head*, its first deliverable waiting
+//! message, the only one kept in `Store` (recorded per group, `Store::head`); while the
+//! group has a delivery in flight, all of them are parked. A push that comes before the
+//! head takes its place; when the group's delivery ends, its best parked message goes back
+//! as the new head. So a pop never walks past a held-back message, and a group is consumed
+//! one message at a time in the queue's order. A message of a busy group that a pop finds
+//! in `Store` anyway (data of an older version, which kept an idle group's messages there)
+//! is parked then, a bounded number per pop. A waiting copy whose content is in flight
+//! stays in `Store` without heading its group, and pops skip it; there are at most as many
+//! as deliveries in flight.
 
 use crate::core::error::{Result, RmqError};
 use crate::core::fnv::FnvSet;

@@ -14,8 +14,8 @@ pub enum Set {
     Prepare,
     /// Dead, by the time they died.
     Dead,
-    /// Waiting but held back because their group had a delivery in flight, scored as in
-    /// `Store` (and indexed by group: `park`, `best_parked`).
+    /// Waiting but held back by their group (behind its head, or while it has a delivery
+    /// in flight), scored as in `Store` (and indexed by group: `park`, `best_parked`).
     Park,
     /// Priority messages held back by a retry delay, by the time the delay ends.
     Hold,
