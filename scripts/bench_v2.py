@@ -39,6 +39,13 @@ and ratios the median of per-round ratios):
     lease-ms 30000 vs none (target ≤ 1.05× per push/pop/ack), and, reported apart, a rate
     limit that never bites (rate 10^9 per 1000 ms; the bucket warmed: one POP, then 200 ms,
     before measuring).
+ 7. POP past a group just turned busy (issue 21): --stall messages of group G pushed while G
+    is idle, one POP (G busy), a message o1 of another group, then POP COUNT 10 (must answer
+    o1): its usec (commandstats) against the same with a 200-message backlog, and the worst
+    PING latency seen by a probe connection from the POP that makes G busy on; then the same
+    backlog written as an older version left it (all in `Q`, G busy): a blocked POP COUNT 10
+    is answered o1 once the backlog is set aside in bounded steps, with the PING probe's
+    worst latency meanwhile. Target: the POP's usec does not grow with the backlog (≤ 1.5×).
 
 Then (unless --no-callgrind) all of it once more on two servers run under valgrind
 --tool=callgrind, smaller, counting the instructions the server ran per call or message
@@ -84,6 +91,7 @@ T_TPOP_ONE = 1.1       # usec per TPOP (1024 slots, one busy) / per POP on that 
 T_TPOP_BATCH = 0.6     # TPOP COUNT 100 throughput / POP COUNT 100, QUANTUM 1 (at least; issue 21)
 T_TPOP_QUANTUM = 0.9   # the same with QUANTUM 100 (issue 21)
 T_POLICY = 1.05        # usec per message with a policy / without
+T_STALL = 1.5          # usec of the POP past a 200k backlog just turned busy / past 200
 
 POLICY = "retries 5 backoff-ms 1000 lease-ms 30000"
 RATE = "rate 1000000000 rate-window-ms 1000"
@@ -315,6 +323,102 @@ def run_tpop_one(rounds, slots, k, figs, meter):
         log(f"  tpop-one round {r + 1}: TPOP {figs['call'].v['tpop'][-1]:.2f}, "
             f"POP {figs['call'].v['pop'][-1]:.2f} {meter.unit} per call")
     c.flushall()
+
+
+# ------------------------------------------------------------------------------------------
+# 7. POP past a group just turned busy (issue 21), with a PING probe.
+
+class PingProbe:
+    """A connection that PINGs every 2 ms in a thread; `worst` is the longest round trip."""
+
+    def __init__(self):
+        self.c, self.worst, self.n = client(), 0.0, 0
+        self.stop = threading.Event()
+        self.t = threading.Thread(target=self.run, daemon=True)
+
+    def run(self):
+        while not self.stop.is_set():
+            t0 = time.perf_counter()
+            self.c.ping()
+            self.worst = max(self.worst, time.perf_counter() - t0)
+            self.n += 1
+            time.sleep(0.002)
+
+    def __enter__(self):
+        self.t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.t.join(10)
+
+
+def run_stall(rounds, size, figs):
+    c = client()
+    for r in range(rounds):
+        c.flushall()
+        for q, n in (("small", 200), ("big", size)):
+            for i in range(0, n, 10_000):
+                c.execute_command("RMQ.PUSH", q, "DELAY", 0, "GROUP", "G",
+                                  *(f"m{j}" for j in range(i, min(n, i + 10_000))))
+            # The probe runs from the POP that makes G busy to the POP past it (with 50 ms
+            # around them, so it has samples).
+            with PingProbe() as probe:
+                time.sleep(0.05)
+                assert c.execute_command("RMQ.POP", q, "LEASE", LONG_LEASE) == [[b"m0", 1]]
+                c.execute_command("RMQ.PUSH", q, "DELAY", 0, "GROUP", "other", "o1")
+                c.config_resetstat()
+                got = c.execute_command("RMQ.POP", q, "COUNT", 10)
+                usec = per_call(cmdstats(c), "rmq.pop")
+                time.sleep(0.05)
+            if got != [[b"o1", 1]]:
+                raise RuntimeError(f"stall: POP COUNT 10 on {q} gave {got!r}, not o1")
+            figs["pop_usec"].add(q, usec)
+            figs["ping_ms"].add(q, probe.worst * 1000)
+        # The same backlog as an older version left it: in `Q`, G busy.
+        c.flushall()
+        pipelined(c, size // 1000, lambda p, i: p.zadd("old", {f"v{j}": 1000 + j for j in range(i * 1000, i * 1000 + 1000)}))
+        pipelined(c, size // 1000, lambda p, i: p.hset("meta{old}", mapping={f"wv{j}": "0::G" for j in range(i * 1000, i * 1000 + 1000)}))
+        c.hset("meta{old}", "kind", "fixed")
+        assert c.execute_command("RMQ.POP", "old", "LEASE", LONG_LEASE) == [[b"v0", 1]]
+        c.execute_command("RMQ.PUSH", "old", "DELAY", 0, "GROUP", "other", "o1")
+        with PingProbe() as probe:
+            t0 = time.perf_counter()
+            got = client().execute_command("RMQ.POP", "old", "COUNT", 10, "BLOCK", 60_000)
+            took = time.perf_counter() - t0
+        if got != [[b"o1", 1]]:
+            raise RuntimeError(f"stall: blocked POP on the old backlog gave {got!r}, not o1")
+        figs["old_s"].add("old", took)
+        figs["ping_ms"].add("old", probe.worst * 1000)
+        log(f"  stall round {r + 1}: POP past {size:,} {figs['pop_usec'].v['big'][-1]:.1f} usec, past 200 "
+            f"{figs['pop_usec'].v['small'][-1]:.1f} usec; old data: o1 after {took:.2f} s; worst PING "
+            f"{figs['ping_ms'].v['big'][-1]:.2f} / {figs['ping_ms'].v['old'][-1]:.2f} ms")
+    c.flushall()
+
+
+def stall_report(a, figs, T):
+    f, p = figs["pop_usec"], figs["ping_ms"]
+    r, ok = ratio_at_most(f, "big", "small", T_STALL)
+    T.add(21, f"usec of POP COUNT 10 past a {a.stall:,}-message group just turned busy / past 200", fmt_ratio(r),
+          f"≤ {T_STALL}×", ok)
+    return [
+        f"### 8. POP past a group just turned busy (issue 21; {a.stall:,} messages, PING probe every 2 ms)\n",
+        f"`RMQ.PUSH q DELAY 0 GROUP G` × {a.stall:,} while G is idle; `RMQ.POP q` (G busy); `RMQ.PUSH q DELAY 0 "
+        "GROUP other o1`; `RMQ.POP q COUNT 10` (answers o1; usec from INFO commandstats). Small: the same with "
+        "200 messages. Old data: the backlog written by hand as an older version left it (all in `Q`, G busy), "
+        "then a blocked `RMQ.POP old COUNT 10 BLOCK 60000`, answered o1 once the backlog is set aside (at most "
+        "256 per step). Worst PING: the probe's longest round trip from the POP that makes G busy to the "
+        "POP past it (50 ms before and after included), or through the blocked POP.\n",
+        "| run | POP usec | worst PING ms | o1 after (s) |",
+        "|---|---|---|---|",
+        f"| {a.stall:,} held back | {cell(f, 'big')} | {cell(p, 'big')} | |",
+        f"| 200 held back | {cell(f, 'small')} | {cell(p, 'small')} | |",
+        f"| {a.stall:,} in `Q` (older version's data), blocked POP | | {cell(p, 'old')} | "
+        f"{fmt(figs['old_s'].med('old'))} |",
+        "",
+        f"Ratio {a.stall:,} / 200: {fmt_ratio(r)} (target ≤ {T_STALL}×: {'PASS' if ok else '**MISS**'}).",
+        "",
+    ]
 
 
 # ------------------------------------------------------------------------------------------
@@ -960,16 +1064,18 @@ def main():
     ap.add_argument("--batch-slots", type=int, default=64)
     ap.add_argument("--tpop-messages", type=int, default=100_000)
     ap.add_argument("--blocked-clients", type=int, default=1_000, help="blocked TPOP clients (7)")
+    ap.add_argument("--stall", type=int, default=200_000, help="backlog of the group just turned busy (8)")
     ap.add_argument("--no-callgrind", action="store_true", help="skip the instruction counts (valgrind)")
     ap.add_argument("--cg-cycles", type=int, default=2_000, help="single commands per phase under callgrind")
     ap.add_argument("--cg-groups", type=int, default=2_000, help="groups (× --per-group) drained under callgrind")
     ap.add_argument("--cg-cpu-messages", type=int, default=5_000)
     ap.add_argument("--quick", action="store_true", help="small sizes, 2 rounds (a smoke test; not for results)")
-    ap.add_argument("--only", default="", help="comma list of sections to run: backlog,groups,cpu,tpop1,tpopb,tpopblk")
+    ap.add_argument("--only", default="", help="comma list of sections to run: backlog,groups,cpu,tpop1,tpopb,tpopblk,stall")
     a = bench.parse_common(ap, 1500, 180, RESULTS)
     if a.quick:
         a.rounds = 2
         a.backlog, a.cycles, a.groups, a.cpu_messages, a.tpop_messages = 20_000, 2_000, 2_000, 10_000, 20_000
+        a.stall = 20_000
         a.cg_cycles, a.cg_groups, a.cg_cpu_messages = 500, 500, 1_000
     if a.rounds < 1:
         raise SystemExit("--rounds must be >= 1")
@@ -1025,7 +1131,7 @@ def main():
     log(f"bench-v2: redis-server v2 pid {V2.proc.pid} port {V2.port}, v1 pid {V1.proc.pid} port {V1.port} "
         f"(core {bench.SERVER_CORE}); driver on core {bench.LOAD_CORE}")
 
-    bk, gr, cpu, t1, tb = (defaultdict(Fig) for _ in range(5))
+    bk, gr, cpu, t1, tb, st = (defaultdict(Fig) for _ in range(6))
     bl = defaultdict(Fig)
     cg = None
     loads = {}
@@ -1057,6 +1163,8 @@ def main():
             section("tpopblk", "blocked TPOP", run_tpop_blocked, a.rounds, a.blocked_clients, bl)
         sections(a.rounds, bk, gr, cpu, t1, tb, (V2, Usec()), (V1, Usec()), "", a.cycles, a.groups,
                  a.cpu_messages, a.tpop_messages)
+        with on(V2):
+            section("stall", "POP past a group just turned busy", run_stall, a.rounds, a.stall, st)
         if not a.no_callgrind:
             V2.stop()
             V1.stop()
@@ -1076,10 +1184,10 @@ def main():
     elapsed = time.time() - t_start
 
     body, T = build_report(a, bk, gr, cpu, t1, tb, cg, loads)
-    if bl:
-        # Section 7 adds its targets to the table at the top.
+    if bl or st:
+        # Sections 7 and 8 add their targets to the table at the top.
         head = len(T.md())
-        extra = blocked_report(a, bl, T)
+        extra = (blocked_report(a, bl, T) if bl else []) + (stall_report(a, st, T) if st else [])
         body = T.md() + body[head:] + extra
     md = "\n".join(header(a, m, elapsed, commit) + body)
     out = Path(a.out)

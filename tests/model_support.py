@@ -48,12 +48,6 @@ POLICY_BOUNDS = {
 COUNTERS = ("pushed", "merged", "popped", "acked", "nacked", "expired", "dead", "replayed",
             "cancelled", "rate_limited", "schedule_fired", "schedule_skipped")
 
-# SPEC: a waiting message held back by its group "may be kept in another key". With
-# RMQ_MODEL_STRICT_PARK=1 only a message whose group has a delivery in flight may be
-# elsewhere than `Q`; by default any grouped message may (known deviation, xfail
-# test_idle_group_messages_are_in_q: the module keeps a group's later messages parked
-# behind its first while the group is idle).
-STRICT_PARK = os.environ.get("RMQ_MODEL_STRICT_PARK") == "1"
 
 
 class ModelMismatch(AssertionError):
@@ -712,9 +706,17 @@ def check_keys(model, dump):
             if t == b"zset":
                 elsewhere.update(m for m, _s in v)
         busy = q.busy_groups()
+        key = model._better(q)
+        # SPEC v3: a grouped message may wait outside `Q` while its group is in flight or
+        # another waiting message of its group comes first (or ties) in the queue's order.
+        firsts = {}
+        for w in q.waiting.values():
+            if w.group is not None and not (w.hold is not None and w.hold > model.now):
+                firsts.setdefault(w.group, []).append(key(w))
         for m, w in q.waiting.items():
+            behind = w.group is not None and sum(k <= key(w) for k in firsts.get(w.group, ())) > 1
             held = ((w.hold is not None and w.hold > model.now)
-                    or (w.group is not None and (w.group in busy or not STRICT_PARK)))
+                    or (w.group is not None and (w.group in busy or behind)))
             s = store.get(m)
             if s is not None:
                 if s != float(w.score):

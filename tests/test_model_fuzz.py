@@ -19,7 +19,7 @@ import pytest
 
 from fuzz_support import (ClusterTarget, Fuzzer, MODULE_ARGS, Standalone, new_server,
                           seed_from_env)
-from helpers import watched_exec
+from helpers import rmq_info, watched_exec
 
 
 def _budget(steps, seconds):
@@ -70,8 +70,8 @@ def test_model_fuzz_slot_moves():
 
 # ---------------------------------------------------------------------------------------
 # What the fuzzer found, as minimal reproductions: module bugs (fixed; each test failed
-# before its fix), and one deviation from a strict reading of SPEC's Keys section that is
-# kept on purpose (xfail, see test_idle_group_messages_are_in_q).
+# before its fix), and SPEC v3's held-back layout the model checks (a group's later
+# messages wait outside Q behind its first).
 # ---------------------------------------------------------------------------------------
 
 def test_tpop_round_robin_after_a_queue_runs_dry(r):
@@ -201,16 +201,17 @@ def test_tpop_counts_rate_limited_only_when_short(r):
     assert info_rmq(r)["rate_limited"] == before, "a TPOP that got all it asked was counted"
 
 
-@pytest.mark.xfail(strict=True, reason="module deviates from SPEC's Keys section: a group's "
-                   "later messages stay parked outside Q while the group has no delivery in "
-                   "flight (found by the model fuzzer with RMQ_MODEL_STRICT_PARK=1)")
-def test_idle_group_messages_are_in_q(r):
-    """SPEC (Keys): waiting messages that are held back -- their group is in flight, or a
-    priority retry delay -- may be kept in another key; the others are in `Q`. After a's
-    delivery is acked, group g has nothing in flight, so b and c are both waiting in `Q`.
-    The module keeps only the group's first message in `Q` and c in park{q} (deliveries are
-    unaffected: one POP takes one message of a group anyway)."""
+def test_idle_group_messages_wait_behind_its_first(r):
+    """SPEC v3 (Keys): a group's later messages may be held back outside `Q` from their push
+    on, behind the group's first waiting message. (Found by the model fuzzer as a deviation
+    from SPEC v2, which v3 now allows: the model checks that only such messages are outside
+    `Q`.) After a's delivery is acked, b heads group g in `Q` and c waits behind it."""
     r.execute_command("RMQ.PUSH", "q", "DELAY", 0, "GROUP", "g", "a", "b", "c")
+    assert r.zrange("q", 0, -1) == [b"a"], "held back from the push on"
     assert r.execute_command("RMQ.POP", "q", "COUNT", 3) == [[b"a", 1]]
     assert r.execute_command("RMQ.ACK", "q", "a") == 1
-    assert sorted(r.zrange("q", 0, -1)) == [b"b", b"c"]
+    assert r.zrange("q", 0, -1) == [b"b"]
+    assert r.zrange("park{q}", 0, -1) == [b"c"]
+    i = rmq_info(r, "q")
+    assert (i["waiting"], i["ready"]) == (2, 2)
+    assert r.execute_command("RMQ.POP", "q", "COUNT", 3) == [[b"b", 1]]

@@ -22,8 +22,9 @@ pub const FLIGHT: u8 = b'f';
 pub const GROUP_FLIGHT: u8 = b'g';
 /// A dead message: `priority[:group]` (priority queues, or with a group).
 pub const DEAD: u8 = b'd';
-/// A busy group (`b<group>`): the message of the group that is in flight.
-pub const BUSY: u8 = b'b';
+/// A group's head (`h<group>`): its first deliverable waiting message, kept in `Q` while
+/// the group's later messages wait behind it in `park{Q}`.
+pub const HEAD: u8 = b'h';
 /// A transient field, never kept, that only serves to convert the hash (its length is
 /// above the default hash-max-listpack-value, 64, and any sane setting).
 pub const CONVERT: u8 = b'x';
@@ -197,7 +198,7 @@ mod tests {
         let mut buf = Vec::new();
         field(WAITING, b"a\0b", &mut buf);
         assert_eq!(buf, b"wa\0b");
-        for tag in [WAITING, FLIGHT, DEAD, BUSY, CONVERT] {
+        for tag in [WAITING, FLIGHT, DEAD, HEAD, CONVERT] {
             assert_ne!(Some(&tag), KIND_FIELD.first());
             assert_ne!(Some(&tag), POLICY_FIELD.first());
         }

@@ -17,6 +17,7 @@ pub struct MemStore {
     pub flights: HashMap<Vec<u8>, Flight>,
     pub dead: HashMap<Vec<u8>, Dead>,
     pub busy: HashMap<Vec<u8>, Vec<u8>>,
+    pub heads: HashMap<Vec<u8>, Vec<u8>>,
     pub policy: Option<Policy>,
 }
 
@@ -36,8 +37,9 @@ impl MemStore {
     }
 
     /// True when no metadata is kept without the message it belongs to, every busy group
-    /// has its message in flight, and the park index holds exactly the parked messages,
-    /// under their group.
+    /// has its message in flight, every recorded head is a deliverable message of its free
+    /// group in `Store`, and the park index holds exactly the parked messages, under their
+    /// group.
     pub fn meta_consistent(&self) -> bool {
         let waiting = |m: &Vec<u8>| [Set::Store, Set::Park, Set::Hold].iter().any(|&s| self.sets[idx(s)].contains_key(m));
         let indexed: BTreeSet<_> = self.sets[idx(Set::Park)]
@@ -48,6 +50,12 @@ impl MemStore {
             && self.flights.keys().all(|m| self.sets[1].contains_key(m))
             && self.dead.keys().all(|m| self.sets[2].contains_key(m))
             && self.busy.iter().all(|(g, m)| self.flights.get(m).is_some_and(|f| f.group.as_ref() == Some(g)))
+            && self.heads.iter().all(|(g, m)| {
+                !self.busy.contains_key(g)
+                    && self.sets[idx(Set::Store)].contains_key(m)
+                    && !self.sets[idx(Set::Prepare)].contains_key(m)
+                    && self.waiting.get(m).and_then(|w| w.group.as_ref()) == Some(g)
+            })
             && indexed == self.index
             && (self.kind.is_some() || self.is_empty())
     }
@@ -86,11 +94,10 @@ impl Store for MemStore {
         self.sets[idx(Set::Park)].insert(m.clone(), score);
         self.index.insert((g.to_vec(), self.order(score), m.clone()));
     }
-    fn unpark(&mut self, m: &Vec<u8>) -> Option<f64> {
-        let score = self.sets[idx(Set::Park)].remove(m)?;
+    fn unpark_scored(&mut self, m: &Vec<u8>, score: f64) {
+        self.sets[idx(Set::Park)].remove(m);
         let order = self.order(score);
         self.index.retain(|(_, o, im)| !(im == m && *o == order));
-        Some(score)
     }
     fn best_parked(&self, g: &[u8]) -> Option<(Vec<u8>, f64)> {
         let (_, _, m) = self.index.range((g.to_vec(), [0; 8], Vec::new())..).next().filter(|(ig, _, _)| ig == g)?;
@@ -108,6 +115,7 @@ impl Store for MemStore {
         self.flights.clear();
         self.dead.clear();
         self.busy.clear();
+        self.heads.clear();
     }
     fn waiting(&self, m: &Vec<u8>) -> Waiting {
         self.waiting.get(m).cloned().unwrap_or_default()
@@ -143,6 +151,15 @@ impl Store for MemStore {
         match m {
             Some(m) => self.busy.insert(g.to_vec(), m.clone()),
             None => self.busy.remove(g),
+        };
+    }
+    fn head(&self, g: &[u8]) -> Option<Vec<u8>> {
+        self.heads.get(g).cloned()
+    }
+    fn set_head(&mut self, g: &[u8], m: Option<&Vec<u8>>) {
+        match m {
+            Some(m) => self.heads.insert(g.to_vec(), m.clone()),
+            None => self.heads.remove(g),
         };
     }
     fn policy(&self) -> Policy {

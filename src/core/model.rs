@@ -4,7 +4,8 @@
 //!
 //! Checked after every step: metadata is consistent; a content has at most one waiting
 //! copy (in `Store`, `Park` or `Hold`) and one delivery in flight; a group has at most one
-//! delivery in flight and a free group has its best message in `Store`; every copy of a
+//! delivery in flight and a free group's parked messages wait behind a deliverable one
+//! in `Store` (SPEC v3); every copy of a
 //! content moves only as the operation allows (nothing appears, is lost or duplicated:
 //! each followed content is waiting, in flight or dead, or was acked, cancelled or merged
 //! into a copy of itself); pops take what the brute-force reference says; `has_deliverable`,
@@ -415,14 +416,22 @@ impl Model {
         busy.sort();
         ensure!(busy == in_flight_groups, "busy groups are exactly those in flight");
         let kind = s.kind.unwrap_or(Kind::Fixed);
+        // SPEC v3: a group's later messages wait behind its first. A free group's parked
+        // messages all come after a deliverable one of the group in `Store` (its head).
+        let deliverable_in = |set, g: &Vec<u8>| -> Vec<f64> {
+            let mine = s.members(set).into_iter().filter(|(m, _)| s.waiting(m).group.as_ref() == Some(g));
+            mine.filter(|(m, _)| s.score(Set::Prepare, m).is_none()).map(|(_, sc)| sc).collect()
+        };
         for g in &self.groups {
             if s.busy.contains_key(g) {
                 continue;
             }
-            if let Some((_, best)) = s.best_parked(g) {
-                let in_store =
-                    s.members(Set::Store).into_iter().any(|(m, sc)| s.waiting(&m).group.as_ref() == Some(g) && better(kind, sc, best));
-                ensure!(in_store, "free group {g:?} has its best message parked");
+            let heads = deliverable_in(Set::Store, g);
+            for p in deliverable_in(Set::Park, g) {
+                ensure!(
+                    heads.iter().any(|&h| better(kind, h, p)),
+                    "free group {g:?}: parked {p} comes before its messages in Store {heads:?}"
+                );
             }
         }
         // What a pop would take now.

@@ -2,15 +2,17 @@
 //! pop order, the never-twice-in-flight rules (per content and per group), ack, rollback
 //! with retries, backoff and dead letters, lease changes, replay and the read-only views.
 //!
-//! Groups without a scan: a waiting message whose group is busy (a delivery of the group
-//! in flight) is *parked* (`Set::Park`, indexed by group) when it is added or a pop meets
-//! it, so a pop never walks past it again. When a group's delivery ends, its best parked
-//! message goes back to `Store`, so a group that is not busy always has its best
-//! deliverable message in `Store`, and a group is consumed one message at a time in the
-//! queue's order. Each message is parked at most once per busy period: the cost is
-//! amortised O(log n). A waiting copy whose content is in flight stays in `Store` (SPEC:
-//! only messages held back by their group or a retry delay may leave `Q`) and pops skip it;
-//! there are at most as many as deliveries in flight.
+//! Groups without a scan (SPEC v3): a group's later messages are *parked* (`Set::Park`,
+//! indexed by group) from their push on, behind its *head*, its first deliverable waiting
+//! message, the only one kept in `Store` (recorded per group, `Store::head`); while the
+//! group has a delivery in flight, all of them are parked. A push that comes before the
+//! head takes its place; when the group's delivery ends, its best parked message goes back
+//! as the new head. So a pop never walks past a held-back message, and a group is consumed
+//! one message at a time in the queue's order. A message of a busy group that a pop finds
+//! in `Store` anyway (data of an older version, which kept an idle group's messages there)
+//! is parked then, a bounded number per pop. A waiting copy whose content is in flight
+//! stays in `Store` without heading its group, and pops skip it; there are at most as many
+//! as deliveries in flight.
 
 use crate::core::error::{Result, RmqError};
 use crate::core::fnv::FnvSet;
@@ -28,8 +30,11 @@ pub struct PushOutcome {
 pub struct Popped<M> {
     /// Each message taken, with its delivery count.
     pub got: Vec<(M, u32)>,
-    /// Messages passed over because their group had a delivery in flight (parked).
+    /// Messages passed over because their group had a delivery in flight: parked by this
+    /// pop, or held back behind a message it took.
     pub group_waits: u64,
+    /// The pop stopped at `PARK_PER_POP` parked messages: more may be deliverable.
+    pub cut: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,31 +70,87 @@ fn place_of<S: Store>(s: &S, m: &S::M) -> Option<Place> {
     }
 }
 
-/// Puts a waiting message where it belongs: parked while its group is busy, else `Store`.
-fn insert<S: Store>(s: &mut S, m: &S::M, score: f64, group: Option<&[u8]>) {
-    match group {
-        Some(g) if s.busy(g) => s.park(m, score, g),
-        _ => s.add(Set::Store, m, score),
+/// Whether a message scored `a` comes out before one scored `b` in the queue's order.
+fn ahead(kind: Kind, a: f64, b: f64) -> bool {
+    if kind.is_timed() {
+        a < b
+    } else {
+        a > b
     }
 }
 
-/// Keeps a group that is not busy with its best deliverable message in `Store`: after its
-/// delivery ends, or a member left `Store` or fell behind a parked one. Parked messages
-/// whose content is in flight go back too but are not deliverable: the next one follows.
+/// The group's head: its first deliverable waiting message, kept in `Store` while the
+/// group is not busy (a record that no longer names a waiting message of the group in
+/// `Store` is ignored), with its score.
+fn head_of<S: Store>(s: &S, g: &[u8]) -> Option<(S::M, f64)> {
+    let h = s.head(g)?;
+    let score = s.score(Set::Store, &h)?;
+    (s.waiting(&h).group.as_deref() == Some(g)).then_some((h, score))
+}
+
+/// Puts a waiting message where it belongs (SPEC v3: a group's later messages are held
+/// back behind its first, so `Q` holds at most one deliverable message per group): parked
+/// while its group is busy or its head comes first; else in `Store` as the group's head,
+/// the old head parked behind it. A copy whose content is in flight is not deliverable and
+/// heads nothing: it waits in `Store` (pops skip it) without holding the group back.
+fn insert<S: Store>(s: &mut S, m: &S::M, score: f64, group: Option<&[u8]>) {
+    let Some(g) = group else { return s.add(Set::Store, m, score) };
+    if s.busy(g) {
+        return s.park(m, score, g);
+    }
+    if s.score(Set::Prepare, m).is_some() {
+        return s.add(Set::Store, m, score);
+    }
+    let kind = kind_of(s).unwrap_or(Kind::Fixed);
+    match head_of(s, g) {
+        Some((h, hs)) if h.as_ref() != m.as_ref() && !ahead(kind, score, hs) => s.park(m, score, g),
+        head => {
+            if let Some((h, hs)) = head.filter(|(h, _)| h.as_ref() != m.as_ref()) {
+                s.rem(Set::Store, &h);
+                s.park(&h, hs, g);
+            }
+            s.add(Set::Store, m, score);
+            if s.head(g).as_ref().map(AsRef::as_ref) != Some(m.as_ref()) {
+                s.set_head(g, Some(m));
+            }
+        }
+    }
+}
+
+/// Keeps a group that is not busy with its first deliverable message in `Store` as its
+/// head: after its delivery ends, or its head left `Store` or its group, or a member's
+/// score changed.
 fn refresh<S: Store>(s: &mut S, g: &[u8]) {
     if !s.busy(g) {
         bring_back(s, g);
     }
 }
 
-/// `refresh` for a group known not to be busy.
+/// `refresh` for a group known not to be busy: parked messages that come before the head
+/// (all of them up to the first deliverable one, when there is no head) go back to
+/// `Store`; one whose content is in flight goes back too but heads nothing, and the next
+/// follows. A head that is overtaken is parked behind the new one.
 fn bring_back<S: Store>(s: &mut S, g: &[u8]) {
+    let recorded = s.head(g);
+    let mut head = head_of(s, g);
+    let kind = kind_of(s).unwrap_or(Kind::Fixed);
     while let Some((m, score)) = s.best_parked(g) {
-        s.unpark(&m);
+        if head.as_ref().is_some_and(|(_, hs)| !ahead(kind, score, *hs)) {
+            break;
+        }
+        s.unpark_scored(&m, score);
         s.add(Set::Store, &m, score);
         if s.score(Set::Prepare, &m).is_none() {
-            return;
+            if let Some((h, hs)) = head.replace((m, score)) {
+                s.rem(Set::Store, &h);
+                s.park(&h, hs, g);
+            }
+            break;
         }
+    }
+    let now = head.map(|(h, _)| h);
+    if now.as_ref().map(AsRef::as_ref) != recorded.as_ref().map(AsRef::as_ref) {
+        s.set_head(g, now.as_ref());
     }
 }
 
@@ -182,20 +243,15 @@ pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, group: 
     }
     let mut out = PushOutcome::default();
     let none_held = s.len(Set::Park) == 0 && s.len(Set::Hold) == 0;
-    // A push never makes a group busy: one look for the whole batch.
-    let to_park = group.is_some_and(|g| s.busy(g));
     for m in msgs {
         let (parked, held) = if none_held { (None, None) } else { (s.score(Set::Park, m), s.score(Set::Hold, m)) };
-        if parked.is_none() && held.is_none() && !to_park {
+        if parked.is_none() && held.is_none() && group.is_none() {
             // The common case in one lookup: new, or waiting in `Store`.
             if s.upsert(Set::Store, m, score, mode.replaces_waiting()) {
                 out.added += 1;
-                if group.is_some() {
-                    s.set_waiting(m, Some(&Waiting { deliveries: 0, held_priority: None, group: group.map(<[u8]>::to_vec) }));
-                }
             } else {
                 out.merged += 1;
-                set_group(s, m, group);
+                leave_group(s, m);
             }
             continue;
         }
@@ -211,9 +267,10 @@ pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, group: 
             }
             continue;
         }
-        if let Some(old) = parked {
-            if (!mode.replaces_waiting() || score == old) && old_group.as_deref() == group {
-                // Parked, and the push changes neither its score nor its group: no write.
+        let same_group = old_group.as_deref() == group;
+        if let Some(old) = parked.or_else(|| s.score(Set::Store, m)) {
+            if same_group && (!mode.replaces_waiting() || score == old) {
+                // The push changes neither its score nor its group: no write.
                 out.merged += 1;
                 continue;
             }
@@ -227,7 +284,7 @@ pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, group: 
                 out.merged += 1;
                 let new = if mode.replaces_waiting() { score } else { old };
                 add_waiting(s, m, new, w);
-                // The copy may have left its group, or now rank below a parked member.
+                // The copy may have left its group, or now rank behind a parked member.
                 for g in old_group.as_deref().into_iter().chain(group) {
                     refresh(s, g);
                 }
@@ -237,20 +294,13 @@ pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, group: 
     Ok(out)
 }
 
-/// A push merged into the waiting copy in `Store`: it takes the push's group (none if the
-/// push had none), and each group it left or joined keeps its best message in `Store`
-/// (the merge may have moved the copy below a parked member).
-fn set_group<S: Store>(s: &mut S, m: &S::M, group: Option<&[u8]>) {
+/// A push without a group merged into the waiting copy in `Store`: the copy leaves its
+/// group, if it had one (the latest push sets the group), and that group keeps its head.
+fn leave_group<S: Store>(s: &mut S, m: &S::M) {
     let mut w = s.waiting(m);
-    if w.group.as_deref() != group {
-        let old = std::mem::replace(&mut w.group, group.map(<[u8]>::to_vec));
+    if let Some(old) = w.group.take() {
         s.set_waiting(m, Some(&w));
-        if let Some(old) = old {
-            refresh(s, &old);
-        }
-    }
-    if let Some(g) = group {
-        refresh(s, g);
+        refresh(s, &old);
     }
 }
 
@@ -288,25 +338,32 @@ pub fn release_holds<S: Store>(s: &mut S, now: i64, limit: usize) -> usize {
 /// Holds a pop releases at most before it takes messages.
 pub const RELEASE_PER_POP: usize = 1024;
 
+/// Messages a pop parks at most. Since groups are held back from their push on, a pop
+/// meets a message of a busy group in `Store` only in data written before that (a v2
+/// queue) or when a copy whose content was in flight became deliverable beside its group's
+/// head: each is parked once, and a pop that meets more than this many stops there and
+/// leaves the rest to the next (`Popped::cut`), so no pop's work grows with a backlog.
+pub const PARK_PER_POP: usize = 256;
+
 /// RMQ.POP: moves up to `count` deliverable messages to prepare with `deadline`; returns
 /// each with its delivery count. A waiting copy whose group is busy (or already taken by
-/// this pop) is parked; one whose content is in flight is skipped.
+/// this pop) is parked (at most `PARK_PER_POP`); one whose content is in flight is skipped.
 pub fn pop<S: Store>(s: &mut S, now: i64, count: usize, deadline: i64) -> Popped<S::M> {
-    let mut out = Popped { got: Vec::new(), group_waits: 0 };
+    let mut out = Popped { got: Vec::new(), group_waits: 0, cut: false };
     let Some(kind) = kind_of(s) else { return out };
     release_holds(s, now, RELEASE_PER_POP);
     let (min, max, rev) = deliverable_range(kind, now);
     let mut picked: Vec<(S::M, f64, Waiting)> = Vec::with_capacity(count.min(64));
     let mut parked: Vec<(S::M, f64, Vec<u8>)> = Vec::new();
-    // Groups this pop took a message of or found busy (a group's members often sit side
-    // by side): each is looked up in the store once.
+    // Groups this pop took a message of or found busy: each is looked up in the store once.
     let mut held: FnvSet<Vec<u8>> = FnvSet::default();
     s.scan(Set::Store, min, max, rev, &mut |m, score| {
         let w = s.waiting(&m);
         if let Some(g) = &w.group {
             if held.contains(g) || (s.busy(g) && held.insert(g.clone())) {
                 parked.push((m, score, g.clone()));
-                return true;
+                out.cut = parked.len() >= PARK_PER_POP;
+                return !out.cut;
             }
         }
         if s.score(Set::Prepare, &m).is_none() {
@@ -322,6 +379,7 @@ pub fn pop<S: Store>(s: &mut S, now: i64, count: usize, deadline: i64) -> Popped
         s.rem(Set::Store, m);
         s.park(m, *score, g);
     }
+    let some_parked = s.len(Set::Park) > 0;
     for (m, score, w) in picked {
         s.rem(Set::Store, &m);
         if w != Waiting::default() {
@@ -331,7 +389,11 @@ pub fn pop<S: Store>(s: &mut S, now: i64, count: usize, deadline: i64) -> Popped
         let priority = (kind == Kind::Priority).then_some(score);
         let f = Flight { deliveries: w.deliveries + 1, priority, group: w.group };
         if let Some(g) = &f.group {
+            // The group's next messages wait behind this delivery now (held back at their
+            // push, they are passed over here: counted once per delivery).
+            out.group_waits += (some_parked && s.may_have_parked(g)) as u64;
             s.set_busy(g, Some(&m));
+            s.set_head(g, None);
         }
         if f != Flight::default() {
             s.set_flight(&m, Some(&f));

@@ -1,5 +1,5 @@
 //! The storage a queue's rules run over: five sorted sets and a little metadata per
-//! message and per busy group. `RedisQueue` implements it over real keys, `MemStore` in
+//! message and per group (busy, head). `RedisQueue` implements it over real keys, `MemStore` in
 //! memory for tests.
 
 use crate::core::kind::Kind;
@@ -14,8 +14,8 @@ pub enum Set {
     Prepare,
     /// Dead, by the time they died.
     Dead,
-    /// Waiting but held back because their group had a delivery in flight, scored as in
-    /// `Store` (and indexed by group: `park`, `best_parked`).
+    /// Waiting but held back by their group (behind its head, or while it has a delivery
+    /// in flight), scored as in `Store` (and indexed by group: `park`, `best_parked`).
     Park,
     /// Priority messages held back by a retry delay, by the time the delay ends.
     Hold,
@@ -97,9 +97,20 @@ pub trait Store {
     /// Parks a waiting message of group `g` with its queue score.
     fn park(&mut self, m: &Self::M, score: f64, g: &[u8]);
     /// Takes a message out of `Park` (and the index); its score, if it was there.
-    fn unpark(&mut self, m: &Self::M) -> Option<f64>;
+    fn unpark(&mut self, m: &Self::M) -> Option<f64> {
+        let score = self.score(Set::Park, m)?;
+        self.unpark_scored(m, score);
+        Some(score)
+    }
+    /// Takes a message parked with `score` out of `Park` (and the index).
+    fn unpark_scored(&mut self, m: &Self::M, score: f64);
     /// The parked message of group `g` that comes first in the queue's order.
     fn best_parked(&self, g: &[u8]) -> Option<(Self::M, f64)>;
+    /// Whether group `g` may have parked messages (a cheaper look than `best_parked`,
+    /// which may say yes for a group that shares its index hash with another).
+    fn may_have_parked(&self, g: &[u8]) -> bool {
+        self.best_parked(g).is_some()
+    }
 
     fn kind(&self) -> Option<Kind>;
     fn set_kind(&mut self, kind: Kind);
@@ -130,6 +141,11 @@ pub trait Store {
     fn busy(&self, g: &[u8]) -> bool;
     /// Marks group `g` busy with in-flight message `m`, or free (None).
     fn set_busy(&mut self, g: &[u8], m: Option<&Self::M>);
+    /// The recorded head of group `g`: its first deliverable waiting message, the one kept
+    /// in `Store` while the others wait behind it (parked). May be stale: see `rules`.
+    fn head(&self, g: &[u8]) -> Option<Self::M>;
+    /// Records (Some) or forgets (None) the head of group `g`.
+    fn set_head(&mut self, g: &[u8], m: Option<&Self::M>);
 
     /// The queue's own settings (empty when it has none).
     fn policy(&self) -> Policy;

@@ -157,24 +157,6 @@ impl Key {
         }
     }
 
-    /// Whether a hash field exists (no copy of its value is made).
-    pub fn hexists(&self, field: &RStr) -> bool {
-        if self.key_type() != KeyType::Hash {
-            return false;
-        }
-        let mut exists: i32 = 0;
-        unsafe {
-            rm!(RedisModule_HashGet)(
-                self.0,
-                raw::REDISMODULE_HASH_EXISTS as i32,
-                field.ptr(),
-                &mut exists as *mut i32,
-                std::ptr::null_mut::<raw::RedisModuleString>(),
-            );
-        }
-        exists != 0
-    }
-
     /// Sets (Some) or deletes (None) a hash field; returns how many fields were updated or
     /// deleted (0 for a new field). Deleting the last field deletes the key.
     pub fn hset(&self, field: &RStr, value: Option<&RStr>) -> i32 {

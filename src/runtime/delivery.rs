@@ -88,8 +88,15 @@ pub(crate) fn take_quiet(ctx: Ctx, q: &mut RedisQueue, now: i64, count: usize, l
         return (Vec::new(), false);
     }
     let allowed = ratelimit::allowance(ctx.db(), q.name().as_ref(), &lim, now, count);
-    let popped = if allowed > 0 { rules::pop(q, now, allowed, now + lease) } else { Popped { got: Vec::new(), group_waits: 0 } };
+    let popped =
+        if allowed > 0 { rules::pop(q, now, allowed, now + lease) } else { Popped { got: Vec::new(), group_waits: 0, cut: false } };
     stats::GROUP_WAITS.add(popped.group_waits);
+    if popped.cut {
+        // It stopped at its parking bound (old data: a backlog of a busy group in `Q`):
+        // consumers blocked on the queue look again at the timer's next step, each look
+        // parking the next few hundred, so the backlog is set aside in bounded steps.
+        alarm::note_due(ctx, q.name().as_ref(), now);
+    }
     ratelimit::consumed(ctx.db(), q.name().as_ref(), &lim, popped.got.len());
     let limited = allowed < count && popped.got.len() == allowed && rules::has_deliverable(q, now);
     (popped.got, limited)

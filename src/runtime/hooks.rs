@@ -17,10 +17,10 @@ use crate::ffi::hooks::{self, scan_keys, ServerEvent, FLUSH_ENDED, LOADING_ENDED
 use crate::ffi::key::Key;
 use crate::ffi::{Ctx, RStr};
 use crate::runtime::{acl, alarm, cluster, registry, schedules, topics, waiters};
-use crate::storage::effects;
 use crate::storage::keys::{self, queue_of, KeyId};
 use crate::storage::redis_queue::RedisQueue;
 use crate::storage::schedules as sched_keys;
+use crate::storage::{busy, effects};
 
 /// Tells the timer about queue `q`'s leases and holds, the topic index about its waiting
 /// messages, and its blocked consumers that it may have a deliverable one.
@@ -104,6 +104,7 @@ fn on_loading(ctx: Ctx, sub: u64) {
     if sub == LOADING_ENDED {
         registry::rebuild(ctx);
         keys::forget_lazy_absent();
+        busy::forget_all();
         effects::reconsider();
         rescan(ctx);
     }
@@ -114,6 +115,7 @@ fn on_loading(ctx: Ctx, sub: u64) {
 fn on_swapdb(ctx: Ctx, _sub: u64) {
     registry::rebuild(ctx);
     keys::forget_lazy_absent();
+    busy::forget_all();
     alarm::clear_dues();
     rescan(ctx);
 }
@@ -121,6 +123,7 @@ fn on_swapdb(ctx: Ctx, _sub: u64) {
 fn on_flushed(ctx: Ctx, sub: u64) {
     if sub == FLUSH_ENDED {
         registry::rebuild(ctx);
+        busy::forget_all();
         rescan(ctx);
     }
 }
@@ -128,6 +131,8 @@ fn on_flushed(ctx: Ctx, sub: u64) {
 fn on_role_changed(ctx: Ctx, sub: u64) {
     effects::replicas_from_now();
     cluster::forget_slots();
+    // A replica's memory did not follow the effects it applied.
+    busy::forget_all();
     if sub == NOW_PRIMARY {
         rescan(ctx);
     } else {
@@ -146,6 +151,11 @@ fn on_key_event(ctx: Ctx, event: &[u8], key: &RStr) {
         registry::key_created(ctx, key);
         return;
     }
+    // Anything else done to a queue's key by a command (DEL, RENAME, MOVE, RESTORE, a ZREM
+    // from `prepare{Q}`, an expiry ...) may change which of its groups are busy: learnt
+    // again from the keys.
+    let k = key.as_ref();
+    busy::forget(queue_of(k).map_or(k, |(q, _)| q), ctx.db());
     if matches!(event, b"del" | b"expired" | b"evicted" | b"rename_from" | b"move_from") {
         registry::key_gone(ctx, key);
         return;

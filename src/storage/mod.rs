@@ -1,8 +1,10 @@
 //! The Redis side of storage: a queue's keys (`keys`), the `Store` over them
-//! (`redis_queue`) and the effects every change sends to replicas and the AOF (`effects`).
+//! (`redis_queue`), the busy groups it keeps in memory (`busy`) and the effects every
+//! change sends to replicas and the AOF (`effects`).
 //! Storage only records what changed; acting on it (waking consumers, timers) is the
 //! runtime's job.
 
+pub mod busy;
 pub mod effects;
 pub mod keys;
 pub mod redis_queue;

@@ -5,6 +5,7 @@
 //! deliverable is recorded too (`take_wake`), for the runtime to act on.
 
 use std::cell::{Cell, OnceCell, RefCell};
+use std::collections::HashSet;
 use std::ffi::CStr;
 use std::sync::{LazyLock, OnceLock};
 
@@ -19,6 +20,7 @@ use crate::ffi::call::call;
 use crate::ffi::key::{Key, KeyType};
 use crate::ffi::rstr::Shared;
 use crate::ffi::{Ctx, RStr};
+use crate::storage::busy;
 use crate::storage::effects::Effects;
 use crate::storage::keys::{self, KeyId, KEYS};
 
@@ -338,6 +340,24 @@ impl RedisQueue {
         self.header = OnceCell::from(Header { kind, kind_field: in_field, policy });
     }
 
+    /// Runs `f` on the queue's busy groups (`busy`), filled from its in-flight records
+    /// if they are not known.
+    fn busy_groups<R>(&self, f: impl FnOnce(&mut HashSet<Vec<u8>>) -> R) -> R {
+        let fill = || {
+            let mut set = HashSet::new();
+            if self.has_message_meta() {
+                self.scan(Set::Prepare, f64::NEG_INFINITY, f64::INFINITY, false, &mut |m, _| {
+                    if let Some(g) = self.record(codec::GROUP_FLIGHT, m.as_ref()).and_then(|v| codec::decode_flight(v.as_ref()).group) {
+                        set.insert(g);
+                    }
+                    true
+                });
+            }
+            set
+        };
+        busy::with(self.names[0].as_ref(), self.ctx.db(), fill, f)
+    }
+
     fn order_kind(&self) -> Kind {
         self.kind().unwrap_or(Kind::Fixed)
     }
@@ -418,12 +438,10 @@ impl Store for RedisQueue {
         self.zadd(KeyId::ParkIndex, &member, codec::group_score(g), 0);
     }
 
-    fn unpark(&mut self, m: &RStr) -> Option<f64> {
-        let score = self.score(Set::Park, m)?;
+    fn unpark_scored(&mut self, m: &RStr, score: f64) {
         self.zrem(KeyId::Park, m);
         let member = RStr::from_bytes(&codec::index_member(self.order_kind(), score, m.as_ref()));
         self.zrem(KeyId::ParkIndex, &member);
-        Some(score)
     }
 
     fn best_parked(&self, g: &[u8]) -> Option<(RStr, f64)> {
@@ -441,6 +459,18 @@ impl Store for RedisQueue {
         best
     }
 
+    fn may_have_parked(&self, g: &[u8]) -> bool {
+        let h = codec::group_score(g);
+        self.key(KeyId::ParkIndex).is_some_and(|index| {
+            let mut any = false;
+            index.zscan(h, h, false, &mut |_, _| {
+                any = true;
+                false
+            });
+            any
+        })
+    }
+
     fn kind(&self) -> Option<Kind> {
         self.header().kind
     }
@@ -451,6 +481,8 @@ impl Store for RedisQueue {
     }
 
     fn clear_meta(&mut self) {
+        // Empty: nothing in flight (and no set kept for a queue that is gone).
+        busy::forget(self.names[0].as_ref(), self.ctx.db());
         if self.has_policy() {
             let policy = self.stored_policy().clone();
             self.set_header(None, policy);
@@ -512,11 +544,19 @@ impl Store for RedisQueue {
     }
 
     fn busy(&self, g: &[u8]) -> bool {
-        self.has_message_meta() && self.key(KeyId::Meta).is_some_and(|k| k.hexists(&self.tagged_field(codec::BUSY, g)))
+        self.busy_groups(|set| set.contains(g))
     }
 
     fn set_busy(&mut self, g: &[u8], m: Option<&RStr>) {
-        self.set_record(codec::BUSY, g, m.map(|m| m.as_ref().to_vec()));
+        self.busy_groups(|set| if m.is_some() { set.insert(g.to_vec()) } else { set.remove(g) });
+    }
+
+    fn head(&self, g: &[u8]) -> Option<RStr> {
+        self.record(codec::HEAD, g)
+    }
+
+    fn set_head(&mut self, g: &[u8], m: Option<&RStr>) {
+        self.set_record(codec::HEAD, g, m.map(|m| m.as_ref().to_vec()));
     }
 
     fn policy(&self) -> Policy {
