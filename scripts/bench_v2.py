@@ -41,7 +41,8 @@ and ratios the median of per-round ratios):
     before measuring).
  7. POP past a group just turned busy (issue 21): --stall messages of group G pushed while G
     is idle, one POP (G busy), a message o1 of another group, then POP COUNT 10 (must answer
-    o1): its usec (commandstats) against the same with a 200-message backlog, and the worst
+    o1, then 100 more such POPs, each past the same backlog): usec per POP (commandstats)
+    against the same with a 200-message backlog, and the worst
     PING latency seen by a probe connection from the POP that makes G busy on; then the same
     backlog written as an older version left it (all in `Q`, G busy): a blocked POP COUNT 10
     is answered o1 once the backlog is set aside in bounded steps, with the PING probe's
@@ -369,6 +370,12 @@ def run_stall(rounds, size, figs):
                 c.execute_command("RMQ.PUSH", q, "DELAY", 0, "GROUP", "other", "o1")
                 c.config_resetstat()
                 got = c.execute_command("RMQ.POP", q, "COUNT", 10)
+                # One call's usec is too coarse: 100 more, each past the same backlog.
+                for k in range(2, 102):
+                    c.execute_command("RMQ.PUSH", q, "DELAY", 0, "GROUP", f"other{k}", f"o{k}")
+                    if c.execute_command("RMQ.POP", q, "COUNT", 10) != [[f"o{k}".encode(), 1]]:
+                        raise RuntimeError(f"stall: POP COUNT 10 on {q} did not give o{k}")
+                    c.execute_command("RMQ.ACK", q, f"o{k}")
                 usec = per_call(cmdstats(c), "rmq.pop")
                 time.sleep(0.05)
             if got != [[b"o1", 1]]:
@@ -404,8 +411,9 @@ def stall_report(a, figs, T):
     return [
         f"### 8. POP past a group just turned busy (issue 21; {a.stall:,} messages, PING probe every 2 ms)\n",
         f"`RMQ.PUSH q DELAY 0 GROUP G` × {a.stall:,} while G is idle; `RMQ.POP q` (G busy); `RMQ.PUSH q DELAY 0 "
-        "GROUP other o1`; `RMQ.POP q COUNT 10` (answers o1; usec from INFO commandstats). Small: the same with "
-        "200 messages. Old data: the backlog written by hand as an older version left it (all in `Q`, G busy), "
+        "GROUP other o1`; `RMQ.POP q COUNT 10` (answers o1), then 100 more {push o<k> in its own group; "
+        "POP COUNT 10 (answers it); ACK}, G still busy: usec per POP from INFO commandstats over the 101. "
+        "Small: the same with 200 messages. Old data: the backlog written by hand as an older version left it (all in `Q`, G busy), "
         "then a blocked `RMQ.POP old COUNT 10 BLOCK 60000`, answered o1 once the backlog is set aside (at most "
         "256 per step). Worst PING: the probe's longest round trip from the POP that makes G busy to the "
         "POP past it (50 ms before and after included), or through the blocked POP.\n",
