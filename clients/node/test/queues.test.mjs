@@ -4,7 +4,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { Queue, Topic, route, AlreadySettled } from "../dist/index.js";
-import { startServer, hasCommand, sleep } from "./support.mjs";
+import { startServer, sleep } from "./support.mjs";
 
 let server;
 let redis;
@@ -109,12 +109,8 @@ test("setPolicy, policy and resetPolicy", async () => {
   assert.equal((await new Queue(redis, "pol_0").policy()).retries, 16);
 });
 
-test("pause() and resume() (RMQ.POLICY paused)", async (t) => {
+test("pause() and resume() (RMQ.POLICY paused)", async () => {
   const q = new Queue(redis, "paused-q");
-  if (!("paused" in (await q.policy()))) {
-    t.skip("the module's RMQ.POLICY has no `paused` field yet (SPEC v3; branch v3-ops)");
-    return;
-  }
   await q.push(["x"], { delay: 0 });
   await q.pause();
   assert.equal((await q.info()).paused, 1);
@@ -129,11 +125,7 @@ test("pause() and resume() (RMQ.POLICY paused)", async (t) => {
   await got[0].ack();
 });
 
-test("schedule(), schedules() and unschedule() (RMQ.SCHEDULE)", async (t) => {
-  if (!(await hasCommand(redis, "rmq.schedule"))) {
-    t.skip("the module has no RMQ.SCHEDULE yet (SPEC v3; branch v3-sched)");
-    return;
-  }
+test("schedule(), schedules() and unschedule() (RMQ.SCHEDULE)", async () => {
   const q = new Queue(redis, "sched");
   const [sec, usec] = await redis.time();
   const start = Number(sec) * 1000 + Math.floor(Number(usec) / 1000) + 300;

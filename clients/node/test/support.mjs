@@ -256,9 +256,3 @@ export class TestCluster {
     await Promise.all(this.nodes.map((n) => n.stop()));
   }
 }
-
-/** Whether the server knows a command (COMMAND INFO), e.g. "rmq.schedule". */
-export async function hasCommand(client, name) {
-  const [entry] = await client.command("INFO", name);
-  return entry !== null && entry !== undefined;
-}
