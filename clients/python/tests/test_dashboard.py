@@ -466,8 +466,6 @@ def test_a_foreign_host_name_is_refused(start_dashboard: Any) -> None:
 
 
 def test_schedules_on_the_queue_page(start_dashboard: Any, r: redis.Redis) -> None:
-    if not r.execute_command("COMMAND INFO", "RMQ.SCHEDULE")[0]:
-        pytest.skip("the loaded module has no RMQ.SCHEDULE")
     from rmq.dashboard.text import ms_time
     hourly = r.execute_command("RMQ.SCHEDULE", "sched", "SET", "hourly", "EVERY", 3_600_000,
                                "PRIORITY", 1, "<hourly>")
