@@ -182,10 +182,10 @@ def render(lat, burst, mi, elapsed):
         "Lateness is when the timer step that fired a schedule read the clock, less its planned",
         "time (whole ms). The burst's schedules each push their own message, so every one of",
         "the 100,000 firings is a real push; the timer fires them in steps of about 0.5 ms,",
-        "as it rolls back leases, letting clients in between. Step and PING times are wall
-times: while core 0 is busy with other work (see the run-queue rows) the server is
-descheduled in the middle of a step, which `rmq_sweep_max_us` and the raw PINGs count and
-the PINGs less run-queue waits do not.",
+        "as it rolls back leases, letting clients in between. Step and PING times are wall",
+        "times: while core 0 is busy with other work (see the run-queue rows) the server is",
+        "descheduled in the middle of a step, which `rmq_sweep_max_us` and the raw PINGs count and",
+        "the PINGs less run-queue waits do not.",
         SECTION_END,
     ]
     return "\n".join(lines) + "\n"

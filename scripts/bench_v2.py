@@ -329,7 +329,7 @@ def run_tpop_one(rounds, slots, k, figs, meter):
 # ------------------------------------------------------------------------------------------
 # 7. POP past a group just turned busy (issue 21), with a PING probe.
 
-class PingProbe:
+class PingThread:
     """A connection that PINGs every 2 ms in a thread; `worst` is the longest round trip."""
 
     def __init__(self):
@@ -364,7 +364,7 @@ def run_stall(rounds, size, figs):
                                   *(f"m{j}" for j in range(i, min(n, i + 10_000))))
             # The probe runs from the POP that makes G busy to the POP past it (with 50 ms
             # around them, so it has samples).
-            with PingProbe() as probe:
+            with PingThread() as probe:
                 time.sleep(0.05)
                 assert c.execute_command("RMQ.POP", q, "LEASE", LONG_LEASE) == [[b"m0", 1]]
                 c.execute_command("RMQ.PUSH", q, "DELAY", 0, "GROUP", "other", "o1")
@@ -389,7 +389,7 @@ def run_stall(rounds, size, figs):
         c.hset("meta{old}", "kind", "fixed")
         assert c.execute_command("RMQ.POP", "old", "LEASE", LONG_LEASE) == [[b"v0", 1]]
         c.execute_command("RMQ.PUSH", "old", "DELAY", 0, "GROUP", "other", "o1")
-        with PingProbe() as probe:
+        with PingThread() as probe:
             t0 = time.perf_counter()
             got = client().execute_command("RMQ.POP", "old", "COUNT", 10, "BLOCK", 60_000)
             took = time.perf_counter() - t0
