@@ -255,11 +255,10 @@ def _assert_parked_found(r, q):
     assert pop(r, q) == [(b"b", 1)]
 
 
-@pytest.mark.parametrize("how", ["restore", "copy", "rename"])
-def test_held_back_keys_that_arrive_are_found(r, how):
-    _known_empty(r, "q")
-    _parked_state(r, "src")
-    for k in r.keys("*"):
+def _move_keys(r, pattern, how):
+    """Moves the keys matching `pattern` from queue src to queue q by RESTORE, COPY or
+    RENAME (the first two drop the source)."""
+    for k in r.keys(pattern):
         to = k.replace(b"src", b"q")
         if how == "restore":
             r.restore(to, 0, r.dump(k))
@@ -269,6 +268,13 @@ def test_held_back_keys_that_arrive_are_found(r, how):
             r.delete(k)
         else:
             r.rename(k, to)
+
+
+@pytest.mark.parametrize("how", ["restore", "copy", "rename"])
+def test_held_back_keys_that_arrive_are_found(r, how):
+    _known_empty(r, "q")
+    _parked_state(r, "src")
+    _move_keys(r, "*", how)
     _assert_parked_found(r, "q")
 
 
@@ -424,16 +430,7 @@ def test_busy_groups_are_read_again_when_keys_arrive(server, r, how):
     else:
         _parked_state(r, "src")
         _drop(r, "q")
-        for k in r.keys("*src*"):
-            to = k.replace(b"src", b"q")
-            if how == "restore":
-                r.restore(to, 0, r.dump(k))
-                r.delete(k)
-            elif how == "copy":
-                r.copy(k, to)
-                r.delete(k)
-            else:
-                r.rename(k, to)
+        _move_keys(r, "*src*", how)
     _assert_busy_found(r, "q")
 
 
