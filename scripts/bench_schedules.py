@@ -73,11 +73,9 @@ def bench_lateness(srv, r, rnd, n=10_000, spread_ms=5_000):
     return {"p50": bt.pct(late, 50), "p99": bt.pct(late, 99), "max": late[-1], "runq_ms": runq_ms}
 
 
-def bench_burst(ctx, srv, r, queues=1_000, per_queue=100):
-    r.flushall()
-    n = queues * per_queue
-    mem0 = r.info("memory")["used_memory"]
-    T = server_ms(r) + 60_000  # set far ahead, then moved: see below
+def set_burst(r, queues, per_queue, T):
+    """Sets (or re-sets) the burst's schedules, `per_queue` on each of `queues` queues, all
+    due once at T."""
     pipe = r.pipeline(transaction=False)
     for q in range(queues):
         for s in range(per_queue):
@@ -86,19 +84,21 @@ def bench_burst(ctx, srv, r, queues=1_000, per_queue=100):
         if len(pipe) >= 2000:
             pipe.execute()
     pipe.execute()
+
+
+def bench_burst(ctx, srv, r, queues=1_000, per_queue=100):
+    r.flushall()
+    n = queues * per_queue
+    mem0 = r.info("memory")["used_memory"]
+    T = server_ms(r) + 60_000  # set far ahead, then moved: see below
+    set_burst(r, queues, per_queue, T)
     mem = (r.info("memory")["used_memory"] - mem0) / n
     key_mem = r.memory_usage("sched{burst0}") / per_queue
     idle = bt.idle_floor(ctx, srv)
     # Re-set every schedule due 3 s from now: the same memory, and T is close enough to
     # probe around it (setting 100,000 takes a few seconds on this machine).
     T = server_ms(r) + 4_000
-    for q in range(queues):
-        for s in range(per_queue):
-            pipe.execute_command("RMQ.SCHEDULE", f"burst{q}", "SET", f"s{s}", "EVERY", 3_600_000,
-                                 "START", T, "TIMES", 1, "RANGE", 1, f"m{s}")
-        if len(pipe) >= 2000:
-            pipe.execute()
-    pipe.execute()
+    set_burst(r, queues, per_queue, T)
     lead = T - server_ms(r)
     if lead < 700:
         raise bt.RetryRound(f"re-setting took too long ({lead} ms left before T)")

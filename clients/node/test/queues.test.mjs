@@ -1,5 +1,5 @@
 // Queue and Topic against a real server: routing, pushes, pops, binary bodies, policies,
-// pause/resume and schedules (the last two skipped, saying why, on a module without them).
+// pause/resume and schedules.
 
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
