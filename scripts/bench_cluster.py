@@ -615,16 +615,16 @@ def markdown(res, files, argv):
           "other nodes mark the primary failed, Redis Cluster (cluster-require-full-coverage yes, "
           "the default) answers CLUSTERDOWN for every slot until its slots are served again; before "
           "that, only the dead primary's share stops.\n")
-    w("### A blocked TPOP on a cluster node can miss its reply (found here)\n")
+    w("### A blocked TPOP on a cluster node missed its reply (found here, fixed)\n")
     w("With `BLOCK`, consumers on cluster nodes sometimes never got a reply (CLIENT LIST: the "
-      "client no longer blocked, last command rmq.tpop, nothing sent), so the driver polls "
-      "(TPOP without BLOCK, 0.5 ms pause after an empty one). Reproduced by "
+      "client no longer blocked, last command rmq.tpop, nothing sent), so the driver polls by "
+      "default (TPOP without BLOCK, 0.5 ms pause after an empty one; `--block-ms` blocks). The "
+      "cause: on Redis 7.0, when the module served a TPOP it had blocked by hand in the same "
+      "event-loop turn as Redis's own timeout for it, Redis skipped the timeout reply (already "
+      "unblocked) and then detached the client from the pending unblock, so no reply went out. "
+      "The module now keeps a blocked TPOP's deadline itself; "
       "tests/test_cluster_scaleout.py::test_a_blocked_tpop_on_a_cluster_node_always_gets_a_reply "
-      "(xfail): it fails on Redis 7.0.15 and passes on Valkey 9.1. Standalone servers, which "
-      "block TPOP on keys, are not affected. Likely cause (not proven): the module unblocks a "
-      "hand-blocked TPOP (RM_UnblockClient from its timer) in the same event-loop turn as the "
-      "client's timeout; Redis 7.0 then skips the timeout reply (already unblocked) and, the "
-      "client being unblocked by the timeout, never runs the reply callback.\n")
+      "checks it.\n")
     if files.get("events"):
         w(f"![Throughput around resharding and failover]({files['events']})\n")
     return "\n".join(L) + "\n"
@@ -645,7 +645,7 @@ def main():
                     help="consumer threads per primary, each with a blocking TPOP (default 2)")
     ap.add_argument("--block-ms", type=int, default=0,
                     help="TPOP BLOCK ms; 0 (default): poll, pausing 0.5 ms after an empty TPOP "
-                         "(a blocked TPOP on a cluster node may never get its reply: see the results)")
+                         "(the committed results were measured so)")
     ap.add_argument("--backlog", type=int, default=20000,
                     help="producers pause while more than this many messages per primary are unacked (default 20000)")
     ap.add_argument("--quantum", type=int, default=100,
