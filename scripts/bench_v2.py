@@ -25,13 +25,13 @@ and ratios the median of per-round ratios):
     group's 10 messages adjacent in the queue's order, or interleaved across groups);
     Streams (XREADGROUP COUNT 100; XACK + XDEL) and bare sorted sets (ZPOPMAX 100 + ZADD
     prepare; ZREM prepare) on the same messages. msgs/s and server usec per message
-    (commandstats). Target: grouped ≥ 0.8× ungrouped.
+    (commandstats). Target: grouped ≥ 0.6× ungrouped (issue 21; issue 10 asked 0.8×).
  3. v1 vs v2 on ungrouped traffic: bench.py's `cpu` phases (push N, pop N, ack N; 1 message
     per command and batches of 100) on the v1 server and on the v2 server, alternately.
     Target: v2 keeps v1's figures (v2/v1 ≤ 1.0×; ≤ 1.05× passes, a noise band).
  4. TPOP on a topic of 1024 slots with one non-empty queue (the 1023 others were pushed to
     and drained before): phases as in 1 with RMQ.TPOP t 1024 or RMQ.POP on that queue.
-    Target: usec per TPOP ≤ 1.2× per POP.
+    Target: usec per TPOP ≤ 1.1× per POP (issue 21).
  5. TPOP on a topic of 64 slots, all non-empty, COUNT 100, drained as in 2 (acks go to each
     message's queue) vs POP COUNT 100 on one queue with the same messages. Targets: msgs/s
     ≥ 0.9×, and usec per message of the pop command (POP/TPOP) ≥ 0.9×.
@@ -83,9 +83,9 @@ REPO = bench.REPO
 MODULE_V1 = Path(os.environ.get("RMQ_MODULE_V1", REPO / "target" / "v1" / "librmq.so")).resolve()
 RESULTS = REPO / "scripts" / "results" / "bench_v2.md"
 
-# Targets (issues 10, 11, 12).
+# Targets (issues 10, 11, 12, 21).
 T_BACKLOG = 1.5        # usec per POP (and grouped PUSH) with the backlog / without
-T_GROUPED = 0.8        # grouped msgs/s / ungrouped msgs/s (at least)
+T_GROUPED = 0.6        # grouped msgs/s / ungrouped msgs/s (at least; issue 21)
 T_V1 = 1.0             # v2 usec / v1 usec (at most); within T_V1_NOISE reported as kept
 T_V1_NOISE = 1.05
 T_TPOP_ONE = 1.1       # usec per TPOP (1024 slots, one busy) / per POP on that queue (issue 21)
@@ -643,10 +643,10 @@ def build_report(a, bk, gr, cpu, t1, tb, cg, loads):
     u = gr["usec_per_msg"]
     for order in ("adjacent", "interleaved"):
         r = f.ratio(f"grouped, {order}", f"ungrouped, {order}")
-        T.add(10, f"drain msgs/s, 10k groups × 10, {order}: grouped / ungrouped", fmt_ratio(r), f"≥ {T_GROUPED}×",
+        T.add(21, f"drain msgs/s, 10k groups × 10, {order}: grouped / ungrouped", fmt_ratio(r), f"≥ {T_GROUPED}×",
               r is not None and r >= T_GROUPED)
         ru = u.ratio(f"ungrouped, {order}", f"grouped, {order}")
-        T.add(10, f"server usec/msg, {order}: ungrouped / grouped (i.e. grouped costs 1/x)", fmt_ratio(ru),
+        T.add(21, f"server usec/msg, {order}: ungrouped / grouped (i.e. grouped costs 1/x)", fmt_ratio(ru),
               f"≥ {T_GROUPED}×", ru is not None and ru >= T_GROUPED)
     out.append(f"### 2. Draining {a.groups:,} groups × {a.per_group} messages (issue 10)\n")
     out.append(f"{a.groups * a.per_group:,} messages pushed first (driver `gfill`; adjacent: group j's "
@@ -855,7 +855,7 @@ def callgrind_report(a, T, bk, gr, cpu, t1, tb):
     for key, lab in (("ack", "RMQ.ACK x"), ("push", "RMQ.PUSH x (ungrouped)"), ("cancel", "RMQ.CANCEL")):
         row(10, f"{lab}: held back / none", bk, key, "bk", "nb", target=False)
     for order in ("adjacent", "interleaved"):
-        row(10, f"per message drained, {order}: ungrouped (A) / grouped (B)", gr, "instr_per_msg",
+        row(21, f"per message drained, {order}: ungrouped (A) / grouped (B)", gr, "instr_per_msg",
             f"ungrouped, {order}", f"grouped, {order}", T_GROUPED, at_least=True, judge="total")
     row(10, "per message drained: Streams (A) / RMQ ungrouped adjacent (B)", gr, "instr_per_msg", "Streams",
         "ungrouped, adjacent", target=False)
