@@ -329,29 +329,51 @@ def run_tpop_one(rounds, slots, k, figs, meter):
 # ------------------------------------------------------------------------------------------
 # 7. POP past a group just turned busy (issue 21), with a PING probe.
 
-class PingThread:
-    """A connection that PINGs every 2 ms in a thread; `worst` is the longest round trip."""
+PROBE = """
+import select, sys, time, redis
+c = redis.Redis(port=int(sys.argv[1]))
+lat = []
+while not select.select([sys.stdin], [], [], 0)[0]:
+    t = time.perf_counter()
+    c.ping()
+    lat.append((time.perf_counter() - t) * 1000)
+    time.sleep(0.001)
+lat.sort()
+print(lat[-1] if lat else 0.0, lat[min(len(lat) - 1, int(len(lat) * 0.99))] if lat else 0.0)
+"""
 
-    def __init__(self):
-        self.c, self.worst, self.n = client(), 0.0, 0
-        self.stop = threading.Event()
-        self.t = threading.Thread(target=self.run, daemon=True)
 
-    def run(self):
-        while not self.stop.is_set():
-            t0 = time.perf_counter()
-            self.c.ping()
-            self.worst = max(self.worst, time.perf_counter() - t0)
-            self.n += 1
-            time.sleep(0.002)
+class PingProbe:
+    """PINGs the server back to back from its own process (no GIL shared with the load)
+    until stopped: the worst and the 99th-percentile latency (ms) meanwhile."""
+
+    def __init__(self, server):
+        self.p = subprocess.Popen([sys.executable, "-c", PROBE, str(server.port)], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        self.result = None
+        time.sleep(0.3)  # connected and pinging
+
+    def stop(self):
+        """(worst, p99) in ms; once stopped, the same figures again."""
+        if self.result is None:
+            out, _ = self.p.communicate("stop\n", timeout=60)
+            mx, p99 = out.split()
+            self.result = float(mx), float(p99)
+        return self.result
 
     def __enter__(self):
-        self.t.start()
         return self
 
     def __exit__(self, *exc):
-        self.stop.set()
-        self.t.join(10)
+        if exc[0] is None:
+            self.stop()
+        else:
+            self.p.kill()
+            self.p.wait()
+
+    @property
+    def worst(self):
+        return self.stop()[0]
 
 
 def run_stall(rounds, size, figs):
@@ -364,7 +386,7 @@ def run_stall(rounds, size, figs):
                                   *(f"m{j}" for j in range(i, min(n, i + 10_000))))
             # The probe runs from the POP that makes G busy to the POP past it (with 50 ms
             # around them, so it has samples).
-            with PingThread() as probe:
+            with PingProbe(bench.SERVER) as probe:
                 time.sleep(0.05)
                 assert c.execute_command("RMQ.POP", q, "LEASE", LONG_LEASE) == [[b"m0", 1]]
                 c.execute_command("RMQ.PUSH", q, "DELAY", 0, "GROUP", "other", "o1")
@@ -381,7 +403,7 @@ def run_stall(rounds, size, figs):
             if got != [[b"o1", 1]]:
                 raise RuntimeError(f"stall: POP COUNT 10 on {q} gave {got!r}, not o1")
             figs["pop_usec"].add(q, usec)
-            figs["ping_ms"].add(q, probe.worst * 1000)
+            figs["ping_ms"].add(q, probe.worst)
         # The same backlog as an older version left it: in `Q`, G busy.
         c.flushall()
         pipelined(c, size // 1000, lambda p, i: p.zadd("old", {f"v{j}": 1000 + j for j in range(i * 1000, i * 1000 + 1000)}))
@@ -389,14 +411,14 @@ def run_stall(rounds, size, figs):
         c.hset("meta{old}", "kind", "fixed")
         assert c.execute_command("RMQ.POP", "old", "LEASE", LONG_LEASE) == [[b"v0", 1]]
         c.execute_command("RMQ.PUSH", "old", "DELAY", 0, "GROUP", "other", "o1")
-        with PingThread() as probe:
+        with PingProbe(bench.SERVER) as probe:
             t0 = time.perf_counter()
             got = client().execute_command("RMQ.POP", "old", "COUNT", 10, "BLOCK", 60_000)
             took = time.perf_counter() - t0
         if got != [[b"o1", 1]]:
             raise RuntimeError(f"stall: blocked POP on the old backlog gave {got!r}, not o1")
         figs["old_s"].add("old", took)
-        figs["ping_ms"].add("old", probe.worst * 1000)
+        figs["ping_ms"].add("old", probe.worst)
         log(f"  stall round {r + 1}: POP past {size:,} {figs['pop_usec'].v['big'][-1]:.1f} usec, past 200 "
             f"{figs['pop_usec'].v['small'][-1]:.1f} usec; old data: o1 after {took:.2f} s; worst PING "
             f"{figs['ping_ms'].v['big'][-1]:.2f} / {figs['ping_ms'].v['old'][-1]:.2f} ms")
@@ -409,7 +431,7 @@ def stall_report(a, figs, T):
     T.add(21, f"usec of POP COUNT 10 past a {a.stall:,}-message group just turned busy / past 200", fmt_ratio(r),
           f"≤ {T_STALL}×", ok)
     return [
-        f"### 8. POP past a group just turned busy (issue 21; {a.stall:,} messages, PING probe every 2 ms)\n",
+        f"### 8. POP past a group just turned busy (issue 21; {a.stall:,} messages, PING probe back to back from its own process)\n",
         f"`RMQ.PUSH q DELAY 0 GROUP G` × {a.stall:,} while G is idle; `RMQ.POP q` (G busy); `RMQ.PUSH q DELAY 0 "
         "GROUP other o1`; `RMQ.POP q COUNT 10` (answers o1), then 100 more {push o<k> in its own group; "
         "POP COUNT 10 (answers it); ACK}, G still busy: usec per POP from INFO commandstats over the 101. "
@@ -914,35 +936,6 @@ def v1_commit():
 # 7. Blocked TPOP (issue 21): what a blocked TPOP costs must not grow with `slots`.
 
 BLOCK_SLOTS = (16384, 1)
-
-
-PROBE = """
-import select, sys, time, redis
-c = redis.Redis(port=int(sys.argv[1]))
-lat = []
-while not select.select([sys.stdin], [], [], 0)[0]:
-    t = time.perf_counter()
-    c.ping()
-    lat.append((time.perf_counter() - t) * 1000)
-    time.sleep(0.001)
-lat.sort()
-print(lat[-1] if lat else 0.0, lat[min(len(lat) - 1, int(len(lat) * 0.99))] if lat else 0.0)
-"""
-
-
-class PingProbe:
-    """PINGs the server back to back from its own process (no GIL shared with the load)
-    until stopped: the worst and the 99th-percentile latency (ms) meanwhile."""
-
-    def __init__(self, server):
-        self.p = subprocess.Popen([sys.executable, "-c", PROBE, str(server.port)], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, text=True)
-        time.sleep(0.3)  # connected and pinging
-
-    def stop(self):
-        out, _ = self.p.communicate("stop\n", timeout=60)
-        mx, p99 = out.split()
-        return float(mx), float(p99)
 
 
 def wait_blocked_clients(c, n, timeout):
