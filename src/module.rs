@@ -9,7 +9,7 @@ use crate::cmd::table::{COMMANDS, TEST_COMMANDS};
 use crate::ffi::command;
 use crate::ffi::hooks::{self, InfoSection};
 use crate::ffi::Ctx;
-use crate::runtime::{eviction, hooks as runtime_hooks, registry, settings, stats, timers};
+use crate::runtime::{eviction, hooks as runtime_hooks, settings, stats, timers};
 
 #[cfg(not(any(test, fuzzing)))]
 use redis_module::alloc::RedisAlloc as ModuleAlloc;
@@ -77,8 +77,7 @@ fn init(context: &Context, args: &[RedisString]) -> Status {
     }
     eviction::watch(ctx);
     // Loaded at runtime (MODULE LOAD) over existing data: find its queues now.
-    registry::rebuild(ctx);
-    runtime_hooks::rescan(ctx);
+    runtime_hooks::rescan(ctx, runtime_hooks::Rescan::All);
     Status::Ok
 }
 

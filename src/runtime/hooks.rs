@@ -68,26 +68,50 @@ fn zset_written(ctx: Ctx, key: &RStr) {
     }
 }
 
-/// Finds every queue of every database (one keyspace scan, after a load, a promotion, a
-/// SWAPDB or a FLUSH): their leases and the topic index. Primaries only (replicas neither
-/// roll back nor serve TPOP).
-pub fn rescan(ctx: Ctx) {
-    if !ctx.is_primary() {
+/// What a keyspace scan rebuilds: the registry of queue names (any role), and on a
+/// primary the leases, holds, firings and the topic index (replicas neither roll back nor
+/// serve TPOP).
+#[derive(Clone, Copy, PartialEq)]
+pub enum Rescan {
+    All,
+    /// A promotion: the names did not change.
+    TimersAndIndex,
+}
+
+/// Finds every queue of every database in one keyspace scan (after a load, a promotion, a
+/// SWAPDB or a FLUSH).
+pub fn rescan(ctx: Ctx, what: Rescan) {
+    let primary = ctx.is_primary();
+    let names = what == Rescan::All;
+    if !primary && !names {
         return;
     }
     guard((), || {
         let original = ctx.db();
-        alarm::clear_leases();
-        alarm::clear_firings();
-        topics::clear();
+        if primary {
+            alarm::clear_leases();
+            alarm::clear_firings();
+            topics::clear();
+        }
         let mut db = 0;
         while ctx.select_db(db) {
             // Queues are opened after the scan: the scan must not see keys change.
-            let (mut queues, mut scheduled): (BTreeSet<Vec<u8>>, Vec<Vec<u8>>) = Default::default();
-            scan_keys(ctx, &mut |key, _| {
-                queues.extend(scanned_queue(key).map(<[u8]>::to_vec));
-                scheduled.extend(sched_keys::queue_of(key).map(<[u8]>::to_vec));
+            let (mut listed, mut queues) = (BTreeSet::new(), BTreeSet::new());
+            let mut scheduled: Vec<Vec<u8>> = Vec::new();
+            scan_keys(ctx, &mut |key, t| {
+                if names {
+                    listed.extend(registry::listed_by(key, t).map(<[u8]>::to_vec));
+                }
+                if primary {
+                    queues.extend(scanned_queue(key).map(<[u8]>::to_vec));
+                    scheduled.extend(sched_keys::queue_of(key).map(<[u8]>::to_vec));
+                }
             });
+            // Installed before the queues are opened: an opening that expires a key takes
+            // its queue out of the new names.
+            if names {
+                registry::install(db as usize, listed);
+            }
             for q in queues {
                 found(ctx, &q);
             }
@@ -102,29 +126,26 @@ pub fn rescan(ctx: Ctx) {
 
 fn on_loading(ctx: Ctx, sub: u64) {
     if sub == LOADING_ENDED {
-        registry::rebuild(ctx);
         keys::forget_lazy_absent();
         busy::forget_all();
         effects::reconsider();
-        rescan(ctx);
+        rescan(ctx, Rescan::All);
     }
 }
 
 /// SWAPDB moves queues between databases: find them again. Consumers blocked on the
 /// swapped keys are signalled by Redis itself and note their due times anew.
 fn on_swapdb(ctx: Ctx, _sub: u64) {
-    registry::rebuild(ctx);
     keys::forget_lazy_absent();
     busy::forget_all();
     alarm::clear_dues();
-    rescan(ctx);
+    rescan(ctx, Rescan::All);
 }
 
 fn on_flushed(ctx: Ctx, sub: u64) {
     if sub == FLUSH_ENDED {
-        registry::rebuild(ctx);
         busy::forget_all();
-        rescan(ctx);
+        rescan(ctx, Rescan::All);
     }
 }
 
@@ -134,7 +155,7 @@ fn on_role_changed(ctx: Ctx, sub: u64) {
     // A replica's memory did not follow the effects it applied.
     busy::forget_all();
     if sub == NOW_PRIMARY {
-        rescan(ctx);
+        rescan(ctx, Rescan::TimersAndIndex);
     } else {
         // A replica fires nothing.
         alarm::clear_firings();

@@ -18,7 +18,6 @@ use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use crate::core::glob;
 use crate::core::store::{Set, Store};
-use crate::ffi::hooks::scan_keys;
 use crate::ffi::key::{Key, KeyType};
 use crate::ffi::{Ctx, RStr};
 use crate::storage::keys::{self, is_queue_name, owner};
@@ -100,25 +99,19 @@ pub fn closed(ctx: Ctx, q: &RedisQueue) {
     }
 }
 
-/// Builds the registry again from every key of every database (after a load, a SWAPDB or
-/// a FLUSH, and when the module is loaded over existing data).
-pub fn rebuild(ctx: Ctx) {
-    let original = ctx.db();
-    let mut found: Vec<BTreeSet<Vec<u8>>> = Vec::new();
-    let mut db = 0;
-    while ctx.select_db(db) {
-        let mut names = BTreeSet::new();
-        scan_keys(ctx, &mut |key, t| {
-            match owner(key) {
-                Some(q) => names.insert(q.to_vec()),
-                None => t == KeyType::ZSet && is_queue_name(key) && names.insert(key.to_vec()),
-            };
-        });
-        found.push(names);
-        db += 1;
-    }
-    ctx.select_db(original);
-    *queues() = found;
+/// The queue that key `key`, of type `t`, lists (for a keyspace scan).
+pub fn listed_by(key: &[u8], t: KeyType) -> Option<&[u8]> {
+    owner(key).or((t == KeyType::ZSet && is_queue_name(key)).then_some(key))
+}
+
+/// Installs database `db`'s names as a keyspace scan found them (after a load, a SWAPDB or
+/// a FLUSH, and when the module is loaded over existing data: `hooks::rescan`); the
+/// databases after it are dropped until their own scan installs them.
+pub fn install(db: usize, names: BTreeSet<Vec<u8>>) {
+    let mut all = queues();
+    all.truncate(db);
+    all.resize_with(db, BTreeSet::new);
+    all.push(names);
 }
 
 /// One page of RMQ.QUEUES in the selected database: from the name after `after` (None:
