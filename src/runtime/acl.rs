@@ -11,7 +11,7 @@ use std::sync::{LazyLock, Mutex};
 
 use crate::core::error::{Result, RmqError};
 use crate::core::fnv::FnvMap;
-use crate::core::route::queue_name;
+use crate::core::route::queue_name_into;
 use crate::ffi::acl::User;
 use crate::ffi::{Ctx, RStr};
 
@@ -93,7 +93,14 @@ fn verdict(name: &RStr, key: &Asked, generation: u64) -> bool {
     known.unwrap_or_else(|| {
         let (_, topic, slots) = key;
         // A user gone since the name was read (or not found) is no verdict against.
-        let ok = User::named(name).is_none_or(|user| (0..*slots).all(|i| user.may_read_write(&RStr::from_bytes(&queue_name(topic, i)))));
+        // One buffer for every queue's name: a topic may have thousands.
+        let mut q = Vec::new();
+        let ok = User::named(name).is_none_or(|user| {
+            (0..*slots).all(|i| {
+                queue_name_into(topic, i, &mut q);
+                user.may_read_write(&RStr::from_bytes(&q))
+            })
+        });
         let mut verdicts = VERDICTS.lock().unwrap_or_else(|e| e.into_inner());
         if verdicts.len() >= MAX_VERDICTS {
             verdicts.clear();
