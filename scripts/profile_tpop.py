@@ -16,14 +16,21 @@ times) for each phase, between `callgrind_control -z` and `-d`:
   block1       out), and the same with 1 slot, 50 calls: the call plus its timeout (Redis's
                moduleBlockedClientTimedOut: the module's reply and release). Not the whole
                server: how often its idle event loop turns meanwhile is a matter of time.
+  drainpop     bench_v2 section 5 under callgrind (--drain messages, default 20,000, as
+  draintq100   bench_v2's callgrind pass; the bench driver, `make bench-driver`, fills and
+  draintq1     drains): 16 consumers each loop {ACK what it popped, one RMQ.ACK per queue;
+               RMQ.POP q COUNT 100, or RMQ.TPOP t 64 COUNT 100 [QUANTUM 100]}; per message
+               acked, the commands (call()) and the whole server (the dump's summary).
 
-Each phase runs its command once before counting (ACL verdict, name caches). With
---annotate DIR, the dumps are kept there for `callgrind_annotate --inclusive=yes`. The
-server is stopped by its pid at the end. Prints the ratios of the issue's targets.
+Each single-command phase runs its command once before counting (ACL verdict, name
+caches). With --annotate DIR, the dumps are kept there for `callgrind_annotate
+--inclusive=yes`. The server is stopped by its pid at the end. Prints the ratios of the
+issue's targets.
 """
 
 import argparse
 import glob
+import json
 import os
 import shutil
 import socket
@@ -48,6 +55,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--module", default=str(REPO / "target" / "release" / "librmq.so"))
     ap.add_argument("--annotate", help="keep the callgrind dumps in this directory")
+    ap.add_argument("--drain", type=int, default=20_000,
+                    help="messages of the drain phases (bench_v2 section 5's, under callgrind); 0: none")
+    ap.add_argument("--driver", default=str(REPO / "target" / "bench-driver" / "release" / "rmq-bench-driver"),
+                    help="the bench driver (make bench-driver), for the drain phases")
     a = ap.parse_args()
     for tool in ("valgrind", "callgrind_control", "callgrind_annotate", "redis-server"):
         if shutil.which(tool) is None:
@@ -71,11 +82,11 @@ def main():
                 time.sleep(0.1)
         per_call = {}
 
-        def phase(name, cmd, n, timeout=False):
-            c.execute_command(*cmd)
+        def measure(name, run, timeout=False):
+            """Counts what run() makes the server do; run returns how many calls (or
+            messages) to divide by. Returns the command-only and whole-server figures."""
             subprocess.run(["callgrind_control", "-z", str(proc.pid)], check=True, capture_output=True)
-            for _ in range(n):
-                c.execute_command(*cmd)
+            n = run()
             before = set(glob.glob(f"{out}.*"))
             subprocess.run(["callgrind_control", "-d", name, str(proc.pid)], check=True, capture_output=True)
             deadline = time.time() + 60
@@ -94,13 +105,40 @@ def main():
                             0)
 
             v = inclusive("call") + (inclusive("moduleBlockedClientTimedOut") if timeout else 0)
-            per_call[name] = v / n
+            total = next(int(line.split()[1]) for line in Path(f).read_text(errors="replace").splitlines()
+                         if line.startswith("summary:"))
             if a.annotate:
                 os.makedirs(a.annotate, exist_ok=True)
                 shutil.move(f, Path(a.annotate) / f"cg_{name}.out")
             else:
                 os.unlink(f)
+            return v / n, total / n
+
+        def phase(name, cmd, n, timeout=False):
+            c.execute_command(*cmd)
+
+            def run():
+                for _ in range(n):
+                    c.execute_command(*cmd)
+                return n
+
+            per_call[name] = measure(name, run, timeout)[0]
             print(f"{name:12} {per_call[name]:>12,.0f} instructions per call", flush=True)
+
+        def drain(name, who):
+            """bench_v2 section 5 with --messages a.drain: fill (not counted), then 16
+            consumers each loop {ACK what it popped; pop COUNT 100}; per message acked."""
+            def driver(mode, **opts):
+                args = [str(a.driver), mode, "--url", f"redis://127.0.0.1:{port}/", "--timeout", "600"]
+                for k, v in {**who, **opts}.items():
+                    args += ["--" + k.replace("_", "-"), str(v)]
+                return json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout.splitlines()[-1])
+
+            c.flushall()
+            driver("gfill", groups=a.drain // 10, per_group=10, grouped=0, order="adjacent")
+            cmd, total = measure(name, lambda: driver("drain", messages=a.drain, consumers=16, count=100)["acked"])
+            per_call[name], per_call[name + ":server"] = cmd, total
+            print(f"{name:12} {cmd:>12,.0f} instructions per message, command ({total:,.0f} server)", flush=True)
 
         for s in range(1024):
             c.execute_command("RMQ.PUSH", f"o_{s}", "PRIORITY", 1, "x")
@@ -121,6 +159,10 @@ def main():
         c.flushall()
         phase("block16384", ("RMQ.TPOP", "big", 16384, "BLOCK", 1), 50, timeout=True)
         phase("block1", ("RMQ.TPOP", "big", 1, "BLOCK", 1), 50, timeout=True)
+        if a.drain:
+            drain("drainpop", dict(peer="rmq", queue="q"))
+            drain("draintq100", dict(peer="tpop", queue="t", slots=64, quantum=100))
+            drain("draintq1", dict(peer="tpop", queue="t", slots=64))
         p = per_call
         print(f"TPOP 1024 slots one busy / POP: {p['tpop1024'] / p['pop1']:.3f} (target <= 1.1)")
         print(f"POP COUNT 100 / TPOP COUNT 100 over 64, QUANTUM 1: {p['pop100'] / p['tpop100q1']:.3f} (target >= 0.6)")
@@ -128,6 +170,11 @@ def main():
               "(target >= 0.9)")
         print(f"blocked TPOP, call and timeout, 16384 slots / 1: {p['block16384'] / p['block1']:.3f} "
               "(does not grow with slots)")
+        for q, target in (("100", 0.9), ("1", 0.6)):
+            if a.drain:
+                print(f"drain, per message, POP COUNT 100 / TPOP COUNT 100 QUANTUM {q} over 64: command "
+                      f"{p['drainpop'] / p['draintq' + q]:.3f}, server "
+                      f"{p['drainpop:server'] / p['draintq' + q + ':server']:.3f} (target >= {target})")
     finally:
         try:
             redis.Redis(port=port).shutdown(nosave=True)

@@ -168,6 +168,27 @@ def test_metadata_of_many_in_flight_is_exact_and_a_hashtable(r):
     assert r.dbsize() == 0
 
 
+def test_prepare_of_a_large_pop_is_a_skiplist_and_exact(r):
+    """A pop that takes prepare{Q} past a few dozen leases makes it a skiplist at its first
+    insert (whether prepare{Q} was absent or a small listpack; the conversion itself is
+    invisible here, callgrind sees it); a small pop leaves a listpack; every lease is
+    there, and the transient member that converts never stays."""
+    msgs = [f"m{i:03d}".encode() for i in range(100)]
+    push(r, "q", "PRIORITY", 1, *msgs)
+    first = pop(r, "q", "COUNT", 5)
+    assert r.object("encoding", "prepare{q}") == b"listpack"
+    first += pop(r, "q", "COUNT", 40)
+    assert r.object("encoding", "prepare{q}") == b"skiplist"
+    assert r.zcard("prepare{q}") == 45
+    assert ack(r, "q", *[m for m, _ in first]) == 45
+    rest = pop(r, "q", "COUNT", 55)
+    assert r.object("encoding", "prepare{q}") == b"skiplist"
+    assert sorted(m for m, _ in first + rest) == msgs
+    assert r.zcard("prepare{q}") == 55 and r.zcard("q") == 0
+    assert ack(r, "q", *msgs) == 55
+    assert r.dbsize() == 0
+
+
 def test_read_only_and_noop_commands_create_no_keys(r):
     assert pop(r, "q") is None
     assert ack(r, "q", "a") == 0

@@ -205,6 +205,44 @@ def test_acl_allowed_refused_and_nothing_changed(server, r):
     w.close()
 
 
+def test_acl_verdict_follows_the_connections_user(server, r):
+    """A verdict kept for a connection is not its next user's: AUTH, HELLO … AUTH and RESET
+    on the same connection, an AUTH inside a transaction, and scripts (one client for
+    every caller) are judged by the user running the TPOP."""
+    push(r, "t_0", "DELAY", 0, *[f"m{i}" for i in range(20)])
+    r.execute_command("ACL", "SETUSER", "worker", "on", ">x", "+@all", "~t_*")
+    r.execute_command("ACL", "SETUSER", "partial", "on", ">x", "+@all", "~t_0", "~t_1")
+    c = server.client(username="worker", password="x")
+
+    def refused():
+        with pytest.raises(redis.exceptions.NoPermissionError, match="partial"):
+            c.execute_command("RMQ.TPOP", "t", 4)
+
+    assert tpop(c, "t", 4) is not None
+    c.execute_command("AUTH", "partial", "x")
+    refused()
+    c.execute_command("AUTH", "worker", "x")
+    assert tpop(c, "t", 4) is not None
+    c.execute_command("HELLO", 2, "AUTH", "partial", "x")
+    refused()
+    c.execute_command("RESET")
+    assert tpop(c, "t", 4) is not None, "RESET: the default user"
+    c.execute_command("AUTH", "worker", "x")
+    p = c.pipeline(transaction=True)
+    p.execute_command("RMQ.TPOP", "t", 4)
+    p.execute_command("AUTH", "partial", "x")
+    p.execute_command("RMQ.TPOP", "t", 4)
+    got = p.execute(raise_on_error=False)
+    assert got[0] is not None and isinstance(got[2], redis.exceptions.NoPermissionError), got
+    script = "return redis.call('RMQ.TPOP', 't', '4')"
+    c.execute_command("AUTH", "worker", "x")
+    assert c.eval(script, 0) is not None
+    c.execute_command("AUTH", "partial", "x")
+    with pytest.raises(redis.exceptions.ResponseError, match="(?i)no permissions|NOPERM"):
+        c.eval(script, 0)
+    c.close()
+
+
 def test_index_rebuilt_after_restart_swapdb_flush_and_arrivals(start_server):
     s = start_server(extra_conf=["--appendonly", "yes"])
     c = s.client()

@@ -12,7 +12,7 @@ use crate::ffi::rstr::Argv;
 use crate::ffi::{reply, Ctx, RStr};
 use crate::runtime::delivery::{pushed, reply_popped, swept, take, Opened};
 use crate::runtime::queue_stats::{self, Stat};
-use crate::runtime::topic_pop::{reply_topic, take_topic, TopicPop};
+use crate::runtime::topic_pop::{take_topic, Reply, TopicPop};
 use crate::runtime::{acl, alarm, blocking, cluster, events, ratelimit, settings};
 
 /// One invocation: the context and the arguments after the command name.
@@ -65,13 +65,12 @@ pub fn tpop(c: &Call) -> Result<()> {
     let topic = c.args[0];
     acl::check_topic(c.ctx, topic, a.slots)?;
     let want = TopicPop { slots: a.slots, count: a.pop.count, quantum: a.quantum, lease: a.pop.lease };
-    let got = take_topic(c.ctx, topic, want, now_ms());
-    if !got.is_empty() {
-        reply_topic(c.ctx, &got);
-    } else if let Some(timeout) = a.pop.block.filter(|_| c.ctx.may_block()) {
-        blocking::block_topic(c.ctx, topic, want, timeout);
-    } else {
-        reply::null(c.ctx);
+    // What it takes is the reply; with nothing taken, it blocks or answers nil.
+    if take_topic(c.ctx, topic, want, now_ms(), &mut Reply(c.ctx)) == 0 {
+        match a.pop.block.filter(|_| c.ctx.may_block()) {
+            Some(timeout) => blocking::block_topic(c.ctx, topic, want, timeout),
+            None => reply::null(c.ctx),
+        }
     }
     Ok(())
 }

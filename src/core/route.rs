@@ -8,6 +8,13 @@ pub const MAX_SLOTS: u32 = 16384;
 /// The name of slot `slot` of `topic`: `<topic>_<slot>`.
 pub fn queue_name(topic: &[u8], slot: u32) -> Vec<u8> {
     let mut name = Vec::with_capacity(topic.len() + 6);
+    queue_name_into(topic, slot, &mut name);
+    name
+}
+
+/// `queue_name` into `name` (cleared first): a loop over a topic's slots reuses one buffer.
+pub fn queue_name_into(topic: &[u8], slot: u32, name: &mut Vec<u8>) {
+    name.clear();
     name.extend_from_slice(topic);
     name.push(b'_');
     // Decimal digits without a formatter: TPOP names a queue per slot it looks at.
@@ -22,7 +29,6 @@ pub fn queue_name(topic: &[u8], slot: u32) -> Vec<u8> {
         }
     }
     name.extend_from_slice(&digits[at..]);
-    name
 }
 
 /// The queue name `<topic>_<crc32(basis) mod slots>`; `slots` is a power of two.

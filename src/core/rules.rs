@@ -380,6 +380,7 @@ pub fn pop<S: Store>(s: &mut S, now: i64, count: usize, deadline: i64) -> Popped
         s.park(m, *score, g);
     }
     let some_parked = s.len(Set::Park) > 0;
+    s.will_add(Set::Prepare, picked.len());
     for (m, score, w) in picked {
         s.rem(Set::Store, &m);
         if w != Waiting::default() {

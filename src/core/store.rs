@@ -86,6 +86,8 @@ pub trait Store {
             }
         }
     }
+    /// A hint: `n` members are about to be added to `set` (a store may get ready for them).
+    fn will_add(&mut self, _set: Set, _n: usize) {}
     /// Removes the member; returns whether it was there (not for `Park`: see `unpark`).
     fn rem(&mut self, set: Set, m: &Self::M) -> bool;
     /// Members with score in [min, max], ascending (or descending if `rev`), calling `f` on

@@ -76,6 +76,13 @@ impl Ctx {
         self.flags() & deny == 0
     }
 
+    /// The id of the client running the command (unique for the server's lifetime, except
+    /// for the clients of scripts and module calls, which are shared or pooled).
+    pub fn client_id(self) -> u64 {
+        // SAFETY: a valid context.
+        unsafe { rm!(RedisModule_GetClientId)(self.0) }
+    }
+
     pub fn db(self) -> i32 {
         // SAFETY: a valid context.
         unsafe { rm!(RedisModule_GetSelectedDb)(self.0) }

@@ -1,7 +1,8 @@
 //! Key permissions for RMQ.TPOP, which is keyless (Redis checks only declared keys): the
 //! caller needs read and write access to every queue key of the topic. A verdict is kept
 //! per user, topic and slot count until an ACL command (or an EXEC, which may hold one)
-//! runs, so a TPOP loop pays the per-key checks once.
+//! runs, so a TPOP loop pays the per-key checks once; and per client, so a client's next
+//! TPOP of the topic does not even ask for its user's name.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -9,49 +10,81 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{LazyLock, Mutex};
 
 use crate::core::error::{Result, RmqError};
-use crate::core::route::queue_name;
+use crate::core::fnv::FnvMap;
+use crate::core::route::queue_name_into;
 use crate::ffi::acl::User;
 use crate::ffi::{Ctx, RStr};
 
 /// Bumped whenever ACL rules may have changed.
 static GENERATION: AtomicU64 = AtomicU64::new(0);
+/// Bumped whenever ACL rules or the user of a client may have changed.
+static CLIENT_GENERATION: AtomicU64 = AtomicU64::new(0);
 
 type Verdicts = HashMap<Asked, (u64, bool)>;
 static VERDICTS: LazyLock<Mutex<Verdicts>> = LazyLock::new(Mutex::default);
 const MAX_VERDICTS: usize = 10_000;
 
-/// A command that may change ACL rules is about to run.
+/// A command that may change ACL rules, or the user of the client that sends it (AUTH,
+/// HELLO … AUTH, RESET), is about to run. Every command passes here: the length decides
+/// most of them.
 pub fn rules_may_change(command: &[u8]) {
-    if command.eq_ignore_ascii_case(b"acl") || command.eq_ignore_ascii_case(b"exec") {
+    let (rules, user) = match command.len() {
+        3 => (command.eq_ignore_ascii_case(b"acl"), false),
+        4 => (command.eq_ignore_ascii_case(b"exec"), command.eq_ignore_ascii_case(b"auth")),
+        5 => (false, command.eq_ignore_ascii_case(b"hello") || command.eq_ignore_ascii_case(b"reset")),
+        _ => (false, false),
+    };
+    if rules {
         GENERATION.fetch_add(1, Ordering::Relaxed);
+    }
+    if rules || user {
+        CLIENT_GENERATION.fetch_add(1, Ordering::Relaxed);
     }
 }
 
 /// A verdict's key: user name, topic, slot count.
 type Asked = (Vec<u8>, Vec<u8>, u32);
 
+/// A client's last verdict: client generation, topic, slot count, verdict.
+type ClientVerdict = (u64, Vec<u8>, u32, bool);
+
 /// `-NOPERM` unless the current user may read and write every queue of the topic.
 pub fn check_topic(ctx: Ctx, topic: &[u8], slots: u32) -> Result<()> {
-    let Some(name) = User::current_name(ctx) else { return Ok(()) };
-    let generation = GENERATION.load(Ordering::Relaxed);
-    // A TPOP loop asks the same question over and over: the last answer is at hand
-    // without building a key for the map.
-    thread_local!(static LAST: RefCell<Option<(u64, Asked, bool)>> = const { RefCell::new(None) });
-    let same = |(g, (n, t, s), _): &(u64, Asked, bool)| *g == generation && n == name.as_ref() && t == topic && *s == slots;
-    let allowed = match LAST.with_borrow(|last| last.as_ref().filter(|l| same(l)).map(|l| l.2)) {
+    let client_generation = CLIENT_GENERATION.load(Ordering::Relaxed);
+    // A client's id stands for its user while the client generation holds: a connection
+    // changes user only by AUTH, HELLO or RESET (which bump it) and its id is never
+    // reused. Not so for a script's client (shared by every caller), a module call's
+    // (pooled) or a transaction (an AUTH inside runs after the EXEC that bumped it): those
+    // ask by name.
+    let client = ctx.may_block().then(|| ctx.client_id());
+    thread_local!(static CLIENTS: RefCell<FnvMap<u64, ClientVerdict>> = RefCell::default());
+    let kept = client.and_then(|id| {
+        CLIENTS.with_borrow(|clients| {
+            clients.get(&id).filter(|(g, t, s, _)| *g == client_generation && t == topic && *s == slots).map(|v| v.3)
+        })
+    });
+    let allowed = match kept {
         Some(ok) => ok,
         None => {
-            let key = (name.as_ref().to_vec(), topic.to_vec(), slots);
-            let ok = verdict(&name, &key, generation);
-            LAST.set(Some((generation, key, ok)));
+            let Some(name) = User::current_name(ctx) else { return Ok(()) };
+            let generation = GENERATION.load(Ordering::Relaxed);
+            let ok = verdict(&name, &(name.as_ref().to_vec(), topic.to_vec(), slots), generation);
+            if let Some(id) = client {
+                CLIENTS.with_borrow_mut(|clients| {
+                    if clients.len() >= MAX_VERDICTS {
+                        clients.clear();
+                    }
+                    clients.insert(id, (client_generation, topic.to_vec(), slots, ok));
+                });
+            }
             ok
         }
     };
     if allowed {
-        Ok(())
-    } else {
-        Err(RmqError::NoPerm(String::from_utf8_lossy(name.as_ref()).into_owned()))
+        return Ok(());
     }
+    let name = User::current_name(ctx).map_or_else(Vec::new, |n| n.as_ref().to_vec());
+    Err(RmqError::NoPerm(String::from_utf8_lossy(&name).into_owned()))
 }
 
 /// The kept verdict, else the per-key checks (then kept).
@@ -60,7 +93,14 @@ fn verdict(name: &RStr, key: &Asked, generation: u64) -> bool {
     known.unwrap_or_else(|| {
         let (_, topic, slots) = key;
         // A user gone since the name was read (or not found) is no verdict against.
-        let ok = User::named(name).is_none_or(|user| (0..*slots).all(|i| user.may_read_write(&RStr::from_bytes(&queue_name(topic, i)))));
+        // One buffer for every queue's name: a topic may have thousands.
+        let mut q = Vec::new();
+        let ok = User::named(name).is_none_or(|user| {
+            (0..*slots).all(|i| {
+                queue_name_into(topic, i, &mut q);
+                user.may_read_write(&RStr::from_bytes(&q))
+            })
+        });
         let mut verdicts = VERDICTS.lock().unwrap_or_else(|e| e.into_inner());
         if verdicts.len() >= MAX_VERDICTS {
             verdicts.clear();

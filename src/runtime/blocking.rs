@@ -223,8 +223,8 @@ pub fn serve_topics(ctx: Ctx) {
             if w.want.slots <= dry_up_to {
                 continue;
             }
-            let got = take_topic(ctx, &topic, w.want, now);
-            if got.is_empty() {
+            let mut got = Vec::new();
+            if take_topic(ctx, &topic, w.want, now, &mut got) == 0 {
                 dry_up_to = w.want.slots;
                 continue;
             }

@@ -73,12 +73,13 @@ impl Taking {
                 t.more = false;
                 return;
             }
-            let Ok(q) = Opened::open_indexed(self.ctx, t.name.clone()) else {
+            // Opened in its place: a queue handle is a few hundred bytes, each move a copy.
+            t.q = Opened::open_indexed(self.ctx, t.name.clone()).ok();
+            let Some(q) = &t.q else {
                 t.more = false;
                 return;
             };
-            t.lease = self.want.lease.unwrap_or_else(|| settings::limits(&*q).lease_ms);
-            t.q = Some(q);
+            t.lease = self.want.lease.unwrap_or_else(|| settings::limits(&**q).lease_ms);
         }
         let Some(q) = t.q.as_mut() else { return };
         let (got, limited) = take_quiet(self.ctx, q, self.now, n, t.lease);
@@ -97,35 +98,95 @@ impl Taking {
     }
 }
 
-/// RMQ.TPOP: see the module's comment.
-pub fn take_topic(ctx: Ctx, topic: &[u8], want: TopicPop, now: i64) -> Vec<TopicDelivery> {
-    effects::one_change_count(ctx, || take_topic_counted(ctx, topic, want, now))
+/// Where a TPOP's deliveries go, in reply order (turn by turn).
+pub trait Sink {
+    /// `n` (> 0) deliveries follow.
+    fn start(&mut self, n: usize);
+    fn push(&mut self, queue: &RStr, m: RStr, deliveries: u32);
+}
+
+/// Kept for later (a blocked TPOP's reply, made when its client is unblocked).
+impl Sink for Vec<TopicDelivery> {
+    fn start(&mut self, n: usize) {
+        self.reserve(n);
+    }
+    fn push(&mut self, queue: &RStr, m: RStr, deliveries: u32) {
+        Vec::push(self, (queue.clone(), m, deliveries));
+    }
+}
+
+/// Replies at once, with no list of deliveries built in between.
+pub struct Reply(pub Ctx);
+
+impl Sink for Reply {
+    fn start(&mut self, n: usize) {
+        reply::array(self.0, n);
+    }
+    fn push(&mut self, queue: &RStr, m: RStr, deliveries: u32) {
+        reply_entry(self.0, queue, &m, deliveries);
+    }
+}
+
+/// RMQ.TPOP: see the module's comment. Hands what it took to `sink`; returns how many.
+pub fn take_topic(ctx: Ctx, topic: &[u8], want: TopicPop, now: i64, sink: &mut impl Sink) -> usize {
+    effects::one_change_count(ctx, || take_topic_counted(ctx, topic, want, now, sink))
 }
 
 /// Longest visit list whose buffer is kept for the next TPOP.
 const KEEP_TURNS: usize = 1024;
 
-fn take_topic_counted(ctx: Ctx, topic: &[u8], want: TopicPop, now: i64) -> Vec<TopicDelivery> {
+fn take_topic_counted(ctx: Ctx, topic: &[u8], want: TopicPop, now: i64, sink: &mut impl Sink) -> usize {
     // The visit list's buffer is kept from one TPOP to the next (a TPOP loop asks alike).
     thread_local!(static TURNS: Cell<Vec<Turns>> = const { Cell::new(Vec::new()) });
     let mut turns = TURNS.take();
-    let out = take_turns(ctx, topic, want, now, &mut turns);
-    // Closes the queues: their changes are replicated, their consumers woken.
+    let taken = take_turns(ctx, topic, want, now, &mut turns);
+    // Closes the queues before anything is handed on: their changes are replicated, their
+    // consumers woken.
+    for t in turns.iter_mut() {
+        t.q = None;
+    }
+    if taken > 0 {
+        sink.start(taken);
+        deal(&mut turns, want.quantum, sink);
+    }
     turns.clear();
     if turns.capacity() <= KEEP_TURNS {
         TURNS.set(turns);
     }
-    out
+    taken
 }
 
-fn take_turns(ctx: Ctx, topic: &[u8], want: TopicPop, now: i64, turns: &mut Vec<Turns>) -> Vec<TopicDelivery> {
+/// Hands the messages taken on turn by turn: up to `quantum` from each queue that has any
+/// left.
+fn deal(turns: &mut [Turns], quantum: usize, sink: &mut impl Sink) {
+    for t in turns.iter_mut() {
+        // Moved out from the back below.
+        t.got.reverse();
+    }
+    loop {
+        let mut dealt = false;
+        for t in turns.iter_mut() {
+            for _ in 0..quantum {
+                let Some((m, d)) = t.got.pop() else { break };
+                sink.push(&t.name, m, d);
+                dealt = true;
+            }
+        }
+        if !dealt {
+            return;
+        }
+    }
+}
+
+/// Takes the messages into `turns`; returns how many.
+fn take_turns(ctx: Ctx, topic: &[u8], want: TopicPop, now: i64, turns: &mut Vec<Turns>) -> usize {
     let (count, quantum) = (want.count, want.quantum);
     topics::rotation(ctx.db(), topic, want.slots, |slot, name| {
         let name = &name.get_or_insert_with(|| Shared(RStr::from_bytes(&queue_name(topic, slot)))).0;
         turns.push(Turns { name: name.clone(), q: None, lease: 0, got: Vec::new(), more: true })
     });
     if turns.is_empty() {
-        return Vec::new();
+        return 0;
     }
     let mut t = Taking { ctx, want, now, taken: 0, rate_limited: false, clustered: cluster::enabled(ctx) };
     // The plan: `full` whole turns for every queue, then a last turn that reaches the
@@ -162,39 +223,26 @@ fn take_turns(ctx: Ctx, topic: &[u8], want: TopicPop, now: i64, turns: &mut Vec<
             t.ask(&mut turns[i], n);
         }
     }
-    let mut out: Vec<TopicDelivery> = Vec::with_capacity(t.taken);
-    for q in turns.iter_mut() {
+    for q in turns.iter() {
         if let Some(opened) = &q.q {
             announce(ctx, opened, q.got.len(), now + q.lease);
         }
-        // Moved out from the back below.
-        q.got.reverse();
-    }
-    // Turn by turn: up to `quantum` from each queue that has any left.
-    loop {
-        let before = out.len();
-        for q in turns.iter_mut() {
-            let Some(opened) = &q.q else { continue };
-            for _ in 0..quantum {
-                let Some((m, d)) = q.got.pop() else { break };
-                out.push((opened.name().clone(), m, d));
-            }
-        }
-        if out.len() == before {
-            break;
-        }
     }
     stats::RATE_LIMITED.add((t.rate_limited && t.taken < count) as u64);
-    out
+    t.taken
 }
 
 /// Replies with TPOP deliveries: an array of [queue, message, deliveries].
 pub fn reply_topic(ctx: Ctx, got: &[TopicDelivery]) {
     reply::array(ctx, got.len());
     for (q, m, deliveries) in got {
-        reply::array(ctx, 3);
-        reply::string(ctx, q);
-        reply::string(ctx, m);
-        reply::int(ctx, *deliveries as i64);
+        reply_entry(ctx, q, m, *deliveries);
     }
+}
+
+fn reply_entry(ctx: Ctx, q: &RStr, m: &RStr, deliveries: u32) {
+    reply::array(ctx, 3);
+    reply::string(ctx, q);
+    reply::string(ctx, m);
+    reply::int(ctx, deliveries as i64);
 }
