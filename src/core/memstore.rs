@@ -38,7 +38,7 @@ impl MemStore {
 
     /// True when no metadata is kept without the message it belongs to, every busy group
     /// has its message in flight, every recorded head is a deliverable message of its free
-    /// group in `Store`, and the park index holds exactly the parked messages, under their
+    /// group in `Store` (a busy group's is left as it was, unread, until its delivery ends), and the park index holds exactly the parked messages, under their
     /// group.
     pub fn meta_consistent(&self) -> bool {
         let waiting = |m: &Vec<u8>| [Set::Store, Set::Park, Set::Hold].iter().any(|&s| self.sets[idx(s)].contains_key(m));
@@ -51,10 +51,10 @@ impl MemStore {
             && self.dead.keys().all(|m| self.sets[2].contains_key(m))
             && self.busy.iter().all(|(g, m)| self.flights.get(m).is_some_and(|f| f.group.as_ref() == Some(g)))
             && self.heads.iter().all(|(g, m)| {
-                !self.busy.contains_key(g)
-                    && self.sets[idx(Set::Store)].contains_key(m)
-                    && !self.sets[idx(Set::Prepare)].contains_key(m)
-                    && self.waiting.get(m).and_then(|w| w.group.as_ref()) == Some(g)
+                self.busy.contains_key(g)
+                    || self.sets[idx(Set::Store)].contains_key(m)
+                        && !self.sets[idx(Set::Prepare)].contains_key(m)
+                        && self.waiting.get(m).and_then(|w| w.group.as_ref()) == Some(g)
             })
             && indexed == self.index
             && (self.kind.is_some() || self.is_empty())

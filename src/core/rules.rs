@@ -392,8 +392,10 @@ pub fn pop<S: Store>(s: &mut S, now: i64, count: usize, deadline: i64) -> Popped
             // The group's next messages wait behind this delivery now (held back at their
             // push, they are passed over here: counted once per delivery).
             out.group_waits += (some_parked && s.may_have_parked(g)) as u64;
+            // The group's head record is left as it is: a busy group's is not read, and the
+            // delivery's end rewrites it (the next head) or deletes it, so deleting it here
+            // would be a second write.
             s.set_busy(g, Some(&m));
-            s.set_head(g, None);
         }
         if f != Flight::default() {
             s.set_flight(&m, Some(&f));

@@ -142,7 +142,8 @@ pub trait Store {
     /// Marks group `g` busy with in-flight message `m`, or free (None).
     fn set_busy(&mut self, g: &[u8], m: Option<&Self::M>);
     /// The recorded head of group `g`: its first deliverable waiting message, the one kept
-    /// in `Store` while the others wait behind it (parked). May be stale: see `rules`.
+    /// in `Store` while the others wait behind it (parked). May be stale (see `rules`); a
+    /// busy group's is not read, and is rewritten when its delivery ends.
     fn head(&self, g: &[u8]) -> Option<Self::M>;
     /// Records (Some) or forgets (None) the head of group `g`.
     fn set_head(&mut self, g: &[u8], m: Option<&Self::M>);
