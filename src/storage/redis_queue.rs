@@ -5,7 +5,6 @@
 //! deliverable is recorded too (`take_wake`), for the runtime to act on.
 
 use std::cell::{Cell, OnceCell, RefCell};
-use std::collections::HashSet;
 use std::ffi::CStr;
 use std::sync::{LazyLock, OnceLock};
 
@@ -20,7 +19,7 @@ use crate::ffi::call::call;
 use crate::ffi::key::{Key, KeyType};
 use crate::ffi::rstr::Shared;
 use crate::ffi::{Ctx, RStr};
-use crate::storage::busy;
+use crate::storage::busy::{self, Flights};
 use crate::storage::effects::Effects;
 use crate::storage::keys::{self, KeyId, KEYS};
 
@@ -340,22 +339,29 @@ impl RedisQueue {
         self.header = OnceCell::from(Header { kind, kind_field: in_field, policy });
     }
 
-    /// Runs `f` on the queue's busy groups (`busy`), filled from its in-flight records
-    /// if they are not known.
-    fn busy_groups<R>(&self, f: impl FnOnce(&mut HashSet<Vec<u8>>) -> R) -> R {
+    /// Runs `f` on the queue's grouped deliveries in flight (`busy`), filled from its
+    /// in-flight records if they are not known.
+    fn flights<R>(&self, f: impl FnOnce(&mut Flights) -> R) -> R {
         let fill = || {
-            let mut set = HashSet::new();
+            let mut known = Flights::default();
             if self.has_message_meta() {
                 self.scan(Set::Prepare, f64::NEG_INFINITY, f64::INFINITY, false, &mut |m, _| {
                     if let Some(g) = self.record(codec::GROUP_FLIGHT, m.as_ref()).and_then(|v| codec::decode_flight(v.as_ref()).group) {
-                        set.insert(g);
+                        known.busy.insert(g.clone());
+                        known.groups.insert(m.as_ref().to_vec(), g);
                     }
                     true
                 });
             }
-            set
+            known
         };
         busy::with(self.names[0].as_ref(), self.ctx.db(), fill, f)
+    }
+
+    /// Forgets a delivery's group in memory, if known (its record is deleted): the group
+    /// it had, `Some(None)` for a delivery without one, `None` if not known.
+    fn forget_flight(&self, m: &RStr) -> Option<Option<Vec<u8>>> {
+        busy::if_known(self.names[0].as_ref(), self.ctx.db(), |s| s.groups.remove(m.as_ref()))
     }
 
     fn order_kind(&self) -> Kind {
@@ -523,13 +529,24 @@ impl Store for RedisQueue {
     }
 
     fn take_flight(&mut self, m: &RStr) -> Flight {
+        self.forget_flight(m);
         let record = self.take_record(codec::FLIGHT, m).or_else(|| self.take_record(codec::GROUP_FLIGHT, m));
         record.map_or_else(Flight::default, |v| codec::decode_flight(v.as_ref()))
     }
 
-    /// Every ACK pays this: a delivery without a group ends in one deletion.
+    /// Every ACK pays this: a delivery ends in one deletion, with no read, when it has no
+    /// group or its group is known in memory.
     fn end_flight(&mut self, m: &RStr) -> Option<Vec<u8>> {
-        if !self.has_message_meta() || self.hset(self.tagged_field(codec::FLIGHT, m.as_ref()), None) {
+        if !self.has_message_meta() {
+            return None;
+        }
+        if let Some(group) = self.forget_flight(m) {
+            // Known: a delivery without a group in memory has no group record.
+            let tag = if group.is_some() { codec::GROUP_FLIGHT } else { codec::FLIGHT };
+            self.hset(self.tagged_field(tag, m.as_ref()), None);
+            return group;
+        }
+        if self.hset(self.tagged_field(codec::FLIGHT, m.as_ref()), None) {
             return None;
         }
         self.take_record(codec::GROUP_FLIGHT, m).and_then(|v| codec::decode_flight(v.as_ref()).group)
@@ -544,11 +561,20 @@ impl Store for RedisQueue {
     }
 
     fn busy(&self, g: &[u8]) -> bool {
-        self.busy_groups(|set| set.contains(g))
+        self.flights(|s| s.busy.contains(g))
     }
 
+    /// A delivery's group is kept with it (`end_flight`) until the delivery ends.
     fn set_busy(&mut self, g: &[u8], m: Option<&RStr>) {
-        self.busy_groups(|set| if m.is_some() { set.insert(g.to_vec()) } else { set.remove(g) });
+        self.flights(|s| match m {
+            Some(m) => {
+                s.busy.insert(g.to_vec());
+                s.groups.insert(m.as_ref().to_vec(), g.to_vec());
+            }
+            None => {
+                s.busy.remove(g);
+            }
+        });
     }
 
     fn head(&self, g: &[u8]) -> Option<RStr> {
