@@ -80,12 +80,13 @@ fn ahead(kind: Kind, a: f64, b: f64) -> bool {
 }
 
 /// The group's head: its first deliverable waiting message, kept in `Store` while the
-/// group is not busy (a record that no longer names a waiting message of the group in
-/// `Store` is ignored), with its score.
-fn head_of<S: Store>(s: &S, g: &[u8]) -> Option<(S::M, f64)> {
-    let h = s.head(g)?;
-    let score = s.score(Set::Store, &h)?;
-    (s.waiting(&h).group.as_deref() == Some(g)).then_some((h, score))
+/// group is not busy, as `recorded` (the caller's one read of the record, which it then
+/// compares), unless the record no longer names a waiting message of the group in `Store`;
+/// with its score.
+fn head_of<S: Store>(s: &S, g: &[u8], recorded: Option<&S::M>) -> Option<(S::M, f64)> {
+    let h = recorded?;
+    let score = s.score(Set::Store, h)?;
+    (s.waiting(h).group.as_deref() == Some(g)).then(|| (h.clone(), score))
 }
 
 /// Puts a waiting message where it belongs (SPEC v3: a group's later messages are held
@@ -102,7 +103,8 @@ fn insert<S: Store>(s: &mut S, m: &S::M, score: f64, group: Option<&[u8]>) {
         return s.add(Set::Store, m, score);
     }
     let kind = kind_of(s).unwrap_or(Kind::Fixed);
-    match head_of(s, g) {
+    let recorded = s.head(g);
+    match head_of(s, g, recorded.as_ref()) {
         Some((h, hs)) if h.as_ref() != m.as_ref() && !ahead(kind, score, hs) => s.park(m, score, g),
         head => {
             if let Some((h, hs)) = head.filter(|(h, _)| h.as_ref() != m.as_ref()) {
@@ -110,7 +112,7 @@ fn insert<S: Store>(s: &mut S, m: &S::M, score: f64, group: Option<&[u8]>) {
                 s.park(&h, hs, g);
             }
             s.add(Set::Store, m, score);
-            if s.head(g).as_ref().map(AsRef::as_ref) != Some(m.as_ref()) {
+            if recorded.as_ref().map(AsRef::as_ref) != Some(m.as_ref()) {
                 s.set_head(g, Some(m));
             }
         }
@@ -132,7 +134,7 @@ fn refresh<S: Store>(s: &mut S, g: &[u8]) {
 /// follows. A head that is overtaken is parked behind the new one.
 fn bring_back<S: Store>(s: &mut S, g: &[u8]) {
     let recorded = s.head(g);
-    let mut head = head_of(s, g);
+    let mut head = head_of(s, g, recorded.as_ref());
     let kind = kind_of(s).unwrap_or(Kind::Fixed);
     while let Some((m, score)) = s.best_parked(g) {
         if head.as_ref().is_some_and(|(_, hs)| !ahead(kind, score, *hs)) {
