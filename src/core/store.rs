@@ -1,5 +1,5 @@
-//! The storage a queue's rules run over: five sorted sets and a little metadata per
-//! message and per group (busy, head). `RedisQueue` implements it over real keys, `MemStore` in
+//! The storage a queue's rules run over: five sorted sets, an index of the waiting
+//! messages of groups, and a little metadata per message and per group (busy). `RedisQueue` implements it over real keys, `MemStore` in
 //! memory for tests.
 
 use crate::core::kind::Kind;
@@ -15,7 +15,7 @@ pub enum Set {
     /// Dead, by the time they died.
     Dead,
     /// Waiting but held back by their group (behind its head, or while it has a delivery
-    /// in flight), scored as in `Store` (and indexed by group: `park`, `best_parked`).
+    /// in flight), scored as in `Store` (and indexed by group: `park`, `best_indexed`).
     Park,
     /// Priority messages held back by a retry delay, by the time the delay ends.
     Hold,
@@ -86,7 +86,8 @@ pub trait Store {
             }
         }
     }
-    /// Removes the member; returns whether it was there (not for `Park`: see `unpark`).
+    /// Removes the member; returns whether it was there (from `Park`, the set alone: `unpark`
+    /// takes it out of the index too).
     fn rem(&mut self, set: Set, m: &Self::M) -> bool;
     /// Members with score in [min, max], ascending (or descending if `rev`), calling `f` on
     /// each until it returns false.
@@ -94,7 +95,7 @@ pub trait Store {
     /// How many members have score in [min, max].
     fn count(&self, set: Set, min: f64, max: f64) -> u64;
 
-    /// Parks a waiting message of group `g` with its queue score.
+    /// Parks a waiting message of group `g` with its queue score (indexed, if it was not).
     fn park(&mut self, m: &Self::M, score: f64, g: &[u8]);
     /// Takes a message out of `Park` (and the index); its score, if it was there.
     fn unpark(&mut self, m: &Self::M) -> Option<f64> {
@@ -104,12 +105,22 @@ pub trait Store {
     }
     /// Takes a message parked with `score` out of `Park` (and the index).
     fn unpark_scored(&mut self, m: &Self::M, score: f64);
-    /// The parked message of group `g` that comes first in the queue's order.
-    fn best_parked(&self, g: &[u8]) -> Option<(Self::M, f64)>;
-    /// Whether group `g` may have parked messages (a cheaper look than `best_parked`,
+    /// Moves a parked message to `Store` as its group's head (it stays indexed).
+    fn unpark_to_head(&mut self, m: &Self::M, score: f64) {
+        self.rem(Set::Park, m);
+        self.add(Set::Store, m, score);
+    }
+    /// Indexes a message of group `g` in `Store` as the group's head (`g` Some), or takes
+    /// a message kept in `Store` with `score` out of the index (None); returns whether the
+    /// index changed.
+    fn index_head(&mut self, m: &Self::M, score: f64, g: Option<&[u8]>) -> bool;
+    /// The indexed message of group `g` (its head in `Store`, or parked) that comes first
+    /// in the queue's order, with its score and whether it is parked.
+    fn best_indexed(&self, g: &[u8]) -> Option<(Self::M, f64, bool)>;
+    /// Whether group `g` may have indexed messages (a cheaper look than `best_indexed`,
     /// which may say yes for a group that shares its index hash with another).
-    fn may_have_parked(&self, g: &[u8]) -> bool {
-        self.best_parked(g).is_some()
+    fn may_have_indexed(&self, g: &[u8]) -> bool {
+        self.best_indexed(g).is_some()
     }
 
     fn kind(&self) -> Option<Kind>;
@@ -141,13 +152,6 @@ pub trait Store {
     fn busy(&self, g: &[u8]) -> bool;
     /// Marks group `g` busy with in-flight message `m`, or free (None).
     fn set_busy(&mut self, g: &[u8], m: Option<&Self::M>);
-    /// The recorded head of group `g`: its first deliverable waiting message, the one kept
-    /// in `Store` while the others wait behind it (parked). May be stale (see `rules`); a
-    /// busy group's is not read, and is rewritten when its delivery ends.
-    fn head(&self, g: &[u8]) -> Option<Self::M>;
-    /// Records (Some) or forgets (None) the head of group `g`.
-    fn set_head(&mut self, g: &[u8], m: Option<&Self::M>);
-
     /// The queue's own settings (empty when it has none).
     fn policy(&self) -> Policy;
     /// Sets or drops the queue's policy; returns whether it had one.

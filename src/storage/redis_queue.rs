@@ -95,9 +95,9 @@ impl RedisQueue {
         // A lookup (an allocation-free read-mode open where KeyExists is missing).
         let exists =
             |id: KeyId| Key::exists(ctx, &names[id as usize]).unwrap_or_else(|| !Key::open(ctx, &names[id as usize], false).is_null());
-        // `park` and `parkidx` are written together: one lookup tells for both. Most queues
-        // never have either: the cache spares them the two lookups.
-        let (parked, held) = if lazy_absent { (false, false) } else { (exists(KeyId::Park), exists(KeyId::Hold)) };
+        // `parkidx` holds every message of `park` (and groups' heads): one lookup tells for
+        // both. Most queues never have either: the cache spares them the two lookups.
+        let (parked, held) = if lazy_absent { (false, false) } else { (exists(KeyId::ParkIndex), exists(KeyId::Hold)) };
         if !lazy_absent && !parked && !held {
             keys::note_lazy_absent(q.as_ref(), ctx.db());
         }
@@ -446,11 +446,18 @@ impl Store for RedisQueue {
 
     fn unpark_scored(&mut self, m: &RStr, score: f64) {
         self.zrem(KeyId::Park, m);
-        let member = RStr::from_bytes(&codec::index_member(self.order_kind(), score, m.as_ref()));
-        self.zrem(KeyId::ParkIndex, &member);
+        self.index_head(m, score, None);
     }
 
-    fn best_parked(&self, g: &[u8]) -> Option<(RStr, f64)> {
+    fn index_head(&mut self, m: &RStr, score: f64, g: Option<&[u8]>) -> bool {
+        let member = RStr::from_bytes(&codec::index_member(self.order_kind(), score, m.as_ref()));
+        match g {
+            Some(g) => self.zadd(KeyId::ParkIndex, &member, codec::group_score(g), 0) & raw::REDISMODULE_ZADD_ADDED as i32 != 0,
+            None => self.zrem(KeyId::ParkIndex, &member),
+        }
+    }
+
+    fn best_indexed(&self, g: &[u8]) -> Option<(RStr, f64, bool)> {
         let index = self.key(KeyId::ParkIndex)?;
         let h = codec::group_score(g);
         let mut best = None;
@@ -458,14 +465,15 @@ impl Store for RedisQueue {
         index.zscan(h, h, false, &mut |member, _| {
             let m = RStr::from_bytes(codec::index_message(member.as_ref()));
             if self.waiting(&m).group.as_deref() == Some(g) {
-                best = self.score(Set::Park, &m).map(|sc| (m, sc));
+                let parked = self.score(Set::Park, &m);
+                best = parked.or_else(|| self.score(Set::Store, &m)).map(|sc| (m, sc, parked.is_some()));
             }
             best.is_none()
         });
         best
     }
 
-    fn may_have_parked(&self, g: &[u8]) -> bool {
+    fn may_have_indexed(&self, g: &[u8]) -> bool {
         let h = codec::group_score(g);
         self.key(KeyId::ParkIndex).is_some_and(|index| {
             let mut any = false;
@@ -575,14 +583,6 @@ impl Store for RedisQueue {
                 s.busy.remove(g);
             }
         });
-    }
-
-    fn head(&self, g: &[u8]) -> Option<RStr> {
-        self.record(codec::HEAD, g)
-    }
-
-    fn set_head(&mut self, g: &[u8], m: Option<&RStr>) {
-        self.set_record(codec::HEAD, g, m.map(|m| m.as_ref().to_vec()));
     }
 
     fn policy(&self) -> Policy {
