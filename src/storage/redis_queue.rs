@@ -475,14 +475,7 @@ impl Store for RedisQueue {
 
     fn may_have_indexed(&self, g: &[u8]) -> bool {
         let h = codec::group_score(g);
-        self.key(KeyId::ParkIndex).is_some_and(|index| {
-            let mut any = false;
-            index.zscan(h, h, false, &mut |_, _| {
-                any = true;
-                false
-            });
-            any
-        })
+        self.key(KeyId::ParkIndex).is_some_and(|index| index.any_in_score_range(h, h))
     }
 
     fn kind(&self) -> Option<Kind> {
