@@ -475,8 +475,10 @@ pub fn ack<S: Store>(s: &mut S, msgs: &[S::M]) -> u64 {
     let mut n = 0;
     for m in msgs {
         if s.rem(Set::Prepare, m) {
-            let group = s.end_flight(m);
-            end_delivery(s, group.as_deref());
+            // The delivery's group is free again: its next message may go.
+            if let Some(g) = s.end_flight(m) {
+                bring_back(s, &g);
+            }
             n += 1;
         }
     }

@@ -141,9 +141,14 @@ pub trait Store {
         self.set_flight(m, None);
         f
     }
-    /// Forgets the in-flight metadata and returns the delivery's group: all an ACK needs.
+    /// Forgets the in-flight metadata, frees the delivery's group and returns it: all an
+    /// ACK needs.
     fn end_flight(&mut self, m: &Self::M) -> Option<Vec<u8>> {
-        self.take_flight(m).group
+        let group = self.take_flight(m).group;
+        if let Some(g) = &group {
+            self.set_busy(g, None);
+        }
+        group
     }
     fn dead(&self, m: &Self::M) -> Dead;
     fn set_dead(&mut self, m: &Self::M, d: Option<&Dead>);

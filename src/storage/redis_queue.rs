@@ -358,10 +358,17 @@ impl RedisQueue {
         busy::with(self.names[0].as_ref(), self.ctx.db(), fill, f)
     }
 
-    /// Forgets a delivery's group in memory, if known (its record is deleted): the group
-    /// it had, `Some(None)` for a delivery without one, `None` if not known.
-    fn forget_flight(&self, m: &RStr) -> Option<Option<Vec<u8>>> {
-        busy::if_known(self.names[0].as_ref(), self.ctx.db(), |s| s.groups.remove(m.as_ref()))
+    /// Forgets a delivery's group in memory, if known (its record is deleted), and frees
+    /// the group if `free`, in the same look-up: the group it had, `Some(None)` for a
+    /// delivery without one, `None` if not known.
+    fn forget_flight(&self, m: &RStr, free: bool) -> Option<Option<Vec<u8>>> {
+        busy::if_known(self.names[0].as_ref(), self.ctx.db(), |s| {
+            let group = s.groups.remove(m.as_ref());
+            if let Some(g) = group.as_ref().filter(|_| free) {
+                s.busy.remove(g);
+            }
+            group
+        })
     }
 
     fn order_kind(&self) -> Kind {
@@ -530,18 +537,18 @@ impl Store for RedisQueue {
     }
 
     fn take_flight(&mut self, m: &RStr) -> Flight {
-        self.forget_flight(m);
+        self.forget_flight(m, false);
         let record = self.take_record(codec::FLIGHT, m).or_else(|| self.take_record(codec::GROUP_FLIGHT, m));
         record.map_or_else(Flight::default, |v| codec::decode_flight(v.as_ref()))
     }
 
     /// Every ACK pays this: a delivery ends in one deletion, with no read, when it has no
-    /// group or its group is known in memory.
+    /// group or its group is known in memory (then freed in the same look-up).
     fn end_flight(&mut self, m: &RStr) -> Option<Vec<u8>> {
         if !self.has_message_meta() {
             return None;
         }
-        if let Some(group) = self.forget_flight(m) {
+        if let Some(group) = self.forget_flight(m, true) {
             // Known: a delivery without a group in memory has no group record.
             let tag = if group.is_some() { codec::GROUP_FLIGHT } else { codec::FLIGHT };
             self.hset(self.tagged_field(tag, m.as_ref()), None);
@@ -550,7 +557,11 @@ impl Store for RedisQueue {
         if self.hset(self.tagged_field(codec::FLIGHT, m.as_ref()), None) {
             return None;
         }
-        self.take_record(codec::GROUP_FLIGHT, m).and_then(|v| codec::decode_flight(v.as_ref()).group)
+        let group = self.take_record(codec::GROUP_FLIGHT, m).and_then(|v| codec::decode_flight(v.as_ref()).group);
+        if let Some(g) = &group {
+            self.set_busy(g, None);
+        }
+        group
     }
 
     fn dead(&self, m: &RStr) -> Dead {
