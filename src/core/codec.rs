@@ -22,9 +22,9 @@ pub const FLIGHT: u8 = b'f';
 pub const GROUP_FLIGHT: u8 = b'g';
 /// A dead message: `priority[:group]` (priority queues, or with a group).
 pub const DEAD: u8 = b'd';
-/// A group's head (`h<group>`): its first deliverable waiting message, kept in `Q` while
-/// the group's later messages wait behind it in `park{Q}`.
-pub const HEAD: u8 = b'h';
+// Tag 'h' was a group's head record (`h<group>`) before heads were indexed in `parkidx{Q}`:
+// no longer read or written (one left by an older version goes with `meta{Q}`, when the
+// queue is empty).
 /// A transient field, never kept, that only serves to convert the hash (its length is
 /// above the default hash-max-listpack-value, 64, and any sane setting).
 pub const CONVERT: u8 = b'x';
@@ -118,14 +118,15 @@ pub fn decode_dead(b: &[u8]) -> Dead {
     Dead { priority, group: parts.next().map(<[u8]>::to_vec) }
 }
 
-/// The park index orders a group's parked messages by a key whose byte order is the
-/// queue's order: ascending due time, or descending priority.
+/// The group index (`parkidx{Q}`: parked messages and groups' heads) orders a group's
+/// messages by a key whose byte order is the queue's order: ascending due time, or
+/// descending priority.
 pub fn order_key(kind: Kind, score: f64) -> [u8; 8] {
     let u = (score as i64 as u64) ^ (1 << 63);
     if kind.is_timed() { u } else { !u }.to_be_bytes()
 }
 
-/// The park index member of a parked message: its order key, then the message.
+/// The group index member of a message: its order key, then the message.
 pub fn index_member(kind: Kind, score: f64, m: &[u8]) -> Vec<u8> {
     let mut v = Vec::with_capacity(8 + m.len());
     v.extend_from_slice(&order_key(kind, score));
@@ -198,7 +199,7 @@ mod tests {
         let mut buf = Vec::new();
         field(WAITING, b"a\0b", &mut buf);
         assert_eq!(buf, b"wa\0b");
-        for tag in [WAITING, FLIGHT, DEAD, HEAD, CONVERT] {
+        for tag in [WAITING, FLIGHT, GROUP_FLIGHT, DEAD, CONVERT] {
             assert_ne!(Some(&tag), KIND_FIELD.first());
             assert_ne!(Some(&tag), POLICY_FIELD.first());
         }

@@ -10,14 +10,13 @@ use crate::core::store::{Dead, Flight, Set, Store, Waiting};
 #[derive(Default, Clone, Debug, PartialEq)]
 pub struct MemStore {
     pub sets: [HashMap<Vec<u8>, f64>; 5],
-    /// The park index: (group, order key, message).
+    /// The group index, parked messages and heads: (group, order key, message).
     pub index: BTreeSet<(Vec<u8>, [u8; 8], Vec<u8>)>,
     pub kind: Option<Kind>,
     pub waiting: HashMap<Vec<u8>, Waiting>,
     pub flights: HashMap<Vec<u8>, Flight>,
     pub dead: HashMap<Vec<u8>, Dead>,
     pub busy: HashMap<Vec<u8>, Vec<u8>>,
-    pub heads: HashMap<Vec<u8>, Vec<u8>>,
     pub policy: Option<Policy>,
 }
 
@@ -36,27 +35,41 @@ impl MemStore {
         codec::order_key(self.kind.unwrap_or(Kind::Fixed), score)
     }
 
+    /// The index entry of message `m` of group `g` with `score`.
+    fn entry(&self, g: &[u8], score: f64, m: &[u8]) -> (Vec<u8>, [u8; 8], Vec<u8>) {
+        (g.to_vec(), self.order(score), m.to_vec())
+    }
+
     /// True when no metadata is kept without the message it belongs to, every busy group
-    /// has its message in flight, every recorded head is a deliverable message of its free
-    /// group in `Store`, and the park index holds exactly the parked messages, under their
-    /// group.
+    /// has its message in flight, and the group index holds every parked message and at
+    /// most one message in `Store` per group (its head, only while it is not busy), each
+    /// under its group and score; a group that is not busy has its first indexed message in
+    /// `Store`.
     pub fn meta_consistent(&self) -> bool {
         let waiting = |m: &Vec<u8>| [Set::Store, Set::Park, Set::Hold].iter().any(|&s| self.sets[idx(s)].contains_key(m));
-        let indexed: BTreeSet<_> = self.sets[idx(Set::Park)]
-            .iter()
-            .map(|(m, sc)| (self.waiting.get(m).and_then(|w| w.group.clone()).unwrap_or_default(), self.order(*sc), m.clone()))
-            .collect();
+        let group = |m: &Vec<u8>| self.waiting.get(m).and_then(|w| w.group.clone());
+        let parked = |m: &Vec<u8>| self.sets[idx(Set::Park)].contains_key(m);
+        let parked_indexed =
+            self.sets[idx(Set::Park)].iter().all(|(m, sc)| group(m).is_some_and(|g| self.index.contains(&self.entry(&g, *sc, m))));
+        let entries_true = self.index.iter().all(|(g, o, m)| {
+            let score = self.score(Set::Park, m).or_else(|| self.score(Set::Store, m));
+            score.is_some_and(|sc| self.order(sc) == *o) && group(m).as_ref() == Some(g)
+        });
+        let heads: Vec<_> = self.index.iter().filter(|(_, _, m)| !parked(m)).collect();
+        let one_head_per_group = heads.windows(2).all(|w| w[0].0 != w[1].0);
+        let heads_of_free_groups = heads.iter().all(|(g, _, _)| !self.busy.contains_key(g));
+        let free_groups_headed = self.index.iter().all(|(g, _, _)| {
+            self.busy.contains_key(g) || self.index.range((g.clone(), [0; 8], Vec::new())..).next().is_some_and(|(_, _, f)| !parked(f))
+        });
         self.waiting.keys().all(waiting)
             && self.flights.keys().all(|m| self.sets[1].contains_key(m))
             && self.dead.keys().all(|m| self.sets[2].contains_key(m))
             && self.busy.iter().all(|(g, m)| self.flights.get(m).is_some_and(|f| f.group.as_ref() == Some(g)))
-            && self.heads.iter().all(|(g, m)| {
-                !self.busy.contains_key(g)
-                    && self.sets[idx(Set::Store)].contains_key(m)
-                    && !self.sets[idx(Set::Prepare)].contains_key(m)
-                    && self.waiting.get(m).and_then(|w| w.group.as_ref()) == Some(g)
-            })
-            && indexed == self.index
+            && parked_indexed
+            && entries_true
+            && one_head_per_group
+            && heads_of_free_groups
+            && free_groups_headed
             && (self.kind.is_some() || self.is_empty())
     }
 }
@@ -92,16 +105,27 @@ impl Store for MemStore {
     }
     fn park(&mut self, m: &Vec<u8>, score: f64, g: &[u8]) {
         self.sets[idx(Set::Park)].insert(m.clone(), score);
-        self.index.insert((g.to_vec(), self.order(score), m.clone()));
+        self.index.insert(self.entry(g, score, m));
     }
     fn unpark_scored(&mut self, m: &Vec<u8>, score: f64) {
         self.sets[idx(Set::Park)].remove(m);
-        let order = self.order(score);
-        self.index.retain(|(_, o, im)| !(im == m && *o == order));
+        self.index_head(m, score, None);
     }
-    fn best_parked(&self, g: &[u8]) -> Option<(Vec<u8>, f64)> {
+    fn index_head(&mut self, m: &Vec<u8>, score: f64, g: Option<&[u8]>) -> bool {
+        match g {
+            Some(g) => self.index.insert(self.entry(g, score, m)),
+            None => {
+                let (order, before) = (self.order(score), self.index.len());
+                self.index.retain(|(_, o, im)| !(im == m && *o == order));
+                self.index.len() != before
+            }
+        }
+    }
+    fn best_indexed(&self, g: &[u8]) -> Option<(Vec<u8>, f64, bool)> {
         let (_, _, m) = self.index.range((g.to_vec(), [0; 8], Vec::new())..).next().filter(|(ig, _, _)| ig == g)?;
-        Some((m.clone(), self.sets[idx(Set::Park)][m]))
+        let parked = self.score(Set::Park, m);
+        let score = parked.or_else(|| self.score(Set::Store, m))?;
+        Some((m.clone(), score, parked.is_some()))
     }
     fn kind(&self) -> Option<Kind> {
         self.kind
@@ -115,7 +139,6 @@ impl Store for MemStore {
         self.flights.clear();
         self.dead.clear();
         self.busy.clear();
-        self.heads.clear();
     }
     fn waiting(&self, m: &Vec<u8>) -> Waiting {
         self.waiting.get(m).cloned().unwrap_or_default()
@@ -151,15 +174,6 @@ impl Store for MemStore {
         match m {
             Some(m) => self.busy.insert(g.to_vec(), m.clone()),
             None => self.busy.remove(g),
-        };
-    }
-    fn head(&self, g: &[u8]) -> Option<Vec<u8>> {
-        self.heads.get(g).cloned()
-    }
-    fn set_head(&mut self, g: &[u8], m: Option<&Vec<u8>>) {
-        match m {
-            Some(m) => self.heads.insert(g.to_vec(), m.clone()),
-            None => self.heads.remove(g),
         };
     }
     fn policy(&self) -> Policy {

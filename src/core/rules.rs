@@ -4,8 +4,9 @@
 //!
 //! Groups without a scan (SPEC v3): a group's later messages are *parked* (`Set::Park`,
 //! indexed by group) from their push on, behind its *head*, its first deliverable waiting
-//! message, the only one kept in `Store` (recorded per group, `Store::head`); while the
-//! group has a delivery in flight, all of them are parked. A push that comes before the
+//! message, the only one kept in `Store` (indexed with them, so the group's first indexed
+//! message is its head when it is in `Store`: no record per group); while the group has a
+//! delivery in flight, all of them are parked. A push that comes before the
 //! head takes its place; when the group's delivery ends, its best parked message goes back
 //! as the new head. So a pop never walks past a held-back message, and a group is consumed
 //! one message at a time in the queue's order. A message of a busy group that a pop finds
@@ -14,6 +15,7 @@
 //! stays in `Store` without heading its group, and pops skip it; there are at most as many
 //! as deliveries in flight.
 
+use crate::core::codec;
 use crate::core::error::{Result, RmqError};
 use crate::core::fnv::FnvSet;
 use crate::core::kind::{Kind, PushMode, MIN_AT};
@@ -70,29 +72,18 @@ fn place_of<S: Store>(s: &S, m: &S::M) -> Option<Place> {
     }
 }
 
-/// Whether a message scored `a` comes out before one scored `b` in the queue's order.
-fn ahead(kind: Kind, a: f64, b: f64) -> bool {
-    if kind.is_timed() {
-        a < b
-    } else {
-        a > b
-    }
-}
-
-/// The group's head: its first deliverable waiting message, kept in `Store` while the
-/// group is not busy (a record that no longer names a waiting message of the group in
-/// `Store` is ignored), with its score.
-fn head_of<S: Store>(s: &S, g: &[u8]) -> Option<(S::M, f64)> {
-    let h = s.head(g)?;
-    let score = s.score(Set::Store, &h)?;
-    (s.waiting(&h).group.as_deref() == Some(g)).then_some((h, score))
+/// Whether message `a` scored `sa` comes before `b` scored `sb` in their group: in the
+/// group index's order (the queue's, equal scores by content), which `best_indexed` follows.
+fn before(kind: Kind, a: &[u8], sa: f64, b: &[u8], sb: f64) -> bool {
+    (codec::order_key(kind, sa), a) < (codec::order_key(kind, sb), b)
 }
 
 /// Puts a waiting message where it belongs (SPEC v3: a group's later messages are held
 /// back behind its first, so `Q` holds at most one deliverable message per group): parked
-/// while its group is busy or its head comes first; else in `Store` as the group's head,
-/// the old head parked behind it. A copy whose content is in flight is not deliverable and
-/// heads nothing: it waits in `Store` (pops skip it) without holding the group back.
+/// while its group is busy or its first indexed message (its head, or a parked one about
+/// to go back) comes first; else in `Store` as the group's head, the old head parked
+/// behind it. A copy whose content is in flight is not deliverable and heads nothing: it
+/// waits in `Store` (pops skip it), out of the index, without holding the group back.
 fn insert<S: Store>(s: &mut S, m: &S::M, score: f64, group: Option<&[u8]>) {
     let Some(g) = group else { return s.add(Set::Store, m, score) };
     if s.busy(g) {
@@ -102,17 +93,15 @@ fn insert<S: Store>(s: &mut S, m: &S::M, score: f64, group: Option<&[u8]>) {
         return s.add(Set::Store, m, score);
     }
     let kind = kind_of(s).unwrap_or(Kind::Fixed);
-    match head_of(s, g) {
-        Some((h, hs)) if h.as_ref() != m.as_ref() && !ahead(kind, score, hs) => s.park(m, score, g),
-        head => {
-            if let Some((h, hs)) = head.filter(|(h, _)| h.as_ref() != m.as_ref()) {
+    match s.best_indexed(g) {
+        Some((f, fs, _)) if !before(kind, m.as_ref(), score, f.as_ref(), fs) => s.park(m, score, g),
+        first => {
+            if let Some((h, hs, false)) = first {
                 s.rem(Set::Store, &h);
                 s.park(&h, hs, g);
             }
             s.add(Set::Store, m, score);
-            if s.head(g).as_ref().map(AsRef::as_ref) != Some(m.as_ref()) {
-                s.set_head(g, Some(m));
-            }
+            s.index_head(m, score, Some(g));
         }
     }
 }
@@ -126,31 +115,16 @@ fn refresh<S: Store>(s: &mut S, g: &[u8]) {
     }
 }
 
-/// `refresh` for a group known not to be busy: parked messages that come before the head
-/// (all of them up to the first deliverable one, when there is no head) go back to
-/// `Store`; one whose content is in flight goes back too but heads nothing, and the next
-/// follows. A head that is overtaken is parked behind the new one.
+/// `refresh` for a group known not to be busy: while its first indexed message is parked,
+/// it goes back to `Store` as the head; one whose content is in flight goes back too but
+/// heads nothing (it leaves the index), and the next follows.
 fn bring_back<S: Store>(s: &mut S, g: &[u8]) {
-    let recorded = s.head(g);
-    let mut head = head_of(s, g);
-    let kind = kind_of(s).unwrap_or(Kind::Fixed);
-    while let Some((m, score)) = s.best_parked(g) {
-        if head.as_ref().is_some_and(|(_, hs)| !ahead(kind, score, *hs)) {
-            break;
-        }
-        s.unpark_scored(&m, score);
-        s.add(Set::Store, &m, score);
+    while let Some((m, score, true)) = s.best_indexed(g) {
+        s.unpark_to_head(&m, score);
         if s.score(Set::Prepare, &m).is_none() {
-            if let Some((h, hs)) = head.replace((m, score)) {
-                s.rem(Set::Store, &h);
-                s.park(&h, hs, g);
-            }
             break;
         }
-    }
-    let now = head.map(|(h, _)| h);
-    if now.as_ref().map(AsRef::as_ref) != recorded.as_ref().map(AsRef::as_ref) {
-        s.set_head(g, now.as_ref());
+        s.index_head(&m, score, None);
     }
 }
 
@@ -165,9 +139,11 @@ fn take_waiting<S: Store>(s: &mut S, m: &S::M) -> Option<(Place, f64)> {
     let place = place_of(s, m)?;
     let score = match place {
         Place::Store => {
-            let sc = s.score(Set::Store, m);
+            let sc = s.score(Set::Store, m)?;
             s.rem(Set::Store, m);
-            sc
+            // If it headed its group.
+            s.index_head(m, sc, None);
+            Some(sc)
         }
         Place::Park => s.unpark(m),
         Place::Hold => {
@@ -247,11 +223,11 @@ pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, group: 
         let (parked, held) = if none_held { (None, None) } else { (s.score(Set::Park, m), s.score(Set::Hold, m)) };
         if parked.is_none() && held.is_none() && group.is_none() {
             // The common case in one lookup: new, or waiting in `Store`.
-            if s.upsert(Set::Store, m, score, mode.replaces_waiting()) {
+            if s.upsert(Set::Store, m, score, false) {
                 out.added += 1;
             } else {
                 out.merged += 1;
-                leave_group(s, m);
+                merge_into_store(s, m, score, mode.replaces_waiting());
             }
             continue;
         }
@@ -294,13 +270,24 @@ pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, group: 
     Ok(out)
 }
 
-/// A push without a group merged into the waiting copy in `Store`: the copy leaves its
-/// group, if it had one (the latest push sets the group), and that group keeps its head.
-fn leave_group<S: Store>(s: &mut S, m: &S::M) {
+/// A push without a group merged into the waiting copy in `Store`: the score is replaced
+/// if the kind says so, and the copy leaves its group, if it had one (the latest push sets
+/// the group), and that group keeps its head. (The copy leaves the group index under its
+/// old score: the score changes after.)
+fn merge_into_store<S: Store>(s: &mut S, m: &S::M, score: f64, replace: bool) {
     let mut w = s.waiting(m);
-    if let Some(old) = w.group.take() {
+    let old_group = w.group.take();
+    if old_group.is_some() {
         s.set_waiting(m, Some(&w));
-        refresh(s, &old);
+        if let Some(old) = s.score(Set::Store, m) {
+            s.index_head(m, old, None);
+        }
+    }
+    if replace {
+        s.upsert(Set::Store, m, score, true);
+    }
+    if let Some(g) = old_group {
+        refresh(s, &g);
     }
 }
 
@@ -374,6 +361,20 @@ pub fn pop<S: Store>(s: &mut S, now: i64, count: usize, deadline: i64) -> Popped
         }
         picked.len() < count
     });
+    // Each message taken of a group leaves the index: it headed its group; or it was found
+    // in `Store` without heading it (a copy whose content was in flight, or older data),
+    // and then the group's head, if it has one in `Store`, waits behind this delivery,
+    // parked. (Before the parking below: till then a group's head is its first indexed.)
+    for (m, score, w) in &picked {
+        if let Some(g) = &w.group {
+            if !s.index_head(m, *score, None) {
+                if let Some((h, hs, false)) = s.best_indexed(g) {
+                    s.rem(Set::Store, &h);
+                    s.park(&h, hs, g);
+                }
+            }
+        }
+    }
     out.group_waits = parked.len() as u64;
     for (m, score, g) in &parked {
         s.rem(Set::Store, m);
@@ -392,9 +393,8 @@ pub fn pop<S: Store>(s: &mut S, now: i64, count: usize, deadline: i64) -> Popped
         if let Some(g) = &f.group {
             // The group's next messages wait behind this delivery now (held back at their
             // push, they are passed over here: counted once per delivery).
-            out.group_waits += (some_parked && s.may_have_parked(g)) as u64;
+            out.group_waits += (some_parked && s.may_have_indexed(g)) as u64;
             s.set_busy(g, Some(&m));
-            s.set_head(g, None);
         }
         if f != Flight::default() {
             s.set_flight(&m, Some(&f));
@@ -476,8 +476,10 @@ pub fn ack<S: Store>(s: &mut S, msgs: &[S::M]) -> u64 {
     let mut n = 0;
     for m in msgs {
         if s.rem(Set::Prepare, m) {
-            let group = s.end_flight(m);
-            end_delivery(s, group.as_deref());
+            // The delivery's group is free again: its next message may go.
+            if let Some(g) = s.end_flight(m) {
+                bring_back(s, &g);
+            }
             n += 1;
         }
     }

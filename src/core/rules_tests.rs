@@ -261,12 +261,12 @@ fn a_groups_later_messages_are_held_back_from_their_push_behind_its_head() {
     grouped(&mut s, 0, PushMode::Priority(5), "g", &["a", "b", "c"]);
     assert_eq!(s.members(Set::Store), vec![(m("a"), 5.0)], "one message of an idle group in Q");
     assert_eq!(s.len(Set::Park), 2);
-    assert_eq!(s.head(b"g"), Some(m("a")));
+    assert_eq!(s.best_indexed(b"g"), Some((m("a"), 5.0, false)), "the head is indexed first");
     // A push that beats the head swaps them; one that does not waits behind it.
     grouped(&mut s, 0, PushMode::Priority(9), "g", &["d"]);
     grouped(&mut s, 0, PushMode::Priority(1), "g", &["e"]);
     assert_eq!(s.members(Set::Store), vec![(m("d"), 9.0)]);
-    assert_eq!(s.head(b"g"), Some(m("d")));
+    assert_eq!(s.best_indexed(b"g"), Some((m("d"), 9.0, false)));
     // A head whose score drops behind a parked message is overtaken.
     grouped(&mut s, 0, PushMode::Priority(0), "g", &["d"]);
     assert_eq!(s.members(Set::Store).len(), 1);
@@ -280,7 +280,7 @@ fn a_groups_later_messages_are_held_back_from_their_push_behind_its_head() {
         })
         .collect();
     assert_eq!(order[3..], [m("e"), m("d")]);
-    assert!(s.is_empty() && s.heads.is_empty() && s.meta_consistent());
+    assert!(s.is_empty() && s.index.is_empty() && s.meta_consistent());
 }
 
 #[test]

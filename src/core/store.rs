@@ -1,5 +1,5 @@
-//! The storage a queue's rules run over: five sorted sets and a little metadata per
-//! message and per group (busy, head). `RedisQueue` implements it over real keys, `MemStore` in
+//! The storage a queue's rules run over: five sorted sets, an index of the waiting
+//! messages of groups, and a little metadata per message and per group (busy). `RedisQueue` implements it over real keys, `MemStore` in
 //! memory for tests.
 
 use crate::core::kind::Kind;
@@ -15,7 +15,7 @@ pub enum Set {
     /// Dead, by the time they died.
     Dead,
     /// Waiting but held back by their group (behind its head, or while it has a delivery
-    /// in flight), scored as in `Store` (and indexed by group: `park`, `best_parked`).
+    /// in flight), scored as in `Store` (and indexed by group: `park`, `best_indexed`).
     Park,
     /// Priority messages held back by a retry delay, by the time the delay ends.
     Hold,
@@ -88,7 +88,8 @@ pub trait Store {
     }
     /// A hint: `n` members are about to be added to `set` (a store may get ready for them).
     fn will_add(&mut self, _set: Set, _n: usize) {}
-    /// Removes the member; returns whether it was there (not for `Park`: see `unpark`).
+    /// Removes the member; returns whether it was there (from `Park`, the set alone: `unpark`
+    /// takes it out of the index too).
     fn rem(&mut self, set: Set, m: &Self::M) -> bool;
     /// Members with score in [min, max], ascending (or descending if `rev`), calling `f` on
     /// each until it returns false.
@@ -96,7 +97,7 @@ pub trait Store {
     /// How many members have score in [min, max].
     fn count(&self, set: Set, min: f64, max: f64) -> u64;
 
-    /// Parks a waiting message of group `g` with its queue score.
+    /// Parks a waiting message of group `g` with its queue score (indexed, if it was not).
     fn park(&mut self, m: &Self::M, score: f64, g: &[u8]);
     /// Takes a message out of `Park` (and the index); its score, if it was there.
     fn unpark(&mut self, m: &Self::M) -> Option<f64> {
@@ -106,12 +107,22 @@ pub trait Store {
     }
     /// Takes a message parked with `score` out of `Park` (and the index).
     fn unpark_scored(&mut self, m: &Self::M, score: f64);
-    /// The parked message of group `g` that comes first in the queue's order.
-    fn best_parked(&self, g: &[u8]) -> Option<(Self::M, f64)>;
-    /// Whether group `g` may have parked messages (a cheaper look than `best_parked`,
+    /// Moves a parked message to `Store` as its group's head (it stays indexed).
+    fn unpark_to_head(&mut self, m: &Self::M, score: f64) {
+        self.rem(Set::Park, m);
+        self.add(Set::Store, m, score);
+    }
+    /// Indexes a message of group `g` in `Store` as the group's head (`g` Some), or takes
+    /// a message kept in `Store` with `score` out of the index (None); returns whether the
+    /// index changed.
+    fn index_head(&mut self, m: &Self::M, score: f64, g: Option<&[u8]>) -> bool;
+    /// The indexed message of group `g` (its head in `Store`, or parked) that comes first
+    /// in the queue's order, with its score and whether it is parked.
+    fn best_indexed(&self, g: &[u8]) -> Option<(Self::M, f64, bool)>;
+    /// Whether group `g` may have indexed messages (a cheaper look than `best_indexed`,
     /// which may say yes for a group that shares its index hash with another).
-    fn may_have_parked(&self, g: &[u8]) -> bool {
-        self.best_parked(g).is_some()
+    fn may_have_indexed(&self, g: &[u8]) -> bool {
+        self.best_indexed(g).is_some()
     }
 
     fn kind(&self) -> Option<Kind>;
@@ -132,9 +143,14 @@ pub trait Store {
         self.set_flight(m, None);
         f
     }
-    /// Forgets the in-flight metadata and returns the delivery's group: all an ACK needs.
+    /// Forgets the in-flight metadata, frees the delivery's group and returns it: all an
+    /// ACK needs.
     fn end_flight(&mut self, m: &Self::M) -> Option<Vec<u8>> {
-        self.take_flight(m).group
+        let group = self.take_flight(m).group;
+        if let Some(g) = &group {
+            self.set_busy(g, None);
+        }
+        group
     }
     fn dead(&self, m: &Self::M) -> Dead;
     fn set_dead(&mut self, m: &Self::M, d: Option<&Dead>);
@@ -143,12 +159,6 @@ pub trait Store {
     fn busy(&self, g: &[u8]) -> bool;
     /// Marks group `g` busy with in-flight message `m`, or free (None).
     fn set_busy(&mut self, g: &[u8], m: Option<&Self::M>);
-    /// The recorded head of group `g`: its first deliverable waiting message, the one kept
-    /// in `Store` while the others wait behind it (parked). May be stale: see `rules`.
-    fn head(&self, g: &[u8]) -> Option<Self::M>;
-    /// Records (Some) or forgets (None) the head of group `g`.
-    fn set_head(&mut self, g: &[u8], m: Option<&Self::M>);
-
     /// The queue's own settings (empty when it has none).
     fn policy(&self) -> Policy;
     /// Sets or drops the queue's policy; returns whether it had one.

@@ -131,6 +131,20 @@ impl Key {
         }
     }
 
+    /// Whether any member has score in [min, max] (no member string is made).
+    pub fn any_in_score_range(&self, min: f64, max: f64) -> bool {
+        if self.key_type() != KeyType::ZSet {
+            return false;
+        }
+        let k = self.0;
+        unsafe {
+            let any = rm!(RedisModule_ZsetFirstInScoreRange)(k, min, max, 0, 0) == OK && rm!(RedisModule_ZsetRangeEndReached)(k) == 0;
+            // Stopped at once, as `zscan` does, before anyone changes the key.
+            rm!(RedisModule_ZsetRangeStop)(k);
+            any
+        }
+    }
+
     pub fn hget(&self, field: &RStr) -> Option<RStr> {
         self.hget_pair(field, None).0
     }

@@ -1,39 +1,58 @@
-//! Which groups of a queue have a delivery in flight. SPEC v3 lets this live in memory:
-//! a pop and an ACK then change a set here instead of a field of `meta{Q}` (a write and
-//! its replication each). The keys stay the truth: a queue's set is filled from its
-//! in-flight records (`prepare{Q}` and each delivery's group in `meta{Q}`) the first time
-//! a command asks, and forgotten whenever its keys may have changed without the module
-//! (RESTORE/MIGRATE, RENAME, MOVE, COPY, DEL) or all of them may have (a load, a
-//! promotion, SWAPDB, FLUSH), so it is filled again from what the keys then hold.
+//! A queue's deliveries in flight with a group, in memory. SPEC v3 lets this live here: a
+//! pop and an ACK then change a set here instead of a field of `meta{Q}` (a write and its
+//! replication each), and an ACK learns the delivery's group here instead of reading its
+//! record. The keys stay the truth: a queue's state is filled from its in-flight records
+//! (`prepare{Q}` and each delivery's group in `meta{Q}`) the first time a command asks, and
+//! forgotten whenever its keys may have changed without the module (RESTORE/MIGRATE,
+//! RENAME, MOVE, COPY, DEL, any write by another command) or all of them may have (a load,
+//! a promotion, SWAPDB, FLUSH), so it is filled again from what the keys then hold.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use crate::core::fnv::FnvMap;
 
-/// The busy groups of each queue known, per database. Group names are chosen by whoever
-/// pushes: their sets use the standard (keyed) hasher.
-type Known = FnvMap<Vec<u8>, Vec<(i32, HashSet<Vec<u8>>)>>;
+/// What is known of a queue's grouped deliveries in flight. Group names and messages are
+/// chosen by whoever pushes: their sets use the standard (keyed) hasher.
+#[derive(Default)]
+pub struct Flights {
+    /// Groups with a delivery in flight.
+    pub busy: HashSet<Vec<u8>>,
+    /// Each grouped delivery in flight: message → group (those with a group record).
+    pub groups: HashMap<Vec<u8>, Vec<u8>>,
+}
+
+/// The state of each queue known, per database.
+type Known = FnvMap<Vec<u8>, Vec<(i32, Flights)>>;
 static KNOWN: LazyLock<Mutex<Known>> = LazyLock::new(Mutex::default);
 
 fn known() -> MutexGuard<'static, Known> {
     KNOWN.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Runs `f` on the busy groups of queue `q` in `db`, filled by `fill` if not known.
-pub fn with<R>(q: &[u8], db: i32, fill: impl FnOnce() -> HashSet<Vec<u8>>, f: impl FnOnce(&mut HashSet<Vec<u8>>) -> R) -> R {
-    let present = known().get(q).is_some_and(|v| v.iter().any(|(d, _)| *d == db));
+fn state<'a>(k: &'a mut Known, q: &[u8], db: i32) -> Option<&'a mut Flights> {
+    k.get_mut(q)?.iter_mut().find(|(d, _)| *d == db).map(|(_, s)| s)
+}
+
+/// Runs `f` on queue `q`'s state in `db` if it is known.
+pub fn if_known<R>(q: &[u8], db: i32, f: impl FnOnce(&mut Flights) -> R) -> Option<R> {
+    state(&mut known(), q, db).map(f)
+}
+
+/// Runs `f` on queue `q`'s state in `db`, filled by `fill` if not known.
+pub fn with<R>(q: &[u8], db: i32, fill: impl FnOnce() -> Flights, f: impl FnOnce(&mut Flights) -> R) -> R {
+    // The usual case: one lock and one lookup, nothing allocated.
+    if let Some(s) = state(&mut known(), q, db) {
+        return f(s);
+    }
     // Filled outside the lock: it reads the keys.
-    let filled = (!present).then(fill);
+    let filled = fill();
     let mut k = known();
     let dbs = k.entry(q.to_vec()).or_default();
-    let at = match dbs.iter().position(|(d, _)| *d == db) {
-        Some(i) => i,
-        None => {
-            dbs.push((db, filled.unwrap_or_default()));
-            dbs.len() - 1
-        }
-    };
+    let at = dbs.iter().position(|(d, _)| *d == db).unwrap_or_else(|| {
+        dbs.push((db, filled));
+        dbs.len() - 1
+    });
     f(&mut dbs[at].1)
 }
 

@@ -18,7 +18,8 @@ pub enum KeyId {
     Meta = 3,
     /// Waiting messages held back by their group, scored as in `Q`.
     Park = 4,
-    /// The park index: score a hash of the group, member the order key and the message.
+    /// The group index (parked messages and groups' heads): score a hash of the group,
+    /// member the order key and the message.
     ParkIndex = 5,
     /// Priority messages held back by a retry delay, scored by its end.
     Hold = 6,

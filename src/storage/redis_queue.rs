@@ -5,7 +5,6 @@
 //! deliverable is recorded too (`take_wake`), for the runtime to act on.
 
 use std::cell::{Cell, OnceCell, RefCell};
-use std::collections::HashSet;
 use std::ffi::CStr;
 use std::sync::{LazyLock, OnceLock};
 
@@ -20,7 +19,7 @@ use crate::ffi::call::call;
 use crate::ffi::key::{Key, KeyType};
 use crate::ffi::rstr::Shared;
 use crate::ffi::{Ctx, RStr};
-use crate::storage::busy;
+use crate::storage::busy::{self, Flights};
 use crate::storage::effects::Effects;
 use crate::storage::keys::{self, KeyId, KEYS};
 
@@ -98,9 +97,9 @@ impl RedisQueue {
         // A lookup (an allocation-free read-mode open where KeyExists is missing).
         let exists =
             |id: KeyId| Key::exists(ctx, &names[id as usize]).unwrap_or_else(|| !Key::open(ctx, &names[id as usize], false).is_null());
-        // `park` and `parkidx` are written together: one lookup tells for both. Most queues
-        // never have either: the cache spares them the two lookups.
-        let (parked, held) = if lazy_absent { (false, false) } else { (exists(KeyId::Park), exists(KeyId::Hold)) };
+        // `parkidx` holds every message of `park` (and groups' heads): one lookup tells for
+        // both. Most queues never have either: the cache spares them the two lookups.
+        let (parked, held) = if lazy_absent { (false, false) } else { (exists(KeyId::ParkIndex), exists(KeyId::Hold)) };
         if !lazy_absent && !parked && !held {
             keys::note_lazy_absent(q.as_ref(), ctx.db());
         }
@@ -344,22 +343,36 @@ impl RedisQueue {
         self.header = OnceCell::from(Header { kind, kind_field: in_field, policy });
     }
 
-    /// Runs `f` on the queue's busy groups (`busy`), filled from its in-flight records
-    /// if they are not known.
-    fn busy_groups<R>(&self, f: impl FnOnce(&mut HashSet<Vec<u8>>) -> R) -> R {
+    /// Runs `f` on the queue's grouped deliveries in flight (`busy`), filled from its
+    /// in-flight records if they are not known.
+    fn flights<R>(&self, f: impl FnOnce(&mut Flights) -> R) -> R {
         let fill = || {
-            let mut set = HashSet::new();
+            let mut known = Flights::default();
             if self.has_message_meta() {
                 self.scan(Set::Prepare, f64::NEG_INFINITY, f64::INFINITY, false, &mut |m, _| {
                     if let Some(g) = self.record(codec::GROUP_FLIGHT, m.as_ref()).and_then(|v| codec::decode_flight(v.as_ref()).group) {
-                        set.insert(g);
+                        known.busy.insert(g.clone());
+                        known.groups.insert(m.as_ref().to_vec(), g);
                     }
                     true
                 });
             }
-            set
+            known
         };
         busy::with(self.names[0].as_ref(), self.ctx.db(), fill, f)
+    }
+
+    /// Forgets a delivery's group in memory, if known (its record is deleted), and frees
+    /// the group if `free`, in the same look-up: the group it had, `Some(None)` for a
+    /// delivery without one, `None` if not known.
+    fn forget_flight(&self, m: &RStr, free: bool) -> Option<Option<Vec<u8>>> {
+        busy::if_known(self.names[0].as_ref(), self.ctx.db(), |s| {
+            let group = s.groups.remove(m.as_ref());
+            if let Some(g) = group.as_ref().filter(|_| free) {
+                s.busy.remove(g);
+            }
+            group
+        })
     }
 
     fn order_kind(&self) -> Kind {
@@ -454,11 +467,18 @@ impl Store for RedisQueue {
 
     fn unpark_scored(&mut self, m: &RStr, score: f64) {
         self.zrem(KeyId::Park, m);
-        let member = RStr::from_bytes(&codec::index_member(self.order_kind(), score, m.as_ref()));
-        self.zrem(KeyId::ParkIndex, &member);
+        self.index_head(m, score, None);
     }
 
-    fn best_parked(&self, g: &[u8]) -> Option<(RStr, f64)> {
+    fn index_head(&mut self, m: &RStr, score: f64, g: Option<&[u8]>) -> bool {
+        let member = RStr::from_bytes(&codec::index_member(self.order_kind(), score, m.as_ref()));
+        match g {
+            Some(g) => self.zadd(KeyId::ParkIndex, &member, codec::group_score(g), 0) & raw::REDISMODULE_ZADD_ADDED as i32 != 0,
+            None => self.zrem(KeyId::ParkIndex, &member),
+        }
+    }
+
+    fn best_indexed(&self, g: &[u8]) -> Option<(RStr, f64, bool)> {
         let index = self.key(KeyId::ParkIndex)?;
         let h = codec::group_score(g);
         let mut best = None;
@@ -466,23 +486,17 @@ impl Store for RedisQueue {
         index.zscan(h, h, false, &mut |member, _| {
             let m = RStr::from_bytes(codec::index_message(member.as_ref()));
             if self.waiting(&m).group.as_deref() == Some(g) {
-                best = self.score(Set::Park, &m).map(|sc| (m, sc));
+                let parked = self.score(Set::Park, &m);
+                best = parked.or_else(|| self.score(Set::Store, &m)).map(|sc| (m, sc, parked.is_some()));
             }
             best.is_none()
         });
         best
     }
 
-    fn may_have_parked(&self, g: &[u8]) -> bool {
+    fn may_have_indexed(&self, g: &[u8]) -> bool {
         let h = codec::group_score(g);
-        self.key(KeyId::ParkIndex).is_some_and(|index| {
-            let mut any = false;
-            index.zscan(h, h, false, &mut |_, _| {
-                any = true;
-                false
-            });
-            any
-        })
+        self.key(KeyId::ParkIndex).is_some_and(|index| index.any_in_score_range(h, h))
     }
 
     fn kind(&self) -> Option<Kind> {
@@ -537,16 +551,31 @@ impl Store for RedisQueue {
     }
 
     fn take_flight(&mut self, m: &RStr) -> Flight {
+        self.forget_flight(m, false);
         let record = self.take_record(codec::FLIGHT, m).or_else(|| self.take_record(codec::GROUP_FLIGHT, m));
         record.map_or_else(Flight::default, |v| codec::decode_flight(v.as_ref()))
     }
 
-    /// Every ACK pays this: a delivery without a group ends in one deletion.
+    /// Every ACK pays this: a delivery ends in one deletion, with no read, when it has no
+    /// group or its group is known in memory (then freed in the same look-up).
     fn end_flight(&mut self, m: &RStr) -> Option<Vec<u8>> {
-        if !self.has_message_meta() || self.hset(self.tagged_field(codec::FLIGHT, m.as_ref()), None) {
+        if !self.has_message_meta() {
             return None;
         }
-        self.take_record(codec::GROUP_FLIGHT, m).and_then(|v| codec::decode_flight(v.as_ref()).group)
+        if let Some(group) = self.forget_flight(m, true) {
+            // Known: a delivery without a group in memory has no group record.
+            let tag = if group.is_some() { codec::GROUP_FLIGHT } else { codec::FLIGHT };
+            self.hset(self.tagged_field(tag, m.as_ref()), None);
+            return group;
+        }
+        if self.hset(self.tagged_field(codec::FLIGHT, m.as_ref()), None) {
+            return None;
+        }
+        let group = self.take_record(codec::GROUP_FLIGHT, m).and_then(|v| codec::decode_flight(v.as_ref()).group);
+        if let Some(g) = &group {
+            self.set_busy(g, None);
+        }
+        group
     }
 
     fn dead(&self, m: &RStr) -> Dead {
@@ -558,19 +587,20 @@ impl Store for RedisQueue {
     }
 
     fn busy(&self, g: &[u8]) -> bool {
-        self.busy_groups(|set| set.contains(g))
+        self.flights(|s| s.busy.contains(g))
     }
 
+    /// A delivery's group is kept with it (`end_flight`) until the delivery ends.
     fn set_busy(&mut self, g: &[u8], m: Option<&RStr>) {
-        self.busy_groups(|set| if m.is_some() { set.insert(g.to_vec()) } else { set.remove(g) });
-    }
-
-    fn head(&self, g: &[u8]) -> Option<RStr> {
-        self.record(codec::HEAD, g)
-    }
-
-    fn set_head(&mut self, g: &[u8], m: Option<&RStr>) {
-        self.set_record(codec::HEAD, g, m.map(|m| m.as_ref().to_vec()));
+        self.flights(|s| match m {
+            Some(m) => {
+                s.busy.insert(g.to_vec());
+                s.groups.insert(m.as_ref().to_vec(), g.to_vec());
+            }
+            None => {
+                s.busy.remove(g);
+            }
+        });
     }
 
     fn policy(&self) -> Policy {
