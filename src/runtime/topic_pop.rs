@@ -78,13 +78,9 @@ impl Taking<'_> {
                     t.more = false;
                     return;
                 }
-                // Pushed straight from the result, not through a local: one copy fewer.
-                match Opened::open_indexed(self.ctx, t.name.clone()) {
-                    Ok(q) => self.opened.push(q),
-                    Err(_) => {
-                        t.more = false;
-                        return;
-                    }
+                if Opened::open_indexed_into(self.ctx, t.name.clone(), self.opened).is_err() {
+                    t.more = false;
+                    return;
                 }
                 let i = *t.q.insert(self.opened.len() - 1);
                 t.lease = self.want.lease.unwrap_or_else(|| settings::limits(&*self.opened[i]).lease_ms);
