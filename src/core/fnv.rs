@@ -21,6 +21,16 @@ impl Hasher for Fnv {
         }
         self.0 = h;
     }
+
+    /// An integer (a client id, a name's length prefix) in one step, not byte by byte.
+    fn write_u64(&mut self, v: u64) {
+        let h = if self.0 == 0 { 0xcbf2_9ce4_8422_2325 } else { self.0 };
+        self.0 = (h ^ v).wrapping_mul(0x100_0000_01b3);
+    }
+
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
 }
 
 pub type FnvMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
@@ -42,5 +52,20 @@ mod tests {
         let mut m: FnvMap<Vec<u8>, u32> = FnvMap::default();
         m.insert(b"q".to_vec(), 1);
         assert_eq!(m.get(&b"q"[..]), Some(&1));
+    }
+
+    #[test]
+    fn integers_in_one_step_still_spread() {
+        let hash = |v: u64| {
+            let mut h = Fnv::default();
+            h.write_u64(v);
+            h.finish()
+        };
+        // Client ids come in sequence: their buckets (low bits) must differ.
+        let low: FnvSet<u64> = (1..=1024).map(|id| hash(id) & 1023).collect();
+        assert_eq!(low.len(), 1024);
+        let mut m: FnvMap<u64, u64> = FnvMap::default();
+        m.extend((0..10_000).map(|id| (id, id * 2)));
+        assert!((0..10_000).all(|id| m.get(&id) == Some(&(id * 2))));
     }
 }

@@ -41,8 +41,8 @@ pub type TopicDelivery = (RStr, RStr, u32);
 /// A queue of the topic in this TPOP's rotation.
 struct Turns {
     name: RStr,
-    /// Opened when first asked.
-    q: Option<Opened>,
+    /// Where its queue is in `Taking::opened`, once asked and opened.
+    q: Option<usize>,
     lease: i64,
     got: Vec<(RStr, u32)>,
     /// Whether it may give more: not asked yet, or it gave all it was asked.
@@ -50,7 +50,7 @@ struct Turns {
 }
 
 /// A TPOP under way.
-struct Taking {
+struct Taking<'a> {
     ctx: Ctx,
     want: TopicPop,
     now: i64,
@@ -59,29 +59,35 @@ struct Taking {
     rate_limited: bool,
     /// Under Redis Cluster: each queue's hash slot must be one this node serves.
     clustered: bool,
+    /// The queues opened, apart from the visit list: a queue handle is a few hundred
+    /// bytes, copied at every move, and most queues of a rotation may not be asked.
+    opened: &'a mut Vec<Opened>,
 }
 
-impl Taking {
+impl Taking<'_> {
     /// Asks queue `t` for up to `n` more messages (fewer if fewer are left to take).
     fn ask(&mut self, t: &mut Turns, n: usize) {
         let n = n.min(self.want.count - self.taken);
         if n == 0 || !t.more {
             return;
         }
-        if t.q.is_none() {
-            if self.clustered && !cluster::serves(self.ctx, t.name.as_ref()) {
-                t.more = false;
-                return;
+        let i = match t.q {
+            Some(i) => i,
+            None => {
+                if self.clustered && !cluster::serves(self.ctx, t.name.as_ref()) {
+                    t.more = false;
+                    return;
+                }
+                if Opened::open_indexed_into(self.ctx, t.name.clone(), self.opened).is_err() {
+                    t.more = false;
+                    return;
+                }
+                let i = *t.q.insert(self.opened.len() - 1);
+                t.lease = self.want.lease.unwrap_or_else(|| settings::limits(&*self.opened[i]).lease_ms);
+                i
             }
-            // Opened in its place: a queue handle is a few hundred bytes, each move a copy.
-            t.q = Opened::open_indexed(self.ctx, t.name.clone()).ok();
-            let Some(q) = &t.q else {
-                t.more = false;
-                return;
-            };
-            t.lease = self.want.lease.unwrap_or_else(|| settings::limits(&**q).lease_ms);
-        }
-        let Some(q) = t.q.as_mut() else { return };
+        };
+        let q = &mut self.opened[i];
         let (got, limited) = take_quiet(self.ctx, q, self.now, n, t.lease);
         self.rate_limited |= limited;
         t.more = got.len() == n;
@@ -136,22 +142,22 @@ pub fn take_topic(ctx: Ctx, topic: &[u8], want: TopicPop, now: i64, sink: &mut i
 const KEEP_TURNS: usize = 1024;
 
 fn take_topic_counted(ctx: Ctx, topic: &[u8], want: TopicPop, now: i64, sink: &mut impl Sink) -> usize {
-    // The visit list's buffer is kept from one TPOP to the next (a TPOP loop asks alike).
-    thread_local!(static TURNS: Cell<Vec<Turns>> = const { Cell::new(Vec::new()) });
-    let mut turns = TURNS.take();
-    let taken = take_turns(ctx, topic, want, now, &mut turns);
+    // The buffers of the visit list and of the opened queues are kept from one TPOP to the
+    // next (a TPOP loop asks alike).
+    thread_local!(static BUFFERS: Cell<(Vec<Turns>, Vec<Opened>)> = const { Cell::new((Vec::new(), Vec::new())) });
+    let (mut turns, mut opened) = BUFFERS.take();
+    let taken = take_turns(ctx, topic, want, now, &mut turns, &mut opened);
     // Closes the queues before anything is handed on: their changes are replicated, their
     // consumers woken.
-    for t in turns.iter_mut() {
-        t.q = None;
-    }
+    opened.clear();
     if taken > 0 {
         sink.start(taken);
         deal(&mut turns, want.quantum, sink);
     }
     turns.clear();
+    // No more queues are opened than listed.
     if turns.capacity() <= KEEP_TURNS {
-        TURNS.set(turns);
+        BUFFERS.set((turns, opened));
     }
     taken
 }
@@ -179,7 +185,7 @@ fn deal(turns: &mut [Turns], quantum: usize, sink: &mut impl Sink) {
 }
 
 /// Takes the messages into `turns`; returns how many.
-fn take_turns(ctx: Ctx, topic: &[u8], want: TopicPop, now: i64, turns: &mut Vec<Turns>) -> usize {
+fn take_turns(ctx: Ctx, topic: &[u8], want: TopicPop, now: i64, turns: &mut Vec<Turns>, opened: &mut Vec<Opened>) -> usize {
     let (count, quantum) = (want.count, want.quantum);
     topics::rotation(ctx.db(), topic, want.slots, |slot, name| {
         let name = &name.get_or_insert_with(|| Shared(RStr::from_bytes(&queue_name(topic, slot)))).0;
@@ -188,7 +194,7 @@ fn take_turns(ctx: Ctx, topic: &[u8], want: TopicPop, now: i64, turns: &mut Vec<
     if turns.is_empty() {
         return 0;
     }
-    let mut t = Taking { ctx, want, now, taken: 0, rate_limited: false, clustered: cluster::enabled(ctx) };
+    let mut t = Taking { ctx, want, now, taken: 0, rate_limited: false, clustered: cluster::enabled(ctx), opened };
     // The plan: `full` whole turns for every queue, then a last turn that reaches the
     // first `partial` queues, the last of them for `last` messages (1..=quantum).
     let per_turn = turns.len().saturating_mul(quantum);
@@ -224,8 +230,8 @@ fn take_turns(ctx: Ctx, topic: &[u8], want: TopicPop, now: i64, turns: &mut Vec<
         }
     }
     for q in turns.iter() {
-        if let Some(opened) = &q.q {
-            announce(ctx, opened, q.got.len(), now + q.lease);
+        if let Some(i) = q.q {
+            announce(ctx, &t.opened[i], q.got.len(), now + q.lease);
         }
     }
     stats::RATE_LIMITED.add((t.rate_limited && t.taken < count) as u64);

@@ -67,12 +67,12 @@ pub fn rotation(db: i32, topic: &[u8], slots: u32, mut each: impl FnMut(u32, &mu
     let Some(t) = all.get_mut(topic).and_then(|dbs| in_db(dbs, db)) else { return };
     let start = t.next % slots;
     let mut first = None;
-    let (high, low) = (start..slots, ..start);
-    for (&slot, name) in t.slots.range_mut(high) {
+    // Open-ended ranges: one search of the tree each, where `start..slots` takes two.
+    for (&slot, name) in t.slots.range_mut(start..).take_while(|(&s, _)| s < slots) {
         first.get_or_insert(slot);
         each(slot, name);
     }
-    for (&slot, name) in t.slots.range_mut(low) {
+    for (&slot, name) in t.slots.range_mut(..start) {
         first.get_or_insert(slot);
         each(slot, name);
     }
