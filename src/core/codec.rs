@@ -55,15 +55,37 @@ pub fn field(tag: u8, m: &[u8], buf: &mut Vec<u8>) {
     buf.extend_from_slice(m);
 }
 
+/// Appends `v` in decimal. By hand: `to_string` allocates a string per number, and a POP of
+/// a priority queue writes a record with two numbers per message.
+fn push_int(out: &mut Vec<u8>, v: i64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut n = v.unsigned_abs();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if v < 0 {
+        out.push(b'-');
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
 fn push_num(out: &mut Vec<u8>, v: Option<f64>) {
     if let Some(v) = v {
-        out.extend_from_slice((v as i64).to_string().as_bytes());
+        push_int(out, v as i64);
     }
 }
 
 /// `count[:priority[:group]]`, shortest form.
 fn encode3(count: u32, priority: Option<f64>, group: &Option<Vec<u8>>) -> Vec<u8> {
-    let mut out = count.to_string().into_bytes();
+    // Room for both numbers and the separators: one allocation.
+    let mut out = Vec::with_capacity(44 + group.as_ref().map_or(0, Vec::len));
+    push_int(&mut out, count as i64);
     if priority.is_some() || group.is_some() {
         out.push(b':');
         push_num(&mut out, priority);
@@ -187,6 +209,11 @@ mod tests {
             assert_eq!(decode_dead(&encode_dead(&d)), d);
         }
         assert_eq!(encode_flight(&Flight { deliveries: 2, priority: Some(7.0), group: None }), b"2:7", "v1 layout kept");
+        for (p, text) in [(0.0, "0"), (-1.0, "-1"), (1e15, "1000000000000000"), (-9007199254740992.0, "-9007199254740992")] {
+            assert_eq!(encode_dead(&Dead { priority: Some(p), group: None }), text.as_bytes());
+        }
+        let most = Flight { deliveries: u32::MAX, priority: Some(i64::MIN as f64), group: None };
+        assert_eq!(encode_flight(&most), format!("{}:{}", u32::MAX, i64::MIN).as_bytes(), "the widest numbers");
         assert_eq!(decode_flight(b"junk"), Flight::default());
         assert_eq!(decode_waiting(b"3").deliveries, 3, "v1 waiting count");
         assert_eq!(decode_waiting(b"-3").deliveries, 0);
