@@ -38,10 +38,9 @@ pub struct RedisQueue {
     write: bool,
     /// Names of the queue's keys, in `KeyId` order.
     names: [RStr; KEYS],
-    /// Open keys. `Q`, `prepare`, `dead` and `meta` are opened with the queue; `park`,
-    /// `parkidx` and `hold` (used only by groups and retry delays) only if they exist,
-    /// else when first written, so a queue without them pays one lookup for `park` and
-    /// `parkidx` and one for `hold`, or none once it is known to have none (`keys::names`).
+    /// Open keys. `Q`, `prepare` and `meta` are opened with the queue; `dead`, `park`,
+    /// `parkidx` and `hold` (`keys::LAZY`: used only by dead messages, groups and retry
+    /// delays) only while not known to be absent (`keys::names`), else when first written.
     keys: [OnceCell<Key>; KEYS],
     effects: Effects,
     /// Keys changed (to be signalled as modified).
@@ -81,8 +80,6 @@ fn long_string() -> &'static RStr {
 const HASHTABLE_AT: usize = 32;
 /// The number of members at which a sorted set is made a skiplist (see `convert_zset`).
 const SKIPLIST_AT: usize = 32;
-/// Keys opened only when they exist or are written.
-const LAZY_FROM: usize = KeyId::Park as usize;
 
 const ZADD: &CStr = c"ZADD";
 const ZREM: &CStr = c"ZREM";
@@ -92,24 +89,26 @@ const HDEL: &CStr = c"HDEL";
 impl RedisQueue {
     /// Opens the queue's keys (for writing if `write`); WRONGTYPE if any holds another type.
     pub fn open(ctx: Ctx, q: RStr, write: bool) -> Result<RedisQueue> {
-        let (names, lazy_absent) = keys::names(&q, ctx.db());
-        // A lookup (an allocation-free read-mode open where KeyExists is missing).
-        let exists =
-            |id: KeyId| Key::exists(ctx, &names[id as usize]).unwrap_or_else(|| !Key::open(ctx, &names[id as usize], false).is_null());
-        // `park` and `parkidx` are written together: one lookup tells for both. Most queues
-        // never have either: the cache spares them the two lookups.
-        let (parked, held) = if lazy_absent { (false, false) } else { (exists(KeyId::Park), exists(KeyId::Hold)) };
-        if !lazy_absent && !parked && !held {
-            keys::note_lazy_absent(q.as_ref(), ctx.db());
-        }
-        let open_now = |i: usize| i < LAZY_FROM || if i == KeyId::Hold as usize { held } else { parked };
+        let (names, known_absent) = keys::names(&q, ctx.db());
+        // A lazy key known absent is not opened (nor its class's others): absent, its type
+        // cannot be wrong, and a write opens it (`key_mut`). Else the class's first key
+        // tells whether the others are worth opening.
+        let mut absent = known_absent;
         let keys: [OnceCell<Key>; KEYS] = std::array::from_fn(|i| {
             let cell = OnceCell::new();
-            if open_now(i) {
-                let _ = cell.set(Key::open(ctx, &names[i], write));
+            let class = keys::lazy_class(keys::ALL[i]);
+            if class.is_none_or(|c| !absent[c]) {
+                let key = Key::open(ctx, &names[i], write);
+                if let Some(c) = class.filter(|&c| keys::LAZY[c] == keys::ALL[i]) {
+                    absent[c] = key.key_type() == KeyType::Empty;
+                }
+                let _ = cell.set(key);
             }
             cell
         });
+        if absent != known_absent {
+            keys::note_absent(q.as_ref(), ctx.db(), absent);
+        }
         for (i, k) in keys.iter().enumerate() {
             let want = if i == KeyId::Meta as usize { KeyType::Hash } else { KeyType::ZSet };
             let t = k.get().map_or(KeyType::Empty, Key::key_type);
