@@ -4,7 +4,8 @@
 //! deleted, expired or evicted keep the queue registry; keys arriving by RESTORE, RENAME, MOVE
 //! or COPY bring their queue's leases, schedules and waiting messages; sorted-set writes by
 //! other commands (ZADD ...) to a queue's keys are its own (the topic index learns of them,
-//! its blocked consumers are woken); SYNC and PSYNC (seen by a command filter) and role
+//! its blocked consumers are woken); any event on a queue's `meta{Q}` drops its header
+//! known in memory (`headers`); SYNC and PSYNC (seen by a command filter) and role
 //! changes switch effects on; ACL commands drop TPOP's permission verdicts.
 
 use std::collections::BTreeSet;
@@ -20,7 +21,7 @@ use crate::runtime::{acl, alarm, cluster, registry, schedules, topics, waiters};
 use crate::storage::keys::{self, queue_of, KeyId};
 use crate::storage::redis_queue::RedisQueue;
 use crate::storage::schedules as sched_keys;
-use crate::storage::{busy, effects};
+use crate::storage::{busy, effects, headers};
 
 /// Tells the timer about queue `q`'s leases and holds, the topic index about its waiting
 /// messages, and its blocked consumers that it may have a deliverable one.
@@ -105,6 +106,7 @@ fn on_loading(ctx: Ctx, sub: u64) {
         registry::rebuild(ctx);
         keys::forget_lazy_absent();
         busy::forget_all();
+        headers::forget_all();
         effects::reconsider();
         rescan(ctx);
     }
@@ -116,6 +118,7 @@ fn on_swapdb(ctx: Ctx, _sub: u64) {
     registry::rebuild(ctx);
     keys::forget_lazy_absent();
     busy::forget_all();
+    headers::forget_all();
     alarm::clear_dues();
     rescan(ctx);
 }
@@ -124,6 +127,7 @@ fn on_flushed(ctx: Ctx, sub: u64) {
     if sub == FLUSH_ENDED {
         registry::rebuild(ctx);
         busy::forget_all();
+        headers::forget_all();
         rescan(ctx);
     }
 }
@@ -133,6 +137,7 @@ fn on_role_changed(ctx: Ctx, sub: u64) {
     cluster::forget_slots();
     // A replica's memory did not follow the effects it applied.
     busy::forget_all();
+    headers::forget_all();
     if sub == NOW_PRIMARY {
         rescan(ctx);
     } else {
@@ -146,6 +151,15 @@ fn on_role_changed(ctx: Ctx, sub: u64) {
 /// messages the topic index does not. (`Q` itself cannot be told from another key by its
 /// name: it is looked at as a queue, which costs a lookup when it is not one.)
 fn on_key_event(ctx: Ctx, event: &[u8], key: &RStr) {
+    let k = key.as_ref();
+    let tagged = queue_of(k);
+    if let Some((q, KeyId::Meta)) = tagged {
+        // Another command (or a creation) touched `meta{Q}`: its kind or policy may differ.
+        headers::forget(q, ctx.db());
+    } else if event.first() == Some(&b'h') {
+        // Hash writes matter only to `meta{Q}`.
+        return;
+    }
     if event == b"new" {
         keys::key_created(key.as_ref(), ctx.db());
         registry::key_created(ctx, key);
@@ -154,8 +168,7 @@ fn on_key_event(ctx: Ctx, event: &[u8], key: &RStr) {
     // Anything else done to a queue's key by a command (DEL, RENAME, MOVE, RESTORE, a ZREM
     // from `prepare{Q}`, an expiry ...) may change which of its groups are busy: learnt
     // again from the keys.
-    let k = key.as_ref();
-    busy::forget(queue_of(k).map_or(k, |(q, _)| q), ctx.db());
+    busy::forget(tagged.map_or(k, |(q, _)| q), ctx.db());
     if matches!(event, b"del" | b"expired" | b"evicted" | b"rename_from" | b"move_from") {
         registry::key_gone(ctx, key);
         return;

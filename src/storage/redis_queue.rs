@@ -22,16 +22,8 @@ use crate::ffi::rstr::Shared;
 use crate::ffi::{Ctx, RStr};
 use crate::storage::busy;
 use crate::storage::effects::Effects;
+use crate::storage::headers::{self, Header};
 use crate::storage::keys::{self, KeyId, KEYS};
-
-/// What `meta{Q}` says of the queue as a whole.
-#[derive(Clone, Default)]
-struct Header {
-    kind: Option<Kind>,
-    /// The kind is in a `kind` field (a queue without a policy; else it is in the policy's).
-    kind_field: bool,
-    policy: Option<Policy>,
-}
 
 pub struct RedisQueue {
     ctx: Ctx,
@@ -306,16 +298,26 @@ impl RedisQueue {
         &self.header().policy
     }
 
-    /// The kind and the policy, read in one lookup the first time: most commands need both.
+    /// The kind and the policy, the first time: as known from an earlier command
+    /// (`headers`), else read in one lookup (most commands need both).
     fn header(&self) -> &Header {
         self.header.get_or_init(|| {
-            let Some(meta) = self.key(KeyId::Meta) else { return Header::default() };
-            let (kind, policy) = meta.hget_pair(kind_field(), Some(policy_field()));
-            let (policy, kind_in_policy) = policy.map_or((None, None), |v| {
-                let (p, k) = decode_policy(v.as_ref());
-                (Some(p), k)
-            });
-            Header { kind: kind.as_ref().map_or(kind_in_policy, |v| Kind::from_name(v.as_ref())), kind_field: kind.is_some(), policy }
+            let Some(meta) = self.key(KeyId::Meta).filter(|k| k.key_type() == KeyType::Hash) else { return Header::default() };
+            let (q, db) = (self.names[0].as_ref(), self.ctx.db());
+            headers::get(q, db).unwrap_or_else(|| {
+                let (kind, policy) = meta.hget_pair(kind_field(), Some(policy_field()));
+                let (policy, kind_in_policy) = policy.map_or((None, None), |v| {
+                    let (p, k) = decode_policy(v.as_ref());
+                    (Some(p), k)
+                });
+                let h = Header {
+                    kind: kind.as_ref().map_or(kind_in_policy, |v| Kind::from_name(v.as_ref())),
+                    kind_field: kind.is_some(),
+                    policy,
+                };
+                headers::set(q, db, &h);
+                h
+            })
         })
     }
 
@@ -336,7 +338,9 @@ impl RedisQueue {
         if !in_field && old.kind_field {
             self.hset(kind_field().clone(), None);
         }
-        self.header = OnceCell::from(Header { kind, kind_field: in_field, policy });
+        let h = Header { kind, kind_field: in_field, policy };
+        headers::set(self.names[0].as_ref(), self.ctx.db(), &h);
+        self.header = OnceCell::from(h);
     }
 
     /// Runs `f` on the queue's busy groups (`busy`), filled from its in-flight records
@@ -490,6 +494,7 @@ impl Store for RedisQueue {
                 self.effects.record(c"DEL", KeyId::Meta, || []);
                 self.touched(KeyId::Meta);
             }
+            headers::forget(self.names[0].as_ref(), self.ctx.db());
             self.header = OnceCell::from(Header::default());
         }
     }
