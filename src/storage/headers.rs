@@ -1,11 +1,13 @@
-//! What `meta{Q}` says of a queue as a whole (its kind and its policy), kept in memory
-//! between commands: reading both fields cost every PUSH and POP two hash lookups and a
-//! string (~1,300 instructions). Like `busy`, the keys stay the truth: an entry serves only
+//! What `meta{Q}` says of a queue as a whole (its kind and its policy, and whether it holds
+//! waiting copies' records), kept in memory between commands: reading both fields cost
+//! every PUSH and POP two hash lookups and a string (~1,300 instructions), and looking up
+//! a record that is not there every popped message ~950. Like `busy`, the keys stay the truth: an entry serves only
 //! while `meta{Q}` exists, and is forgotten whenever the key may change without the module
 //! (any keyspace event on it: its creation, HSET/HDEL, DEL, RENAME, RESTORE, an expiry ...;
 //! the module's own writes send none but a creation's) or all keys may (a load, a
 //! promotion, SWAPDB, FLUSH). The module changes the two fields only through
-//! `RedisQueue::set_header`, which keeps its entry.
+//! `RedisQueue::set_header` and adds waiting records only through
+//! `RedisQueue::set_waiting`, which keep its entry.
 
 use std::cell::RefCell;
 
@@ -19,6 +21,10 @@ pub struct Header {
     /// The kind is in a `kind` field (a queue without a policy; else it is in the policy's).
     pub kind_field: bool,
     pub policy: Option<Policy>,
+    /// `meta{Q}` may hold records of waiting copies (`w` fields: a count, a held priority,
+    /// a group). False while it is known to hold none (most queues never have any), so a
+    /// pop need not look each message's record up.
+    pub waiting_records: bool,
 }
 
 /// Entries kept at most (most workloads use a few queues over and over): past it, all go.

@@ -158,10 +158,18 @@ impl RedisQueue {
     /// Whether `meta{Q}` holds anything besides the kind and the policy: when it does not
     /// (the usual case for range and fixed queues), per-message lookups are skipped.
     fn has_message_meta(&self) -> bool {
-        let n = self.meta_fields();
-        // One field is the kind or the policy; two may be both only in a hash written
-        // before the policy carried the kind.
-        n > 2 || (n == 2 && !(self.header().kind_field && self.has_policy()))
+        let h = self.header();
+        message_meta(self.meta_fields(), h.kind_field, h.policy.is_some())
+    }
+
+    /// Records that `meta{Q}` may (or, the queue being empty, does not) hold waiting
+    /// records, here and in `headers` (after the write: creating `meta{Q}` drops the entry).
+    fn set_waiting_records(&mut self, may: bool) {
+        self.header();
+        if let Some(h) = self.header.get_mut().filter(|h| h.waiting_records != may) {
+            h.waiting_records = may;
+            headers::set(self.names[0].as_ref(), self.ctx.db(), h);
+        }
     }
 
     /// Marks the queue's consumers for waking (the timer, at a due time).
@@ -310,10 +318,12 @@ impl RedisQueue {
                     let (p, k) = decode_policy(v.as_ref());
                     (Some(p), k)
                 });
+                let waiting_records = message_meta(meta.len(), kind.is_some(), policy.is_some());
                 let h = Header {
                     kind: kind.as_ref().map_or(kind_in_policy, |v| Kind::from_name(v.as_ref())),
                     kind_field: kind.is_some(),
                     policy,
+                    waiting_records,
                 };
                 headers::set(q, db, &h);
                 h
@@ -338,7 +348,7 @@ impl RedisQueue {
         if !in_field && old.kind_field {
             self.hset(kind_field().clone(), None);
         }
-        let h = Header { kind, kind_field: in_field, policy };
+        let h = Header { kind, kind_field: in_field, policy, waiting_records: old.waiting_records };
         headers::set(self.names[0].as_ref(), self.ctx.db(), &h);
         self.header = OnceCell::from(h);
     }
@@ -364,6 +374,13 @@ impl RedisQueue {
     fn order_kind(&self) -> Kind {
         self.kind().unwrap_or(Kind::Fixed)
     }
+}
+
+/// Whether a `meta{Q}` of `n` fields holds anything besides the kind and the policy.
+fn message_meta(n: usize, kind_field: bool, policy: bool) -> bool {
+    // One field is the kind or the policy; two may be both only in a hash written before
+    // the policy carried the kind.
+    n > 2 || (n == 2 && !(kind_field && policy))
 }
 
 /// Decodes a stored policy and the kind it carries, remembering the last one: a queue's
@@ -489,6 +506,7 @@ impl Store for RedisQueue {
         if self.has_policy() {
             let policy = self.stored_policy().clone();
             self.set_header(None, policy);
+            self.set_waiting_records(false);
         } else {
             if self.key(KeyId::Meta).is_some_and(Key::delete) {
                 self.effects.record(c"DEL", KeyId::Meta, || []);
@@ -500,12 +518,22 @@ impl Store for RedisQueue {
     }
 
     fn waiting(&self, m: &RStr) -> Waiting {
+        if !self.header().waiting_records {
+            return Waiting::default();
+        }
         self.record(codec::WAITING, m.as_ref()).map_or_else(Waiting::default, |v| codec::decode_waiting(v.as_ref()))
     }
 
     fn set_waiting(&mut self, m: &RStr, w: Option<&Waiting>) {
         let value = w.filter(|w| **w != Waiting::default()).map(codec::encode_waiting);
-        self.set_record(codec::WAITING, m.as_ref(), value);
+        let adds = value.is_some();
+        // Without records, a deletion has nothing to delete.
+        if adds || self.header().waiting_records {
+            self.set_record(codec::WAITING, m.as_ref(), value);
+        }
+        if adds {
+            self.set_waiting_records(true);
+        }
     }
 
     fn flight(&self, m: &RStr) -> Flight {
