@@ -158,8 +158,7 @@ impl RedisQueue {
     /// Whether `meta{Q}` holds anything besides the kind and the policy: when it does not
     /// (the usual case for range and fixed queues), per-message lookups are skipped.
     fn has_message_meta(&self) -> bool {
-        let h = self.header();
-        message_meta(self.meta_fields(), h.kind_field, h.policy.is_some())
+        message_meta(self.meta_fields(), || (self.header().kind_field, self.has_policy()))
     }
 
     /// Records that `meta{Q}` may (or, the queue being empty, does not) hold waiting
@@ -318,7 +317,7 @@ impl RedisQueue {
                     let (p, k) = decode_policy(v.as_ref());
                     (Some(p), k)
                 });
-                let waiting_records = message_meta(meta.len(), kind.is_some(), policy.is_some());
+                let waiting_records = message_meta(meta.len(), || (kind.is_some(), policy.is_some()));
                 let h = Header {
                     kind: kind.as_ref().map_or(kind_in_policy, |v| Kind::from_name(v.as_ref())),
                     kind_field: kind.is_some(),
@@ -376,11 +375,12 @@ impl RedisQueue {
     }
 }
 
-/// Whether a `meta{Q}` of `n` fields holds anything besides the kind and the policy.
-fn message_meta(n: usize, kind_field: bool, policy: bool) -> bool {
+/// Whether a `meta{Q}` of `n` fields holds anything besides the kind and the policy
+/// (`header`: whether it has a kind field and a policy, asked only when it matters).
+fn message_meta(n: usize, header: impl FnOnce() -> (bool, bool)) -> bool {
     // One field is the kind or the policy; two may be both only in a hash written before
     // the policy carried the kind.
-    n > 2 || (n == 2 && !(kind_field && policy))
+    n > 2 || (n == 2 && header() != (true, true))
 }
 
 /// Decodes a stored policy and the kind it carries, remembering the last one: a queue's
