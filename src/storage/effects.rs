@@ -18,7 +18,7 @@ use redis_module::raw::RedisModuleString;
 
 use crate::ffi::hooks::ServerInfo;
 use crate::ffi::{Ctx, RStr};
-use crate::storage::keys::{KeyId, KEYS};
+use crate::storage::keys::{KeyId, KeyNames};
 
 const UNKNOWN: u8 = 0;
 const NEEDED: u8 = 1;
@@ -136,7 +136,7 @@ impl Effects {
 
     /// Sends every recorded change to replicas and the AOF (Redis wraps several in
     /// MULTI/EXEC) and forgets them.
-    pub fn flush(&mut self, ctx: Ctx, names: &[RStr; KEYS]) {
+    pub fn flush(&mut self, ctx: Ctx, names: &KeyNames) {
         if std::mem::take(&mut self.changed) && !self.send {
             // Sent nowhere, but counted as a change of the dataset, as every RM_Replicate
             // is, for the save points (once per command: see `one_change_count`).

@@ -2,7 +2,8 @@
 //! `parkidx{Q}`, `hold{Q}`, `sched{Q}`, all tagged `{Q}` so a queue lives in one cluster
 //! hash slot.
 
-use std::sync::{LazyLock, Mutex};
+use std::ops::Index;
+use std::sync::{Arc, LazyLock, Mutex};
 
 use crate::core::fnv::FnvMap;
 use crate::core::store::Set;
@@ -102,8 +103,25 @@ pub fn lazy_class(id: KeyId) -> Option<usize> {
     }
 }
 
+/// The names of a queue's keys, indexed in `KeyId` order: `Q`, and its tagged keys shared
+/// with the name cache (one reference count for all six, not one string reference each).
+pub struct KeyNames {
+    q: RStr,
+    tagged: Arc<Derived>,
+}
+
+impl Index<usize> for KeyNames {
+    type Output = RStr;
+    fn index(&self, i: usize) -> &RStr {
+        match i.checked_sub(1) {
+            None => &self.q,
+            Some(t) => &self.tagged[t].0,
+        }
+    }
+}
+
 struct Entry {
-    names: Derived,
+    names: Arc<Derived>,
     /// Per class of `LAZY`, bit `d`: its keys are known not to exist in database `d` (0-63).
     /// Set by an open that found none; cleared when one is created there (the `new`
     /// keyspace event, which every creation sends but a load from disk, after which the
@@ -124,7 +142,7 @@ fn db_bit(db: i32) -> u64 {
 
 /// The names of a queue's keys, in `KeyId` order, and per class of `LAZY` whether its keys
 /// are known not to exist in database `db`.
-pub fn names(q: &RStr, db: i32) -> ([RStr; KEYS], [bool; LAZY.len()]) {
+pub fn names(q: &RStr, db: i32) -> (KeyNames, [bool; LAZY.len()]) {
     let b = q.as_ref();
     let mut cache = cache();
     let e = match cache.get(b) {
@@ -133,11 +151,11 @@ pub fn names(q: &RStr, db: i32) -> ([RStr; KEYS], [bool; LAZY.len()]) {
             if cache.len() >= NAME_CACHE_SIZE {
                 cache.clear();
             }
-            let names = PREFIXES.map(|p| Shared(RStr::from_bytes(&tagged(p, b))));
+            let names = Arc::new(PREFIXES.map(|p| Shared(RStr::from_bytes(&tagged(p, b)))));
             cache.entry(b.to_vec()).or_insert(Entry { names, absent: [0; LAZY.len()] })
         }
     };
-    let names = std::array::from_fn(|i| if i == 0 { q.clone() } else { e.names[i - 1].0.clone() });
+    let names = KeyNames { q: q.clone(), tagged: Arc::clone(&e.names) };
     let bit = db_bit(db);
     (names, e.absent.map(|a| a & bit != 0))
 }

@@ -23,13 +23,13 @@ use crate::ffi::{Ctx, RStr};
 use crate::storage::busy;
 use crate::storage::effects::Effects;
 use crate::storage::headers::{self, Header};
-use crate::storage::keys::{self, KeyId, KEYS};
+use crate::storage::keys::{self, KeyId, KeyNames, KEYS};
 
 pub struct RedisQueue {
     ctx: Ctx,
     write: bool,
     /// Names of the queue's keys, in `KeyId` order.
-    names: [RStr; KEYS],
+    names: KeyNames,
     /// Open keys. `Q`, `prepare` and `meta` are opened with the queue; `dead`, `park`,
     /// `parkidx` and `hold` (`keys::LAZY`: used only by dead messages, groups and retry
     /// delays) only while not known to be absent (`keys::names`), else when first written.
@@ -403,9 +403,9 @@ impl Drop for RedisQueue {
             self.effects.flush(self.ctx, &self.names);
         }
         let dirty = self.dirty.get();
-        for (i, name) in self.names.iter().enumerate() {
+        for i in 0..KEYS {
             if dirty & (1 << i) != 0 {
-                self.ctx.signal_modified(name);
+                self.ctx.signal_modified(&self.names[i]);
             }
         }
     }
