@@ -42,6 +42,23 @@ def test_a_delivery_count_written_by_another_command_is_read(r, way):
     assert r.dbsize() == 0
 
 
+def test_records_outliving_their_queue_are_still_read(r):
+    """A queue with a policy keeps `meta{Q}` when it empties; a waiting record left there
+    by keys deleted by hand is read as before (the queue is not assumed free of records)."""
+    r.execute_command("RMQ.POLICY", "q", "SET", "retries", 5)
+    push(r, "q", "PRIORITY", 1, "a")
+    assert pop(r, "q") == [(b"a", 1)]
+    assert nack(r, "q", "a") == b"requeued"
+    r.delete("q")                     # the waiting copy goes, its record stays
+    push(r, "q", "PRIORITY", 1, "b")
+    assert pop(r, "q") == [(b"b", 1)] and ack(r, "q", "b") == 1
+    push(r, "q", "PRIORITY", 1, "a")
+    assert pop(r, "q") == [(b"a", 2)]
+    assert ack(r, "q", "a") == 1
+    push(r, "q", "PRIORITY", 1, "c")
+    assert pop(r, "q") == [(b"c", 1)] and ack(r, "q", "c") == 1
+
+
 def test_ack_counts_only_in_flight(r):
     push(r, "q", "PRIORITY", 1, "a", "b", "c", "w")
     pop(r, "q", "COUNT", 10)

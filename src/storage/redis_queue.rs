@@ -161,8 +161,9 @@ impl RedisQueue {
         message_meta(self.meta_fields(), || (self.header().kind_field, self.has_policy()))
     }
 
-    /// Records that `meta{Q}` may (or, the queue being empty, does not) hold waiting
-    /// records, here and in `headers` (after the write: creating `meta{Q}` drops the entry).
+    /// Records that `meta{Q}` may (or, holding nothing but the kind and the policy, does
+    /// not) hold waiting records, here and in `headers` (after the write: creating
+    /// `meta{Q}` drops the entry).
     fn set_waiting_records(&mut self, may: bool) {
         self.header();
         if let Some(h) = self.header.get_mut().filter(|h| h.waiting_records != may) {
@@ -506,7 +507,10 @@ impl Store for RedisQueue {
         if self.has_policy() {
             let policy = self.stored_policy().clone();
             self.set_header(None, policy);
-            self.set_waiting_records(false);
+            // Records left by keys deleted by hand around `meta{Q}` would still be read.
+            if !self.has_message_meta() {
+                self.set_waiting_records(false);
+            }
         } else {
             if self.key(KeyId::Meta).is_some_and(Key::delete) {
                 self.effects.record(c"DEL", KeyId::Meta, || []);
