@@ -44,6 +44,8 @@ pub struct RedisQueue {
     /// The kind and the policy, once read (they change only through this handle).
     header: OnceCell<Header>,
     field: RefCell<Vec<u8>>,
+    /// Scratch for records' values (see `encoded`).
+    value: RefCell<Vec<u8>>,
 }
 
 fn shared(b: &'static [u8]) -> impl Fn() -> Shared {
@@ -119,6 +121,7 @@ impl RedisQueue {
             wake: false,
             header: OnceCell::new(),
             field: RefCell::new(Vec::new()),
+            value: RefCell::new(Vec::new()),
         })
     }
 
@@ -264,12 +267,19 @@ impl RedisQueue {
 
     /// Sets or deletes a per-message record (a deletion is skipped when the queue keeps
     /// none).
-    fn set_record(&mut self, tag: u8, m: &[u8], value: Option<Vec<u8>>) {
+    fn set_record(&mut self, tag: u8, m: &[u8], value: Option<RStr>) {
         if value.is_none() && !self.has_message_meta() {
             return;
         }
         let field = self.tagged_field(tag, m);
-        self.hset(field, value.map(|v| RStr::from_bytes(&v)));
+        self.hset(field, value);
+    }
+
+    /// A record's value, encoded in the queue's scratch buffer.
+    fn encoded<T>(&self, encode: fn(&T, &mut Vec<u8>), v: &T) -> RStr {
+        let mut buf = self.value.borrow_mut();
+        encode(v, &mut buf);
+        RStr::from_bytes(&buf)
     }
 
     /// RM_ZsetAdd with input `flags` on key `id`; records the change if there was one.
@@ -529,7 +539,7 @@ impl Store for RedisQueue {
     }
 
     fn set_waiting(&mut self, m: &RStr, w: Option<&Waiting>) {
-        let value = w.filter(|w| **w != Waiting::default()).map(codec::encode_waiting);
+        let value = w.filter(|w| **w != Waiting::default()).map(|w| self.encoded(codec::encode_waiting, w));
         let adds = value.is_some();
         // Without records, a deletion has nothing to delete.
         if adds || self.header().waiting_records {
@@ -549,7 +559,8 @@ impl Store for RedisQueue {
         match f {
             Some(f) => {
                 let tag = if f.group.is_some() { codec::GROUP_FLIGHT } else { codec::FLIGHT };
-                self.set_record(tag, m.as_ref(), Some(codec::encode_flight(f)));
+                let value = self.encoded(codec::encode_flight, f);
+                self.set_record(tag, m.as_ref(), Some(value));
             }
             None => {
                 self.set_record(codec::FLIGHT, m.as_ref(), None);
@@ -576,7 +587,8 @@ impl Store for RedisQueue {
     }
 
     fn set_dead(&mut self, m: &RStr, d: Option<&Dead>) {
-        self.set_record(codec::DEAD, m.as_ref(), d.map(codec::encode_dead));
+        let value = d.map(|d| self.encoded(codec::encode_dead, d));
+        self.set_record(codec::DEAD, m.as_ref(), value);
     }
 
     fn busy(&self, g: &[u8]) -> bool {
@@ -592,7 +604,7 @@ impl Store for RedisQueue {
     }
 
     fn set_head(&mut self, g: &[u8], m: Option<&RStr>) {
-        self.set_record(codec::HEAD, g, m.map(|m| m.as_ref().to_vec()));
+        self.set_record(codec::HEAD, g, m.cloned());
     }
 
     fn policy(&self) -> Policy {
