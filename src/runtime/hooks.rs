@@ -6,7 +6,8 @@
 //! other commands (ZADD ...) to a queue's keys are its own (the topic index learns of them,
 //! its blocked consumers are woken); any event on a queue's `meta{Q}` drops its header
 //! known in memory (`headers`); SYNC and PSYNC (seen by a command filter) and role
-//! changes switch effects on; ACL commands drop TPOP's permission verdicts.
+//! changes switch effects on, as CONFIG SET of `appendonly` may; CONFIG SET of the
+//! eviction policy re-checks its warning; ACL commands drop TPOP's permission verdicts.
 
 use std::collections::BTreeSet;
 
@@ -17,7 +18,7 @@ use crate::ffi::guard::guard;
 use crate::ffi::hooks::{self, scan_keys, ServerEvent, FLUSH_ENDED, LOADING_ENDED, NOW_PRIMARY};
 use crate::ffi::key::Key;
 use crate::ffi::{Ctx, RStr};
-use crate::runtime::{acl, alarm, cluster, registry, schedules, topics, waiters};
+use crate::runtime::{acl, alarm, cluster, eviction, registry, schedules, topics, waiters};
 use crate::storage::keys::{self, queue_of, KeyId};
 use crate::storage::redis_queue::RedisQueue;
 use crate::storage::schedules as sched_keys;
@@ -203,6 +204,12 @@ fn on_command(name: &[u8]) {
     }
 }
 
+/// CONFIG SET: the eviction policy's warning and whether the AOF is on follow it.
+fn on_config(ctx: Ctx, names: &[&[u8]]) {
+    eviction::config_changed(ctx, names);
+    effects::config_changed(names);
+}
+
 /// Subscribes to everything above; false if Redis refused a subscription.
 pub fn subscribe(ctx: Ctx) -> bool {
     let servers = [
@@ -213,10 +220,11 @@ pub fn subscribe(ctx: Ctx) -> bool {
     ]
     .into_iter()
     .all(|(e, f)| hooks::subscribe(ctx, e, f));
+    let config = hooks::subscribe_config(ctx, on_config);
     let keys = hooks::subscribe_key_events(ctx, on_key_event);
     if !hooks::register_filter(ctx, on_command) {
         // Without seeing replicas attach, always send effects.
         effects::replicas_from_now();
     }
-    servers && keys
+    servers && config && keys
 }
