@@ -1,7 +1,9 @@
 """Where a command's instructions go: runs redis-server with a module under valgrind
 --tool=callgrind, sends N unbatched RMQ.PUSH (PRIORITY 5; with GROUPED=1 in 1,000 groups),
 N RMQ.POP, N RMQ.ACK (100 per round trip), then N ZADD and N ZPOPMAX as the bare peer, and
-dumps one profile per phase (callgrind_control -z before, -d after). Read a phase with
+dumps one profile per phase (callgrind_control -z before, -d after). With BATCH=b, each
+command carries b messages (PUSH and ACK with b messages, POP COUNT b, ZADD with b members,
+ZPOPMAX b): N/b commands per phase, so divide by N for the cost per message. Read a phase with
 `callgrind_annotate --inclusive=yes <dir>/cg.<pid>.<k>` and divide by N
 (scripts/results/profile_v3.md has the figures).
 
@@ -23,6 +25,7 @@ def main():
     module, out = sys.argv[1], sys.argv[2]
     n = int(sys.argv[3]) if len(sys.argv) > 3 else 3000
     grouped = os.environ.get("GROUPED") == "1"
+    batch = int(os.environ.get("BATCH", "1"))
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
@@ -55,11 +58,20 @@ def main():
 
         msgs = [f"message-{i:012d}" for i in range(n)]
         group = (lambda i: ["GROUP", f"g{i % 1000}"]) if grouped else (lambda i: [])
-        phase("push", [["RMQ.PUSH", "q", "PRIORITY", 5, *group(i), m] for i, m in enumerate(msgs)])
-        phase("pop", [["RMQ.POP", "q"]] * n)
-        phase("ack", [["RMQ.ACK", "q", m] for m in msgs])
-        phase("zadd", [["ZADD", "z", 5, m] for m in msgs])
-        phase("zpop", [["ZPOPMAX", "z"]] * n)
+        if batch == 1:
+            phase("push", [["RMQ.PUSH", "q", "PRIORITY", 5, *group(i), m] for i, m in enumerate(msgs)])
+            phase("pop", [["RMQ.POP", "q"]] * n)
+            phase("ack", [["RMQ.ACK", "q", m] for m in msgs])
+            phase("zadd", [["ZADD", "z", 5, m] for m in msgs])
+            phase("zpop", [["ZPOPMAX", "z"]] * n)
+        else:
+            # A batch shares one group (a push takes one GROUP).
+            chunks = [msgs[i:i + batch] for i in range(0, n, batch)]
+            phase("push", [["RMQ.PUSH", "q", "PRIORITY", 5, *group(k), *c] for k, c in enumerate(chunks)])
+            phase("pop", [["RMQ.POP", "q", "COUNT", batch]] * len(chunks))
+            phase("ack", [["RMQ.ACK", "q", *c] for c in chunks])
+            phase("zadd", [["ZADD", "z", *(x for m in c for x in (5, m))] for c in chunks])
+            phase("zpop", [["ZPOPMAX", "z", batch]] * len(chunks))
     finally:
         server.terminate()
         server.wait(60)

@@ -72,10 +72,11 @@ fn init(context: &Context, args: &[RedisString]) -> Status {
     hooks::register_info(ctx, info_section);
     timers::init(ctx);
     if !runtime_hooks::subscribe(ctx) {
-        ctx.log_warning("could not subscribe to loading and role-change events");
+        ctx.log_warning("could not subscribe to server, config and keyspace events");
         return Status::Err;
     }
-    eviction::watch(ctx);
+    // Checked again at every CONFIG SET of the policy (`runtime::hooks`).
+    eviction::check(ctx);
     // Loaded at runtime (MODULE LOAD) over existing data: find its queues now.
     runtime_hooks::rescan(ctx, runtime_hooks::Rescan::All);
     Status::Ok

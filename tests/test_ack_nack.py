@@ -21,6 +21,44 @@ def test_ack_ends_delivery_and_leaves_no_keys(r):
     assert r.keys("*") == []
 
 
+@pytest.mark.parametrize("way", ["hset", "restore"])
+def test_a_delivery_count_written_by_another_command_is_read(r, way):
+    """Whether `meta{Q}` holds waiting copies' records is known in memory (a pop skips the
+    lookups while it holds none): one written by another command is still read."""
+    push(r, "q", "PRIORITY", 1, "a")
+    push(r, "q", "PRIORITY", 2, "b")
+    assert pop(r, "q") == [(b"b", 1)]
+    if way == "hset":
+        r.hset("meta{q}", "wa", "4")
+    else:
+        # The same queue's keys from another server's view: `a` delivered 4 times before.
+        r.hset("tmp{q}", mapping={**r.hgetall("meta{q}"), "wa": "4"})
+        r.restore("meta{q}", 0, r.dump("tmp{q}"), replace=True)
+        r.delete("tmp{q}")
+    assert pop(r, "q") == [(b"a", 5)]
+    assert nack(r, "q", "b") == b"requeued"
+    assert pop(r, "q") == [(b"b", 2)], "a rollback's record, written by the module"
+    assert ack(r, "q", "a", "b") == 2
+    assert r.dbsize() == 0
+
+
+def test_records_outliving_their_queue_are_still_read(r):
+    """A queue with a policy keeps `meta{Q}` when it empties; a waiting record left there
+    by keys deleted by hand is read as before (the queue is not assumed free of records)."""
+    r.execute_command("RMQ.POLICY", "q", "SET", "retries", 5)
+    push(r, "q", "PRIORITY", 1, "a")
+    assert pop(r, "q") == [(b"a", 1)]
+    assert nack(r, "q", "a") == b"requeued"
+    r.delete("q")                     # the waiting copy goes, its record stays
+    push(r, "q", "PRIORITY", 1, "b")
+    assert pop(r, "q") == [(b"b", 1)] and ack(r, "q", "b") == 1
+    push(r, "q", "PRIORITY", 1, "a")
+    assert pop(r, "q") == [(b"a", 2)]
+    assert ack(r, "q", "a") == 1
+    push(r, "q", "PRIORITY", 1, "c")
+    assert pop(r, "q") == [(b"c", 1)] and ack(r, "q", "c") == 1
+
+
 def test_ack_counts_only_in_flight(r):
     push(r, "q", "PRIORITY", 1, "a", "b", "c", "w")
     pop(r, "q", "COUNT", 10)

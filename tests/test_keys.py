@@ -101,6 +101,37 @@ def test_no_keys_after_push_pop_ack(r):
     assert r.dbsize() == 0
 
 
+@pytest.mark.parametrize("way", ["zadd", "restore", "rename", "copy", "move"])
+def test_a_dead_key_made_by_another_command_is_the_queues(r, way):
+    """`dead{Q}` is not opened while known absent: a queue that had none sees one made by
+    any other command at once (its dead messages count and replay)."""
+    push(r, "q", "PRIORITY", 1, "m")
+    pop(r, "q")
+    assert rmq_info(r, "q")["dead"] == 0
+    t = now_ms(r)
+    if way == "zadd":
+        r.zadd(dead("q"), {"x": t})
+    elif way == "move":
+        r.execute_command("SELECT", 1)
+        r.zadd(dead("q"), {"x": t})
+        assert r.move(dead("q"), 0)
+        r.execute_command("SELECT", 0)
+    else:
+        r.zadd("tmp{q}", {"x": t})
+        if way == "restore":
+            r.restore(dead("q"), 0, r.dump("tmp{q}"))
+            r.delete("tmp{q}")
+        elif way == "rename":
+            r.rename("tmp{q}", dead("q"))
+        else:
+            r.copy("tmp{q}", dead("q"))
+            r.delete("tmp{q}")
+    assert rmq_info(r, "q")["dead"] == 1, way
+    assert r.execute_command("RMQ.REPLAY", "q") == 1
+    assert not r.exists(dead("q"))
+    assert r.zscore("q", "x") == 0.0, "replayed with the priority it had (none kept: 0)"
+
+
 def test_no_keys_after_nack_and_ack(r):
     push(r, "q", "PRIORITY", 1, "a")
     pop(r, "q")

@@ -121,6 +121,55 @@ def test_the_kind_holds_through_every_policy_change(start_server):
     assert c.dbsize() == 0
 
 
+def test_a_meta_key_changed_by_other_commands_is_read_anew(r):
+    """The kind and policy are known in memory between commands: any other command that
+    changes `meta{Q}` (HSET, HDEL, RESTORE, RENAME, DEL, a transaction, a script) is seen
+    by the next command of the queue."""
+    push(r, "q", "PRIORITY", 1, "a")
+    policy(r, "q", "SET", "lease-ms", 1000)
+    policy(r, "p", "SET", "lease-ms", 2000)
+    assert get(r, "q")["lease-ms"] == 1000 and rmq_info(r, "q")["kind"] == b"priority"
+    r.restore("meta{q}", 0, r.dump("meta{p}"), replace=True)
+    assert get(r, "q")["lease-ms"] == 2000, "RESTORE"
+    r.hset("meta{q}", "policy", r.hget("meta{p}", "policy").replace(b"2000", b"3000"))
+    assert get(r, "q")["lease-ms"] == 3000, "HSET"
+    r.hdel("meta{q}", "policy")
+    r.hset("meta{q}", "kind", "range")
+    assert get(r, "q") == DEFAULTS and rmq_info(r, "q")["kind"] == b"range", "HDEL, HSET"
+    r.delete("meta{q}")
+    assert rmq_info(r, "q")["kind"] == b"priority", "DEL: the kind inferred from the messages"
+    r.rename("meta{p}", "meta{q}")
+    assert get(r, "q")["lease-ms"] == 2000, "RENAME"
+    with r.pipeline(transaction=True) as t:
+        t.hset("meta{q}", "policy", "lease-ms=4000")
+        t.execute_command("RMQ.POLICY", "q", "GET")
+        t.execute()
+    assert get(r, "q")["lease-ms"] == 4000, "MULTI"
+    r.eval("redis.call('HSET', KEYS[1], 'policy', 'lease-ms=5000')", 1, "meta{q}")
+    assert get(r, "q")["lease-ms"] == 5000, "a script"
+    assert pop(r, "q") == [(b"a", 1)]
+    assert 4000 < r.zscore(prep("q"), "a") - now_ms(r) <= 5000
+
+
+def test_a_replica_reads_the_policy_its_primary_wrote(start_server):
+    """A replica's commands see the kind and policy as the replicated writes left them."""
+    p = start_server()
+    c = p.client()
+    rc = start_replica(start_server, p).client()
+    push(c, "q", "PRIORITY", 1, "a")
+    policy(c, "q", "SET", "lease-ms", 1000)
+    assert wait_replica_matches(c, rc)
+    assert get(rc, "q")["lease-ms"] == 1000 and rmq_info(rc, "q")["kind"] == b"priority"
+    policy(c, "q", "SET", "lease-ms", 2000)
+    assert wait_replica_matches(c, rc)
+    assert get(rc, "q")["lease-ms"] == 2000
+    policy(c, "q", "RESET")
+    assert pop(c, "q") == [(b"a", 1)] and ack(c, "q", "a") == 1
+    push(c, "q", "RANGE", 60000, "r")
+    assert wait_replica_matches(c, rc)
+    assert get(rc, "q") == DEFAULTS and rmq_info(rc, "q")["kind"] == b"range"
+
+
 def test_retries_lease_and_length_per_queue(r):
     policy(r, "q", "SET", "retries", 0, "lease-ms", 45000, "max-queue-length", 2)
     t0 = now_ms(r)

@@ -55,24 +55,45 @@ pub fn field(tag: u8, m: &[u8], buf: &mut Vec<u8>) {
     buf.extend_from_slice(m);
 }
 
+/// Appends `v` in decimal. By hand: `to_string` allocates a string per number, and a POP of
+/// a priority queue writes a record with two numbers per message.
+fn push_int(out: &mut Vec<u8>, v: i64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut n = v.unsigned_abs();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if v < 0 {
+        out.push(b'-');
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
 fn push_num(out: &mut Vec<u8>, v: Option<f64>) {
     if let Some(v) = v {
-        out.extend_from_slice((v as i64).to_string().as_bytes());
+        push_int(out, v as i64);
     }
 }
 
-/// `count[:priority[:group]]`, shortest form.
-fn encode3(count: u32, priority: Option<f64>, group: &Option<Vec<u8>>) -> Vec<u8> {
-    let mut out = count.to_string().into_bytes();
+/// `count[:priority[:group]]`, shortest form, into `out` (cleared first). Records are
+/// written into a buffer the caller keeps: a POP writes one per message.
+fn encode3(count: u32, priority: Option<f64>, group: &Option<Vec<u8>>, out: &mut Vec<u8>) {
+    out.clear();
+    push_int(out, count as i64);
     if priority.is_some() || group.is_some() {
         out.push(b':');
-        push_num(&mut out, priority);
+        push_num(out, priority);
     }
     if let Some(g) = group {
         out.push(b':');
         out.extend_from_slice(g);
     }
-    out
 }
 
 /// Splits `a[:b[:rest]]`; the rest (a group) may hold colons.
@@ -84,8 +105,8 @@ fn decode3(b: &[u8]) -> (Option<i64>, Option<i64>, Option<Vec<u8>>) {
     (a, p, g)
 }
 
-pub fn encode_waiting(w: &Waiting) -> Vec<u8> {
-    encode3(w.deliveries, w.held_priority, &w.group)
+pub fn encode_waiting(w: &Waiting, out: &mut Vec<u8>) {
+    encode3(w.deliveries, w.held_priority, &w.group, out)
 }
 
 pub fn decode_waiting(b: &[u8]) -> Waiting {
@@ -93,8 +114,8 @@ pub fn decode_waiting(b: &[u8]) -> Waiting {
     Waiting { deliveries: d.map_or(0, |d| d.clamp(0, u32::MAX as i64) as u32), held_priority: p.map(|p| p as f64), group }
 }
 
-pub fn encode_flight(f: &Flight) -> Vec<u8> {
-    encode3(f.deliveries, f.priority, &f.group)
+pub fn encode_flight(f: &Flight, out: &mut Vec<u8>) {
+    encode3(f.deliveries, f.priority, &f.group, out)
 }
 
 pub fn decode_flight(b: &[u8]) -> Flight {
@@ -102,14 +123,13 @@ pub fn decode_flight(b: &[u8]) -> Flight {
     Flight { deliveries: d.map_or(1, |d| d.clamp(1, u32::MAX as i64) as u32), priority: p.map(|p| p as f64), group }
 }
 
-pub fn encode_dead(d: &Dead) -> Vec<u8> {
-    let mut out = Vec::new();
-    push_num(&mut out, d.priority);
+pub fn encode_dead(d: &Dead, out: &mut Vec<u8>) {
+    out.clear();
+    push_num(out, d.priority);
     if let Some(g) = &d.group {
         out.push(b':');
         out.extend_from_slice(g);
     }
-    out
 }
 
 pub fn decode_dead(b: &[u8]) -> Dead {
@@ -167,6 +187,13 @@ mod tests {
         assert_eq!(kind_in_policy(b"kind=bogus"), None);
     }
 
+    /// An encoder's output, in a buffer that held something before.
+    fn enc<T>(encode: fn(&T, &mut Vec<u8>), v: &T) -> Vec<u8> {
+        let mut out = b"left over".to_vec();
+        encode(v, &mut out);
+        out
+    }
+
     #[test]
     fn records_round_trip() {
         for f in [
@@ -175,19 +202,24 @@ mod tests {
             Flight { deliveries: 2, priority: Some(0.0), group: Some(b"g:1\0".to_vec()) },
             Flight { deliveries: 3, priority: None, group: Some(Vec::new()) },
         ] {
-            assert_eq!(decode_flight(&encode_flight(&f)), f);
+            assert_eq!(decode_flight(&enc(encode_flight, &f)), f);
         }
         for w in [
             Waiting::default(),
             Waiting { deliveries: 4, held_priority: Some(9.0), group: None },
             Waiting { deliveries: 0, held_priority: None, group: Some(b"a:b".to_vec()) },
         ] {
-            assert_eq!(decode_waiting(&encode_waiting(&w)), w);
+            assert_eq!(decode_waiting(&enc(encode_waiting, &w)), w);
         }
         for d in [Dead::default(), Dead { priority: Some(-5.0), group: None }, Dead { priority: None, group: Some(b"x".to_vec()) }] {
-            assert_eq!(decode_dead(&encode_dead(&d)), d);
+            assert_eq!(decode_dead(&enc(encode_dead, &d)), d);
         }
-        assert_eq!(encode_flight(&Flight { deliveries: 2, priority: Some(7.0), group: None }), b"2:7", "v1 layout kept");
+        assert_eq!(enc(encode_flight, &Flight { deliveries: 2, priority: Some(7.0), group: None }), b"2:7", "v1 layout kept");
+        for (p, text) in [(0.0, "0"), (-1.0, "-1"), (1e15, "1000000000000000"), (-9007199254740992.0, "-9007199254740992")] {
+            assert_eq!(enc(encode_dead, &Dead { priority: Some(p), group: None }), text.as_bytes());
+        }
+        let most = Flight { deliveries: u32::MAX, priority: Some(i64::MIN as f64), group: None };
+        assert_eq!(enc(encode_flight, &most), format!("{}:{}", u32::MAX, i64::MIN).as_bytes(), "the widest numbers");
         assert_eq!(decode_flight(b"junk"), Flight::default());
         assert_eq!(decode_waiting(b"3").deliveries, 3, "v1 waiting count");
         assert_eq!(decode_waiting(b"-3").deliveries, 0);

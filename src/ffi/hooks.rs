@@ -110,8 +110,9 @@ extern "C" fn on_key_event(ctx: *mut RedisModuleCtx, _type: c_int, event: *const
 }
 
 /// Calls `f` on every generic keyspace event (RENAME, MOVE, COPY, RESTORE, DEL ...), every
-/// sorted-set event (ZADD, ZREM, ZUNIONSTORE ...: their names start with `z`), and every
-/// key's creation (`new`), expiry and eviction.
+/// sorted-set event (ZADD, ZREM, ZUNIONSTORE ...: their names start with `z`), every hash
+/// event (HSET, HDEL, HINCRBY ...: their names start with `h`), and every key's creation
+/// (`new`), expiry and eviction.
 pub fn subscribe_key_events(ctx: Ctx, f: KeyEventFn) -> bool {
     let _ = KEY_EVENTS.set(f);
     // SAFETY: a valid context at load.
@@ -120,6 +121,7 @@ pub fn subscribe_key_events(ctx: Ctx, f: KeyEventFn) -> bool {
             ctx.ptr(),
             raw::REDISMODULE_NOTIFY_GENERIC
                 | raw::REDISMODULE_NOTIFY_ZSET
+                | raw::REDISMODULE_NOTIFY_HASH
                 | raw::REDISMODULE_NOTIFY_NEW
                 | raw::REDISMODULE_NOTIFY_EXPIRED
                 | raw::REDISMODULE_NOTIFY_EVICTED,

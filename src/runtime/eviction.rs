@@ -4,7 +4,6 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::ffi::call::call;
-use crate::ffi::hooks::subscribe_config;
 use crate::ffi::{Ctx, RStr};
 
 static AT_RISK: AtomicBool = AtomicBool::new(false);
@@ -37,16 +36,11 @@ pub fn check(ctx: Ctx) {
     }
 }
 
-fn on_config_change(ctx: Ctx, names: &[&[u8]]) {
+/// CONFIG SET changed `names` (`hooks`): re-checked if the policy is one.
+pub fn config_changed(ctx: Ctx, names: &[&[u8]]) {
     if names.contains(&&b"maxmemory-policy"[..]) {
         check(ctx);
     }
-}
-
-/// Checks now and after every CONFIG SET of the policy.
-pub fn watch(ctx: Ctx) {
-    check(ctx);
-    subscribe_config(ctx, on_config_change);
 }
 
 #[cfg(test)]

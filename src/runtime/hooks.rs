@@ -4,8 +4,10 @@
 //! deleted, expired or evicted keep the queue registry; keys arriving by RESTORE, RENAME, MOVE
 //! or COPY bring their queue's leases, schedules and waiting messages; sorted-set writes by
 //! other commands (ZADD ...) to a queue's keys are its own (the topic index learns of them,
-//! its blocked consumers are woken); SYNC and PSYNC (seen by a command filter) and role
-//! changes switch effects on; ACL commands drop TPOP's permission verdicts.
+//! its blocked consumers are woken); any event on a queue's `meta{Q}` drops its header
+//! known in memory (`headers`); SYNC and PSYNC (seen by a command filter) and role
+//! changes switch effects on, as CONFIG SET of `appendonly` may; CONFIG SET of the
+//! eviction policy re-checks its warning; ACL commands drop TPOP's permission verdicts.
 
 use std::collections::BTreeSet;
 
@@ -16,11 +18,11 @@ use crate::ffi::guard::guard;
 use crate::ffi::hooks::{self, scan_keys, ServerEvent, FLUSH_ENDED, LOADING_ENDED, NOW_PRIMARY};
 use crate::ffi::key::Key;
 use crate::ffi::{Ctx, RStr};
-use crate::runtime::{acl, alarm, cluster, registry, schedules, topics, waiters};
+use crate::runtime::{acl, alarm, cluster, eviction, registry, schedules, topics, waiters};
 use crate::storage::keys::{self, queue_of, KeyId};
 use crate::storage::redis_queue::RedisQueue;
 use crate::storage::schedules as sched_keys;
-use crate::storage::{busy, effects};
+use crate::storage::{busy, effects, headers};
 
 /// Tells the timer about queue `q`'s leases and holds, the topic index about its waiting
 /// messages, and its blocked consumers that it may have a deliverable one.
@@ -128,6 +130,7 @@ fn on_loading(ctx: Ctx, sub: u64) {
     if sub == LOADING_ENDED {
         keys::forget_lazy_absent();
         busy::forget_all();
+        headers::forget_all();
         effects::reconsider();
         rescan(ctx, Rescan::All);
     }
@@ -138,6 +141,7 @@ fn on_loading(ctx: Ctx, sub: u64) {
 fn on_swapdb(ctx: Ctx, _sub: u64) {
     keys::forget_lazy_absent();
     busy::forget_all();
+    headers::forget_all();
     alarm::clear_dues();
     rescan(ctx, Rescan::All);
 }
@@ -145,6 +149,7 @@ fn on_swapdb(ctx: Ctx, _sub: u64) {
 fn on_flushed(ctx: Ctx, sub: u64) {
     if sub == FLUSH_ENDED {
         busy::forget_all();
+        headers::forget_all();
         rescan(ctx, Rescan::All);
     }
 }
@@ -154,6 +159,7 @@ fn on_role_changed(ctx: Ctx, sub: u64) {
     cluster::forget_slots();
     // A replica's memory did not follow the effects it applied.
     busy::forget_all();
+    headers::forget_all();
     if sub == NOW_PRIMARY {
         rescan(ctx, Rescan::TimersAndIndex);
     } else {
@@ -167,6 +173,15 @@ fn on_role_changed(ctx: Ctx, sub: u64) {
 /// messages the topic index does not. (`Q` itself cannot be told from another key by its
 /// name: it is looked at as a queue, which costs a lookup when it is not one.)
 fn on_key_event(ctx: Ctx, event: &[u8], key: &RStr) {
+    let k = key.as_ref();
+    let tagged = queue_of(k);
+    if let Some((q, KeyId::Meta)) = tagged {
+        // Another command (or a creation) touched `meta{Q}`: its kind or policy may differ.
+        headers::forget(q, ctx.db());
+    } else if event.first() == Some(&b'h') {
+        // Hash writes matter only to `meta{Q}`.
+        return;
+    }
     if event == b"new" {
         keys::key_created(key.as_ref(), ctx.db());
         registry::key_created(ctx, key);
@@ -175,8 +190,7 @@ fn on_key_event(ctx: Ctx, event: &[u8], key: &RStr) {
     // Anything else done to a queue's key by a command (DEL, RENAME, MOVE, RESTORE, a ZREM
     // from `prepare{Q}`, an expiry ...) may change which of its groups are busy: learnt
     // again from the keys.
-    let k = key.as_ref();
-    busy::forget(queue_of(k).map_or(k, |(q, _)| q), ctx.db());
+    busy::forget(tagged.map_or(k, |(q, _)| q), ctx.db());
     if matches!(event, b"del" | b"expired" | b"evicted" | b"rename_from" | b"move_from") {
         registry::key_gone(ctx, key);
         return;
@@ -211,6 +225,12 @@ fn on_command(name: &[u8]) {
     }
 }
 
+/// CONFIG SET: the eviction policy's warning and whether the AOF is on follow it.
+fn on_config(ctx: Ctx, names: &[&[u8]]) {
+    eviction::config_changed(ctx, names);
+    effects::config_changed(names);
+}
+
 /// Subscribes to everything above; false if Redis refused a subscription.
 pub fn subscribe(ctx: Ctx) -> bool {
     let servers = [
@@ -221,10 +241,11 @@ pub fn subscribe(ctx: Ctx) -> bool {
     ]
     .into_iter()
     .all(|(e, f)| hooks::subscribe(ctx, e, f));
+    let config = hooks::subscribe_config(ctx, on_config);
     let keys = hooks::subscribe_key_events(ctx, on_key_event);
     if !hooks::register_filter(ctx, on_command) {
         // Without seeing replicas attach, always send effects.
         effects::replicas_from_now();
     }
-    servers && keys
+    servers && config && keys
 }

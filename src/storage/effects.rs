@@ -18,7 +18,7 @@ use redis_module::raw::RedisModuleString;
 
 use crate::ffi::hooks::ServerInfo;
 use crate::ffi::{Ctx, RStr};
-use crate::storage::keys::{KeyId, KEYS};
+use crate::storage::keys::{KeyId, KeyNames};
 
 const UNKNOWN: u8 = 0;
 const NEEDED: u8 = 1;
@@ -28,9 +28,22 @@ const NOT_NEEDED: u8 = 2;
 /// `UNKNOWN`, and set to `NEEDED` before anything can attach one.
 static REPLICAS: AtomicU8 = AtomicU8::new(UNKNOWN);
 
+/// Whether the AOF is on: found out from the context's flags when `UNKNOWN` (`NEEDED`:
+/// on), and forgotten when `appendonly` is set (`config_changed`) or after a load. Every
+/// command asks: the flags cost ~150 instructions (Redis computes all of them).
+static AOF: AtomicU8 = AtomicU8::new(UNKNOWN);
+
 /// Whether changes must be sent on as effects now.
 pub fn needed(ctx: Ctx) -> bool {
-    if ctx.aof_on() {
+    let aof = match AOF.load(Ordering::Relaxed) {
+        UNKNOWN => {
+            let on = ctx.aof_on();
+            AOF.store(if on { NEEDED } else { NOT_NEEDED }, Ordering::Relaxed);
+            on
+        }
+        known => known == NEEDED,
+    };
+    if aof {
         return true;
     }
     match REPLICAS.load(Ordering::Relaxed) {
@@ -84,9 +97,18 @@ pub fn one_change_count<T>(ctx: Ctx, f: impl FnOnce() -> T) -> T {
     f()
 }
 
-/// After a load the backlog may have been made (or dropped): look again.
+/// After a load the backlog may have been made (or dropped), and the AOF switched on or
+/// off (a replica's sync stops and restarts it): look again.
 pub fn reconsider() {
     REPLICAS.store(UNKNOWN, Ordering::Relaxed);
+    AOF.store(UNKNOWN, Ordering::Relaxed);
+}
+
+/// CONFIG SET changed `names`: the AOF may have been switched on or off.
+pub fn config_changed(names: &[&[u8]]) {
+    if names.contains(&&b"appendonly"[..]) {
+        AOF.store(UNKNOWN, Ordering::Relaxed);
+    }
 }
 
 /// A role change: this node was or becomes a replica, and keeps a backlog.
@@ -136,7 +158,7 @@ impl Effects {
 
     /// Sends every recorded change to replicas and the AOF (Redis wraps several in
     /// MULTI/EXEC) and forgets them.
-    pub fn flush(&mut self, ctx: Ctx, names: &[RStr; KEYS]) {
+    pub fn flush(&mut self, ctx: Ctx, names: &KeyNames) {
         if std::mem::take(&mut self.changed) && !self.send {
             // Sent nowhere, but counted as a change of the dataset, as every RM_Replicate
             // is, for the save points (once per command: see `one_change_count`).

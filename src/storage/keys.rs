@@ -2,7 +2,8 @@
 //! `parkidx{Q}`, `hold{Q}`, `sched{Q}`, all tagged `{Q}` so a queue lives in one cluster
 //! hash slot.
 
-use std::sync::{LazyLock, Mutex};
+use std::ops::Index;
+use std::sync::{Arc, LazyLock, Mutex};
 
 use crate::core::fnv::FnvMap;
 use crate::core::store::Set;
@@ -26,6 +27,9 @@ pub enum KeyId {
 }
 
 pub const KEYS: usize = 7;
+
+/// Every key, in `KeyId` order.
+pub const ALL: [KeyId; KEYS] = [KeyId::Store, KeyId::Prepare, KeyId::Dead, KeyId::Meta, KeyId::Park, KeyId::ParkIndex, KeyId::Hold];
 
 /// The tagged keys' prefixes, in `KeyId` order from `Prepare` on.
 const PREFIXES: [&[u8]; KEYS - 1] = [b"prepare", b"dead", b"meta", b"park", b"parkidx", b"hold"];
@@ -57,8 +61,7 @@ pub fn queue_of(key: &[u8]) -> Option<(&[u8], KeyId)> {
     let open = key.iter().position(|&c| c == b'{')?;
     let q = key[open + 1..].strip_suffix(b"}")?;
     let at = PREFIXES.iter().position(|p| *p == &key[..open])?;
-    let id = [KeyId::Prepare, KeyId::Dead, KeyId::Meta, KeyId::Park, KeyId::ParkIndex, KeyId::Hold][at];
-    Some((q, id))
+    Some((q, ALL[at + 1]))
 }
 
 /// Tagged keys of a queue kept beside those `RedisQueue` opens: its schedules.
@@ -87,13 +90,45 @@ pub fn tagged_names(q: &[u8]) -> impl Iterator<Item = Vec<u8>> + '_ {
 const NAME_CACHE_SIZE: usize = 4096;
 type Derived = [Shared; KEYS - 1];
 
+/// Keys a queue opens only when they exist (or are written), one per class: `dead`,
+/// `parkidx` (with `park`: the index holds every parked message and the groups' heads, so
+/// `park` exists only while it does) and `hold`. Most queues have none of them.
+pub const LAZY: [KeyId; 3] = [KeyId::Dead, KeyId::ParkIndex, KeyId::Hold];
+
+/// The class in `LAZY` of a key, if it is a lazy one.
+pub fn lazy_class(id: KeyId) -> Option<usize> {
+    match id {
+        KeyId::Dead => Some(0),
+        KeyId::Park | KeyId::ParkIndex => Some(1),
+        KeyId::Hold => Some(2),
+        _ => None,
+    }
+}
+
+/// The names of a queue's keys, indexed in `KeyId` order: `Q`, and its tagged keys shared
+/// with the name cache (one reference count for all six, not one string reference each).
+pub struct KeyNames {
+    q: RStr,
+    tagged: Arc<Derived>,
+}
+
+impl Index<usize> for KeyNames {
+    type Output = RStr;
+    fn index(&self, i: usize) -> &RStr {
+        match i.checked_sub(1) {
+            None => &self.q,
+            Some(t) => &self.tagged[t].0,
+        }
+    }
+}
+
 struct Entry {
-    names: Derived,
-    /// Bit `d`: `park`, `parkidx` and `hold` are known not to exist in database `d` (0-63).
-    /// Set by an open that looked them up and found none; cleared when any of them is
-    /// created there (the `new` keyspace event, which every creation sends but a load from
-    /// disk, after which the whole cache forgets) — so the bit never says absent wrongly.
-    lazy_absent: u64,
+    names: Arc<Derived>,
+    /// Per class of `LAZY`, bit `d`: its keys are known not to exist in database `d` (0-63).
+    /// Set by an open that found none; cleared when one is created there (the `new`
+    /// keyspace event, which every creation sends but a load from disk, after which the
+    /// whole cache forgets) — so a bit never says absent wrongly.
+    absent: [u64; LAZY.len()],
 }
 
 type Cache = FnvMap<Vec<u8>, Entry>;
@@ -107,9 +142,9 @@ fn db_bit(db: i32) -> u64 {
     u32::try_from(db).ok().filter(|&d| d < 64).map_or(0, |d| 1 << d)
 }
 
-/// The names of a queue's keys, in `KeyId` order, and whether its lazy keys (`park`,
-/// `parkidx`, `hold`) are known not to exist in database `db`.
-pub fn names(q: &RStr, db: i32) -> ([RStr; KEYS], bool) {
+/// The names of a queue's keys, in `KeyId` order, and per class of `LAZY` whether its keys
+/// are known not to exist in database `db`.
+pub fn names(q: &RStr, db: i32) -> (KeyNames, [bool; LAZY.len()]) {
     let b = q.as_ref();
     let mut cache = cache();
     let e = match cache.get(b) {
@@ -118,27 +153,32 @@ pub fn names(q: &RStr, db: i32) -> ([RStr; KEYS], bool) {
             if cache.len() >= NAME_CACHE_SIZE {
                 cache.clear();
             }
-            let names = PREFIXES.map(|p| Shared(RStr::from_bytes(&tagged(p, b))));
-            cache.entry(b.to_vec()).or_insert(Entry { names, lazy_absent: 0 })
+            let names = Arc::new(PREFIXES.map(|p| Shared(RStr::from_bytes(&tagged(p, b)))));
+            cache.entry(b.to_vec()).or_insert(Entry { names, absent: [0; LAZY.len()] })
         }
     };
-    let names = std::array::from_fn(|i| if i == 0 { q.clone() } else { e.names[i - 1].0.clone() });
-    (names, e.lazy_absent & db_bit(db) != 0)
+    let names = KeyNames { q: q.clone(), tagged: Arc::clone(&e.names) };
+    let bit = db_bit(db);
+    (names, e.absent.map(|a| a & bit != 0))
 }
 
-/// An open found none of `q`'s lazy keys in `db`.
-pub fn note_lazy_absent(q: &[u8], db: i32) {
+/// An open found none of `q`'s keys of the lazy classes marked in `absent` in `db`.
+pub fn note_absent(q: &[u8], db: i32, absent: [bool; LAZY.len()]) {
     if let Some(e) = cache().get_mut(q) {
-        e.lazy_absent |= db_bit(db);
+        for (a, now) in e.absent.iter_mut().zip(absent) {
+            if now {
+                *a |= db_bit(db);
+            }
+        }
     }
 }
 
-/// Key `key` was created in `db`: if it is a queue's lazy key, that queue's lazy keys are
-/// no longer known absent there.
+/// Key `key` was created in `db`: if it is a queue's lazy key, that queue's keys of its
+/// class are no longer known absent there.
 pub fn key_created(key: &[u8], db: i32) {
-    if let Some((q, KeyId::Park | KeyId::ParkIndex | KeyId::Hold)) = queue_of(key) {
+    if let Some((q, class)) = queue_of(key).and_then(|(q, id)| Some((q, lazy_class(id)?))) {
         if let Some(e) = cache().get_mut(q) {
-            e.lazy_absent &= !db_bit(db);
+            e.absent[class] &= !db_bit(db);
         }
     }
 }
@@ -146,7 +186,7 @@ pub fn key_created(key: &[u8], db: i32) {
 /// Keys arrived without a `new` event (a load from disk, a SWAPDB): nothing is known absent.
 pub fn forget_lazy_absent() {
     for e in cache().values_mut() {
-        e.lazy_absent = 0;
+        e.absent = [0; LAZY.len()];
     }
 }
 

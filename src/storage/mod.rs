@@ -1,11 +1,13 @@
 //! The Redis side of storage: a queue's keys (`keys`), the `Store` over them
-//! (`redis_queue`), the busy groups it keeps in memory (`busy`) and the effects every
+//! (`redis_queue`), the busy groups and headers it keeps in memory (`busy`, `headers`) and
+//! the effects every
 //! change sends to replicas and the AOF (`effects`).
 //! Storage only records what changed; acting on it (waking consumers, timers) is the
 //! runtime's job.
 
 pub mod busy;
 pub mod effects;
+pub mod headers;
 pub mod keys;
 pub mod redis_queue;
 pub mod schedules;

@@ -21,26 +21,17 @@ use crate::ffi::rstr::Shared;
 use crate::ffi::{Ctx, RStr};
 use crate::storage::busy::{self, Flights};
 use crate::storage::effects::Effects;
-use crate::storage::keys::{self, KeyId, KEYS};
-
-/// What `meta{Q}` says of the queue as a whole.
-#[derive(Clone, Default)]
-struct Header {
-    kind: Option<Kind>,
-    /// The kind is in a `kind` field (a queue without a policy; else it is in the policy's).
-    kind_field: bool,
-    policy: Option<Policy>,
-}
+use crate::storage::headers::{self, Header};
+use crate::storage::keys::{self, KeyId, KeyNames, KEYS};
 
 pub struct RedisQueue {
     ctx: Ctx,
     write: bool,
     /// Names of the queue's keys, in `KeyId` order.
-    names: [RStr; KEYS],
-    /// Open keys. `Q`, `prepare`, `dead` and `meta` are opened with the queue; `park`,
-    /// `parkidx` and `hold` (used only by groups and retry delays) only if they exist,
-    /// else when first written, so a queue without them pays one lookup for `park` and
-    /// `parkidx` and one for `hold`, or none once it is known to have none (`keys::names`).
+    names: KeyNames,
+    /// Open keys. `Q`, `prepare` and `meta` are opened with the queue; `dead`, `park`,
+    /// `parkidx` and `hold` (`keys::LAZY`: used only by dead messages, groups and retry
+    /// delays) only while not known to be absent (`keys::names`), else when first written.
     keys: [OnceCell<Key>; KEYS],
     effects: Effects,
     /// Keys changed (to be signalled as modified).
@@ -54,6 +45,8 @@ pub struct RedisQueue {
     /// The kind and the policy, once read (they change only through this handle).
     header: OnceCell<Header>,
     field: RefCell<Vec<u8>>,
+    /// Scratch for records' values (see `encoded`).
+    value: RefCell<Vec<u8>>,
 }
 
 fn shared(b: &'static [u8]) -> impl Fn() -> Shared {
@@ -82,8 +75,6 @@ fn long_string() -> &'static RStr {
 const HASHTABLE_AT: usize = 32;
 /// The number of members at which a sorted set is made a skiplist (see `convert_zset`).
 const SKIPLIST_AT: usize = 32;
-/// Keys opened only when they exist or are written.
-const LAZY_FROM: usize = KeyId::Park as usize;
 
 const ZADD: &CStr = c"ZADD";
 const ZREM: &CStr = c"ZREM";
@@ -93,24 +84,26 @@ const HDEL: &CStr = c"HDEL";
 impl RedisQueue {
     /// Opens the queue's keys (for writing if `write`); WRONGTYPE if any holds another type.
     pub fn open(ctx: Ctx, q: RStr, write: bool) -> Result<RedisQueue> {
-        let (names, lazy_absent) = keys::names(&q, ctx.db());
-        // A lookup (an allocation-free read-mode open where KeyExists is missing).
-        let exists =
-            |id: KeyId| Key::exists(ctx, &names[id as usize]).unwrap_or_else(|| !Key::open(ctx, &names[id as usize], false).is_null());
-        // `parkidx` holds every message of `park` (and groups' heads): one lookup tells for
-        // both. Most queues never have either: the cache spares them the two lookups.
-        let (parked, held) = if lazy_absent { (false, false) } else { (exists(KeyId::ParkIndex), exists(KeyId::Hold)) };
-        if !lazy_absent && !parked && !held {
-            keys::note_lazy_absent(q.as_ref(), ctx.db());
-        }
-        let open_now = |i: usize| i < LAZY_FROM || if i == KeyId::Hold as usize { held } else { parked };
+        let (names, known_absent) = keys::names(&q, ctx.db());
+        // A lazy key known absent is not opened (nor its class's others): absent, its type
+        // cannot be wrong, and a write opens it (`key_mut`). Else the class's key in
+        // `keys::LAZY` tells whether it has any (keys before it in `KeyId` order are opened).
+        let mut absent = known_absent;
         let keys: [OnceCell<Key>; KEYS] = std::array::from_fn(|i| {
             let cell = OnceCell::new();
-            if open_now(i) {
-                let _ = cell.set(Key::open(ctx, &names[i], write));
+            let class = keys::lazy_class(keys::ALL[i]);
+            if class.is_none_or(|c| !absent[c]) {
+                let key = Key::open(ctx, &names[i], write);
+                if let Some(c) = class.filter(|&c| keys::LAZY[c] == keys::ALL[i]) {
+                    absent[c] = key.key_type() == KeyType::Empty;
+                }
+                let _ = cell.set(key);
             }
             cell
         });
+        if absent != known_absent {
+            keys::note_absent(q.as_ref(), ctx.db(), absent);
+        }
         for (i, k) in keys.iter().enumerate() {
             let want = if i == KeyId::Meta as usize { KeyType::Hash } else { KeyType::ZSet };
             let t = k.get().map_or(KeyType::Empty, Key::key_type);
@@ -130,6 +123,7 @@ impl RedisQueue {
             wake: false,
             header: OnceCell::new(),
             field: RefCell::new(Vec::new()),
+            value: RefCell::new(Vec::new()),
         })
     }
 
@@ -169,10 +163,18 @@ impl RedisQueue {
     /// Whether `meta{Q}` holds anything besides the kind and the policy: when it does not
     /// (the usual case for range and fixed queues), per-message lookups are skipped.
     fn has_message_meta(&self) -> bool {
-        let n = self.meta_fields();
-        // One field is the kind or the policy; two may be both only in a hash written
-        // before the policy carried the kind.
-        n > 2 || (n == 2 && !(self.header().kind_field && self.has_policy()))
+        message_meta(self.meta_fields(), || (self.header().kind_field, self.has_policy()))
+    }
+
+    /// Records that `meta{Q}` may (or, holding nothing but the kind and the policy, does
+    /// not) hold waiting records, here and in `headers` (after the write: creating
+    /// `meta{Q}` drops the entry).
+    fn set_waiting_records(&mut self, may: bool) {
+        self.header();
+        if let Some(h) = self.header.get_mut().filter(|h| h.waiting_records != may) {
+            h.waiting_records = may;
+            headers::set(self.names[0].as_ref(), self.ctx.db(), h);
+        }
     }
 
     /// Marks the queue's consumers for waking (the timer, at a due time).
@@ -267,12 +269,19 @@ impl RedisQueue {
 
     /// Sets or deletes a per-message record (a deletion is skipped when the queue keeps
     /// none).
-    fn set_record(&mut self, tag: u8, m: &[u8], value: Option<Vec<u8>>) {
+    fn set_record(&mut self, tag: u8, m: &[u8], value: Option<RStr>) {
         if value.is_none() && !self.has_message_meta() {
             return;
         }
         let field = self.tagged_field(tag, m);
-        self.hset(field, value.map(|v| RStr::from_bytes(&v)));
+        self.hset(field, value);
+    }
+
+    /// A record's value, encoded in the queue's scratch buffer.
+    fn encoded<T>(&self, encode: fn(&T, &mut Vec<u8>), v: &T) -> RStr {
+        let mut buf = self.value.borrow_mut();
+        encode(v, &mut buf);
+        RStr::from_bytes(&buf)
     }
 
     /// RM_ZsetAdd with input `flags` on key `id`; records the change if there was one.
@@ -310,16 +319,28 @@ impl RedisQueue {
         &self.header().policy
     }
 
-    /// The kind and the policy, read in one lookup the first time: most commands need both.
+    /// The kind and the policy, the first time: as known from an earlier command
+    /// (`headers`), else read in one lookup (most commands need both).
     fn header(&self) -> &Header {
         self.header.get_or_init(|| {
-            let Some(meta) = self.key(KeyId::Meta) else { return Header::default() };
-            let (kind, policy) = meta.hget_pair(kind_field(), Some(policy_field()));
-            let (policy, kind_in_policy) = policy.map_or((None, None), |v| {
-                let (p, k) = decode_policy(v.as_ref());
-                (Some(p), k)
-            });
-            Header { kind: kind.as_ref().map_or(kind_in_policy, |v| Kind::from_name(v.as_ref())), kind_field: kind.is_some(), policy }
+            let Some(meta) = self.key(KeyId::Meta).filter(|k| k.key_type() == KeyType::Hash) else { return Header::default() };
+            let (q, db) = (self.names[0].as_ref(), self.ctx.db());
+            headers::get(q, db).unwrap_or_else(|| {
+                let (kind, policy) = meta.hget_pair(kind_field(), Some(policy_field()));
+                let (policy, kind_in_policy) = policy.map_or((None, None), |v| {
+                    let (p, k) = decode_policy(v.as_ref());
+                    (Some(p), k)
+                });
+                let waiting_records = message_meta(meta.len(), || (kind.is_some(), policy.is_some()));
+                let h = Header {
+                    kind: kind.as_ref().map_or(kind_in_policy, |v| Kind::from_name(v.as_ref())),
+                    kind_field: kind.is_some(),
+                    policy,
+                    waiting_records,
+                };
+                headers::set(q, db, &h);
+                h
+            })
         })
     }
 
@@ -340,7 +361,9 @@ impl RedisQueue {
         if !in_field && old.kind_field {
             self.hset(kind_field().clone(), None);
         }
-        self.header = OnceCell::from(Header { kind, kind_field: in_field, policy });
+        let h = Header { kind, kind_field: in_field, policy, waiting_records: old.waiting_records };
+        headers::set(self.names[0].as_ref(), self.ctx.db(), &h);
+        self.header = OnceCell::from(h);
     }
 
     /// Runs `f` on the queue's grouped deliveries in flight (`busy`), filled from its
@@ -380,6 +403,14 @@ impl RedisQueue {
     }
 }
 
+/// Whether a `meta{Q}` of `n` fields holds anything besides the kind and the policy
+/// (`header`: whether it has a kind field and a policy, asked only when it matters).
+fn message_meta(n: usize, header: impl FnOnce() -> (bool, bool)) -> bool {
+    // One field is the kind or the policy; two may be both only in a hash written before
+    // the policy carried the kind.
+    n > 2 || (n == 2 && header() != (true, true))
+}
+
 /// Decodes a stored policy and the kind it carries, remembering the last one: a queue's
 /// policy is read by every command, the queues of a topic usually share one, and decoding
 /// cost more than reading.
@@ -400,9 +431,9 @@ impl Drop for RedisQueue {
             self.effects.flush(self.ctx, &self.names);
         }
         let dirty = self.dirty.get();
-        for (i, name) in self.names.iter().enumerate() {
+        for i in 0..KEYS {
             if dirty & (1 << i) != 0 {
-                self.ctx.signal_modified(name);
+                self.ctx.signal_modified(&self.names[i]);
             }
         }
     }
@@ -514,22 +545,37 @@ impl Store for RedisQueue {
         if self.has_policy() {
             let policy = self.stored_policy().clone();
             self.set_header(None, policy);
+            // Records left by keys deleted by hand around `meta{Q}` would still be read.
+            if !self.has_message_meta() {
+                self.set_waiting_records(false);
+            }
         } else {
             if self.key(KeyId::Meta).is_some_and(Key::delete) {
                 self.effects.record(c"DEL", KeyId::Meta, || []);
                 self.touched(KeyId::Meta);
             }
+            headers::forget(self.names[0].as_ref(), self.ctx.db());
             self.header = OnceCell::from(Header::default());
         }
     }
 
     fn waiting(&self, m: &RStr) -> Waiting {
+        if !self.header().waiting_records {
+            return Waiting::default();
+        }
         self.record(codec::WAITING, m.as_ref()).map_or_else(Waiting::default, |v| codec::decode_waiting(v.as_ref()))
     }
 
     fn set_waiting(&mut self, m: &RStr, w: Option<&Waiting>) {
-        let value = w.filter(|w| **w != Waiting::default()).map(codec::encode_waiting);
-        self.set_record(codec::WAITING, m.as_ref(), value);
+        let value = w.filter(|w| **w != Waiting::default()).map(|w| self.encoded(codec::encode_waiting, w));
+        let adds = value.is_some();
+        // Without records, a deletion has nothing to delete.
+        if adds || self.header().waiting_records {
+            self.set_record(codec::WAITING, m.as_ref(), value);
+        }
+        if adds {
+            self.set_waiting_records(true);
+        }
     }
 
     fn flight(&self, m: &RStr) -> Flight {
@@ -541,7 +587,8 @@ impl Store for RedisQueue {
         match f {
             Some(f) => {
                 let tag = if f.group.is_some() { codec::GROUP_FLIGHT } else { codec::FLIGHT };
-                self.set_record(tag, m.as_ref(), Some(codec::encode_flight(f)));
+                let value = self.encoded(codec::encode_flight, f);
+                self.set_record(tag, m.as_ref(), Some(value));
             }
             None => {
                 self.set_record(codec::FLIGHT, m.as_ref(), None);
@@ -583,7 +630,8 @@ impl Store for RedisQueue {
     }
 
     fn set_dead(&mut self, m: &RStr, d: Option<&Dead>) {
-        self.set_record(codec::DEAD, m.as_ref(), d.map(codec::encode_dead));
+        let value = d.map(|d| self.encoded(codec::encode_dead, d));
+        self.set_record(codec::DEAD, m.as_ref(), value);
     }
 
     fn busy(&self, g: &[u8]) -> bool {
