@@ -6,7 +6,7 @@
 //! costs half of two.
 
 use crate::core::kind::Kind;
-use crate::core::num::parse_int;
+use crate::core::num::{parse_int, push_decimal};
 use crate::core::policy::Policy;
 use crate::core::store::{Dead, Flight, Waiting};
 
@@ -55,29 +55,9 @@ pub fn field(tag: u8, m: &[u8], buf: &mut Vec<u8>) {
     buf.extend_from_slice(m);
 }
 
-/// Appends `v` in decimal. By hand: `to_string` allocates a string per number, and a POP of
-/// a priority queue writes a record with two numbers per message.
-fn push_int(out: &mut Vec<u8>, v: i64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut n = v.unsigned_abs();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    if v < 0 {
-        out.push(b'-');
-    }
-    out.extend_from_slice(&digits[at..]);
-}
-
 fn push_num(out: &mut Vec<u8>, v: Option<f64>) {
     if let Some(v) = v {
-        push_int(out, v as i64);
+        push_decimal(out, v as i64);
     }
 }
 
@@ -85,7 +65,7 @@ fn push_num(out: &mut Vec<u8>, v: Option<f64>) {
 /// written into a buffer the caller keeps: a POP writes one per message.
 fn encode3(count: u32, priority: Option<f64>, group: &Option<Vec<u8>>, out: &mut Vec<u8>) {
     out.clear();
-    push_int(out, count as i64);
+    push_decimal(out, count as i64);
     if priority.is_some() || group.is_some() {
         out.push(b':');
         push_num(out, priority);

@@ -20,6 +20,26 @@ pub fn parse_int(b: &[u8]) -> Option<i64> {
     Some(v)
 }
 
+/// Appends `v` in decimal. By hand: `to_string` allocates a string per number, and the hot
+/// paths write numbers per message (records) or per slot (TPOP's queue names).
+pub fn push_decimal(out: &mut Vec<u8>, v: i64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut n = v.unsigned_abs();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if v < 0 {
+        out.push(b'-');
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

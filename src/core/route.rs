@@ -2,6 +2,9 @@
 //! slot crc32(basis) mod N. And where a queue lives in a Redis Cluster: the hash slot of
 //! its name (CRC16, as the cluster hashes keys).
 
+// `super`: the bench driver compiles this file with `num` beside it.
+use super::num::push_decimal;
+
 /// Most slots a topic may have.
 pub const MAX_SLOTS: u32 = 16384;
 
@@ -17,18 +20,7 @@ pub fn queue_name_into(topic: &[u8], slot: u32, name: &mut Vec<u8>) {
     name.clear();
     name.extend_from_slice(topic);
     name.push(b'_');
-    // Decimal digits without a formatter: TPOP names a queue per slot it looks at.
-    let mut digits = [0u8; 10];
-    let (mut n, mut at) = (slot, digits.len());
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    name.extend_from_slice(&digits[at..]);
+    push_decimal(name, i64::from(slot));
 }
 
 /// The queue name `<topic>_<crc32(basis) mod slots>`; `slots` is a power of two.

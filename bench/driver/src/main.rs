@@ -45,6 +45,10 @@ mod peer;
 #[path = "../../../src/core/route.rs"]
 #[allow(dead_code)]
 mod route;
+/// What `route` uses of the module's number formatting.
+#[path = "../../../src/core/num.rs"]
+#[allow(dead_code)]
+mod num;
 
 use std::collections::BTreeMap;
 use std::collections::HashMap;
