@@ -44,10 +44,31 @@ pub struct RedisQueue {
     wake: bool,
     /// The kind and the policy, once read (they change only through this handle).
     header: OnceCell<Header>,
-    field: RefCell<Vec<u8>>,
-    /// Scratch for records' values (see `encoded`).
-    value: RefCell<Vec<u8>>,
 }
+
+thread_local! {
+    /// Scratch for records' field names and values (`tagged_field`, `encoded`), kept between
+    /// commands: a handle lives for one command, and fresh buffers were allocated and grown
+    /// by every command that wrote or deleted a record. Each is borrowed only while a string
+    /// is made from it (queues open at once share them).
+    static FIELD: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    static VALUE: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The string `fill` writes into a scratch buffer. A buffer grown past a few KiB (a large
+/// message's field) is let go, not kept for the process's life.
+fn scratch_string(buf: &'static std::thread::LocalKey<RefCell<Vec<u8>>>, fill: impl FnOnce(&mut Vec<u8>)) -> RStr {
+    buf.with_borrow_mut(|b| {
+        fill(b);
+        let s = RStr::from_bytes(b);
+        if b.capacity() > SCRATCH_KEPT {
+            *b = Vec::new();
+        }
+        s
+    })
+}
+
+const SCRATCH_KEPT: usize = 4096;
 
 fn shared(b: &'static [u8]) -> impl Fn() -> Shared {
     move || Shared(RStr::from_bytes(b))
@@ -122,8 +143,6 @@ impl RedisQueue {
             grow: 0,
             wake: false,
             header: OnceCell::new(),
-            field: RefCell::new(Vec::new()),
-            value: RefCell::new(Vec::new()),
         })
     }
 
@@ -243,9 +262,7 @@ impl RedisQueue {
     }
 
     fn tagged_field(&self, tag: u8, m: &[u8]) -> RStr {
-        let mut buf = self.field.borrow_mut();
-        codec::field(tag, m, &mut buf);
-        RStr::from_bytes(&buf)
+        scratch_string(&FIELD, |buf| codec::field(tag, m, buf))
     }
 
     /// A per-message record, if the queue keeps any.
@@ -279,9 +296,7 @@ impl RedisQueue {
 
     /// A record's value, encoded in the queue's scratch buffer.
     fn encoded<T>(&self, encode: fn(&T, &mut Vec<u8>), v: &T) -> RStr {
-        let mut buf = self.value.borrow_mut();
-        encode(v, &mut buf);
-        RStr::from_bytes(&buf)
+        scratch_string(&VALUE, |buf| encode(v, buf))
     }
 
     /// RM_ZsetAdd with input `flags` on key `id`; records the change if there was one.
