@@ -59,6 +59,22 @@ def test_records_outliving_their_queue_are_still_read(r):
     assert pop(r, "q") == [(b"c", 1)] and ack(r, "q", "c") == 1
 
 
+def test_records_of_large_and_small_messages_in_turn(r):
+    """Records' field names are built in a buffer kept between commands (let go once a
+    large message has grown it): a large content's record and then shorter ones' are each
+    exactly their own, binary-safe."""
+    big, small = b"\x00b" * 5000, b"s\x00"
+    for m in (big, small, big[:3], small):
+        push(r, "q", "PRIORITY", 3, m)
+        assert pop(r, "q") == [(m, 1)]
+        assert r.hget("meta{q}", b"f" + m) is not None
+        assert nack(r, "q", m) == b"requeued"
+        assert pop(r, "q") == [(m, 2)]
+        assert sorted(k for k in r.hkeys("meta{q}") if k[:1] == b"f") == [b"f" + m]
+        assert ack(r, "q", m) == 1
+    assert r.dbsize() == 0
+
+
 def test_ack_counts_only_in_flight(r):
     push(r, "q", "PRIORITY", 1, "a", "b", "c", "w")
     pop(r, "q", "COUNT", 10)

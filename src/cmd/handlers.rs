@@ -26,8 +26,8 @@ impl Call<'_> {
     fn queue(&self, write: bool) -> Result<Opened> {
         Opened::open(self.ctx, self.argv.get(0), write)
     }
-    fn members(&self, from: usize) -> Vec<RStr> {
-        self.argv.from(from)
+    fn members(&self, from: usize) -> &[RStr] {
+        self.argv.members(from)
     }
     fn member(&self, i: usize) -> RStr {
         self.argv.get(i)
@@ -39,7 +39,7 @@ pub fn push(c: &Call) -> Result<()> {
     let mut q = c.queue(true)?;
     cluster::check_arrived(c.ctx, &q)?;
     let lim = settings::limits(&*q);
-    let out = rules::push(&mut *q, now_ms(), &lim, a.mode, a.group, &c.members(a.first))?;
+    let out = rules::push(&mut *q, now_ms(), &lim, a.mode, a.group, c.members(a.first))?;
     pushed(c.ctx, q.name(), &out);
     reply::int(c.ctx, out.added as i64);
     Ok(())
@@ -81,7 +81,7 @@ pub fn ack(c: &Call) -> Result<()> {
     let first = args::messages(&c.args, "rmq.ack")?;
     let mut q = c.queue(true)?;
     cluster::check_arrived(c.ctx, &q)?;
-    let n = rules::ack(&mut *q, &c.members(first));
+    let n = rules::ack(&mut *q, c.members(first));
     queue_stats::count(c.ctx, q.name(), &[(Stat::Acked, n)]);
     events::notify(c.ctx, q.name(), events::ACKED, n > 0);
     reply::int(c.ctx, n as i64);
@@ -136,7 +136,7 @@ pub fn extend(c: &Call) -> Result<()> {
 pub fn cancel(c: &Call) -> Result<()> {
     let first = args::messages(&c.args, "rmq.cancel")?;
     let mut q = c.queue(true)?;
-    let n = rules::cancel(&mut *q, &c.members(first));
+    let n = rules::cancel(&mut *q, c.members(first));
     queue_stats::count(c.ctx, q.name(), &[(Stat::Cancelled, n)]);
     events::notify(c.ctx, q.name(), events::CANCELLED, n > 0);
     reply::int(c.ctx, n as i64);

@@ -6,6 +6,8 @@ use std::ptr::NonNull;
 
 use redis_module::raw;
 
+/// Transparent: a command's argv can be lent as `&[RStr]` (`Argv::members`).
+#[repr(transparent)]
 pub struct RStr(NonNull<raw::RedisModuleString>);
 
 impl RStr {
@@ -132,8 +134,13 @@ impl<'a> Argv<'a> {
         unsafe { RStr::retain(self.0[i]) }
     }
 
-    /// References to the arguments from `from` on.
-    pub fn from(self, from: usize) -> Vec<RStr> {
-        (from..self.0.len()).map(|i| self.get(i)).collect()
+    /// The arguments from `from` on, lent: no reference taken (and dropped) per argument
+    /// and no vector made, as a PUSH or ACK of many messages did (empty if out of range).
+    pub fn members(self, from: usize) -> &'a [RStr] {
+        let args = self.0.get(from..).unwrap_or(&[]);
+        // SAFETY: RStr is a transparent non-null pointer and argv's strings are live and
+        // non-null for 'a (constructor). A shared slice never drops its elements, so the
+        // references stay Redis's; a clone takes a reference of its own.
+        unsafe { std::slice::from_raw_parts(args.as_ptr().cast::<RStr>(), args.len()) }
     }
 }

@@ -4,7 +4,7 @@
 //! changed are signalled as modified (WATCH). Whether a change may have made a message
 //! deliverable is recorded too (`take_wake`), for the runtime to act on.
 
-use std::cell::{Cell, OnceCell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell, RefMut};
 use std::ffi::CStr;
 use std::sync::{LazyLock, OnceLock};
 
@@ -44,9 +44,42 @@ pub struct RedisQueue {
     wake: bool,
     /// The kind and the policy, once read (they change only through this handle).
     header: OnceCell<Header>,
-    field: RefCell<Vec<u8>>,
-    /// Scratch for records' values (see `encoded`).
-    value: RefCell<Vec<u8>>,
+    /// Lent at the first record written or deleted.
+    scratch: RefCell<Option<Scratch>>,
+}
+
+/// Scratch buffers for records' field names and values (`tagged_field`, `encoded`), lent to
+/// a handle for its command and given back when it drops: fresh buffers were allocated and
+/// grown by every command that wrote or deleted a record. (Reaching a thread-local per
+/// record cost more than the buffers' upkeep in a POP of many.)
+#[derive(Default)]
+struct Scratch {
+    field: Vec<u8>,
+    value: Vec<u8>,
+}
+
+thread_local!(static SPARE: RefCell<Vec<Scratch>> = const { RefCell::new(Vec::new()) });
+
+/// Buffers grown past this (a large message's field) are let go, not kept for the
+/// process's life.
+const SCRATCH_KEPT: usize = 4096;
+/// Spares kept (a TPOP holds several queues open at once; more borrow new buffers).
+const SPARES: usize = 4;
+
+impl Scratch {
+    fn lend() -> Scratch {
+        SPARE.with_borrow_mut(Vec::pop).unwrap_or_default()
+    }
+
+    fn give_back(self) {
+        if self.field.capacity() <= SCRATCH_KEPT && self.value.capacity() <= SCRATCH_KEPT {
+            SPARE.with_borrow_mut(|s| {
+                if s.len() < SPARES {
+                    s.push(self);
+                }
+            });
+        }
+    }
 }
 
 fn shared(b: &'static [u8]) -> impl Fn() -> Shared {
@@ -122,8 +155,7 @@ impl RedisQueue {
             grow: 0,
             wake: false,
             header: OnceCell::new(),
-            field: RefCell::new(Vec::new()),
-            value: RefCell::new(Vec::new()),
+            scratch: RefCell::new(None),
         })
     }
 
@@ -242,10 +274,14 @@ impl RedisQueue {
         }
     }
 
+    fn scratch(&self) -> RefMut<'_, Scratch> {
+        RefMut::map(self.scratch.borrow_mut(), |s| s.get_or_insert_with(Scratch::lend))
+    }
+
     fn tagged_field(&self, tag: u8, m: &[u8]) -> RStr {
-        let mut buf = self.field.borrow_mut();
-        codec::field(tag, m, &mut buf);
-        RStr::from_bytes(&buf)
+        let buf = &mut self.scratch().field;
+        codec::field(tag, m, buf);
+        RStr::from_bytes(buf)
     }
 
     /// A per-message record, if the queue keeps any.
@@ -277,11 +313,11 @@ impl RedisQueue {
         self.hset(field, value);
     }
 
-    /// A record's value, encoded in the queue's scratch buffer.
+    /// A record's value, encoded in the handle's scratch buffer.
     fn encoded<T>(&self, encode: fn(&T, &mut Vec<u8>), v: &T) -> RStr {
-        let mut buf = self.value.borrow_mut();
-        encode(v, &mut buf);
-        RStr::from_bytes(&buf)
+        let buf = &mut self.scratch().value;
+        encode(v, buf);
+        RStr::from_bytes(buf)
     }
 
     /// RM_ZsetAdd with input `flags` on key `id`; records the change if there was one.
@@ -435,6 +471,9 @@ impl Drop for RedisQueue {
             if dirty & (1 << i) != 0 {
                 self.ctx.signal_modified(&self.names[i]);
             }
+        }
+        if let Some(s) = self.scratch.get_mut().take() {
+            s.give_back();
         }
     }
 }
