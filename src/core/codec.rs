@@ -146,12 +146,13 @@ pub fn order_key(kind: Kind, score: f64) -> [u8; 8] {
     if kind.is_timed() { u } else { !u }.to_be_bytes()
 }
 
-/// The group index member of a message: its order key, then the message.
-pub fn index_member(kind: Kind, score: f64, m: &[u8]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(8 + m.len());
-    v.extend_from_slice(&order_key(kind, score));
-    v.extend_from_slice(m);
-    v
+/// The group index member of a message: its order key, then the message (into `buf`, a
+/// buffer reused between writes).
+pub fn index_member(kind: Kind, score: f64, m: &[u8], buf: &mut Vec<u8>) {
+    buf.clear();
+    buf.reserve(8 + m.len());
+    buf.extend_from_slice(&order_key(kind, score));
+    buf.extend_from_slice(m);
 }
 
 /// The message of a park index member.
@@ -244,7 +245,8 @@ mod tests {
             assert!(order_key(Kind::Fixed, w[0]) < order_key(Kind::Fixed, w[1]), "earliest due first");
             assert!(order_key(Kind::Priority, w[0]) > order_key(Kind::Priority, w[1]), "highest priority first");
         }
-        let member = index_member(Kind::Range, 5.0, b"m\0");
+        let mut member = Vec::new();
+        index_member(Kind::Range, 5.0, b"m\0", &mut member);
         assert_eq!(index_message(&member), b"m\0");
         assert!(group_score(b"order-1") < (1u64 << 53) as f64);
         assert_ne!(group_score(b"order-1"), group_score(b"order-2"));

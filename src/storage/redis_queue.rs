@@ -277,6 +277,14 @@ impl RedisQueue {
         self.hset(field, value);
     }
 
+    /// A message's group index member, built in the field scratch buffer (as a record's
+    /// field is: no allocation of the module's per write).
+    fn index_member(&self, score: f64, m: &RStr) -> RStr {
+        let mut buf = self.field.borrow_mut();
+        codec::index_member(self.order_kind(), score, m.as_ref(), &mut buf);
+        RStr::from_bytes(&buf)
+    }
+
     /// A record's value, encoded in the queue's scratch buffer.
     fn encoded<T>(&self, encode: fn(&T, &mut Vec<u8>), v: &T) -> RStr {
         let mut buf = self.value.borrow_mut();
@@ -492,7 +500,7 @@ impl Store for RedisQueue {
 
     fn park(&mut self, m: &RStr, score: f64, g: &[u8]) {
         self.zadd(KeyId::Park, m, score, 0);
-        let member = RStr::from_bytes(&codec::index_member(self.order_kind(), score, m.as_ref()));
+        let member = self.index_member(score, m);
         self.zadd(KeyId::ParkIndex, &member, codec::group_score(g), 0);
     }
 
@@ -502,7 +510,7 @@ impl Store for RedisQueue {
     }
 
     fn index_head(&mut self, m: &RStr, score: f64, g: Option<&[u8]>) -> bool {
-        let member = RStr::from_bytes(&codec::index_member(self.order_kind(), score, m.as_ref()));
+        let member = self.index_member(score, m);
         match g {
             Some(g) => self.zadd(KeyId::ParkIndex, &member, codec::group_score(g), 0) & raw::REDISMODULE_ZADD_ADDED as i32 != 0,
             None => self.zrem(KeyId::ParkIndex, &member),
