@@ -19,7 +19,7 @@ use crate::ffi::call::call;
 use crate::ffi::key::{Key, KeyType};
 use crate::ffi::rstr::Shared;
 use crate::ffi::{Ctx, RStr};
-use crate::storage::busy::{self, Flights};
+use crate::storage::busy::{self, Delivery, Flights};
 use crate::storage::effects::Effects;
 use crate::storage::headers::{self, Header};
 use crate::storage::keys::{self, KeyId, KeyNames, KEYS};
@@ -382,8 +382,8 @@ impl RedisQueue {
             if self.has_message_meta() {
                 self.scan(Set::Prepare, f64::NEG_INFINITY, f64::INFINITY, false, &mut |m, _| {
                     if let Some(g) = self.record(codec::GROUP_FLIGHT, m.as_ref()).and_then(|v| codec::decode_flight(v.as_ref()).group) {
-                        known.busy.insert(g.clone());
-                        known.groups.insert(m.as_ref().to_vec(), g);
+                        known.groups.insert(Delivery::new(m.as_ref(), &g));
+                        known.busy.insert(g);
                     }
                     true
                 });
@@ -398,7 +398,7 @@ impl RedisQueue {
     /// delivery without one, `None` if not known.
     fn forget_flight(&self, m: &RStr, free: bool) -> Option<Option<Vec<u8>>> {
         busy::if_known(self.names[0].as_ref(), self.ctx.db(), |s| {
-            let group = s.groups.remove(m.as_ref());
+            let group = s.groups.take(m.as_ref()).map(Delivery::into_group);
             if let Some(g) = group.as_ref().filter(|_| free) {
                 s.busy.remove(g);
             }
@@ -651,7 +651,7 @@ impl Store for RedisQueue {
         self.flights(|s| match m {
             Some(m) => {
                 s.busy.insert(g.to_vec());
-                s.groups.insert(m.as_ref().to_vec(), g.to_vec());
+                s.groups.insert(Delivery::new(m.as_ref(), g));
             }
             None => {
                 s.busy.remove(g);
