@@ -97,12 +97,19 @@ fn encode3(count: u32, priority: Option<f64>, group: &Option<Vec<u8>>, out: &mut
 }
 
 /// Splits `a[:b[:rest]]`; the rest (a group) may hold colons.
-fn decode3(b: &[u8]) -> (Option<i64>, Option<i64>, Option<Vec<u8>>) {
+fn split3(b: &[u8]) -> [Option<&[u8]>; 3] {
     let mut parts = b.splitn(3, |&c| c == b':');
-    let a = parts.next().and_then(parse_int);
-    let p = parts.next().and_then(parse_int);
-    let g = parts.next().map(<[u8]>::to_vec);
-    (a, p, g)
+    [parts.next(), parts.next(), parts.next()]
+}
+
+fn decode3(b: &[u8]) -> (Option<i64>, Option<i64>, Option<Vec<u8>>) {
+    let [a, p, g] = split3(b);
+    (a.and_then(parse_int), p.and_then(parse_int), g.map(<[u8]>::to_vec))
+}
+
+/// A waiting record's group, read in place (comparing it needs no decoded copy).
+pub fn waiting_group(b: &[u8]) -> Option<&[u8]> {
+    split3(b)[2]
 }
 
 pub fn encode_waiting(w: &Waiting, out: &mut Vec<u8>) {

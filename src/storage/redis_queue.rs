@@ -406,6 +406,14 @@ impl RedisQueue {
         })
     }
 
+    /// A message's waiting record, if the queue keeps any.
+    fn waiting_record(&self, m: &RStr) -> Option<RStr> {
+        if !self.header().waiting_records {
+            return None;
+        }
+        self.record(codec::WAITING, m.as_ref())
+    }
+
     fn order_kind(&self) -> Kind {
         self.kind().unwrap_or(Kind::Fixed)
     }
@@ -524,7 +532,7 @@ impl Store for RedisQueue {
         // Groups that share a hash share a score: skip the other groups' members.
         index.zscan(h, h, false, &mut |member, _| {
             let m = RStr::from_bytes(codec::index_message(member.as_ref()));
-            if self.waiting(&m).group.as_deref() == Some(g) {
+            if self.waiting_record(&m).is_some_and(|v| codec::waiting_group(v.as_ref()) == Some(g)) {
                 let parked = self.score(Set::Park, &m);
                 best = parked.or_else(|| self.score(Set::Store, &m)).map(|sc| (m, sc, parked.is_some()));
             }
@@ -568,10 +576,7 @@ impl Store for RedisQueue {
     }
 
     fn waiting(&self, m: &RStr) -> Waiting {
-        if !self.header().waiting_records {
-            return Waiting::default();
-        }
-        self.record(codec::WAITING, m.as_ref()).map_or_else(Waiting::default, |v| codec::decode_waiting(v.as_ref()))
+        self.waiting_record(m).map_or_else(Waiting::default, |v| codec::decode_waiting(v.as_ref()))
     }
 
     fn set_waiting(&mut self, m: &RStr, w: Option<&Waiting>) {
