@@ -77,12 +77,19 @@ fn encode3(count: u32, priority: Option<f64>, group: &Option<Vec<u8>>, out: &mut
 }
 
 /// Splits `a[:b[:rest]]`; the rest (a group) may hold colons.
-fn decode3(b: &[u8]) -> (Option<i64>, Option<i64>, Option<Vec<u8>>) {
+fn split3(b: &[u8]) -> [Option<&[u8]>; 3] {
     let mut parts = b.splitn(3, |&c| c == b':');
-    let a = parts.next().and_then(parse_int);
-    let p = parts.next().and_then(parse_int);
-    let g = parts.next().map(<[u8]>::to_vec);
-    (a, p, g)
+    [parts.next(), parts.next(), parts.next()]
+}
+
+fn decode3(b: &[u8]) -> (Option<i64>, Option<i64>, Option<Vec<u8>>) {
+    let [a, p, g] = split3(b);
+    (a.and_then(parse_int), p.and_then(parse_int), g.map(<[u8]>::to_vec))
+}
+
+/// A waiting record's group, read in place (comparing it needs no decoded copy).
+pub fn waiting_group(b: &[u8]) -> Option<&[u8]> {
+    split3(b)[2]
 }
 
 pub fn encode_waiting(w: &Waiting, out: &mut Vec<u8>) {
@@ -126,12 +133,13 @@ pub fn order_key(kind: Kind, score: f64) -> [u8; 8] {
     if kind.is_timed() { u } else { !u }.to_be_bytes()
 }
 
-/// The group index member of a message: its order key, then the message.
-pub fn index_member(kind: Kind, score: f64, m: &[u8]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(8 + m.len());
-    v.extend_from_slice(&order_key(kind, score));
-    v.extend_from_slice(m);
-    v
+/// The group index member of a message: its order key, then the message (into `buf`, a
+/// buffer reused between writes).
+pub fn index_member(kind: Kind, score: f64, m: &[u8], buf: &mut Vec<u8>) {
+    buf.clear();
+    buf.reserve(8 + m.len());
+    buf.extend_from_slice(&order_key(kind, score));
+    buf.extend_from_slice(m);
 }
 
 /// The message of a park index member.
@@ -224,7 +232,8 @@ mod tests {
             assert!(order_key(Kind::Fixed, w[0]) < order_key(Kind::Fixed, w[1]), "earliest due first");
             assert!(order_key(Kind::Priority, w[0]) > order_key(Kind::Priority, w[1]), "highest priority first");
         }
-        let member = index_member(Kind::Range, 5.0, b"m\0");
+        let mut member = Vec::new();
+        index_member(Kind::Range, 5.0, b"m\0", &mut member);
         assert_eq!(index_message(&member), b"m\0");
         assert!(group_score(b"order-1") < (1u64 << 53) as f64);
         assert_ne!(group_score(b"order-1"), group_score(b"order-2"));

@@ -7,7 +7,9 @@
 //! RENAME, MOVE, COPY, DEL, any write by another command) or all of them may have (a load,
 //! a promotion, SWAPDB, FLUSH), so it is filled again from what the keys then hold.
 
-use std::collections::{HashMap, HashSet};
+use std::borrow::Borrow;
+use std::collections::HashSet;
+use std::hash::{Hash, Hasher};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use crate::core::fnv::FnvMap;
@@ -18,9 +20,55 @@ use crate::core::fnv::FnvMap;
 pub struct Flights {
     /// Groups with a delivery in flight.
     pub busy: HashSet<Vec<u8>>,
-    /// Each grouped delivery in flight: message → group (those with a group record).
-    pub groups: HashMap<Vec<u8>, Vec<u8>>,
+    /// Each grouped delivery in flight (those with a group record), found by its message.
+    pub groups: HashSet<Delivery>,
 }
+
+/// A grouped delivery in flight: its message then its group, in one allocation (each
+/// delivery stores and frees one, not two).
+pub struct Delivery {
+    both: Box<[u8]>,
+    /// The message's length.
+    split: usize,
+}
+
+impl Delivery {
+    pub fn new(m: &[u8], g: &[u8]) -> Delivery {
+        Delivery { both: [m, g].concat().into(), split: m.len() }
+    }
+
+    fn message(&self) -> &[u8] {
+        &self.both[..self.split]
+    }
+
+    /// The group, in the same allocation (moved to its start).
+    pub fn into_group(self) -> Vec<u8> {
+        let mut v = self.both.into_vec();
+        v.drain(..self.split);
+        v
+    }
+}
+
+// Found by its message: hashed and compared as the message's bytes are (`Borrow`'s rule).
+impl Borrow<[u8]> for Delivery {
+    fn borrow(&self) -> &[u8] {
+        self.message()
+    }
+}
+
+impl Hash for Delivery {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.message().hash(state);
+    }
+}
+
+impl PartialEq for Delivery {
+    fn eq(&self, other: &Delivery) -> bool {
+        self.message() == other.message()
+    }
+}
+
+impl Eq for Delivery {}
 
 /// The state of each queue known, per database.
 type Known = FnvMap<Vec<u8>, Vec<(i32, Flights)>>;

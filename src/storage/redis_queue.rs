@@ -19,7 +19,7 @@ use crate::ffi::call::call;
 use crate::ffi::key::{Key, KeyType};
 use crate::ffi::rstr::Shared;
 use crate::ffi::{Ctx, RStr};
-use crate::storage::busy::{self, Flights};
+use crate::storage::busy::{self, Delivery, Flights};
 use crate::storage::effects::Effects;
 use crate::storage::headers::{self, Header};
 use crate::storage::keys::{self, KeyId, KeyNames, KEYS};
@@ -313,6 +313,14 @@ impl RedisQueue {
         self.hset(field, value);
     }
 
+    /// A message's group index member, built in the field scratch buffer (as a record's
+    /// field is: no allocation of the module's per write).
+    fn index_member(&self, score: f64, m: &RStr) -> RStr {
+        let buf = &mut self.scratch().field;
+        codec::index_member(self.order_kind(), score, m.as_ref(), buf);
+        RStr::from_bytes(buf)
+    }
+
     /// A record's value, encoded in the handle's scratch buffer.
     fn encoded<T>(&self, encode: fn(&T, &mut Vec<u8>), v: &T) -> RStr {
         let buf = &mut self.scratch().value;
@@ -410,8 +418,8 @@ impl RedisQueue {
             if self.has_message_meta() {
                 self.scan(Set::Prepare, f64::NEG_INFINITY, f64::INFINITY, false, &mut |m, _| {
                     if let Some(g) = self.record(codec::GROUP_FLIGHT, m.as_ref()).and_then(|v| codec::decode_flight(v.as_ref()).group) {
-                        known.busy.insert(g.clone());
-                        known.groups.insert(m.as_ref().to_vec(), g);
+                        known.groups.insert(Delivery::new(m.as_ref(), &g));
+                        known.busy.insert(g);
                     }
                     true
                 });
@@ -426,12 +434,20 @@ impl RedisQueue {
     /// delivery without one, `None` if not known.
     fn forget_flight(&self, m: &RStr, free: bool) -> Option<Option<Vec<u8>>> {
         busy::if_known(self.names[0].as_ref(), self.ctx.db(), |s| {
-            let group = s.groups.remove(m.as_ref());
+            let group = s.groups.take(m.as_ref()).map(Delivery::into_group);
             if let Some(g) = group.as_ref().filter(|_| free) {
                 s.busy.remove(g);
             }
             group
         })
+    }
+
+    /// A message's waiting record, if the queue keeps any.
+    fn waiting_record(&self, m: &RStr) -> Option<RStr> {
+        if !self.header().waiting_records {
+            return None;
+        }
+        self.record(codec::WAITING, m.as_ref())
     }
 
     fn order_kind(&self) -> Kind {
@@ -531,7 +547,7 @@ impl Store for RedisQueue {
 
     fn park(&mut self, m: &RStr, score: f64, g: &[u8]) {
         self.zadd(KeyId::Park, m, score, 0);
-        let member = RStr::from_bytes(&codec::index_member(self.order_kind(), score, m.as_ref()));
+        let member = self.index_member(score, m);
         self.zadd(KeyId::ParkIndex, &member, codec::group_score(g), 0);
     }
 
@@ -541,7 +557,7 @@ impl Store for RedisQueue {
     }
 
     fn index_head(&mut self, m: &RStr, score: f64, g: Option<&[u8]>) -> bool {
-        let member = RStr::from_bytes(&codec::index_member(self.order_kind(), score, m.as_ref()));
+        let member = self.index_member(score, m);
         match g {
             Some(g) => self.zadd(KeyId::ParkIndex, &member, codec::group_score(g), 0) & raw::REDISMODULE_ZADD_ADDED as i32 != 0,
             None => self.zrem(KeyId::ParkIndex, &member),
@@ -555,7 +571,7 @@ impl Store for RedisQueue {
         // Groups that share a hash share a score: skip the other groups' members.
         index.zscan(h, h, false, &mut |member, _| {
             let m = RStr::from_bytes(codec::index_message(member.as_ref()));
-            if self.waiting(&m).group.as_deref() == Some(g) {
+            if self.waiting_record(&m).is_some_and(|v| codec::waiting_group(v.as_ref()) == Some(g)) {
                 let parked = self.score(Set::Park, &m);
                 best = parked.or_else(|| self.score(Set::Store, &m)).map(|sc| (m, sc, parked.is_some()));
             }
@@ -599,10 +615,7 @@ impl Store for RedisQueue {
     }
 
     fn waiting(&self, m: &RStr) -> Waiting {
-        if !self.header().waiting_records {
-            return Waiting::default();
-        }
-        self.record(codec::WAITING, m.as_ref()).map_or_else(Waiting::default, |v| codec::decode_waiting(v.as_ref()))
+        self.waiting_record(m).map_or_else(Waiting::default, |v| codec::decode_waiting(v.as_ref()))
     }
 
     fn set_waiting(&mut self, m: &RStr, w: Option<&Waiting>) {
@@ -682,7 +695,7 @@ impl Store for RedisQueue {
         self.flights(|s| match m {
             Some(m) => {
                 s.busy.insert(g.to_vec());
-                s.groups.insert(m.as_ref().to_vec(), g.to_vec());
+                s.groups.insert(Delivery::new(m.as_ref(), g));
             }
             None => {
                 s.busy.remove(g);
