@@ -661,6 +661,12 @@ impl Store for RedisQueue {
         if !self.has_message_meta() {
             return None;
         }
+        // No waiting record since the queue last had no records: nothing was pushed with a
+        // group, so no delivery has one (nor is any known in memory): no look-up there.
+        if !self.header().waiting_records {
+            self.hset(self.tagged_field(codec::FLIGHT, m.as_ref()), None);
+            return None;
+        }
         if let Some(group) = self.forget_flight(m, true) {
             // Known: a delivery without a group in memory has no group record.
             let tag = if group.is_some() { codec::GROUP_FLIGHT } else { codec::FLIGHT };
