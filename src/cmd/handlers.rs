@@ -62,8 +62,6 @@ pub fn pop(c: &Call) -> Result<()> {
 
 pub fn tpop(c: &Call) -> Result<()> {
     let a = args::tpop(&c.args)?;
-    // The ACL check, each queue opened and the choice to block all ask for them.
-    let _flags = c.ctx.keep_flags();
     let topic = c.args[0];
     acl::check_topic(c.ctx, topic, a.slots)?;
     let want = TopicPop { slots: a.slots, count: a.pop.count, quantum: a.quantum, lease: a.pop.lease };

@@ -2,7 +2,6 @@
 //! the clock, the selected database, the context flags, logging, key signals and
 //! keyspace notifications.
 
-use std::cell::Cell;
 use std::ffi::{CStr, CString};
 use std::sync::atomic::{AtomicI64, Ordering};
 
@@ -13,19 +12,6 @@ use super::RStr;
 /// A Redis module context (see the module doc of `ffi` for why its use is sound).
 #[derive(Clone, Copy, Debug)]
 pub struct Ctx(*mut RedisModuleCtx);
-
-thread_local!(static KEPT_FLAGS: Cell<(*mut RedisModuleCtx, u32)> = const { Cell::new((std::ptr::null_mut(), 0)) });
-
-/// The flags of a context kept by `Ctx::keep_flags` until this is dropped (then those kept
-/// before, if any, are back).
-#[must_use]
-pub struct KeptFlags((*mut RedisModuleCtx, u32));
-
-impl Drop for KeptFlags {
-    fn drop(&mut self) {
-        KEPT_FLAGS.set(self.0);
-    }
-}
 
 /// The test clock's time, when it is set (model tests only: see `runtime::settings`).
 static TEST_NOW: AtomicI64 = AtomicI64::new(i64::MIN);
@@ -63,22 +49,8 @@ impl Ctx {
     }
 
     fn flags(self) -> u32 {
-        match KEPT_FLAGS.get() {
-            (p, flags) if p == self.0 && !p.is_null() => flags,
-            _ => self.read_flags(),
-        }
-    }
-
-    fn read_flags(self) -> u32 {
         // SAFETY: a valid context (module doc).
         unsafe { rm!(RedisModule_GetContextFlags)(self.0) as u32 }
-    }
-
-    /// Reads the context flags once for the rest of a command that would ask for them at
-    /// every queue it opens (RMQ.TPOP): nothing they tell changes while a command runs.
-    /// Kept for this context only (a callback nested in the command has its own).
-    pub fn keep_flags(self) -> KeptFlags {
-        KeptFlags(KEPT_FLAGS.replace((self.0, self.read_flags())))
     }
 
     pub fn is_primary(self) -> bool {

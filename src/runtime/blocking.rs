@@ -214,8 +214,6 @@ pub fn serve_topics(ctx: Ctx) {
         return;
     }
     let now = now_ms();
-    // Each queue a TPOP opens would ask for them.
-    let _flags = ctx.keep_flags();
     for (db, topic) in changed {
         ctx.select_db(db);
         let list: Vec<TopicWaiter> = by_topic().lists.get(&(db, topic.clone())).cloned().unwrap_or_default();
