@@ -120,6 +120,11 @@ class Worker:
         self._inbox: "queue.SimpleQueue[Optional[_Delivery]]" = queue.SimpleQueue()
         self._acks: "queue.SimpleQueue[Optional[_Delivery]]" = queue.SimpleQueue()
         self._stopping = threading.Event()
+        # A stop asked on the main thread (where signal handlers run): a plain store, which
+        # _supervise turns into _stopping within 0.1 s. A handler that interrupts the main
+        # thread inside _stopping.wait() holds the event's lock, so Event.set() there would
+        # deadlock (the process then never exits).
+        self._stop_asked: Optional[str] = None
         self._keeper_done = threading.Event()
         self._topology = threading.Event()       # a fetch failed: re-read the cluster nodes
         self._handlers: list[threading.Thread] = []
@@ -146,7 +151,9 @@ class Worker:
 
     def stop(self) -> None:
         """Ask run() to stop gracefully (safe from any thread and from signal handlers)."""
-        self._stopping.set()
+        self._stop_asked = "stop()"
+        if threading.current_thread() is not threading.main_thread():
+            self._stopping.set()
 
     def run(self) -> None:
         """Consume until stop() (or SIGINT/SIGTERM when called on the main thread), then
@@ -179,8 +186,7 @@ class Worker:
         return restore
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
-        log.info("%s: signal %d, stopping", self.name, signum)
-        self.stop()
+        self._stop_asked = f"signal {signum}"     # no lock, no logging: see _stop_asked
 
     def _start(self) -> None:
         log.info("%s: consuming %r with %d handlers, lease %d ms", self.name, self.source,
@@ -201,6 +207,9 @@ class Worker:
         """Wait for stop; on a cluster, follow the topology (failovers, new primaries)."""
         cluster, last = is_cluster(self.source.client), time.monotonic()
         while not self._stopping.wait(0.1):
+            if self._stop_asked is not None:
+                log.info("%s: %s, stopping", self.name, self._stop_asked)
+                break
             since = time.monotonic() - last
             if cluster and since >= TOPOLOGY_MIN_GAP and (self._topology.is_set()
                                                           or since >= TOPOLOGY_EVERY):

@@ -7,6 +7,7 @@ wait is bounded; time windows leave room for a stalled 2-core machine."""
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 import threading
 import time
@@ -183,6 +184,39 @@ def test_graceful_stop_lets_handlers_finish_and_leaves_nothing_in_flight(
     left = counts(source)
     assert left["inflight"] == 0 and left["waiting"] == 40 - len(done)
     assert took < 20
+
+
+def test_a_signal_takes_no_lock(r: redis.Redis) -> None:
+    """SIGTERM's handler runs on the main thread between two bytecodes, possibly inside
+    run()'s wait on the stop event, holding that event's lock: a handler that sets the
+    event (or takes any lock the main thread may hold) never returns, and the worker process
+    never exits. Here the lock is held while the handler runs on another thread."""
+    worker = rmq.Worker(rmq.Queue(r, "sig"), lambda m: None)
+    lock = worker._stopping._cond  # type: ignore[attr-defined]
+    with lock:
+        t = threading.Thread(target=worker._on_signal, args=(signal.SIGTERM, None),
+                             daemon=True)
+        t.start()
+        t.join(30)
+        assert not t.is_alive(), "the signal handler waited for the stop event's lock"
+    assert worker._stop_asked == f"signal {int(signal.SIGTERM)}"
+
+
+def test_stop_from_the_main_thread_and_signals_stop_run(
+        r: redis.Redis, start_worker: Callable) -> None:
+    """stop() on the main thread and a signal both only ask; run() stops within its 0.1 s
+    poll of the request (a generous bound here for a stalled machine)."""
+    for ask in ("stop", "signal"):
+        w = start_worker(rmq.Queue(r, f"ask-{ask}"), lambda m: None)
+        wait_for(lambda: w.worker._loop_threads, timeout=30, what="the worker to start")
+        t0 = time.monotonic()
+        if ask == "stop":
+            w.worker.stop()
+        else:
+            w.worker._on_signal(signal.SIGTERM, None)
+        w.thread.join(60)
+        assert not w.thread.is_alive() and not w.error
+        assert time.monotonic() - t0 < 30
 
 
 def test_stop_nacks_handlers_still_running_after_grace(
