@@ -490,7 +490,11 @@ def run_cpu(rounds, n, figs):
     for r in range(rounds):
         speed_probe("server CPU per message")
         for batch in (1, 100):
-            for peer in ["ping", "zset", "lua", "streams", "rmq"]:
+            # RMQ right next to its ratio's peer, in turns first and second: the machine's
+            # speed drifts within a round (the RMQ/bare ratio moved 0.9-1.8x between rounds
+            # when the Lua and Streams runs came between the two).
+            pair = ["zset", "rmq"] if r % 2 == 0 else ["rmq", "zset"]
+            for peer in ["ping", *pair, "lua", "streams"]:
                 j = driver("cpu", 240, peer=peer, batch=batch, messages=n)
                 if peer == "ping":
                     calls = j["ping"]["calls"]
