@@ -75,6 +75,29 @@ def test_records_of_large_and_small_messages_in_turn(r):
     assert r.dbsize() == 0
 
 
+def test_in_flight_records_alike_and_not_in_turn(r):
+    """A POP writes the last in-flight record's value again for the same flight (kept
+    between commands and queues): records of alike and differing flights, in one POP and
+    across POPs of two queues, each restore their own priority and count."""
+    push(r, "q", "PRIORITY", 5, "a", "b")
+    push(r, "q", "PRIORITY", 4, "c")
+    push(r, "q", "PRIORITY", 3, "d")
+    push(r, "q2", "PRIORITY", 5, "e")
+    assert sorted(pop(r, "q", "COUNT", 2)) == [(b"a", 1), (b"b", 1)]
+    assert nack(r, "q", "a") == b"requeued"
+    # a (second delivery, 5), c (4), d (3): a differing flight each, then alike with q2's.
+    assert sorted(pop(r, "q", "COUNT", 3)) == [(b"a", 2), (b"c", 1), (b"d", 1)]
+    assert pop(r, "q2") == [(b"e", 1)]
+    for m in ("a", "b", "c", "d"):
+        assert nack(r, "q", m) == b"requeued"
+    assert nack(r, "q2", "e") == b"requeued"
+    store, prepare, _ = state(r, "q")
+    assert prepare == {} and store == {b"a": 5.0, b"b": 5.0, b"c": 4.0, b"d": 3.0}
+    assert state(r, "q2")[0] == {b"e": 5.0}
+    assert sorted(pop(r, "q", "COUNT", 4)) == [(b"a", 3), (b"b", 2), (b"c", 2), (b"d", 2)]
+    assert pop(r, "q2") == [(b"e", 2)]
+
+
 def test_ack_counts_only_in_flight(r):
     push(r, "q", "PRIORITY", 1, "a", "b", "c", "w")
     pop(r, "q", "COUNT", 10)

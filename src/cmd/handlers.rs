@@ -16,13 +16,13 @@ use crate::runtime::topic_pop::{take_topic, Reply, TopicPop};
 use crate::runtime::{acl, alarm, blocking, cluster, events, ratelimit, settings};
 
 /// One invocation: the context and the arguments after the command name.
-pub struct Call<'a> {
+pub struct Call<'a, 'b> {
     pub ctx: Ctx,
     pub argv: Argv<'a>,
-    pub args: Vec<&'a [u8]>,
+    pub args: &'b [&'a [u8]],
 }
 
-impl Call<'_> {
+impl Call<'_, '_> {
     fn queue(&self, write: bool) -> Result<Opened> {
         Opened::open(self.ctx, self.argv.get(0), write)
     }
@@ -35,7 +35,7 @@ impl Call<'_> {
 }
 
 pub fn push(c: &Call) -> Result<()> {
-    let a = args::push(&c.args)?;
+    let a = args::push(c.args)?;
     let mut q = c.queue(true)?;
     cluster::check_arrived(c.ctx, &q)?;
     let lim = settings::limits(&*q);
@@ -46,7 +46,7 @@ pub fn push(c: &Call) -> Result<()> {
 }
 
 pub fn pop(c: &Call) -> Result<()> {
-    let a = args::pop(&c.args)?;
+    let a = args::pop(c.args)?;
     let mut q = c.queue(true)?;
     let lease = a.lease.unwrap_or_else(|| settings::limits(&*q).lease_ms);
     let got = take(c.ctx, &mut q, now_ms(), a.count, lease);
@@ -61,7 +61,7 @@ pub fn pop(c: &Call) -> Result<()> {
 }
 
 pub fn tpop(c: &Call) -> Result<()> {
-    let a = args::tpop(&c.args)?;
+    let a = args::tpop(c.args)?;
     let topic = c.args[0];
     acl::check_topic(c.ctx, topic, a.slots)?;
     let want = TopicPop { slots: a.slots, count: a.pop.count, quantum: a.quantum, lease: a.pop.lease };
@@ -76,7 +76,7 @@ pub fn tpop(c: &Call) -> Result<()> {
 }
 
 pub fn ack(c: &Call) -> Result<()> {
-    let first = args::messages(&c.args, "rmq.ack")?;
+    let first = args::messages(c.args, "rmq.ack")?;
     let mut q = c.queue(true)?;
     cluster::check_arrived(c.ctx, &q)?;
     let n = rules::ack(&mut *q, c.members(first));
@@ -87,7 +87,7 @@ pub fn ack(c: &Call) -> Result<()> {
 }
 
 pub fn nack(c: &Call) -> Result<()> {
-    let a = args::nack(&c.args)?;
+    let a = args::nack(c.args)?;
     let mut q = c.queue(true)?;
     cluster::check_arrived(c.ctx, &q)?;
     let lim = settings::limits(&*q);
@@ -109,7 +109,7 @@ pub fn nack(c: &Call) -> Result<()> {
 }
 
 pub fn sweep(c: &Call) -> Result<()> {
-    let limit = args::sweep(&c.args)?.unwrap_or(usize::MAX);
+    let limit = args::sweep(c.args)?.unwrap_or(usize::MAX);
     let mut q = c.queue(true)?;
     let lim = settings::limits(&*q);
     let out = rules::sweep(&mut *q, now_ms(), &lim, limit);
@@ -119,7 +119,7 @@ pub fn sweep(c: &Call) -> Result<()> {
 }
 
 pub fn extend(c: &Call) -> Result<()> {
-    let ms = args::extend(&c.args)?;
+    let ms = args::extend(c.args)?;
     let mut q = c.queue(true)?;
     cluster::check_arrived(c.ctx, &q)?;
     let deadline = rules::extend(&mut *q, &c.member(1), now_ms() + ms);
@@ -132,7 +132,7 @@ pub fn extend(c: &Call) -> Result<()> {
 }
 
 pub fn cancel(c: &Call) -> Result<()> {
-    let first = args::messages(&c.args, "rmq.cancel")?;
+    let first = args::messages(c.args, "rmq.cancel")?;
     let mut q = c.queue(true)?;
     let n = rules::cancel(&mut *q, c.members(first));
     queue_stats::count(c.ctx, q.name(), &[(Stat::Cancelled, n)]);
@@ -142,7 +142,7 @@ pub fn cancel(c: &Call) -> Result<()> {
 }
 
 pub fn replay(c: &Call) -> Result<()> {
-    let limit = args::replay(&c.args)?.unwrap_or(usize::MAX);
+    let limit = args::replay(c.args)?.unwrap_or(usize::MAX);
     let mut q = c.queue(true)?;
     let n = rules::replay(&mut *q, now_ms(), limit);
     queue_stats::count(c.ctx, q.name(), &[(Stat::Replayed, n)]);
@@ -152,7 +152,7 @@ pub fn replay(c: &Call) -> Result<()> {
 }
 
 pub fn info(c: &Call) -> Result<()> {
-    args::info(&c.args)?;
+    args::info(c.args)?;
     let q = c.queue(false)?;
     let now = now_ms();
     let i = rules::info(&*q, now);
@@ -186,7 +186,7 @@ pub fn info(c: &Call) -> Result<()> {
 }
 
 pub fn pending(c: &Call) -> Result<()> {
-    let limit = args::pending(&c.args)?;
+    let limit = args::pending(c.args)?;
     let q = c.queue(false)?;
     let p = rules::pending(&*q, limit);
     reply::array(c.ctx, p.len());
@@ -204,7 +204,7 @@ pub fn pending(c: &Call) -> Result<()> {
 }
 
 pub fn policy(c: &Call) -> Result<()> {
-    let op = args::policy(&c.args)?;
+    let op = args::policy(c.args)?;
     if op != PolicyOp::Get && !c.ctx.is_primary() {
         return Err(RmqError::ReadOnly);
     }
@@ -242,7 +242,7 @@ pub fn policy(c: &Call) -> Result<()> {
 }
 
 pub fn route(c: &Call) -> Result<()> {
-    let slots = args::route(&c.args)?;
+    let slots = args::route(c.args)?;
     reply::bytes(c.ctx, &crate::core::route::queue_for(c.args[0], slots, c.args[2]));
     Ok(())
 }
@@ -250,7 +250,7 @@ pub fn route(c: &Call) -> Result<()> {
 /// RMQ.TESTCLOCK GET | SET ms | ADVANCE ms: the test clock (registered only with
 /// `test-clock 1`). A change runs what fell due at once (leases, due times, refills).
 pub fn testclock(c: &Call) -> Result<()> {
-    let now = match args::testclock(&c.args, now_ms())? {
+    let now = match args::testclock(c.args, now_ms())? {
         Some(t) => {
             set_test_now(t);
             alarm::fire_now(c.ctx);

@@ -11,7 +11,7 @@ use crate::ffi::{reply, RStr};
 use crate::runtime::{cluster, registry};
 
 pub fn queues(c: &Call) -> Result<()> {
-    let a = args::queues(&c.args)?;
+    let a = args::queues(c.args)?;
     // No user (or no API): nothing to filter by.
     let user = User::current_name(c.ctx).and_then(|name| User::named(&name));
     let allowed = |q: &[u8]| user.as_ref().is_none_or(|u| u.may_read(&RStr::from_bytes(q)));

@@ -13,7 +13,7 @@ use crate::runtime::{alarm, cluster, settings};
 use crate::storage::schedules::Schedules;
 
 pub fn schedule(c: &Call) -> Result<()> {
-    let op = schedule_args::schedule(&c.args)?;
+    let op = schedule_args::schedule(c.args)?;
     if op != ScheduleOp::List && !c.ctx.is_primary() {
         return Err(RmqError::ReadOnly);
     }

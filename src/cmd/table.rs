@@ -16,7 +16,7 @@ use crate::ffi::reply;
 /// Runs a command body with panics caught and errors turned into error replies.
 fn run(ctx: *mut RedisModuleCtx, argv: *mut *mut RedisModuleString, argc: c_int, body: fn(&Call) -> Result<()>) -> c_int {
     command::run(ctx, argv, argc, |ctx, argv| {
-        let outcome = caught(|| body(&Call { ctx, argv, args: argv.bytes() }));
+        let outcome = caught(|| argv.with_bytes(|args| body(&Call { ctx, argv, args })));
         match outcome {
             Some(Ok(())) => {}
             Some(Err(e)) => reply::error(ctx, &e.message()),

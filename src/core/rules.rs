@@ -382,25 +382,29 @@ pub fn pop<S: Store>(s: &mut S, now: i64, count: usize, deadline: i64) -> Popped
     }
     let some_parked = s.len(Set::Park) > 0;
     s.will_add(Set::Prepare, picked.len());
-    for (m, score, w) in picked {
-        s.rem(Set::Store, &m);
-        if w != Waiting::default() {
-            s.set_waiting(&m, None);
-        }
-        s.add(Set::Prepare, &m, deadline as f64);
-        let priority = (kind == Kind::Priority).then_some(score);
-        let f = Flight { deliveries: w.deliveries + 1, priority, group: w.group };
-        if let Some(g) = &f.group {
-            // The group's next messages wait behind this delivery now (held back at their
-            // push, they are passed over here: counted once per delivery).
-            out.group_waits += (some_parked && s.may_have_indexed(g)) as u64;
-            s.set_busy(g, Some(&m));
-        }
-        if f != Flight::default() {
-            s.set_flight(&m, Some(&f));
-        }
-        out.got.push((m, f.deliveries));
-    }
+    // Collected in place: std reuses `picked`'s allocation for what is delivered.
+    out.got = picked
+        .into_iter()
+        .map(|(m, score, w)| {
+            s.rem(Set::Store, &m);
+            if w != Waiting::default() {
+                s.set_waiting(&m, None);
+            }
+            s.add(Set::Prepare, &m, deadline as f64);
+            let priority = (kind == Kind::Priority).then_some(score);
+            let f = Flight { deliveries: w.deliveries + 1, priority, group: w.group };
+            if let Some(g) = &f.group {
+                // The group's next messages wait behind this delivery now (held back at
+                // their push, they are passed over here: counted once per delivery).
+                out.group_waits += (some_parked && s.may_have_indexed(g)) as u64;
+                s.set_busy(g, Some(&m));
+            }
+            if f != Flight::default() {
+                s.set_flight(&m, Some(&f));
+            }
+            (m, f.deliveries)
+        })
+        .collect();
     out
 }
 
