@@ -14,14 +14,19 @@ use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use crate::core::fnv::FnvMap;
 
-/// What is known of a queue's grouped deliveries in flight. Group names and messages are
-/// chosen by whoever pushes: their sets use the standard (keyed) hasher.
+/// The hasher of group names and messages, chosen by whoever pushes: keyed with a random
+/// seed per process (from the OS) and per set, so no one can choose names that collide.
+/// aHash, not std's SipHash-1-3: as resistant to such floods (its claim), and a fifth of
+/// the cost on short names.
+type Keyed = ahash::RandomState;
+
+/// What is known of a queue's grouped deliveries in flight.
 #[derive(Default)]
 pub struct Flights {
     /// Groups with a delivery in flight.
-    pub busy: HashSet<Vec<u8>>,
+    pub busy: HashSet<Vec<u8>, Keyed>,
     /// Each grouped delivery in flight (those with a group record), found by its message.
-    pub groups: HashSet<Delivery>,
+    pub groups: HashSet<Delivery, Keyed>,
 }
 
 /// A grouped delivery in flight: its message then its group, in one allocation (each
