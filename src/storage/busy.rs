@@ -7,10 +7,9 @@
 //! RENAME, MOVE, COPY, DEL, any write by another command) or all of them may have (a load,
 //! a promotion, SWAPDB, FLUSH), so it is filled again from what the keys then hold.
 
-use std::borrow::Borrow;
-use std::collections::HashSet;
-use std::hash::{Hash, Hasher};
 use std::sync::{LazyLock, Mutex, MutexGuard};
+
+use hashbrown::hash_table::{Entry, HashTable};
 
 use crate::core::fnv::FnvMap;
 
@@ -20,60 +19,73 @@ use crate::core::fnv::FnvMap;
 /// the cost on short names.
 type Keyed = ahash::RandomState;
 
-/// What is known of a queue's grouped deliveries in flight.
+/// What is known of a queue's grouped deliveries in flight: a group is busy while one of
+/// its deliveries is. Each delivery is one allocation, found by its group and, through the
+/// hashes kept in `by_message`, by its message (hashbrown's tables: each key hashed once,
+/// and an entry found again by its stored hash, which std's sets cannot).
 #[derive(Default)]
 pub struct Flights {
-    /// Groups with a delivery in flight.
-    pub busy: HashSet<Vec<u8>, Keyed>,
-    /// Each grouped delivery in flight (those with a group record), found by its message.
-    pub groups: HashSet<Delivery, Keyed>,
+    /// Each grouped delivery in flight (those with a group record), under its group's hash.
+    by_group: HashTable<Delivery>,
+    /// Each of them again: its message's hash and its group's (where it is in `by_group`).
+    by_message: HashTable<(u64, u64)>,
+    keyed: Keyed,
 }
 
-/// A grouped delivery in flight: its message then its group, in one allocation (each
-/// delivery stores and frees one, not two).
-pub struct Delivery {
+/// A grouped delivery in flight: its message then its group, in one allocation.
+struct Delivery {
     both: Box<[u8]>,
     /// The message's length.
     split: usize,
+    group_hash: u64,
 }
 
 impl Delivery {
-    pub fn new(m: &[u8], g: &[u8]) -> Delivery {
-        Delivery { both: [m, g].concat().into(), split: m.len() }
-    }
-
     fn message(&self) -> &[u8] {
         &self.both[..self.split]
     }
 
+    fn group(&self) -> &[u8] {
+        &self.both[self.split..]
+    }
+
     /// The group, in the same allocation (moved to its start).
-    pub fn into_group(self) -> Vec<u8> {
+    fn into_group(self) -> Vec<u8> {
         let mut v = self.both.into_vec();
         v.drain(..self.split);
         v
     }
 }
 
-// Found by its message: hashed and compared as the message's bytes are (`Borrow`'s rule).
-impl Borrow<[u8]> for Delivery {
-    fn borrow(&self) -> &[u8] {
-        self.message()
+impl Flights {
+    /// Whether group `g` has a delivery in flight.
+    pub fn busy(&self, g: &[u8]) -> bool {
+        self.by_group.find(self.keyed.hash_one(g), |d| d.group() == g).is_some()
+    }
+
+    /// Delivery `m` of group `g` is in flight (nothing changes if `m` is known).
+    pub fn start(&mut self, m: &[u8], g: &[u8]) {
+        let (hm, hg) = (self.keyed.hash_one(m), self.keyed.hash_one(g));
+        let by_group = &self.by_group;
+        let is_m = |&(h, at): &(u64, u64)| h == hm && by_group.find(at, |d| d.message() == m).is_some();
+        if let Entry::Vacant(v) = self.by_message.entry(hm, is_m, |&(h, _)| h) {
+            v.insert((hm, hg));
+            let d = Delivery { both: [m, g].concat().into(), split: m.len(), group_hash: hg };
+            self.by_group.insert_unique(hg, d, |d| d.group_hash);
+        }
+    }
+
+    /// Delivery `m` ends: its group, if it had one (free unless another of its deliveries
+    /// is in flight).
+    pub fn end(&mut self, m: &[u8]) -> Option<Vec<u8>> {
+        let hm = self.keyed.hash_one(m);
+        let by_group = &self.by_group;
+        let is_m = |&(h, at): &(u64, u64)| h == hm && by_group.find(at, |d| d.message() == m).is_some();
+        let ((_, hg), _) = self.by_message.find_entry(hm, is_m).ok()?.remove();
+        let (d, _) = self.by_group.find_entry(hg, |d| d.message() == m).ok()?.remove();
+        Some(d.into_group())
     }
 }
-
-impl Hash for Delivery {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.message().hash(state);
-    }
-}
-
-impl PartialEq for Delivery {
-    fn eq(&self, other: &Delivery) -> bool {
-        self.message() == other.message()
-    }
-}
-
-impl Eq for Delivery {}
 
 /// The state of each queue known, per database.
 type Known = FnvMap<Vec<u8>, Vec<(i32, Flights)>>;
@@ -123,4 +135,32 @@ pub fn forget(q: &[u8], db: i32) {
 /// Every queue's keys may have changed (a load, a promotion, SWAPDB, FLUSH).
 pub fn forget_all() {
     known().clear();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Flights;
+
+    #[test]
+    fn a_group_is_busy_while_a_delivery_of_it_is_in_flight() {
+        let mut f = Flights::default();
+        f.start(b"m1", b"g");
+        f.start(b"m2", b"h");
+        // A message known already keeps its delivery.
+        f.start(b"m1", b"other");
+        assert!(f.busy(b"g") && f.busy(b"h") && !f.busy(b"other") && !f.busy(b"m1"));
+        assert_eq!(f.end(b"m1"), Some(b"g".to_vec()));
+        assert!(!f.busy(b"g") && f.busy(b"h"));
+        assert_eq!(f.end(b"m1"), None);
+        // Two deliveries of one group (data written by hand): busy till both end.
+        f.start(b"m3", b"h");
+        assert_eq!(f.end(b"m2"), Some(b"h".to_vec()));
+        assert!(f.busy(b"h"));
+        assert_eq!(f.end(b"m3"), Some(b"h".to_vec()));
+        assert!(!f.busy(b"h"));
+        // Empty names and bytes split anywhere stay apart.
+        f.start(b"", b"ab");
+        f.start(b"a", b"b");
+        assert_eq!((f.end(b"a"), f.end(b"")), (Some(b"b".to_vec()), Some(b"ab".to_vec())));
+    }
 }
