@@ -12,12 +12,7 @@ use std::sync::{LazyLock, Mutex, MutexGuard};
 use hashbrown::hash_table::{Entry, HashTable};
 
 use crate::core::fnv::FnvMap;
-
-/// The hasher of group names and messages, chosen by whoever pushes: keyed with a random
-/// seed per process (from the OS) and per set, so no one can choose names that collide.
-/// aHash, not std's SipHash-1-3: as resistant to such floods (its claim), and a fifth of
-/// the cost on short names.
-type Keyed = ahash::RandomState;
+use crate::core::keyed::Keyed;
 
 /// What is known of a queue's grouped deliveries in flight: a group is busy while one of
 /// its deliveries is. Each delivery is one allocation, found by its group and, through the
