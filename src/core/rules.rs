@@ -419,10 +419,13 @@ pub fn pop<S: Store>(s: &mut S, now: i64, count: usize, deadline: i64) -> Popped
             // The group's next messages wait behind this delivery now (held back at their
             // push, they are passed over here: counted once per delivery).
             out.group_waits += (some_parked && s.may_have_indexed(g)) as u64;
-            s.set_busy(g, Some(&m));
         }
         if f != Flight::default() {
             s.set_flight(&m, Some(&f));
+        }
+        // The group read from the waiting copy is the one the store keeps (no copy).
+        if let Some(g) = f.group {
+            s.set_busy(g, &m);
         }
         out.got.push((m, f.deliveries));
     }
@@ -491,7 +494,7 @@ pub fn tidy<S: Store>(s: &mut S) {
 /// A delivery has ended: its group is free, and the group's best parked message may go.
 fn end_delivery<S: Store>(s: &mut S, group: Option<&[u8]>) {
     if let Some(g) = group {
-        s.set_busy(g, None);
+        s.set_free(g);
         bring_back(s, g);
     }
 }

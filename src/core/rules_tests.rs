@@ -331,7 +331,7 @@ fn a_pop_takes_one_message_of_each_group_it_meets_in_q() {
         }
     }
     s.set_kind(Kind::Fixed);
-    s.set_busy(b"g1", Some(&m("elsewhere")));
+    s.set_busy(m("g1"), &m("elsewhere"));
     let p = pop(&mut s, 1e6 as i64, 1000, 500);
     let want: Vec<Vec<u8>> = (0..40).filter(|&i| i != 1).map(|i| format!("m0-{i}").into_bytes()).collect();
     assert_eq!(p.got.iter().map(|(m, _)| m.clone()).collect::<Vec<_>>(), want);

@@ -13,60 +13,62 @@ use hashbrown::hash_table::{Entry, HashTable};
 
 use crate::core::fnv::FnvMap;
 use crate::core::keyed::Keyed;
+use crate::ffi::RStr;
 
 /// What is known of a queue's grouped deliveries in flight: a group is busy while one of
-/// its deliveries is. Each delivery is one allocation, found by its group and, through the
-/// hashes kept in `by_message`, by its message (hashbrown's tables: each key hashed once,
-/// and an entry found again by its stored hash, which std's sets cannot).
-#[derive(Default)]
-pub struct Flights {
+/// its deliveries is. Each delivery is found by its group and, through the hashes kept in
+/// `by_message`, by its message (hashbrown's tables: each key hashed once, and an entry
+/// found again by its stored hash, which std's sets cannot). `M`: the message's handle
+/// (`Message`; bytes in the unit tests).
+pub struct Flights<M = Message> {
     /// Each grouped delivery in flight (those with a group record), under its group's hash.
-    by_group: HashTable<Delivery>,
+    by_group: HashTable<Delivery<M>>,
     /// Each of them again: its message's hash and its group's (where it is in `by_group`).
     by_message: HashTable<(u64, u64)>,
     keyed: Keyed,
 }
 
-/// A grouped delivery in flight: its message then its group, in one allocation.
-struct Delivery {
-    both: Box<[u8]>,
-    /// The message's length.
-    split: usize,
+impl<M> Default for Flights<M> {
+    fn default() -> Self {
+        Flights { by_group: HashTable::new(), by_message: HashTable::new(), keyed: Keyed::default() }
+    }
+}
+
+/// A delivery's message: the Redis string itself, a reference (no copy).
+pub struct Message(pub RStr);
+
+// SAFETY: Redis runs the module's commands and callbacks, which alone touch this state, on
+// its main thread only (as `rstr::Shared`); the lock is there for Rust's statics.
+unsafe impl Send for Message {}
+
+impl AsRef<[u8]> for Message {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_ref()
+    }
+}
+
+/// A grouped delivery in flight: its message, and its group as the pop decoded it (no
+/// allocation of its own).
+struct Delivery<M> {
+    message: M,
+    group: Vec<u8>,
     group_hash: u64,
 }
 
-impl Delivery {
-    fn message(&self) -> &[u8] {
-        &self.both[..self.split]
-    }
-
-    fn group(&self) -> &[u8] {
-        &self.both[self.split..]
-    }
-
-    /// The group, in the same allocation (moved to its start).
-    fn into_group(self) -> Vec<u8> {
-        let mut v = self.both.into_vec();
-        v.drain(..self.split);
-        v
-    }
-}
-
-impl Flights {
+impl<M: AsRef<[u8]>> Flights<M> {
     /// Whether group `g` has a delivery in flight.
     pub fn busy(&self, g: &[u8]) -> bool {
-        self.by_group.find(self.keyed.hash_one(g), |d| d.group() == g).is_some()
+        self.by_group.find(self.keyed.hash_one(g), |d| d.group == g).is_some()
     }
 
     /// Delivery `m` of group `g` is in flight (nothing changes if `m` is known).
-    pub fn start(&mut self, m: &[u8], g: &[u8]) {
-        let (hm, hg) = (self.keyed.hash_one(m), self.keyed.hash_one(g));
+    pub fn start(&mut self, m: M, g: Vec<u8>) {
+        let (hm, hg) = (self.keyed.hash_one(m.as_ref()), self.keyed.hash_one(g.as_slice()));
         let by_group = &self.by_group;
-        let is_m = |&(h, at): &(u64, u64)| h == hm && by_group.find(at, |d| d.message() == m).is_some();
+        let is_m = |&(h, at): &(u64, u64)| h == hm && by_group.find(at, |d| d.message.as_ref() == m.as_ref()).is_some();
         if let Entry::Vacant(v) = self.by_message.entry(hm, is_m, |&(h, _)| h) {
             v.insert((hm, hg));
-            let d = Delivery { both: [m, g].concat().into(), split: m.len(), group_hash: hg };
-            self.by_group.insert_unique(hg, d, |d| d.group_hash);
+            self.by_group.insert_unique(hg, Delivery { message: m, group: g, group_hash: hg }, |d| d.group_hash);
         }
     }
 
@@ -75,10 +77,10 @@ impl Flights {
     pub fn end(&mut self, m: &[u8]) -> Option<Vec<u8>> {
         let hm = self.keyed.hash_one(m);
         let by_group = &self.by_group;
-        let is_m = |&(h, at): &(u64, u64)| h == hm && by_group.find(at, |d| d.message() == m).is_some();
+        let is_m = |&(h, at): &(u64, u64)| h == hm && by_group.find(at, |d| d.message.as_ref() == m).is_some();
         let ((_, hg), _) = self.by_message.find_entry(hm, is_m).ok()?.remove();
-        let (d, _) = self.by_group.find_entry(hg, |d| d.message() == m).ok()?.remove();
-        Some(d.into_group())
+        let (d, _) = self.by_group.find_entry(hg, |d| d.message.as_ref() == m).ok()?.remove();
+        Some(d.group)
     }
 }
 
@@ -138,24 +140,24 @@ mod tests {
 
     #[test]
     fn a_group_is_busy_while_a_delivery_of_it_is_in_flight() {
-        let mut f = Flights::default();
-        f.start(b"m1", b"g");
-        f.start(b"m2", b"h");
+        let mut f = Flights::<Vec<u8>>::default();
+        f.start(b"m1".to_vec(), b"g".to_vec());
+        f.start(b"m2".to_vec(), b"h".to_vec());
         // A message known already keeps its delivery.
-        f.start(b"m1", b"other");
+        f.start(b"m1".to_vec(), b"other".to_vec());
         assert!(f.busy(b"g") && f.busy(b"h") && !f.busy(b"other") && !f.busy(b"m1"));
         assert_eq!(f.end(b"m1"), Some(b"g".to_vec()));
         assert!(!f.busy(b"g") && f.busy(b"h"));
         assert_eq!(f.end(b"m1"), None);
         // Two deliveries of one group (data written by hand): busy till both end.
-        f.start(b"m3", b"h");
+        f.start(b"m3".to_vec(), b"h".to_vec());
         assert_eq!(f.end(b"m2"), Some(b"h".to_vec()));
         assert!(f.busy(b"h"));
         assert_eq!(f.end(b"m3"), Some(b"h".to_vec()));
         assert!(!f.busy(b"h"));
         // Empty names and bytes split anywhere stay apart.
-        f.start(b"", b"ab");
-        f.start(b"a", b"b");
+        f.start(b"".to_vec(), b"ab".to_vec());
+        f.start(b"a".to_vec(), b"b".to_vec());
         assert_eq!((f.end(b"a"), f.end(b"")), (Some(b"b".to_vec()), Some(b"ab".to_vec())));
     }
 }

@@ -19,7 +19,7 @@ use crate::ffi::call::call;
 use crate::ffi::key::{Key, KeyType};
 use crate::ffi::rstr::Shared;
 use crate::ffi::{Ctx, RStr};
-use crate::storage::busy::{self, Flights};
+use crate::storage::busy::{self, Flights, Message};
 use crate::storage::effects::Effects;
 use crate::storage::headers::{self, Header};
 use crate::storage::keys::{self, KeyId, KeyNames, KEYS};
@@ -418,7 +418,7 @@ impl RedisQueue {
             if self.has_message_meta() {
                 self.scan(Set::Prepare, f64::NEG_INFINITY, f64::INFINITY, false, &mut |m, _| {
                     if let Some(g) = self.record(codec::GROUP_FLIGHT, m.as_ref()).and_then(|v| codec::decode_flight(v.as_ref()).group) {
-                        known.start(m.as_ref(), &g);
+                        known.start(Message(m), g);
                     }
                     true
                 });
@@ -686,12 +686,13 @@ impl Store for RedisQueue {
     }
 
     /// A delivery's group is kept with it until the delivery ends, which frees the group
-    /// (`take_flight`, `end_flight`): freeing it here has nothing left to do.
-    fn set_busy(&mut self, g: &[u8], m: Option<&RStr>) {
-        if let Some(m) = m {
-            self.flights(|s| s.start(m.as_ref(), g));
-        }
+    /// (`take_flight`, `end_flight`).
+    fn set_busy(&mut self, g: Vec<u8>, m: &RStr) {
+        self.flights(|s| s.start(Message(m.clone()), g));
     }
+
+    /// Nothing left to do: the delivery's end freed its group.
+    fn set_free(&mut self, _: &[u8]) {}
 
     fn policy(&self) -> Policy {
         self.stored_policy().clone().unwrap_or_default()
