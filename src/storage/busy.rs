@@ -58,7 +58,8 @@ struct Delivery<M> {
 impl<M: AsRef<[u8]>> Flights<M> {
     /// Whether group `g` has a delivery in flight.
     pub fn busy(&self, g: &[u8]) -> bool {
-        self.by_group.find(self.keyed.hash_one(g), |d| d.group == g).is_some()
+        // Nothing in flight (a push into an idle queue): no hashing.
+        !self.by_group.is_empty() && self.by_group.find(self.keyed.hash_one(g), |d| d.group == g).is_some()
     }
 
     /// Delivery `m` of group `g` is in flight (nothing changes if `m` is known).
