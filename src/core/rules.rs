@@ -361,11 +361,12 @@ pub fn pop<S: Store>(s: &mut S, now: i64, count: usize, deadline: i64) -> Popped
     let mut parked: Vec<(S::M, f64, Vec<u8>)> = Vec::new();
     // Groups this pop took a message of or found busy, each looked up in the store once:
     // found by its keyed hash (names are the pushers'), its name where the message taken
-    // or parked keeps it (no copy).
-    let (keyed, mut held) = (Keyed::new(), HashTable::<Held>::new());
+    // or parked keeps it (no copy). The hasher is seeded at the first group met: a pop of
+    // ungrouped messages does not pay for it.
+    let (mut keyed, mut held) = (None, HashTable::<Held>::new());
     s.scan(Set::Store, min, max, rev, &mut |m, score| {
         let mut w = s.waiting(&m);
-        let group = w.group.as_deref().map(|g| (g, keyed.hash_one(g)));
+        let group = w.group.as_deref().map(|g| (g, keyed.get_or_insert_with(Keyed::new).hash_one(g)));
         if let Some((g, hash)) = group {
             let is_g = |h: &Held| h.hash == hash && held_group(h, &picked, &parked) == g;
             let known = held.find(hash, is_g).is_some();
