@@ -170,11 +170,11 @@ impl Store for MemStore {
     fn busy(&self, g: &[u8]) -> bool {
         self.busy.contains_key(g)
     }
-    fn set_busy(&mut self, g: &[u8], m: Option<&Vec<u8>>) {
-        match m {
-            Some(m) => self.busy.insert(g.to_vec(), m.clone()),
-            None => self.busy.remove(g),
-        };
+    fn set_busy(&mut self, g: Vec<u8>, m: &Vec<u8>) {
+        self.busy.insert(g, m.clone());
+    }
+    fn set_free(&mut self, g: &[u8]) {
+        self.busy.remove(g);
     }
     fn policy(&self) -> Policy {
         self.policy.clone().unwrap_or_default()

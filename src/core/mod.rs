@@ -12,6 +12,7 @@ pub mod error;
 pub mod firings;
 pub mod fnv;
 pub mod glob;
+pub mod keyed;
 pub mod kind;
 pub mod num;
 pub mod policy;

@@ -15,9 +15,11 @@
 //! stays in `Store` without heading its group, and pops skip it; there are at most as many
 //! as deliveries in flight.
 
+use hashbrown::HashTable;
+
 use crate::core::codec;
 use crate::core::error::{Result, RmqError};
-use crate::core::fnv::FnvSet;
+use crate::core::keyed::Keyed;
 use crate::core::kind::{Kind, PushMode, MIN_AT};
 use crate::core::policy::Limits;
 use crate::core::store::{Dead, Flight, Set, Store, Waiting};
@@ -332,6 +334,21 @@ pub const RELEASE_PER_POP: usize = 1024;
 /// leaves the rest to the next (`Popped::cut`), so no pop's work grows with a backlog.
 pub const PARK_PER_POP: usize = 256;
 
+/// A group a pop holds (see `pop`): where its name is, in the messages taken or parked.
+struct Held {
+    hash: u64,
+    parked: bool,
+    at: usize,
+}
+
+fn held_group<'a, M>(h: &Held, picked: &'a [(M, f64, Waiting)], parked: &'a [(M, f64, Vec<u8>)]) -> &'a [u8] {
+    if h.parked {
+        &parked[h.at].2
+    } else {
+        picked[h.at].2.group.as_deref().unwrap_or_default()
+    }
+}
+
 /// RMQ.POP: moves up to `count` deliverable messages to prepare with `deadline`; returns
 /// each with its delivery count. A waiting copy whose group is busy (or already taken by
 /// this pop) is parked (at most `PARK_PER_POP`); one whose content is in flight is skipped.
@@ -342,20 +359,29 @@ pub fn pop<S: Store>(s: &mut S, now: i64, count: usize, deadline: i64) -> Popped
     let (min, max, rev) = deliverable_range(kind, now);
     let mut picked: Vec<(S::M, f64, Waiting)> = Vec::with_capacity(count.min(64));
     let mut parked: Vec<(S::M, f64, Vec<u8>)> = Vec::new();
-    // Groups this pop took a message of or found busy: each is looked up in the store once.
-    let mut held: FnvSet<Vec<u8>> = FnvSet::default();
+    // Groups this pop took a message of or found busy, each looked up in the store once:
+    // found by its keyed hash (names are the pushers'), its name where the message taken
+    // or parked keeps it (no copy). The hasher is seeded at the first group met: a pop of
+    // ungrouped messages does not pay for it.
+    let (mut keyed, mut held) = (None, HashTable::<Held>::new());
     s.scan(Set::Store, min, max, rev, &mut |m, score| {
-        let w = s.waiting(&m);
-        if let Some(g) = &w.group {
-            if held.contains(g) || (s.busy(g) && held.insert(g.clone())) {
-                parked.push((m, score, g.clone()));
+        let mut w = s.waiting(&m);
+        let group = w.group.as_deref().map(|g| (g, keyed.get_or_insert_with(Keyed::new).hash_one(g)));
+        if let Some((g, hash)) = group {
+            let is_g = |h: &Held| h.hash == hash && held_group(h, &picked, &parked) == g;
+            let known = held.find(hash, is_g).is_some();
+            if known || s.busy(g) {
+                if !known {
+                    held.insert_unique(hash, Held { hash, parked: true, at: parked.len() }, |h| h.hash);
+                }
+                parked.push((m, score, w.group.take().unwrap_or_default()));
                 out.cut = parked.len() >= PARK_PER_POP;
                 return !out.cut;
             }
         }
         if s.score(Set::Prepare, &m).is_none() {
-            if let Some(g) = &w.group {
-                held.insert(g.clone());
+            if let Some((_, hash)) = group {
+                held.insert_unique(hash, Held { hash, parked: false, at: picked.len() }, |h| h.hash);
             }
             picked.push((m, score, w));
         }
@@ -397,10 +423,13 @@ pub fn pop<S: Store>(s: &mut S, now: i64, count: usize, deadline: i64) -> Popped
                 // The group's next messages wait behind this delivery now (held back at
                 // their push, they are passed over here: counted once per delivery).
                 out.group_waits += (some_parked && s.may_have_indexed(g)) as u64;
-                s.set_busy(g, Some(&m));
             }
             if f != Flight::default() {
                 s.set_flight(&m, Some(&f));
+            }
+            // The group read from the waiting copy is the one the store keeps (no copy).
+            if let Some(g) = f.group {
+                s.set_busy(g, &m);
             }
             (m, f.deliveries)
         })
@@ -470,7 +499,7 @@ pub fn tidy<S: Store>(s: &mut S) {
 /// A delivery has ended: its group is free, and the group's best parked message may go.
 fn end_delivery<S: Store>(s: &mut S, group: Option<&[u8]>) {
     if let Some(g) = group {
-        s.set_busy(g, None);
+        s.set_free(g);
         bring_back(s, g);
     }
 }

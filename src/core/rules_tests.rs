@@ -315,6 +315,33 @@ fn a_backlog_of_a_busy_group_in_q_is_parked_a_bounded_number_per_pop() {
 }
 
 #[test]
+fn a_pop_takes_one_message_of_each_group_it_meets_in_q() {
+    // Older data: 40 groups' messages interleaved in `Q`, 3 each (names that share
+    // prefixes, and an empty one); group "g1" busy. A pop takes each idle group's first
+    // and parks the rest, a held group's name known whether its message was taken or
+    // parked.
+    let mut s = MemStore::default();
+    let names_of = |i: usize| if i == 0 { Vec::new() } else { format!("g{i}").into_bytes() };
+    for r in 0..3 {
+        for i in 0..40 {
+            let msg = format!("m{r}-{i}").into_bytes();
+            s.add(Set::Store, &msg, (r * 40 + i) as f64);
+            let w = crate::core::store::Waiting { deliveries: 0, held_priority: None, group: Some(names_of(i)) };
+            s.set_waiting(&msg, Some(&w));
+        }
+    }
+    s.set_kind(Kind::Fixed);
+    s.set_busy(m("g1"), &m("elsewhere"));
+    let p = pop(&mut s, 1e6 as i64, 1000, 500);
+    let want: Vec<Vec<u8>> = (0..40).filter(|&i| i != 1).map(|i| format!("m0-{i}").into_bytes()).collect();
+    assert_eq!(p.got.iter().map(|(m, _)| m.clone()).collect::<Vec<_>>(), want);
+    // Those parked, and each delivery with messages held back behind it.
+    assert_eq!(p.group_waits, 81 + 39);
+    assert_eq!((s.len(Set::Store), s.len(Set::Park)), (0, 81));
+    assert!((0..40).filter(|&i| i != 1).all(|i| s.busy(&names_of(i))));
+}
+
+#[test]
 fn every_way_a_delivery_ends_frees_its_group() {
     type End = fn(&mut MemStore);
     let ends: [(&str, End); 4] = [

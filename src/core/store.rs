@@ -148,7 +148,7 @@ pub trait Store {
     fn end_flight(&mut self, m: &Self::M) -> Option<Vec<u8>> {
         let group = self.take_flight(m).group;
         if let Some(g) = &group {
-            self.set_busy(g, None);
+            self.set_free(g);
         }
         group
     }
@@ -157,8 +157,10 @@ pub trait Store {
 
     /// Whether group `g` has a delivery in flight.
     fn busy(&self, g: &[u8]) -> bool;
-    /// Marks group `g` busy with in-flight message `m`, or free (None).
-    fn set_busy(&mut self, g: &[u8], m: Option<&Self::M>);
+    /// Marks group `g` busy with in-flight message `m` (the store may keep `g`).
+    fn set_busy(&mut self, g: Group, m: &Self::M);
+    /// Marks group `g` free (its delivery has ended).
+    fn set_free(&mut self, g: &[u8]);
     /// The queue's own settings (empty when it has none).
     fn policy(&self) -> Policy;
     /// Sets or drops the queue's policy; returns whether it had one.

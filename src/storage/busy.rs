@@ -7,68 +7,83 @@
 //! RENAME, MOVE, COPY, DEL, any write by another command) or all of them may have (a load,
 //! a promotion, SWAPDB, FLUSH), so it is filled again from what the keys then hold.
 
-use std::borrow::Borrow;
-use std::collections::HashSet;
-use std::hash::{Hash, Hasher};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
+use hashbrown::hash_table::{Entry, HashTable};
+
 use crate::core::fnv::FnvMap;
+use crate::core::keyed::Keyed;
+use crate::ffi::RStr;
 
-/// What is known of a queue's grouped deliveries in flight. Group names and messages are
-/// chosen by whoever pushes: their sets use the standard (keyed) hasher.
-#[derive(Default)]
-pub struct Flights {
-    /// Groups with a delivery in flight.
-    pub busy: HashSet<Vec<u8>>,
-    /// Each grouped delivery in flight (those with a group record), found by its message.
-    pub groups: HashSet<Delivery>,
+/// What is known of a queue's grouped deliveries in flight: a group is busy while one of
+/// its deliveries is. Each delivery is found by its group and, through the hashes kept in
+/// `by_message`, by its message (hashbrown's tables: each key hashed once, and an entry
+/// found again by its stored hash, which std's sets cannot). `M`: the message's handle
+/// (`Message`; bytes in the unit tests).
+pub struct Flights<M = Message> {
+    /// Each grouped delivery in flight (those with a group record), under its group's hash.
+    by_group: HashTable<Delivery<M>>,
+    /// Each of them again: its message's hash and its group's (where it is in `by_group`).
+    by_message: HashTable<(u64, u64)>,
+    keyed: Keyed,
 }
 
-/// A grouped delivery in flight: its message then its group, in one allocation (each
-/// delivery stores and frees one, not two).
-pub struct Delivery {
-    both: Box<[u8]>,
-    /// The message's length.
-    split: usize,
-}
-
-impl Delivery {
-    pub fn new(m: &[u8], g: &[u8]) -> Delivery {
-        Delivery { both: [m, g].concat().into(), split: m.len() }
-    }
-
-    fn message(&self) -> &[u8] {
-        &self.both[..self.split]
-    }
-
-    /// The group, in the same allocation (moved to its start).
-    pub fn into_group(self) -> Vec<u8> {
-        let mut v = self.both.into_vec();
-        v.drain(..self.split);
-        v
+impl<M> Default for Flights<M> {
+    fn default() -> Self {
+        Flights { by_group: HashTable::new(), by_message: HashTable::new(), keyed: Keyed::default() }
     }
 }
 
-// Found by its message: hashed and compared as the message's bytes are (`Borrow`'s rule).
-impl Borrow<[u8]> for Delivery {
-    fn borrow(&self) -> &[u8] {
-        self.message()
+/// A delivery's message: the Redis string itself, a reference (no copy).
+pub struct Message(pub RStr);
+
+// SAFETY: Redis runs the module's commands and callbacks, which alone touch this state, on
+// its main thread only (as `rstr::Shared`); the lock is there for Rust's statics.
+unsafe impl Send for Message {}
+
+impl AsRef<[u8]> for Message {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_ref()
     }
 }
 
-impl Hash for Delivery {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.message().hash(state);
-    }
+/// A grouped delivery in flight: its message, and its group as the pop decoded it (no
+/// allocation of its own).
+struct Delivery<M> {
+    message: M,
+    group: Vec<u8>,
+    group_hash: u64,
 }
 
-impl PartialEq for Delivery {
-    fn eq(&self, other: &Delivery) -> bool {
-        self.message() == other.message()
+impl<M: AsRef<[u8]>> Flights<M> {
+    /// Whether group `g` has a delivery in flight.
+    pub fn busy(&self, g: &[u8]) -> bool {
+        // Nothing in flight (a push into an idle queue): no hashing.
+        !self.by_group.is_empty() && self.by_group.find(self.keyed.hash_one(g), |d| d.group == g).is_some()
+    }
+
+    /// Delivery `m` of group `g` is in flight (nothing changes if `m` is known).
+    pub fn start(&mut self, m: M, g: Vec<u8>) {
+        let (hm, hg) = (self.keyed.hash_one(m.as_ref()), self.keyed.hash_one(g.as_slice()));
+        let by_group = &self.by_group;
+        let is_m = |&(h, at): &(u64, u64)| h == hm && by_group.find(at, |d| d.message.as_ref() == m.as_ref()).is_some();
+        if let Entry::Vacant(v) = self.by_message.entry(hm, is_m, |&(h, _)| h) {
+            v.insert((hm, hg));
+            self.by_group.insert_unique(hg, Delivery { message: m, group: g, group_hash: hg }, |d| d.group_hash);
+        }
+    }
+
+    /// Delivery `m` ends: its group, if it had one (free unless another of its deliveries
+    /// is in flight).
+    pub fn end(&mut self, m: &[u8]) -> Option<Vec<u8>> {
+        let hm = self.keyed.hash_one(m);
+        let by_group = &self.by_group;
+        let is_m = |&(h, at): &(u64, u64)| h == hm && by_group.find(at, |d| d.message.as_ref() == m).is_some();
+        let ((_, hg), _) = self.by_message.find_entry(hm, is_m).ok()?.remove();
+        let (d, _) = self.by_group.find_entry(hg, |d| d.message.as_ref() == m).ok()?.remove();
+        Some(d.group)
     }
 }
-
-impl Eq for Delivery {}
 
 /// The state of each queue known, per database.
 type Known = FnvMap<Vec<u8>, Vec<(i32, Flights)>>;
@@ -118,4 +133,32 @@ pub fn forget(q: &[u8], db: i32) {
 /// Every queue's keys may have changed (a load, a promotion, SWAPDB, FLUSH).
 pub fn forget_all() {
     known().clear();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Flights;
+
+    #[test]
+    fn a_group_is_busy_while_a_delivery_of_it_is_in_flight() {
+        let mut f = Flights::<Vec<u8>>::default();
+        f.start(b"m1".to_vec(), b"g".to_vec());
+        f.start(b"m2".to_vec(), b"h".to_vec());
+        // A message known already keeps its delivery.
+        f.start(b"m1".to_vec(), b"other".to_vec());
+        assert!(f.busy(b"g") && f.busy(b"h") && !f.busy(b"other") && !f.busy(b"m1"));
+        assert_eq!(f.end(b"m1"), Some(b"g".to_vec()));
+        assert!(!f.busy(b"g") && f.busy(b"h"));
+        assert_eq!(f.end(b"m1"), None);
+        // Two deliveries of one group (data written by hand): busy till both end.
+        f.start(b"m3".to_vec(), b"h".to_vec());
+        assert_eq!(f.end(b"m2"), Some(b"h".to_vec()));
+        assert!(f.busy(b"h"));
+        assert_eq!(f.end(b"m3"), Some(b"h".to_vec()));
+        assert!(!f.busy(b"h"));
+        // Empty names and bytes split anywhere stay apart.
+        f.start(b"".to_vec(), b"ab".to_vec());
+        f.start(b"a".to_vec(), b"b".to_vec());
+        assert_eq!((f.end(b"a"), f.end(b"")), (Some(b"b".to_vec()), Some(b"ab".to_vec())));
+    }
 }

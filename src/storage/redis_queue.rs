@@ -19,7 +19,7 @@ use crate::ffi::call::call;
 use crate::ffi::key::{Key, KeyType};
 use crate::ffi::rstr::Shared;
 use crate::ffi::{Ctx, RStr};
-use crate::storage::busy::{self, Delivery, Flights};
+use crate::storage::busy::{self, Flights, Message};
 use crate::storage::effects::Effects;
 use crate::storage::headers::{self, Header};
 use crate::storage::keys::{self, KeyId, KeyNames, KEYS};
@@ -437,8 +437,7 @@ impl RedisQueue {
             if self.has_message_meta() {
                 self.scan(Set::Prepare, f64::NEG_INFINITY, f64::INFINITY, false, &mut |m, _| {
                     if let Some(g) = self.record(codec::GROUP_FLIGHT, m.as_ref()).and_then(|v| codec::decode_flight(v.as_ref()).group) {
-                        known.groups.insert(Delivery::new(m.as_ref(), &g));
-                        known.busy.insert(g);
+                        known.start(Message(m), g);
                     }
                     true
                 });
@@ -448,17 +447,10 @@ impl RedisQueue {
         busy::with(self.names[0].as_ref(), self.ctx.db(), fill, f)
     }
 
-    /// Forgets a delivery's group in memory, if known (its record is deleted), and frees
-    /// the group if `free`, in the same look-up: the group it had, `Some(None)` for a
-    /// delivery without one, `None` if not known.
-    fn forget_flight(&self, m: &RStr, free: bool) -> Option<Option<Vec<u8>>> {
-        busy::if_known(self.names[0].as_ref(), self.ctx.db(), |s| {
-            let group = s.groups.take(m.as_ref()).map(Delivery::into_group);
-            if let Some(g) = group.as_ref().filter(|_| free) {
-                s.busy.remove(g);
-            }
-            group
-        })
+    /// Forgets a delivery in memory, if known (its record is deleted), which frees its
+    /// group: the group it had, `Some(None)` for a delivery without one, `None` if not known.
+    fn forget_flight(&self, m: &RStr) -> Option<Option<Vec<u8>>> {
+        busy::if_known(self.names[0].as_ref(), self.ctx.db(), |s| s.end(m.as_ref()))
     }
 
     /// A message's waiting record, if the queue keeps any.
@@ -669,7 +661,7 @@ impl Store for RedisQueue {
     }
 
     fn take_flight(&mut self, m: &RStr) -> Flight {
-        self.forget_flight(m, false);
+        self.forget_flight(m);
         let record = self.take_record(codec::FLIGHT, m).or_else(|| self.take_record(codec::GROUP_FLIGHT, m));
         record.map_or_else(Flight::default, |v| codec::decode_flight(v.as_ref()))
     }
@@ -686,7 +678,7 @@ impl Store for RedisQueue {
             self.hset(self.tagged_field(codec::FLIGHT, m.as_ref()), None);
             return None;
         }
-        if let Some(group) = self.forget_flight(m, true) {
+        if let Some(group) = self.forget_flight(m) {
             // Known: a delivery without a group in memory has no group record.
             let tag = if group.is_some() { codec::GROUP_FLIGHT } else { codec::FLIGHT };
             self.hset(self.tagged_field(tag, m.as_ref()), None);
@@ -695,11 +687,8 @@ impl Store for RedisQueue {
         if self.hset(self.tagged_field(codec::FLIGHT, m.as_ref()), None) {
             return None;
         }
-        let group = self.take_record(codec::GROUP_FLIGHT, m).and_then(|v| codec::decode_flight(v.as_ref()).group);
-        if let Some(g) = &group {
-            self.set_busy(g, None);
-        }
-        group
+        // Not known in memory: filled from the records, this one gone, when next needed.
+        self.take_record(codec::GROUP_FLIGHT, m).and_then(|v| codec::decode_flight(v.as_ref()).group)
     }
 
     fn dead(&self, m: &RStr) -> Dead {
@@ -712,21 +701,17 @@ impl Store for RedisQueue {
     }
 
     fn busy(&self, g: &[u8]) -> bool {
-        self.flights(|s| s.busy.contains(g))
+        self.flights(|s| s.busy(g))
     }
 
-    /// A delivery's group is kept with it (`end_flight`) until the delivery ends.
-    fn set_busy(&mut self, g: &[u8], m: Option<&RStr>) {
-        self.flights(|s| match m {
-            Some(m) => {
-                s.busy.insert(g.to_vec());
-                s.groups.insert(Delivery::new(m.as_ref(), g));
-            }
-            None => {
-                s.busy.remove(g);
-            }
-        });
+    /// A delivery's group is kept with it until the delivery ends, which frees the group
+    /// (`take_flight`, `end_flight`).
+    fn set_busy(&mut self, g: Vec<u8>, m: &RStr) {
+        self.flights(|s| s.start(Message(m.clone()), g));
     }
+
+    /// Nothing left to do: the delivery's end freed its group.
+    fn set_free(&mut self, _: &[u8]) {}
 
     fn policy(&self) -> Policy {
         self.stored_policy().clone().unwrap_or_default()
