@@ -240,10 +240,10 @@ def test_sets_grown_back_one_at_a_time_are_converted_once_per_creation(r):
     for _ in range(2):
         taken = grow(40)
         check(taken)
-        assert ack(r, "q", *taken[:20]) == 20
-        taken = taken[20:] + grow(20)
+        assert ack(r, "q", *taken[:30]) == 30
+        taken = taken[30:] + grow(20)
         check(taken)
-        assert ack(r, "q", *taken) == 40
+        assert ack(r, "q", *taken) == 30
         assert not r.exists("prepare{q}")
     taken = grow(10)
     assert r.object("encoding", "prepare{q}") == b"listpack"

@@ -107,10 +107,22 @@ fn long_string() -> &'static RStr {
     &LONG.0
 }
 
-/// The number of `meta{Q}` fields at which it is made a hashtable (see `convert_meta`).
-const HASHTABLE_AT: usize = 32;
-/// The number of members at which a sorted set is made a skiplist (see `convert_zset`).
-const SKIPLIST_AT: usize = 32;
+/// The number of `meta{Q}` fields at which it is made a hashtable (see `convert_meta`):
+/// every delivery looks its record up twice (set at the pop, deleted at the ack), and
+/// past ~16 fields a listpack's scan costs more than a hashtable's lookup (the QUANTUM 1
+/// drain of issue 21, where each small queue has 16-32 deliveries in flight: 21,708 ->
+/// ~18,900 instructions a message with both bounds at 16 instead of 32).
+const HASHTABLE_AT: usize = 16;
+/// The number of members at which a sorted set is made a skiplist (see `convert_zset`):
+/// `prepare{Q}` as early as `meta{Q}` (each delivery is an insert and a removal by name),
+/// the others (read mostly at their ends) at 32.
+fn skiplist_at(id: KeyId) -> usize {
+    if id == KeyId::Prepare {
+        HASHTABLE_AT
+    } else {
+        32
+    }
+}
 
 const ZADD: &CStr = c"ZADD";
 const ZREM: &CStr = c"ZREM";
@@ -350,7 +362,8 @@ impl RedisQueue {
         let key = self.key_mut(id);
         let Some(flags) = key.zadd(score, m, flags) else { return 0 };
         let bit = 1 << id as u8;
-        if flags & raw::REDISMODULE_ZADD_ADDED as i32 != 0 && (key.len() == SKIPLIST_AT || self.grow & bit != 0) && self.big & bit == 0 {
+        if flags & raw::REDISMODULE_ZADD_ADDED as i32 != 0 && (key.len() == skiplist_at(id) || self.grow & bit != 0) && self.big & bit == 0
+        {
             Self::convert_zset(key);
             self.grow &= !bit;
             self.noted_big(id);
@@ -535,11 +548,12 @@ impl Store for RedisQueue {
     }
 
     /// A set this command takes past the listpack bound is made a skiplist at its first add
-    /// rather than its `SKIPLIST_AT`-th: each listpack insert scans the set (a TPOP visit
+    /// rather than at its bound (`skiplist_at`): each listpack insert scans the set (a TPOP visit
     /// to a queue whose `prepare{Q}` had emptied paid ~6,000 instructions an insert).
     fn will_add(&mut self, set: Set, n: usize) {
         let len = self.len(set) as usize;
-        if len < SKIPLIST_AT && len + n >= SKIPLIST_AT {
+        let at = skiplist_at(KeyId::of(set));
+        if len < at && len + n >= at {
             self.grow |= 1 << KeyId::of(set) as u8;
         }
     }
