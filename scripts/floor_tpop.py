@@ -33,21 +33,14 @@ data work that any implementation with one ACK per queue could reach.
 """
 
 import argparse
-import glob
 import shutil
-import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import redis
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from profile_tpop import callgrind_server, dump, inclusive
 
 
 def main():
@@ -57,41 +50,20 @@ def main():
     ap.add_argument("--entry-tpop", type=int, default=227 + 2 * 437 + 151, help="reply of a TPOP entry")
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="rmq-floor-"))
-    out = tmp / "cg.out"
-    port = free_port()
-    proc = subprocess.Popen(["valgrind", "--tool=callgrind", "--dump-instr=no", f"--callgrind-out-file={out}",
-                             "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--appendonly", "no", "--dir", str(tmp)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc, out, port = callgrind_server(tmp, [])
     try:
         c = redis.Redis(port=port)
-        for _ in range(200):
-            try:
-                c.ping()
-                break
-            except redis.exceptions.ConnectionError:
-                time.sleep(0.1)
 
         def measure(name, commands):
-            """call() instructions of running `commands` (pipelined)."""
+            """call() instructions of running `commands` (pipelined), and their replies."""
             subprocess.run(["callgrind_control", "-z", str(proc.pid)], check=True, capture_output=True)
             p = c.pipeline(transaction=False)
             for cmd in commands:
                 p.execute_command(*cmd)
             replies = p.execute()
-            before = set(glob.glob(f"{out}.*"))
-            subprocess.run(["callgrind_control", "-d", name, str(proc.pid)], check=True, capture_output=True)
-            deadline = time.time() + 60
-            while time.time() < deadline:
-                new = sorted(set(glob.glob(f"{out}.*")) - before)
-                if new and "summary:" in Path(new[-1]).read_text(errors="replace"):
-                    break
-                time.sleep(0.2)
-            else:
-                raise RuntimeError("callgrind: no dump within 60 s")
-            ann = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", new[-1]],
-                                 capture_output=True, text=True, check=True).stdout
-            v = next(int(line.split()[0].replace(",", "")) for line in ann.splitlines() if "???:call [" in line)
+            f = dump(proc, out, name)
+            v = inclusive(f, ["call"])[0]
+            Path(f).unlink()
             return v, replies
 
         deadline = 1_800_000_000_000
