@@ -51,6 +51,46 @@ def free_port():
         return s.getsockname()[1]
 
 
+def callgrind_server(tmp, args):
+    """redis-server under `valgrind --tool=callgrind` in `tmp` on a free port, with more
+    arguments `args`; its process, its dump file's base name and port once it answers."""
+    port = free_port()
+    out = tmp / "cg.out"
+    proc = subprocess.Popen(["valgrind", "--tool=callgrind", "--dump-instr=no", f"--callgrind-out-file={out}",
+                             "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no", "--dir", str(tmp), *args],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(200):
+        try:
+            redis.Redis(port=port).ping()
+            break
+        except redis.exceptions.ConnectionError:
+            time.sleep(0.1)
+    return proc, out, port
+
+
+def dump(proc, out, name):
+    """Has callgrind write what it counted since it was last zeroed (`callgrind_control
+    -z`) as `name`; the dump's path."""
+    before = set(glob.glob(f"{out}.*"))
+    subprocess.run(["callgrind_control", "-d", name, str(proc.pid)], check=True, capture_output=True)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        new = sorted(set(glob.glob(f"{out}.*")) - before)
+        if new and "summary:" in Path(new[-1]).read_text(errors="replace"):
+            return new[-1]
+        time.sleep(0.2)
+    raise RuntimeError("callgrind: no dump within 60 s")
+
+
+def inclusive(f, fns):
+    """Inclusive instructions of redis-server's functions `fns` in dump `f`."""
+    ann = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", f],
+                         capture_output=True, text=True, check=True).stdout
+    return [next((int(line.split()[0].replace(",", "")) for line in ann.splitlines() if f"???:{fn} [" in line), 0)
+            for fn in fns]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--module", default=str(REPO / "target" / "release" / "librmq.so"))
@@ -66,20 +106,9 @@ def main():
     tmp = Path(tempfile.mkdtemp(prefix="rmq-profile-"))
     mod = tmp / "librmq.so"
     shutil.copy(a.module, mod)
-    port = free_port()
-    out = tmp / "cg.out"
-    proc = subprocess.Popen(["valgrind", "--tool=callgrind", "--dump-instr=no", f"--callgrind-out-file={out}",
-                             "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--appendonly", "no", "--dir", str(tmp), "--loadmodule", str(mod)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc, out, port = callgrind_server(tmp, ["--loadmodule", str(mod)])
     try:
         c = redis.Redis(port=port)
-        for _ in range(200):
-            try:
-                c.ping()
-                break
-            except redis.exceptions.ConnectionError:
-                time.sleep(0.1)
         per_call = {}
 
         def measure(name, run, timeout=False):
@@ -87,24 +116,8 @@ def main():
             messages) to divide by. Returns the command-only and whole-server figures."""
             subprocess.run(["callgrind_control", "-z", str(proc.pid)], check=True, capture_output=True)
             n = run()
-            before = set(glob.glob(f"{out}.*"))
-            subprocess.run(["callgrind_control", "-d", name, str(proc.pid)], check=True, capture_output=True)
-            deadline = time.time() + 60
-            while time.time() < deadline:
-                new = sorted(set(glob.glob(f"{out}.*")) - before)
-                if new and "summary:" in Path(new[-1]).read_text(errors="replace"):
-                    break
-                time.sleep(0.2)
-            else:
-                raise RuntimeError("callgrind: no dump within 60 s")
-            f = new[-1]
-            ann = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", f],
-                                 capture_output=True, text=True, check=True).stdout
-            def inclusive(fn):
-                return next((int(line.split()[0].replace(",", "")) for line in ann.splitlines() if f"???:{fn} [" in line),
-                            0)
-
-            v = inclusive("call") + (inclusive("moduleBlockedClientTimedOut") if timeout else 0)
+            f = dump(proc, out, name)
+            v = sum(inclusive(f, ["call", "moduleBlockedClientTimedOut"] if timeout else ["call"]))
             total = next(int(line.split()[1]) for line in Path(f).read_text(errors="replace").splitlines()
                          if line.startswith("summary:"))
             if a.annotate:

@@ -220,6 +220,39 @@ def test_prepare_of_a_large_pop_is_a_skiplist_and_exact(r):
     assert r.dbsize() == 0
 
 
+def test_sets_grown_back_one_at_a_time_are_converted_once_per_creation(r):
+    """prepare{Q} and meta{Q} that shrink below the conversion bound and grow back (one
+    lease at a time) stay a skiplist and a hashtable; once emptied (deleted) or deleted by
+    hand, grown back they are converted again; every lease and record stays exact and the
+    transient member or field never stays."""
+    msgs = [f"m{i:03d}".encode() for i in range(200)]
+    push(r, "q", "PRIORITY", 1, *msgs)
+
+    def grow(n):
+        return [pop(r, "q")[0][0] for _ in range(n)]
+
+    def check(inflight):
+        assert r.object("encoding", "prepare{q}") == b"skiplist"
+        assert r.object("encoding", "meta{q}") == b"hashtable"
+        assert sorted(r.zrange("prepare{q}", 0, -1)) == sorted(inflight)
+        assert sorted(r.hkeys("meta{q}")) == sorted([b"kind"] + [b"f" + m for m in inflight])
+
+    for _ in range(2):
+        taken = grow(40)
+        check(taken)
+        assert ack(r, "q", *taken[:30]) == 30
+        taken = taken[30:] + grow(20)
+        check(taken)
+        assert ack(r, "q", *taken) == 30
+        assert not r.exists("prepare{q}")
+    taken = grow(10)
+    assert r.object("encoding", "prepare{q}") == b"listpack"
+    r.delete("prepare{q}")
+    taken = grow(40)
+    assert r.object("encoding", "prepare{q}") == b"skiplist"
+    assert sorted(r.zrange("prepare{q}", 0, -1)) == sorted(taken)
+
+
 def test_read_only_and_noop_commands_create_no_keys(r):
     assert pop(r, "q") is None
     assert ack(r, "q", "a") == 0

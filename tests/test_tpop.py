@@ -205,6 +205,34 @@ def test_acl_allowed_refused_and_nothing_changed(server, r):
     w.close()
 
 
+def test_acl_every_key_open_or_not(server, r):
+    """With every user allowed every key (the default) no verdict is asked; a user given
+    all keys for reading only, or every key in a selector only, is judged key by key; the
+    rules are read again after every ACL change."""
+    push(r, "t_0", "DELAY", 0, *[f"m{i}" for i in range(10)])
+    assert tpop(r, "t", 4) is not None
+    r.execute_command("ACL", "SETUSER", "all", "on", "nopass", "+@all", "%RW~*")
+    a = server.client(username="all", password="x")
+    assert tpop(a, "t", 4) is not None
+    r.execute_command("ACL", "SETUSER", "reader", "on", "nopass", "+@all", "%R~*")
+    c = server.client(username="reader", password="x")
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        c.execute_command("RMQ.TPOP", "t", 4)
+    assert tpop(a, "t", 4) is not None and tpop(r, "t", 4) is not None
+    r.execute_command("ACL", "SETUSER", "reader", "%W~*")
+    assert tpop(c, "t", 4) is not None, "read and write: every key again"
+    r.execute_command("ACL", "SETUSER", "sel", "on", "nopass", "+@all", "~x", "(~* +@all)")
+    s = server.client(username="sel", password="x")
+    assert tpop(s, "t", 4) is not None, "a selector's keys count"
+    r.execute_command("ACL", "SETUSER", "sel", "clearselectors")
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        s.execute_command("RMQ.TPOP", "t", 4)
+    r.execute_command("ACL", "DELUSER", "sel")
+    assert tpop(a, "t", 4) is not None
+    for x in (a, c, s):
+        x.close()
+
+
 def test_acl_verdict_follows_the_connections_user(server, r):
     """A verdict kept for a connection is not its next user's: AUTH, HELLO … AUTH and RESET
     on the same connection, an AUTH inside a transaction, and scripts (one client for

@@ -5,6 +5,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod acl_list;
 pub mod bucket;
 pub mod codec;
 pub mod cron_schedule;

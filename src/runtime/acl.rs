@@ -2,23 +2,31 @@
 //! caller needs read and write access to every queue key of the topic. A verdict is kept
 //! per user, topic and slot count until an ACL command (or an EXEC, which may hold one)
 //! runs, so a TPOP loop pays the per-key checks once; and per client, so a client's next
-//! TPOP of the topic does not even ask for its user's name.
+//! TPOP of the topic does not even ask for its user's name. And while every ACL user may
+//! read and write every key (the default: no ACL rules), no verdict is needed at all.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{LazyLock, Mutex};
 
+use crate::core::acl_list;
 use crate::core::error::{Result, RmqError};
 use crate::core::fnv::FnvMap;
 use crate::core::route::queue_name_into;
 use crate::ffi::acl::User;
+use crate::ffi::call::call;
 use crate::ffi::{Ctx, RStr};
 
 /// Bumped whenever ACL rules may have changed.
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 /// Bumped whenever ACL rules or the user of a client may have changed.
 static CLIENT_GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// Whether every ACL user may read and write every key (bit 0) as of a generation (the
+/// bits above); `UNKNOWN` before the first look.
+static ALL_KEYS: AtomicU64 = AtomicU64::new(UNKNOWN);
+const UNKNOWN: u64 = u64::MAX;
 
 type Verdicts = HashMap<Asked, (u64, bool)>;
 static VERDICTS: LazyLock<Mutex<Verdicts>> = LazyLock::new(Mutex::default);
@@ -50,6 +58,10 @@ type ClientVerdict = (u64, Vec<u8>, u32, bool);
 
 /// `-NOPERM` unless the current user may read and write every queue of the topic.
 pub fn check_topic(ctx: Ctx, topic: &[u8], slots: u32) -> Result<()> {
+    let generation = GENERATION.load(Ordering::Relaxed);
+    if all_keys(ctx, generation) {
+        return Ok(());
+    }
     let client_generation = CLIENT_GENERATION.load(Ordering::Relaxed);
     // A client's id stands for its user while the client generation holds: a connection
     // changes user only by AUTH, HELLO or RESET (which bump it) and its id is never
@@ -67,7 +79,6 @@ pub fn check_topic(ctx: Ctx, topic: &[u8], slots: u32) -> Result<()> {
         Some(ok) => ok,
         None => {
             let Some(name) = User::current_name(ctx) else { return Ok(()) };
-            let generation = GENERATION.load(Ordering::Relaxed);
             let ok = verdict(&name, &(name.as_ref().to_vec(), topic.to_vec(), slots), generation);
             if let Some(id) = client {
                 CLIENTS.with_borrow_mut(|clients| {
@@ -85,6 +96,29 @@ pub fn check_topic(ctx: Ctx, topic: &[u8], slots: u32) -> Result<()> {
     }
     let name = User::current_name(ctx).map_or_else(Vec::new, |n| n.as_ref().to_vec());
     Err(RmqError::NoPerm(String::from_utf8_lossy(&name).into_owned()))
+}
+
+/// Whether every ACL user may read and write every key: ACL LIST, read again after the
+/// rules may have changed. (A module's own users are not listed; the name check does not
+/// find them either, and lets them through.)
+fn all_keys(ctx: Ctx, generation: u64) -> bool {
+    let known = ALL_KEYS.load(Ordering::Relaxed);
+    if known != UNKNOWN && known >> 1 == generation {
+        return known & 1 != 0;
+    }
+    let all = call(ctx, c"ACL", &[&RStr::from_bytes(b"LIST")]).is_some_and(|users| {
+        let mut i = 0;
+        while let Some(line) = users.element(i) {
+            if !acl_list::all_keys(&line) {
+                return false;
+            }
+            i += 1;
+        }
+        // Not an array of users (an error): no conclusion.
+        i > 0
+    });
+    ALL_KEYS.store(generation << 1 | all as u64, Ordering::Relaxed);
+    all
 }
 
 /// The kept verdict, else the per-key checks (then kept).

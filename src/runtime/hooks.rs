@@ -128,7 +128,7 @@ pub fn rescan(ctx: Ctx, what: Rescan) {
 
 fn on_loading(ctx: Ctx, sub: u64) {
     if sub == LOADING_ENDED {
-        keys::forget_lazy_absent();
+        keys::forget_arrived();
         busy::forget_all();
         headers::forget_all();
         effects::reconsider();
@@ -139,7 +139,7 @@ fn on_loading(ctx: Ctx, sub: u64) {
 /// SWAPDB moves queues between databases: find them again. Consumers blocked on the
 /// swapped keys are signalled by Redis itself and note their due times anew.
 fn on_swapdb(ctx: Ctx, _sub: u64) {
-    keys::forget_lazy_absent();
+    keys::forget_arrived();
     busy::forget_all();
     headers::forget_all();
     alarm::clear_dues();

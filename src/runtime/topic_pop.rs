@@ -14,7 +14,7 @@
 //! turn after turn gives it, so the messages taken are the same; the reply lists them turn
 //! by turn.
 
-use std::cell::Cell;
+use std::cell::RefCell;
 
 use crate::core::route::queue_name;
 use crate::core::store::{Set, Store};
@@ -143,23 +143,33 @@ const KEEP_TURNS: usize = 1024;
 
 fn take_topic_counted(ctx: Ctx, topic: &[u8], want: TopicPop, now: i64, sink: &mut impl Sink) -> usize {
     // The buffers of the visit list and of the opened queues are kept from one TPOP to the
-    // next (a TPOP loop asks alike).
-    thread_local!(static BUFFERS: Cell<(Vec<Turns>, Vec<Opened>)> = const { Cell::new((Vec::new(), Vec::new())) });
-    let (mut turns, mut opened) = BUFFERS.take();
-    let taken = take_turns(ctx, topic, want, now, &mut turns, &mut opened);
-    // Closes the queues before anything is handed on: their changes are replicated, their
-    // consumers woken.
-    opened.clear();
-    if taken > 0 {
-        sink.start(taken);
-        deal(&mut turns, want.quantum, sink);
-    }
-    turns.clear();
-    // No more queues are opened than listed.
-    if turns.capacity() <= KEEP_TURNS {
-        BUFFERS.set((turns, opened));
-    }
-    taken
+    // next (a TPOP loop asks alike), borrowed in place (moving them out and back cost more).
+    thread_local!(static BUFFERS: RefCell<(Vec<Turns>, Vec<Opened>)> = const { RefCell::new((Vec::new(), Vec::new())) });
+    let mut run = |turns: &mut Vec<Turns>, opened: &mut Vec<Opened>| {
+        let taken = take_turns(ctx, topic, want, now, turns, opened);
+        // Closes the queues before anything is handed on: their changes are replicated,
+        // their consumers woken.
+        opened.clear();
+        if taken > 0 {
+            sink.start(taken);
+            deal(turns, want.quantum, sink);
+        }
+        turns.clear();
+        taken
+    };
+    BUFFERS.with(|b| match b.try_borrow_mut() {
+        Ok(mut b) => {
+            let (turns, opened) = &mut *b;
+            let taken = run(turns, opened);
+            // No more queues are opened than listed.
+            if turns.capacity() > KEEP_TURNS {
+                *b = Default::default();
+            }
+            taken
+        }
+        // A TPOP run inside another (from a callback of the other's changes): its own.
+        Err(_) => run(&mut Vec::new(), &mut Vec::new()),
+    })
 }
 
 /// Hands the messages taken on turn by turn: up to `quantum` from each queue that has any

@@ -129,6 +129,12 @@ struct Entry {
     /// keyspace event, which every creation sends but a load from disk, after which the
     /// whole cache forgets) — so a bit never says absent wrongly.
     absent: [u64; LAZY.len()],
+    /// Per key (`KeyId` order; tagged keys only: `Q` cannot be told by its name when
+    /// created), bit `d`: made a skiplist or hashtable in database `d` since it was last
+    /// created there (`RedisQueue`'s conversions), so it need not be converted again. Cleared by the `new` keyspace event and after a load; a bit wrongly clear
+    /// costs a conversion that changes nothing, and one wrongly set only lets a small set
+    /// stay a listpack longer (Redis converts it itself past its listpack bounds).
+    big: [u64; KEYS],
 }
 
 type Cache = FnvMap<Vec<u8>, Entry>;
@@ -142,9 +148,17 @@ fn db_bit(db: i32) -> u64 {
     u32::try_from(db).ok().filter(|&d| d < 64).map_or(0, |d| 1 << d)
 }
 
-/// The names of a queue's keys, in `KeyId` order, and per class of `LAZY` whether its keys
-/// are known not to exist in database `db`.
-pub fn names(q: &RStr, db: i32) -> (KeyNames, [bool; LAZY.len()]) {
+/// What the name cache knows of a queue in a database.
+pub struct Known {
+    /// Per class of `LAZY`: its keys are known not to exist.
+    pub absent: [bool; LAZY.len()],
+    /// Bit `KeyId`: the key is known to be a skiplist or hashtable already (`note_big`).
+    pub big: u8,
+}
+
+/// The names of a queue's keys, in `KeyId` order, and what is known of them in database
+/// `db`.
+pub fn names(q: &RStr, db: i32) -> (KeyNames, Known) {
     let b = q.as_ref();
     let mut cache = cache();
     let e = match cache.get(b) {
@@ -154,12 +168,23 @@ pub fn names(q: &RStr, db: i32) -> (KeyNames, [bool; LAZY.len()]) {
                 cache.clear();
             }
             let names = Arc::new(PREFIXES.map(|p| Shared(RStr::from_bytes(&tagged(p, b)))));
-            cache.entry(b.to_vec()).or_insert(Entry { names, absent: [0; LAZY.len()] })
+            cache.entry(b.to_vec()).or_insert(Entry { names, absent: [0; LAZY.len()], big: [0; KEYS] })
         }
     };
     let names = KeyNames { q: q.clone(), tagged: Arc::clone(&e.names) };
     let bit = db_bit(db);
-    (names, e.absent.map(|a| a & bit != 0))
+    let big = e.big.iter().enumerate().fold(0, |m, (i, b)| m | (((b & bit != 0) as u8) << i));
+    (names, Known { absent: e.absent.map(|a| a & bit != 0), big })
+}
+
+/// Tagged key `id` of queue `q` was made a skiplist or hashtable in `db`.
+pub fn note_big(q: &[u8], db: i32, id: KeyId) {
+    if id == KeyId::Store {
+        return;
+    }
+    if let Some(e) = cache().get_mut(q) {
+        e.big[id as usize] |= db_bit(db);
+    }
 }
 
 /// An open found none of `q`'s keys of the lazy classes marked in `absent` in `db`.
@@ -173,20 +198,25 @@ pub fn note_absent(q: &[u8], db: i32, absent: [bool; LAZY.len()]) {
     }
 }
 
-/// Key `key` was created in `db`: if it is a queue's lazy key, that queue's keys of its
-/// class are no longer known absent there.
+/// Key `key` was created in `db`: if it is a queue's tagged key, it is a new one (not
+/// known converted); if a lazy key, that queue's keys of its class are no longer known
+/// absent there.
 pub fn key_created(key: &[u8], db: i32) {
-    if let Some((q, class)) = queue_of(key).and_then(|(q, id)| Some((q, lazy_class(id)?))) {
-        if let Some(e) = cache().get_mut(q) {
+    let Some((q, id)) = queue_of(key) else { return };
+    if let Some(e) = cache().get_mut(q) {
+        e.big[id as usize] &= !db_bit(db);
+        if let Some(class) = lazy_class(id) {
             e.absent[class] &= !db_bit(db);
         }
     }
 }
 
-/// Keys arrived without a `new` event (a load from disk, a SWAPDB): nothing is known absent.
-pub fn forget_lazy_absent() {
+/// Keys arrived without a `new` event (a load from disk, a SWAPDB): nothing is known absent
+/// or converted.
+pub fn forget_arrived() {
     for e in cache().values_mut() {
         e.absent = [0; LAZY.len()];
+        e.big = [0; KEYS];
     }
 }
 

@@ -40,6 +40,9 @@ pub struct RedisQueue {
     holds_added: Cell<bool>,
     /// Sorted sets to make skiplists at their next add (`will_add`).
     grow: u8,
+    /// Keys known to be skiplists or hashtables already (`keys::Known::big`): not converted
+    /// again each time they grow back to the bound.
+    big: u8,
     /// Something may have become deliverable: consumers blocked on `Q` should be woken.
     wake: bool,
     /// The kind and the policy, once read (they change only through this handle).
@@ -111,10 +114,22 @@ fn long_string() -> &'static RStr {
     &LONG.0
 }
 
-/// The number of `meta{Q}` fields at which it is made a hashtable (see `convert_meta`).
-const HASHTABLE_AT: usize = 32;
-/// The number of members at which a sorted set is made a skiplist (see `convert_zset`).
-const SKIPLIST_AT: usize = 32;
+/// The number of `meta{Q}` fields at which it is made a hashtable (see `convert_meta`):
+/// every delivery looks its record up twice (set at the pop, deleted at the ack), and
+/// past ~16 fields a listpack's scan costs more than a hashtable's lookup (the QUANTUM 1
+/// drain of issue 21, where each small queue has 16-32 deliveries in flight: 21,708 ->
+/// ~18,900 instructions a message with both bounds at 16 instead of 32).
+const HASHTABLE_AT: usize = 16;
+/// The number of members at which a sorted set is made a skiplist (see `convert_zset`):
+/// `prepare{Q}` as early as `meta{Q}` (each delivery is an insert and a removal by name),
+/// the others (read mostly at their ends) at 32.
+fn skiplist_at(id: KeyId) -> usize {
+    if id == KeyId::Prepare {
+        HASHTABLE_AT
+    } else {
+        32
+    }
+}
 
 const ZADD: &CStr = c"ZADD";
 const ZREM: &CStr = c"ZREM";
@@ -124,7 +139,8 @@ const HDEL: &CStr = c"HDEL";
 impl RedisQueue {
     /// Opens the queue's keys (for writing if `write`); WRONGTYPE if any holds another type.
     pub fn open(ctx: Ctx, q: RStr, write: bool) -> Result<RedisQueue> {
-        let (names, known_absent) = keys::names(&q, ctx.db());
+        let (names, known) = keys::names(&q, ctx.db());
+        let known_absent = known.absent;
         // A lazy key known absent is not opened (nor its class's others): absent, its type
         // cannot be wrong, and a write opens it (`key_mut`). Else the class's key in
         // `keys::LAZY` tells whether it has any (keys before it in `KeyId` order are opened).
@@ -144,10 +160,14 @@ impl RedisQueue {
         if absent != known_absent {
             keys::note_absent(q.as_ref(), ctx.db(), absent);
         }
+        let mut big = known.big;
         for (i, k) in keys.iter().enumerate() {
             let want = if i == KeyId::Meta as usize { KeyType::Hash } else { KeyType::ZSet };
             let t = k.get().map_or(KeyType::Empty, Key::key_type);
-            if t != KeyType::Empty && t != want {
+            if t == KeyType::Empty {
+                // Made anew when written: a listpack again.
+                big &= !(1 << i);
+            } else if t != want {
                 return Err(RmqError::WrongType);
             }
         }
@@ -160,6 +180,7 @@ impl RedisQueue {
             dirty: Cell::new(0),
             holds_added: Cell::new(false),
             grow: 0,
+            big,
             wake: false,
             header: OnceCell::new(),
             scratch: RefCell::new(None),
@@ -178,6 +199,12 @@ impl RedisQueue {
     /// A key for writing, opened now if it was not.
     fn key_mut(&self, id: KeyId) -> &Key {
         self.keys[id as usize].get_or_init(|| Key::open(self.ctx, &self.names[id as usize], self.write))
+    }
+
+    /// Key `id` was made a skiplist or hashtable: so it stays while it lives.
+    fn noted_big(&mut self, id: KeyId) {
+        self.big |= 1 << id as u8;
+        keys::note_big(self.names[0].as_ref(), self.ctx.db(), id);
     }
 
     fn touched(&self, id: KeyId) {
@@ -246,8 +273,9 @@ impl RedisQueue {
         let deletion = value.is_none();
         let meta = self.key_mut(KeyId::Meta);
         let changed = meta.hset(&field, value.as_ref());
-        if value.is_some() && changed == 0 && meta.len() == HASHTABLE_AT {
+        if value.is_some() && changed == 0 && meta.len() == HASHTABLE_AT && self.big & 1 << KeyId::Meta as u8 == 0 {
             Self::convert_meta(meta);
+            self.noted_big(KeyId::Meta);
         }
         match value {
             Some(v) => self.effects.record(HSET, KeyId::Meta, || [field, v]),
@@ -352,9 +380,12 @@ impl RedisQueue {
     fn zadd(&mut self, id: KeyId, m: &RStr, score: f64, flags: i32) -> i32 {
         let key = self.key_mut(id);
         let Some(flags) = key.zadd(score, m, flags) else { return 0 };
-        if flags & raw::REDISMODULE_ZADD_ADDED as i32 != 0 && (key.len() == SKIPLIST_AT || self.grow & 1 << id as u8 != 0) {
+        let bit = 1 << id as u8;
+        if flags & raw::REDISMODULE_ZADD_ADDED as i32 != 0 && (key.len() == skiplist_at(id) || self.grow & bit != 0) && self.big & bit == 0
+        {
             Self::convert_zset(key);
-            self.grow &= !(1 << id as u8);
+            self.grow &= !bit;
+            self.noted_big(id);
         }
         if flags & (raw::REDISMODULE_ZADD_ADDED | raw::REDISMODULE_ZADD_UPDATED) as i32 != 0 {
             self.effects.record(ZADD, id, || [RStr::from_score(score), m.clone()]);
@@ -528,11 +559,12 @@ impl Store for RedisQueue {
     }
 
     /// A set this command takes past the listpack bound is made a skiplist at its first add
-    /// rather than its `SKIPLIST_AT`-th: each listpack insert scans the set (a TPOP visit
+    /// rather than at its bound (`skiplist_at`): each listpack insert scans the set (a TPOP visit
     /// to a queue whose `prepare{Q}` had emptied paid ~6,000 instructions an insert).
     fn will_add(&mut self, set: Set, n: usize) {
         let len = self.len(set) as usize;
-        if len < SKIPLIST_AT && len + n >= SKIPLIST_AT {
+        let at = skiplist_at(KeyId::of(set));
+        if len < at && len + n >= at {
             self.grow |= 1 << KeyId::of(set) as u8;
         }
     }
