@@ -5,7 +5,8 @@ Runs seed after seed -- mostly the standalone fuzzer (every command, restarts, p
 every fourth seed on a 3-primary cluster with slot moves -- until --seconds have passed
 (SOAK_SECONDS, default 3600), each seed for --steps steps (a fresh server or cluster per
 seed, stopped by pid). A failing seed is reported with its replay command line and the run
-goes on. At the end it prints and writes to scripts/results/soak.md:
+goes on. At the end it prints, and writes at the top of scripts/results/soak.md (earlier
+runs stay below):
 
     operations checked: N, seeds: K, failures: F
 
@@ -102,8 +103,11 @@ def main():
     elapsed = time.monotonic() - t0
     summary = f"operations checked: {ops}, seeds: {seeds}, failures: {len(failures)}"
     print(summary)
+    title = "# Model-based live fuzzing: soak run (`make soak`)"
     lines = [
-        "# Model-based live fuzzing: soak run (`make soak`)",
+        title,
+        "",
+        f"## {elapsed / 60:.1f} minutes at {_commit()}",
         "",
         f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
         f"- server: {server_name()} ({server_binary()}); module {os.environ.get('RMQ_MODULE', 'target/release/librmq.so')}",
@@ -117,9 +121,12 @@ def main():
         "",
     ]
     for s, kind, text in failures[:20]:
-        lines += [f"## seed {s} ({kind})", "", "```", text[:4000], "```", ""]
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text("\n".join(lines))
+        lines += [f"### seed {s} ({kind})", "", "```", text[:4000], "```", ""]
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # The newest run first; earlier runs' sections stay below it.
+    earlier = out.read_text().removeprefix(title).lstrip("\n") if out.exists() else ""
+    out.write_text("\n".join(lines) + ("\n" + earlier if earlier else ""))
     print(f"wrote {a.out}")
     return 1 if failures else 0
 
