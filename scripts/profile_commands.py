@@ -1,11 +1,15 @@
 """Where a command's instructions go: runs redis-server with a module under valgrind
 --tool=callgrind, sends N unbatched RMQ.PUSH (PRIORITY 5; with GROUPED=1 in 1,000 groups),
-N RMQ.POP, N RMQ.ACK (100 per round trip), then N ZADD and N ZPOPMAX as the bare peer, and
+N RMQ.POP, N RMQ.ACK (100 per round trip), then the bare peers: N ZADD and N ZPOPMAX, and the
+rest of `make bench`'s bare lifecycle (ZADD prepare, ZREM prepare of the popped members) with
+the in-flight record RMQ keeps and the bare peer does not (HSET meta, HDEL meta); and
 dumps one profile per phase (callgrind_control -z before, -d after). With BATCH=b, each
 command carries b messages (PUSH and ACK with b messages, POP COUNT b, ZADD with b members,
 ZPOPMAX b): N/b commands per phase, so divide by N for the cost per message. Read a phase with
 `callgrind_annotate --inclusive=yes <dir>/cg.<pid>.<k>` and divide by N
-(scripts/results/profile_v3.md has the figures).
+(scripts/results/profile_v3.md has the figures). At the end it prints `call()` (Redis's
+command execution, what INFO commandstats times) per message for each phase, and the
+lifecycle ratios to the bare peer with and without the record.
 
     python3 scripts/profile_commands.py target/release/librmq.so /tmp/cg 3000
 
@@ -13,6 +17,7 @@ The server runs on a free port and is stopped by its pid.
 """
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -56,6 +61,10 @@ def main():
                 p.execute()
             subprocess.run(["callgrind_control", "-d", name, str(server.pid)], capture_output=True, check=True)
 
+        # The bare peer's sets and hash begin in their big encodings, as RMQ's keys do (the
+        # module converts its own early); else a hash's first 512 fields (listpack) dominate.
+        r.zadd("zp", {f"pad-{i}": 0 for i in range(200)})
+        r.hset("h", mapping={f"pad-{i}": "x" for i in range(600)})
         msgs = [f"message-{i:012d}" for i in range(n)]
         group = (lambda i: ["GROUP", f"g{i % 1000}"]) if grouped else (lambda i: [])
         if batch == 1:
@@ -64,6 +73,10 @@ def main():
             phase("ack", [["RMQ.ACK", "q", m] for m in msgs])
             phase("zadd", [["ZADD", "z", 5, m] for m in msgs])
             phase("zpop", [["ZPOPMAX", "z"]] * n)
+            phase("zprep", [["ZADD", "zp", 1, m] for m in msgs])
+            phase("hset", [["HSET", "h", m, "\x01\x05"] for m in msgs])
+            phase("zrem", [["ZREM", "zp", m] for m in msgs])
+            phase("hdel", [["HDEL", "h", m] for m in msgs])
         else:
             # A batch shares one group (a push takes one GROUP).
             chunks = [msgs[i:i + batch] for i in range(0, n, batch)]
@@ -72,9 +85,34 @@ def main():
             phase("ack", [["RMQ.ACK", "q", *c] for c in chunks])
             phase("zadd", [["ZADD", "z", *(x for m in c for x in (5, m))] for c in chunks])
             phase("zpop", [["ZPOPMAX", "z", batch]] * len(chunks))
+            phase("zprep", [["ZADD", "zp", *(x for m in c for x in (1, m))] for c in chunks])
+            phase("hset", [["HSET", "h", *(x for m in c for x in (m, "\x01\x05"))] for c in chunks])
+            phase("zrem", [["ZREM", "zp", *c] for c in chunks])
+            phase("hdel", [["HDEL", "h", *c] for c in chunks])
     finally:
         server.terminate()
         server.wait(60)
+    summarize(out, server.pid, n)
+
+
+PHASES = ["push", "pop", "ack", "zadd", "zpop", "zprep", "hset", "zrem", "hdel"]
+
+
+def summarize(out, pid, n):
+    """call() instructions per message of each phase (the dumps are numbered in order)."""
+    per = {}
+    for k, name in enumerate(PHASES, start=1):
+        text = subprocess.run(["callgrind_annotate", "--inclusive=yes", f"{out}/cg.{pid}.{k}"],
+                              capture_output=True, text=True, check=True).stdout
+        # e.g. "23,360,408 (70.91%)  ???:call [/usr/bin/redis-server]"
+        found = re.search(r"^\s*([\d,]+) \([\d.]+%\)\s+\S*:call \[", text, re.M)
+        per[name] = int(found.group(1).replace(",", "")) / n if found else float("nan")
+        print(f"{name:6} call() {per[name]:10,.0f} a message")
+    rmq = per["push"] + per["pop"] + per["ack"]
+    bare = per["zadd"] + per["zpop"] + per["zprep"] + per["zrem"]
+    record = per["hset"] + per["hdel"]
+    print(f"lifecycle: RMQ {rmq:,.0f}; bare {bare:,.0f} (ratio {rmq / bare:.2f}); "
+          f"bare + the in-flight record {bare + record:,.0f} (ratio {rmq / (bare + record):.2f})")
 
 
 if __name__ == "__main__":
