@@ -18,46 +18,16 @@ command, or 1 with --batch 1; pipelined by 100 commands):
 and prints each peer's server usec per message (median of --rounds rounds, the peers'
 order turning each round) and the medians of the per-round ratios RMQ/bare, RMQ/record.
 
-    python3 scripts/floor_lifecycle.py [--module M] [--messages 50000] [--batch 100] [--rounds 5]
+    python3 scripts/floor_lifecycle.py [--messages 50000] [--batch 100] [--rounds 5]
+
+The module is bench.py's (RMQ_MODULE, default target/release/librmq.so).
 """
 
 import argparse
-import os
-import shutil
-import socket
 import statistics
-import subprocess
-import tempfile
 import time
-from pathlib import Path
 
-import redis
-
-REPO = Path(__file__).resolve().parent.parent
-
-
-def start(module):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    pin = ["taskset", "-c", "0"] if shutil.which("taskset") else []
-    d = tempfile.mkdtemp(prefix="rmq-floor-life-")
-    server = subprocess.Popen([*pin, "redis-server", "--port", str(port), "--bind", "127.0.0.1",
-                               "--save", "", "--appendonly", "no", "--dir", d,
-                               "--loadmodule", os.path.abspath(module)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    r = redis.Redis(port=port)
-    deadline = time.time() + 30
-    while True:
-        try:
-            r.ping()
-            return server, r
-        except redis.ConnectionError:
-            if time.time() > deadline:
-                server.kill()
-                raise
-            time.sleep(0.05)
+import bench
 
 
 def pipelined(r, cmds):
@@ -104,13 +74,15 @@ def lifecycle(r, peer, msgs, b, tag):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--module", default=str(REPO / "target" / "release" / "librmq.so"))
     ap.add_argument("--messages", type=int, default=50_000)
     ap.add_argument("--batch", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=5)
     a = ap.parse_args()
-    server, r = start(a.module)
+    server = bench.Server()
     try:
+        server.take_module()
+        server.start()
+        r = server.client()
         msgs = [f"message-{i:012d}" for i in range(a.messages)]
         peers = ["rmq", "bare", "record"]
         got = {p: [] for p in peers}
@@ -124,11 +96,7 @@ def main():
               + ", ".join(f"{p} {med[p]:.2f}" for p in peers))
         print(f"RMQ / bare {ratio['bare']:.2f}x; RMQ / bare + in-flight record {ratio['record']:.2f}x")
     finally:
-        server.terminate()
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        server.cleanup()
 
 
 if __name__ == "__main__":
