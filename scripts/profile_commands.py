@@ -17,13 +17,14 @@ The server runs on a free port and is stopped by its pid.
 """
 
 import os
-import re
 import socket
 import subprocess
 import sys
 import time
 
 import redis
+
+from profile_tpop import inclusive
 
 
 def main():
@@ -102,11 +103,7 @@ def summarize(out, pid, n):
     """call() instructions per message of each phase (the dumps are numbered in order)."""
     per = {}
     for k, name in enumerate(PHASES, start=1):
-        text = subprocess.run(["callgrind_annotate", "--inclusive=yes", f"{out}/cg.{pid}.{k}"],
-                              capture_output=True, text=True, check=True).stdout
-        # e.g. "23,360,408 (70.91%)  ???:call [/usr/bin/redis-server]"
-        found = re.search(r"^\s*([\d,]+) \([\d.]+%\)\s+\S*:call \[", text, re.M)
-        per[name] = int(found.group(1).replace(",", "")) / n if found else float("nan")
+        per[name] = inclusive(f"{out}/cg.{pid}.{k}", ["call"])[0] / n
         print(f"{name:6} call() {per[name]:10,.0f} a message")
     rmq = per["push"] + per["pop"] + per["ack"]
     bare = per["zadd"] + per["zpop"] + per["zprep"] + per["zrem"]
