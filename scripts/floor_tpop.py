@@ -30,17 +30,18 @@ instructions of each command's own bookkeeping that one module command would pay
 (so the floor is a little high for TPOP's 64 visits, and the ratio below a little low).
 Prints the per-message sums and their ratio: the best POP/TPOP ratio of the commands'
 data work that any implementation with one ACK per queue could reach.
+
+With --wall, the same commands on a plain redis-server, timed by INFO commandstats (usec
+per message; CONFIG RESETSTAT before each phase, no reply added): the floor in time, where
+memory counts too. It needs a quiet machine.
 """
 
 import argparse
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
-import redis
-
-from profile_tpop import callgrind_server, dump, inclusive
+from profile_tpop import BareMeter
 
 
 def main():
@@ -48,23 +49,13 @@ def main():
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--entry-pop", type=int, default=227 + 437 + 151, help="reply of a POP entry")
     ap.add_argument("--entry-tpop", type=int, default=227 + 2 * 437 + 151, help="reply of a TPOP entry")
+    ap.add_argument("--wall", action="store_true",
+                    help="INFO commandstats usec on a plain server instead of callgrind (the replies not added)")
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="rmq-floor-"))
-    proc, out, port = callgrind_server(tmp, [])
+    meter = BareMeter(tmp, not a.wall)
     try:
-        c = redis.Redis(port=port)
-
-        def measure(name, commands):
-            """call() instructions of running `commands` (pipelined), and their replies."""
-            subprocess.run(["callgrind_control", "-z", str(proc.pid)], check=True, capture_output=True)
-            p = c.pipeline(transaction=False)
-            for cmd in commands:
-                p.execute_command(*cmd)
-            replies = p.execute()
-            f = dump(proc, out, name)
-            v = inclusive(f, ["call"])[0]
-            Path(f).unlink()
-            return v, replies
+        c, measure = meter.c, meter.measure
 
         deadline = 1_800_000_000_000
         convert = "x" * 100
@@ -109,15 +100,16 @@ def main():
                 for step, make in steps.items():
                     sums[who][step] += measure(step, [make(q, ms) for q, ms in taken])[0]
         per = {who: {k: v / msgs[who] for k, v in s.items()} for who, s in sums.items()}
-        per["pop"]["reply"], per["tpop"]["reply"] = a.entry_pop, a.entry_tpop
+        if not a.wall:
+            per["pop"]["reply"], per["tpop"]["reply"] = a.entry_pop, a.entry_tpop
+        print(f"per message, {meter.unit}:")
         for who in ("pop", "tpop"):
-            parts = "  ".join(f"{k} {v:,.0f}" for k, v in per[who].items())
-            print(f"{who:5} per message: {parts}  total {sum(per[who].values()):,.0f}")
+            parts = "  ".join(f"{k} {meter.fmt(v)}" for k, v in per[who].items())
+            print(f"{who:5} per message: {parts}  total {meter.fmt(sum(per[who].values()))}")
         pop, tpop = sum(per["pop"].values()), sum(per["tpop"].values())
-        print(f"floor (call()): POP/TPOP QUANTUM 1 = {pop:,.0f} / {tpop:,.0f} = {pop / tpop:.3f}")
+        print(f"floor: POP/TPOP QUANTUM 1 = {meter.fmt(pop)} / {meter.fmt(tpop)} = {pop / tpop:.3f}")
     finally:
-        proc.terminate()
-        proc.wait(timeout=60)
+        meter.stop()
         shutil.rmtree(tmp, ignore_errors=True)
 
 

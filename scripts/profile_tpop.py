@@ -91,6 +91,55 @@ def inclusive(f, fns):
             for fn in fns]
 
 
+class BareMeter:
+    """A plain redis-server (no module) on a free port in `tmp`, under callgrind when
+    `callgrind`, that tells what pipelined commands cost: call() instructions, or INFO
+    commandstats usec (CONFIG RESETSTAT first). For the floor scripts."""
+
+    def __init__(self, tmp, callgrind):
+        self.callgrind = callgrind
+        if callgrind:
+            self.proc, self.out, port = callgrind_server(tmp, [])
+        else:
+            port = free_port()
+            self.proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                          "--appendonly", "no", "--dir", str(tmp)],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for _ in range(200):
+                try:
+                    redis.Redis(port=port).ping()
+                    break
+                except redis.exceptions.ConnectionError:
+                    time.sleep(0.05)
+        self.c = redis.Redis(port=port)
+        self.unit = "instructions (call())" if callgrind else "usec (commandstats)"
+
+    def measure(self, name, commands):
+        """What `commands` (pipelined) cost, and their replies."""
+        if self.callgrind:
+            subprocess.run(["callgrind_control", "-z", str(self.proc.pid)], check=True, capture_output=True)
+        else:
+            self.c.config_resetstat()
+        p = self.c.pipeline(transaction=False)
+        for cmd in commands:
+            p.execute_command(*cmd)
+        replies = p.execute()
+        if self.callgrind:
+            f = dump(self.proc, self.out, name)
+            v = inclusive(f, ["call"])[0]
+            Path(f).unlink()
+        else:
+            v = sum(s["usec"] for k, s in self.c.info("commandstats").items() if k != "cmdstat_config")
+        return v, replies
+
+    def fmt(self, v):
+        return f"{v:,.0f}" if self.callgrind else f"{v:.3f}"
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=60)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--module", default=str(REPO / "target" / "release" / "librmq.so"))
