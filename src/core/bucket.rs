@@ -2,22 +2,43 @@
 //! `window` ms; a delivery takes one. A new bucket (after a restart, a failover or a
 //! policy change, when nothing is known of recent deliveries) holds one token, so the
 //! first message is not delayed and no burst exceeds the limit.
+//!
+//! Counted in whole units of 1/window token, so a token is there exactly when the
+//! refill reaches it, however often the bucket was looked at before: a float sum of
+//! refills drifts (0.3 + 0.6 + 0.1 tokens is 0.9999999999999999), and a token due at the
+//! end of a window came a ms late (found by `make soak`).
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Bucket {
-    tokens: f64,
+    /// Tokens × `window`.
+    credit: i128,
+    /// The window (ms) the credit is counted in: the one last asked with.
+    window: i64,
     at: i64,
 }
 
 impl Bucket {
-    pub fn new(now: i64, rate: i64) -> Bucket {
-        Bucket { tokens: (rate as f64).min(1.0), at: now }
+    pub fn new(now: i64, rate: i64, window: i64) -> Bucket {
+        let window = window.max(1);
+        Bucket { credit: rate.clamp(0, 1) as i128 * window as i128, window, at: now }
+    }
+
+    /// Counts the credit in `window` instead (the setting changed).
+    fn rescale(&mut self, window: i64) {
+        let window = window.max(1);
+        if window != self.window {
+            self.credit = self.credit * window as i128 / self.window as i128;
+            self.window = window;
+        }
     }
 
     fn refill(&mut self, now: i64, rate: i64, window: i64) {
+        self.rescale(window);
         if now > self.at {
-            let added = (now - self.at) as f64 * rate as f64 / window as f64;
-            self.tokens = (self.tokens + added).min(rate as f64);
+            let (w, rate) = (self.window as i128, rate.max(0) as i128);
+            // A whole window refills the bucket: longer adds nothing (and cannot overflow).
+            let elapsed = now.saturating_sub(self.at).min(self.window) as i128;
+            self.credit = (self.credit + elapsed * rate).min(rate * w);
             self.at = now;
         }
     }
@@ -25,32 +46,29 @@ impl Bucket {
     /// How many deliveries the bucket allows now.
     pub fn available(&mut self, now: i64, rate: i64, window: i64) -> u64 {
         self.refill(now, rate, window);
-        self.tokens.max(0.0).floor() as u64
+        (self.credit.max(0) / self.window as i128) as u64
     }
 
     /// `n` deliveries were made.
     pub fn take(&mut self, n: u64) {
-        self.tokens -= n as f64;
+        self.credit -= n as i128 * self.window as i128;
     }
 
     /// When the next whole token will be there (after `available` said 0).
     pub fn next_token_at(&self, rate: i64, window: i64) -> i64 {
-        let missing = (1.0 - self.tokens).max(0.0);
-        let mut t = self.at + (missing * window as f64 / rate as f64).ceil().max(1.0) as i64;
-        // The refill over that time may round to just under a whole token: then a ms later
-        // (a ms adds at least 2^-31 tokens, far more than the rounding).
-        let has_token = |t| Bucket { ..*self }.available(t, rate, window) >= 1;
-        while rate > 0 && !has_token(t) {
-            t += 1;
-        }
-        t
+        let mut b = *self;
+        b.rescale(window);
+        let rate = rate.max(1) as i128;
+        let missing = (b.window as i128 - b.credit).max(0);
+        let wait = ((missing + rate - 1) / rate).max(1);
+        b.at.saturating_add(wait.min(i64::MAX as i128) as i64)
     }
 
     /// Whether the bucket is as full as a new one or fuller (then forgetting it loses
     /// nothing but the burst it allows).
     pub fn is_full(&mut self, now: i64, rate: i64, window: i64) -> bool {
         self.refill(now, rate, window);
-        self.tokens >= (rate as f64).min(1.0)
+        self.credit >= rate.clamp(0, 1) as i128 * self.window as i128
     }
 }
 
@@ -60,7 +78,7 @@ mod tests {
 
     #[test]
     fn refills_evenly_up_to_the_rate() {
-        let mut b = Bucket::new(0, 1000);
+        let mut b = Bucket::new(0, 1000, 1000);
         assert_eq!(b.available(0, 1000, 1000), 1, "a new bucket holds one token");
         b.take(1);
         assert_eq!(b.available(0, 1000, 1000), 0);
@@ -74,7 +92,7 @@ mod tests {
 
     #[test]
     fn slow_rates_wait_for_a_whole_token() {
-        let mut b = Bucket::new(0, 2);
+        let mut b = Bucket::new(0, 2, 60_000);
         assert_eq!(b.available(0, 2, 60_000), 1);
         b.take(1);
         assert_eq!(b.available(29_999, 2, 60_000), 0);
@@ -89,7 +107,7 @@ mod tests {
         // the time promised rounds to 0.9999999999999999 tokens (a consumer woken for the
         // token got nothing, and was woken again a ms later).
         let (rate, window) = (2, 117_899_265);
-        let mut b = Bucket::new(0, rate);
+        let mut b = Bucket::new(0, rate, window);
         b.take(1);
         for round in 0..2 {
             assert_eq!(b.available(b.at, rate, window), 0);
@@ -102,9 +120,56 @@ mod tests {
 
     #[test]
     fn time_going_backwards_adds_nothing() {
-        let mut b = Bucket::new(100, 10);
+        let mut b = Bucket::new(100, 10, 1000);
         b.take(1);
         assert_eq!(b.available(50, 10, 1000), 0);
         assert_eq!(b.available(200, 10, 1000), 1);
+    }
+
+    #[test]
+    fn a_token_comes_when_due_however_often_it_is_looked_at() {
+        // Found by `make soak`: rate 1 a second, looked at 300, 900 and 1000 ms after the
+        // last delivery: the float refills summed to 0.9999999999999999, no token.
+        let mut b = Bucket::new(0, 1, 1000);
+        b.take(1);
+        for t in [300, 900] {
+            assert_eq!(b.available(t, 1, 1000), 0);
+        }
+        assert_eq!(b.available(1000, 1, 1000), 1);
+        // Every rate and window, looked at every `step` ms: no token before the refill
+        // reaches one, one at that ms, and the time promised is that ms.
+        for (rate, window) in [(1, 1000), (3, 1000), (7, 10), (2, 60_000), (1000, 1000), (3, 7)] {
+            let due = (window + rate - 1) / rate;
+            for step in [1, 3, 7, 10, 100, 300, 999] {
+                let mut b = Bucket::new(0, rate, window);
+                b.take(1);
+                assert_eq!(b.next_token_at(rate, window), due, "rate {rate}/{window}");
+                let mut t = 0;
+                while t + step < due {
+                    t += step;
+                    assert_eq!(b.available(t, rate, window), 0, "rate {rate}/{window} step {step} at {t}");
+                }
+                assert_eq!(b.available(due, rate, window), 1, "rate {rate}/{window} step {step}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_changed_window_keeps_whole_tokens() {
+        let mut b = Bucket::new(0, 10, 1000);
+        assert_eq!(b.available(0, 10, 1000), 1);
+        assert_eq!(b.available(0, 10, 60_000), 1, "the token held stays");
+        b.take(1);
+        assert_eq!(b.next_token_at(10, 60_000), 6_000);
+        assert_eq!(b.available(5_999, 10, 60_000), 0);
+        assert_eq!(b.available(6_000, 10, 60_000), 1);
+    }
+
+    #[test]
+    fn long_idle_times_fill_without_overflow() {
+        let mut b = Bucket::new(i64::MIN / 2, 1_000_000_000, i64::MAX);
+        b.take(1);
+        assert_eq!(b.available(i64::MAX / 2, 1_000_000_000, i64::MAX), 1_000_000_000);
+        assert!(b.is_full(i64::MAX / 2, 1_000_000_000, i64::MAX));
     }
 }

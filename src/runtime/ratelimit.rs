@@ -28,7 +28,7 @@ pub fn allowance(db: i32, q: &[u8], lim: &Limits, now: i64, count: usize) -> usi
     if all.len() >= MAX_BUCKETS && !all.contains_key(&(db, q.to_vec())) {
         all.retain(|_, b| !b.is_full(now, lim.rate, lim.rate_window_ms));
     }
-    let b = all.entry((db, q.to_vec())).or_insert_with(|| Bucket::new(now, lim.rate));
+    let b = all.entry((db, q.to_vec())).or_insert_with(|| Bucket::new(now, lim.rate, lim.rate_window_ms));
     (b.available(now, lim.rate, lim.rate_window_ms) as usize).min(count)
 }
 
