@@ -6,7 +6,7 @@ messages ungrouped, with bare Redis commands (no module).
 bench_v2 section 2's messages, adjacent order (group j's --per-group messages `m:<j>:<k>`
 at PRIORITY groups - j, one after another), drained in rounds of 100 as its consumers do
 (pop COUNT 100, then ack those 100), with 1,500 other deliveries in flight (the other
-consumers'). Three peers, each on its own keys of one plain
+consumers'). Four peers, each on its own keys of one plain
 redis-server on a free 127.0.0.1 port (under `valgrind --tool=callgrind` with
 --callgrind, else plain):
 
@@ -34,6 +34,9 @@ redis-server on a free 127.0.0.1 port (under `valgrind --tool=callgrind` with
              hb{Q}:<group> and ZADD Q. It leaves out what SPEC needs besides (INFO's
              `ready` and `next_due` over held-back timed messages without a scan, the busy
              state), so it is below any real layout.
+  ideal+set  `ideal`, with the held-back messages also in one sorted set scored in the
+             queue's order (as park{Q}), which INFO's `ready` and `next_due` over held-back
+             timed messages need without a scan: the ack's ZREM from it too.
 
 Each step is measured in its own phase, per message: with --callgrind, redis-server's
 call() instructions (the commands alone, what profile_tpop's "command" figures count);
@@ -83,7 +86,7 @@ def main():
     c = meter.c
     try:
         fill(c, a.groups, a.per_group)
-        peers = ("ungrouped", "layout", "ideal")
+        peers = ("ungrouped", "layout", "ideal", "ideal+set")
         sums = {p: {} for p in peers}
         msgs = 0
         for _ in range(a.rounds):
@@ -108,7 +111,7 @@ def main():
             total[peer] = sum(per.values())
             parts = "  ".join(f"{k} {meter.fmt(v)}" for k, v in per.items())
             print(f"  {peer:9} {parts}  total {meter.fmt(total[peer])}")
-        for peer in ("layout", "ideal"):
+        for peer in peers[1:]:
             print(f"floor: ungrouped / {peer} = {total['ungrouped'] / total[peer]:.3f}")
     finally:
         meter.stop()
@@ -132,17 +135,22 @@ def fill(c, groups, per_group):
         p.zadd("Q{i}", {ms[0]: prio})
         p.rpush(b"hb{i}:" + g, *[b"%d:%s" % (prio, m) for m in ms[1:]])
         p.hset("meta{i}", mapping={b"r" + m: b"0::" + g for m in ms})
+        # ideal+set: the same, and the held-back messages in a scored set too.
+        p.zadd("Q{s}", {ms[0]: prio})
+        p.rpush(b"hb{s}:" + g, *[b"%d:%s" % (prio, m) for m in ms[1:]])
+        p.zadd("park{s}", {m: prio for m in ms[1:]})
+        p.hset("meta{s}", mapping={b"r" + m: b"0::" + g for m in ms})
         if j % 200 == 199:
             p.execute()
     p.execute()
     # The other consumers' deliveries in flight (bench_v2's 16 consumers pop 100 each):
     # prepare{..} a skiplist and meta{..} a hashtable throughout, as in the drain.
-    for t in "uli":
+    for t in "ulis":
         c.zadd(f"prepare{{{t}}}", {f"in:{j}": DEADLINE + j for j in range(IN_FLIGHT)})
         c.hset(f"meta{{{t}}}", mapping={f"fin:{j}": "1:1" for j in range(IN_FLIGHT)})
 
 
-TAG = {"ungrouped": "u", "layout": "l", "ideal": "i"}
+TAG = {"ungrouped": "u", "layout": "l", "ideal": "i", "ideal+set": "s"}
 
 
 def q_of(peer):
@@ -155,7 +163,8 @@ def steps_of(peer, n_groups):
     takes, with their scores (the pop's finding them is counted in "pop")."""
     t = TAG[peer]
     q, prep, meta = q_of(peer), f"prepare{{{t}}}", f"meta{{{t}}}"
-    flight = {"ungrouped": b"f", "layout": b"g", "ideal": b"r"}[peer]
+    flight = {"ungrouped": b"f", "layout": b"g"}.get(peer, b"r")
+    ideal = peer.startswith("ideal")
 
     def ms(st):
         return [m for m, _ in st["taken"]]
@@ -178,7 +187,7 @@ def steps_of(peer, n_groups):
             ("hdel w", lambda st: [("HDEL", meta, *[b"w" + m for m in ms(st)])], None),
             ("zrem parkidx", lambda st: [("ZREM", "parkidx{l}", *[order_key(int(s)) + m for m, s in st["taken"]])], None),
         ]
-    if peer == "ideal":
+    if ideal:
         steps.append(("hmget r", lambda st: [("HMGET", meta, *[b"r" + m for m in ms(st)])], None))
     steps += [
         ("hset flight", lambda st: [("HSET", meta, *[x for m in ms(st) for x in (flight + m, b"1:1:" + group_of(m))])], None),
@@ -204,14 +213,18 @@ def steps_of(peer, n_groups):
             ("zrem park", each(lambda st: [("ZREM", "park{l}", *nexts(st))]), None),
             ("zadd Q", each(lambda st: [("ZADD", q, *[x for m in nexts(st) for x in (prio(m), m)])]), None),
         ]
-    if peer == "ideal":
+    if ideal:
         def entries(st):
             return [e.split(b":", 1) for e in st["next"] if e]
 
+        hb = b"hb{%s}:" % TAG[peer].encode()
         steps += [
-            ("lpop next", lambda st: [("LPOP", b"hb{i}:" + group_of(m)) for m in ms(st)], "next"),
+            ("lpop next", lambda st: [("LPOP", hb + group_of(m)) for m in ms(st)], "next"),
             ("zadd Q", lambda st: [("ZADD", q, *[x for e in entries(st) for x in e])] if entries(st) else [], None),
         ]
+    if peer == "ideal+set":
+        steps.append(("zrem park", lambda st: [("ZREM", "park{s}", *[e[1] for e in entries(st)])] if entries(st) else [],
+                      None))
     return steps
 
 
