@@ -89,6 +89,8 @@ impl Taking<'_> {
         };
         let q = &mut self.opened[i];
         let (got, limited) = take_quiet(self.ctx, q, self.now, n, t.lease);
+        // For the next queue's visit.
+        q.release_scratch();
         self.rate_limited |= limited;
         t.more = got.len() == n;
         if got.is_empty() && q.len(Set::Store) + q.len(Set::Hold) == 0 {
