@@ -9,6 +9,7 @@ use crate::core::fnv::FnvMap;
 use crate::core::store::Set;
 use crate::ffi::rstr::Shared;
 use crate::ffi::RStr;
+use crate::storage::headers::Header;
 
 /// A queue's keys, in the order `RedisQueue` keeps them.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -135,6 +136,9 @@ struct Entry {
     /// costs a conversion that changes nothing, and one wrongly set only lets a small set
     /// stay a listpack longer (Redis converts it itself past its listpack bounds).
     big: [u64; KEYS],
+    /// The queue's header in the database it was last read or written in (`headers`):
+    /// found with the names, not in a map of its own (a lookup of the name less a command).
+    header: Option<(i32, Header)>,
 }
 
 type Cache = FnvMap<Vec<u8>, Entry>;
@@ -154,6 +158,8 @@ pub struct Known {
     pub absent: [bool; LAZY.len()],
     /// Bit `KeyId`: the key is known to be a skiplist or hashtable already (`note_big`).
     pub big: u8,
+    /// Its header, if known (`headers`).
+    pub header: Option<Header>,
 }
 
 /// The names of a queue's keys, in `KeyId` order, and what is known of them in database
@@ -168,13 +174,28 @@ pub fn names(q: &RStr, db: i32) -> (KeyNames, Known) {
                 cache.clear();
             }
             let names = Arc::new(PREFIXES.map(|p| Shared(RStr::from_bytes(&tagged(p, b)))));
-            cache.entry(b.to_vec()).or_insert(Entry { names, absent: [0; LAZY.len()], big: [0; KEYS] })
+            cache.entry(b.to_vec()).or_insert(Entry { names, absent: [0; LAZY.len()], big: [0; KEYS], header: None })
         }
     };
     let names = KeyNames { q: q.clone(), tagged: Arc::clone(&e.names) };
     let bit = db_bit(db);
     let big = e.big.iter().enumerate().fold(0, |m, (i, b)| m | (((b & bit != 0) as u8) << i));
-    (names, Known { absent: e.absent.map(|a| a & bit != 0), big })
+    let header = e.header.as_ref().filter(|(d, _)| *d == db).map(|(_, h)| h.clone());
+    (names, Known { absent: e.absent.map(|a| a & bit != 0), big, header })
+}
+
+/// Runs `f` on the header slot of queue `q` (`headers`), if the cache has the queue.
+pub fn with_header(q: &[u8], f: impl FnOnce(&mut Option<(i32, Header)>)) {
+    if let Some(e) = cache().get_mut(q) {
+        f(&mut e.header);
+    }
+}
+
+/// Forgets every queue's header (`headers::forget_all`).
+pub fn forget_headers() {
+    for e in cache().values_mut() {
+        e.header = None;
+    }
 }
 
 /// Tagged key `id` of queue `q` was made a skiplist or hashtable in `db`.

@@ -161,6 +161,7 @@ impl RedisQueue {
             keys::note_absent(q.as_ref(), ctx.db(), absent);
         }
         let mut big = known.big;
+        let mut meta = false;
         for (i, k) in keys.iter().enumerate() {
             let want = if i == KeyId::Meta as usize { KeyType::Hash } else { KeyType::ZSet };
             let t = k.get().map_or(KeyType::Empty, Key::key_type);
@@ -169,8 +170,12 @@ impl RedisQueue {
                 big &= !(1 << i);
             } else if t != want {
                 return Err(RmqError::WrongType);
+            } else {
+                meta |= i == KeyId::Meta as usize;
             }
         }
+        // A known header serves while `meta{Q}` exists (`headers`).
+        let header = known.header.filter(|_| meta).map_or_else(OnceCell::new, OnceCell::from);
         Ok(RedisQueue {
             ctx,
             write,
@@ -182,7 +187,7 @@ impl RedisQueue {
             grow: 0,
             big,
             wake: false,
-            header: OnceCell::new(),
+            header,
             scratch: RefCell::new(None),
         })
     }
@@ -422,28 +427,25 @@ impl RedisQueue {
         &self.header().policy
     }
 
-    /// The kind and the policy, the first time: as known from an earlier command
-    /// (`headers`), else read in one lookup (most commands need both).
+    /// The kind and the policy, the first time (unless known from an earlier command when
+    /// the queue was opened: `headers`): read in one lookup (most commands need both).
     fn header(&self) -> &Header {
         self.header.get_or_init(|| {
             let Some(meta) = self.key(KeyId::Meta).filter(|k| k.key_type() == KeyType::Hash) else { return Header::default() };
-            let (q, db) = (self.names[0].as_ref(), self.ctx.db());
-            headers::get(q, db).unwrap_or_else(|| {
-                let (kind, policy) = meta.hget_pair(kind_field(), Some(policy_field()));
-                let (policy, kind_in_policy) = policy.map_or((None, None), |v| {
-                    let (p, k) = decode_policy(v.as_ref());
-                    (Some(p), k)
-                });
-                let waiting_records = message_meta(meta.len(), || (kind.is_some(), policy.is_some()));
-                let h = Header {
-                    kind: kind.as_ref().map_or(kind_in_policy, |v| Kind::from_name(v.as_ref())),
-                    kind_field: kind.is_some(),
-                    policy,
-                    waiting_records,
-                };
-                headers::set(q, db, &h);
-                h
-            })
+            let (kind, policy) = meta.hget_pair(kind_field(), Some(policy_field()));
+            let (policy, kind_in_policy) = policy.map_or((None, None), |v| {
+                let (p, k) = decode_policy(v.as_ref());
+                (Some(p), k)
+            });
+            let waiting_records = message_meta(meta.len(), || (kind.is_some(), policy.is_some()));
+            let h = Header {
+                kind: kind.as_ref().map_or(kind_in_policy, |v| Kind::from_name(v.as_ref())),
+                kind_field: kind.is_some(),
+                policy,
+                waiting_records,
+            };
+            headers::set(self.names[0].as_ref(), self.ctx.db(), &h);
+            h
         })
     }
 
