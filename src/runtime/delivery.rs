@@ -74,10 +74,10 @@ impl Drop for Opened {
 }
 
 /// Counts and announces a push into queue `q` (RMQ.PUSH, or a schedule's firing).
-pub fn pushed(ctx: Ctx, q: &RStr, out: &PushOutcome) {
+pub fn pushed(ctx: Ctx, q: &RedisQueue, out: &PushOutcome) {
     queue_stats::count(ctx, q, &[(Stat::Pushed, out.added), (Stat::Merged, out.merged)]);
-    events::notify(ctx, q, events::PUSHED, out.added > 0);
-    events::notify(ctx, q, events::MERGED, out.merged > 0);
+    events::notify(ctx, q.name(), events::PUSHED, out.added > 0);
+    events::notify(ctx, q.name(), events::MERGED, out.merged > 0);
 }
 
 /// Takes up to `count` deliverable messages (fewer if the queue's rate limit says so, none
@@ -107,7 +107,7 @@ pub(crate) fn take_quiet(ctx: Ctx, q: &mut RedisQueue, now: i64, count: usize, l
 /// Counts and announces `n` deliveries from `q` and schedules their leases' rollback.
 pub(crate) fn announce(ctx: Ctx, q: &RedisQueue, n: usize, deadline: i64) {
     if n > 0 {
-        queue_stats::count(ctx, q.name(), &[(Stat::Popped, n as u64)]);
+        queue_stats::count(ctx, q, &[(Stat::Popped, n as u64)]);
         events::notify(ctx, q.name(), events::POPPED, true);
         alarm::note_lease(ctx, q.name().as_ref(), deadline);
     }
@@ -133,7 +133,7 @@ pub fn reply_popped(ctx: Ctx, got: &[(RStr, u32)]) {
 
 /// Counts and announces lease rollbacks (RMQ.SWEEP and the timer).
 pub fn swept(ctx: Ctx, q: &RedisQueue, out: &SweepOutcome) {
-    queue_stats::count(ctx, q.name(), &[(Stat::Expired, out.expired), (Stat::Died, out.dead)]);
+    queue_stats::count(ctx, q, &[(Stat::Expired, out.expired), (Stat::Died, out.dead)]);
     events::notify(ctx, q.name(), events::EXPIRED, out.expired > 0);
     events::notify(ctx, q.name(), events::REQUEUED, out.expired > out.dead);
     events::notify(ctx, q.name(), events::DEAD, out.dead > 0);

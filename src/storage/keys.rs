@@ -3,6 +3,7 @@
 //! hash slot.
 
 use std::ops::Index;
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, LazyLock, Mutex};
 
 use crate::core::fnv::FnvMap;
@@ -89,7 +90,13 @@ pub fn tagged_names(q: &[u8]) -> impl Iterator<Item = Vec<u8>> + '_ {
 /// Most workloads use a few queues over and over: their derived key names are made once,
 /// and with them what is known of their lazy keys.
 const NAME_CACHE_SIZE: usize = 4096;
-type Derived = [Shared; KEYS - 1];
+
+/// A queue's tagged key names, and where it was last found in a table of its own
+/// (`stats_hint`).
+struct Derived {
+    names: [Shared; KEYS - 1],
+    hint: AtomicUsize,
+}
 
 /// Keys a queue opens only when they exist (or are written), one per class: `dead`,
 /// `parkidx` (with `park`: the index holds every parked message and the groups' heads, so
@@ -118,8 +125,16 @@ impl Index<usize> for KeyNames {
     fn index(&self, i: usize) -> &RStr {
         match i.checked_sub(1) {
             None => &self.q,
-            Some(t) => &self.tagged[t].0,
+            Some(t) => &self.tagged.names[t].0,
         }
+    }
+}
+
+impl KeyNames {
+    /// Where the queue's counters were last found (`queue_stats`, any database): kept with
+    /// the names, so a command finds them without hashing the name again.
+    pub fn stats_hint(&self) -> &AtomicUsize {
+        &self.tagged.hint
     }
 }
 
@@ -173,7 +188,7 @@ pub fn names(q: &RStr, db: i32) -> (KeyNames, Known) {
             if cache.len() >= NAME_CACHE_SIZE {
                 cache.clear();
             }
-            let names = Arc::new(PREFIXES.map(|p| Shared(RStr::from_bytes(&tagged(p, b)))));
+            let names = Arc::new(Derived { names: PREFIXES.map(|p| Shared(RStr::from_bytes(&tagged(p, b)))), hint: AtomicUsize::new(0) });
             cache.entry(b.to_vec()).or_insert(Entry { names, absent: [0; LAZY.len()], big: [0; KEYS], header: None })
         }
     };

@@ -196,6 +196,10 @@ impl RedisQueue {
         &self.names[0]
     }
 
+    pub fn names(&self) -> &KeyNames {
+        &self.names
+    }
+
     /// A key for reading (None: it does not exist).
     fn key(&self, id: KeyId) -> Option<&Key> {
         self.keys[id as usize].get()
