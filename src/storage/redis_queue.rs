@@ -48,13 +48,14 @@ pub struct RedisQueue {
     /// The kind and the policy, once read (they change only through this handle).
     header: OnceCell<Header>,
     /// Lent at the first record written or deleted.
-    scratch: RefCell<Option<Scratch>>,
+    scratch: RefCell<Option<Box<Scratch>>>,
 }
 
 /// Scratch buffers for records' field names and values (`tagged_field`, `encoded`), lent to
 /// a handle for its command and given back when it drops: fresh buffers were allocated and
 /// grown by every command that wrote or deleted a record. (Reaching a thread-local per
-/// record cost more than the buffers' upkeep in a POP of many.)
+/// record cost more than the buffers' upkeep in a POP of many.) Boxed: lent, given back
+/// and moved with the handle (open, into TPOP's list) as a pointer, not ~110 bytes.
 #[derive(Default)]
 struct Scratch {
     field: Vec<u8>,
@@ -67,7 +68,11 @@ struct Scratch {
     flight: Option<(Flight, RStr)>,
 }
 
-thread_local!(static SPARE: RefCell<Vec<Scratch>> = const { RefCell::new(Vec::new()) });
+/// Boxes, as lent: a spare goes to a handle and back without being boxed again.
+#[allow(clippy::vec_box)]
+type Spares = Vec<Box<Scratch>>;
+
+thread_local!(static SPARE: RefCell<Spares> = const { RefCell::new(Vec::new()) });
 
 /// Buffers grown past this (a large message's field) are let go, not kept for the
 /// process's life.
@@ -76,11 +81,11 @@ const SCRATCH_KEPT: usize = 4096;
 const SPARES: usize = 4;
 
 impl Scratch {
-    fn lend() -> Scratch {
+    fn lend() -> Box<Scratch> {
         SPARE.with_borrow_mut(Vec::pop).unwrap_or_default()
     }
 
-    fn give_back(self) {
+    fn give_back(self: Box<Self>) {
         if self.field.capacity() <= SCRATCH_KEPT && self.value.capacity() <= SCRATCH_KEPT {
             // (The kept flight's value is no longer than the value buffer.)
             SPARE.with_borrow_mut(|s| {
@@ -328,7 +333,7 @@ impl RedisQueue {
     }
 
     fn scratch(&self) -> RefMut<'_, Scratch> {
-        RefMut::map(self.scratch.borrow_mut(), |s| s.get_or_insert_with(Scratch::lend))
+        RefMut::map(self.scratch.borrow_mut(), |s| &mut **s.get_or_insert_with(Scratch::lend))
     }
 
     fn tagged_field(&self, tag: u8, m: &[u8]) -> RStr {
