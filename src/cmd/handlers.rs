@@ -40,7 +40,7 @@ pub fn push(c: &Call) -> Result<()> {
     cluster::check_arrived(c.ctx, &q)?;
     let lim = settings::limits(&*q);
     let out = rules::push(&mut *q, now_ms(), &lim, a.mode, a.group, c.members(a.first))?;
-    pushed(c.ctx, q.name(), &out);
+    pushed(c.ctx, &q, &out);
     reply::int(c.ctx, out.added as i64);
     Ok(())
 }
@@ -80,7 +80,7 @@ pub fn ack(c: &Call) -> Result<()> {
     let mut q = c.queue(true)?;
     cluster::check_arrived(c.ctx, &q)?;
     let n = rules::ack(&mut *q, c.members(first));
-    queue_stats::count(c.ctx, q.name(), &[(Stat::Acked, n)]);
+    queue_stats::count(c.ctx, &q, &[(Stat::Acked, n)]);
     events::notify(c.ctx, q.name(), events::ACKED, n > 0);
     reply::int(c.ctx, n as i64);
     Ok(())
@@ -94,7 +94,7 @@ pub fn nack(c: &Call) -> Result<()> {
     match rules::nack(&mut *q, now_ms(), &lim, &c.member(1), a.delay, a.dead) {
         None => reply::null(c.ctx),
         Some(r) => {
-            queue_stats::count(c.ctx, q.name(), &[(Stat::Nacked, 1), (Stat::Died, (r == Rollback::Dead) as u64)]);
+            queue_stats::count(c.ctx, &q, &[(Stat::Nacked, 1), (Stat::Died, (r == Rollback::Dead) as u64)]);
             events::notify(c.ctx, q.name(), events::NACKED, true);
             if r == Rollback::Dead {
                 events::notify(c.ctx, q.name(), events::DEAD, true);
@@ -135,7 +135,7 @@ pub fn cancel(c: &Call) -> Result<()> {
     let first = args::messages(c.args, "rmq.cancel")?;
     let mut q = c.queue(true)?;
     let n = rules::cancel(&mut *q, c.members(first));
-    queue_stats::count(c.ctx, q.name(), &[(Stat::Cancelled, n)]);
+    queue_stats::count(c.ctx, &q, &[(Stat::Cancelled, n)]);
     events::notify(c.ctx, q.name(), events::CANCELLED, n > 0);
     reply::int(c.ctx, n as i64);
     Ok(())
@@ -145,7 +145,7 @@ pub fn replay(c: &Call) -> Result<()> {
     let limit = args::replay(c.args)?.unwrap_or(usize::MAX);
     let mut q = c.queue(true)?;
     let n = rules::replay(&mut *q, now_ms(), limit);
-    queue_stats::count(c.ctx, q.name(), &[(Stat::Replayed, n)]);
+    queue_stats::count(c.ctx, &q, &[(Stat::Replayed, n)]);
     events::notify(c.ctx, q.name(), events::REPLAYED, n > 0);
     reply::int(c.ctx, n as i64);
     Ok(())

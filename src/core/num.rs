@@ -23,6 +23,11 @@ pub fn parse_int(b: &[u8]) -> Option<i64> {
 /// Appends `v` in decimal. By hand: `to_string` allocates a string per number, and the hot
 /// paths write numbers per message (records) or per slot (TPOP's queue names).
 pub fn push_decimal(out: &mut Vec<u8>, v: i64) {
+    if (0..10).contains(&v) {
+        // Most numbers written are delivery counts: one digit, no buffer to copy.
+        out.push(b'0' + v as u8);
+        return;
+    }
     let mut digits = [0u8; 20];
     let mut at = digits.len();
     let mut n = v.unsigned_abs();
@@ -43,6 +48,15 @@ pub fn push_decimal(out: &mut Vec<u8>, v: i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decimals_as_format_writes_them() {
+        for v in [0, 1, 9, 10, 11, 99, 100, 2000, -1, -9, -10, -12345, i64::MAX, i64::MIN] {
+            let mut out = b"x".to_vec();
+            push_decimal(&mut out, v);
+            assert_eq!(out, format!("x{v}").into_bytes());
+        }
+    }
 
     #[test]
     fn integers_are_strict() {

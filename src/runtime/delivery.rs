@@ -4,11 +4,12 @@
 //! lease (POP, served blocked pops; TPOP's turns are in `topic_pop`) and accounting for
 //! rollbacks.
 
+use std::cell::RefCell;
 use std::ops::{Deref, DerefMut};
 
 use crate::core::error::Result;
-use crate::core::rules::{self, Popped, PushOutcome, SweepOutcome};
-use crate::core::store::{Set, Store};
+use crate::core::rules::{self, PushOutcome, SweepOutcome};
+use crate::core::store::{Set, Store, Waiting};
 use crate::ffi::{reply, Ctx, RStr};
 use crate::runtime::queue_stats::{self, Stat};
 use crate::runtime::{alarm, events, ratelimit, registry, settings, stats, topics, waiters};
@@ -74,40 +75,63 @@ impl Drop for Opened {
 }
 
 /// Counts and announces a push into queue `q` (RMQ.PUSH, or a schedule's firing).
-pub fn pushed(ctx: Ctx, q: &RStr, out: &PushOutcome) {
+pub fn pushed(ctx: Ctx, q: &RedisQueue, out: &PushOutcome) {
     queue_stats::count(ctx, q, &[(Stat::Pushed, out.added), (Stat::Merged, out.merged)]);
-    events::notify(ctx, q, events::PUSHED, out.added > 0);
-    events::notify(ctx, q, events::MERGED, out.merged > 0);
+    events::notify(ctx, q.name(), events::PUSHED, out.added > 0);
+    events::notify(ctx, q.name(), events::MERGED, out.merged > 0);
 }
 
 /// Takes up to `count` deliverable messages (fewer if the queue's rate limit says so, none
-/// while it is paused) under a lease of `lease` ms; see `announce`.
-/// Also says whether the rate limit held back a message the pop would have taken (the
-/// caller counts `rate_limited` if it delivered fewer than asked).
-pub(crate) fn take_quiet(ctx: Ctx, q: &mut RedisQueue, now: i64, count: usize, lease: i64) -> (Vec<(RStr, u32)>, bool) {
+/// while it is paused) under a lease of `lease` ms into `got`; returns how many (see
+/// `announce`). Also says whether the rate limit held back a message the pop would have
+/// taken (the caller counts `rate_limited` if it delivered fewer than asked).
+pub(crate) fn take_quiet(ctx: Ctx, q: &mut RedisQueue, now: i64, count: usize, lease: i64, got: &mut Vec<(RStr, u32)>) -> (usize, bool) {
+    /// The messages a pop picks, kept from one pop to the next (`rules::pop_into`).
+    type Picked = Vec<(RStr, f64, Waiting)>;
+    thread_local!(static PICKED: RefCell<Picked> = const { RefCell::new(Vec::new()) });
     let lim = settings::limits(q);
     if lim.paused {
-        return (Vec::new(), false);
+        return (0, false);
     }
     let allowed = ratelimit::allowance(ctx.db(), q.name().as_ref(), &lim, now, count);
-    let popped =
-        if allowed > 0 { rules::pop(q, now, allowed, now + lease) } else { Popped { got: Vec::new(), group_waits: 0, cut: false } };
-    stats::GROUP_WAITS.add(popped.group_waits);
-    if popped.cut {
+    let before = got.len();
+    let (group_waits, cut) = if allowed == 0 {
+        (0, false)
+    } else {
+        let mut pop = |picked: &mut Picked| rules::pop_into(q, now, allowed, now + lease, picked, got);
+        PICKED.with(|p| match p.try_borrow_mut() {
+            Ok(mut picked) => {
+                let out = pop(&mut picked);
+                // A large pop's buffer is not kept for the process's life.
+                if picked.capacity() > PICKED_KEPT {
+                    *picked = Vec::new();
+                }
+                out
+            }
+            // A pop inside another (from a callback of its changes): its own buffer.
+            Err(_) => pop(&mut Vec::new()),
+        })
+    };
+    let taken = got.len() - before;
+    stats::GROUP_WAITS.add(group_waits);
+    if cut {
         // It stopped at its parking bound (old data: a backlog of a busy group in `Q`):
         // consumers blocked on the queue look again at the timer's next step, each look
         // parking the next few hundred, so the backlog is set aside in bounded steps.
         alarm::note_due(ctx, q.name().as_ref(), now);
     }
-    ratelimit::consumed(ctx.db(), q.name().as_ref(), &lim, popped.got.len());
-    let limited = allowed < count && popped.got.len() == allowed && rules::has_deliverable(q, now);
-    (popped.got, limited)
+    ratelimit::consumed(ctx.db(), q.name().as_ref(), &lim, taken);
+    let limited = allowed < count && taken == allowed && rules::has_deliverable(q, now);
+    (taken, limited)
 }
+
+/// Largest buffer of picked messages kept (`take_quiet`).
+const PICKED_KEPT: usize = 1024;
 
 /// Counts and announces `n` deliveries from `q` and schedules their leases' rollback.
 pub(crate) fn announce(ctx: Ctx, q: &RedisQueue, n: usize, deadline: i64) {
     if n > 0 {
-        queue_stats::count(ctx, q.name(), &[(Stat::Popped, n as u64)]);
+        queue_stats::count(ctx, q, &[(Stat::Popped, n as u64)]);
         events::notify(ctx, q.name(), events::POPPED, true);
         alarm::note_lease(ctx, q.name().as_ref(), deadline);
     }
@@ -115,7 +139,8 @@ pub(crate) fn announce(ctx: Ctx, q: &RedisQueue, n: usize, deadline: i64) {
 
 /// RMQ.POP: takes up to `count` deliverable messages under a lease of `lease` ms.
 pub fn take(ctx: Ctx, q: &mut RedisQueue, now: i64, count: usize, lease: i64) -> Vec<(RStr, u32)> {
-    let (got, limited) = take_quiet(ctx, q, now, count, lease);
+    let mut got = Vec::new();
+    let (_, limited) = take_quiet(ctx, q, now, count, lease, &mut got);
     stats::RATE_LIMITED.add(limited as u64);
     announce(ctx, q, got.len(), now + lease);
     got
@@ -133,7 +158,7 @@ pub fn reply_popped(ctx: Ctx, got: &[(RStr, u32)]) {
 
 /// Counts and announces lease rollbacks (RMQ.SWEEP and the timer).
 pub fn swept(ctx: Ctx, q: &RedisQueue, out: &SweepOutcome) {
-    queue_stats::count(ctx, q.name(), &[(Stat::Expired, out.expired), (Stat::Died, out.dead)]);
+    queue_stats::count(ctx, q, &[(Stat::Expired, out.expired), (Stat::Died, out.dead)]);
     events::notify(ctx, q.name(), events::EXPIRED, out.expired > 0);
     events::notify(ctx, q.name(), events::REQUEUED, out.expired > out.dead);
     events::notify(ctx, q.name(), events::DEAD, out.dead > 0);

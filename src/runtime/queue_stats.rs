@@ -7,9 +7,10 @@ use std::sync::atomic::Ordering;
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use crate::core::fnv::FnvMap;
-use crate::ffi::{Ctx, RStr};
+use crate::ffi::Ctx;
 use crate::runtime::settings;
 use crate::runtime::stats::{self, Counter};
+use crate::storage::redis_queue::RedisQueue;
 
 /// The per-queue counters, in RMQ.INFO's order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,13 +54,13 @@ impl Stat {
 pub type Counts = [u64; Stat::ALL.len()];
 
 /// The counted queues: their database, name and counts, and where each is by database and
-/// name. A run of commands on one queue finds it again at `last`, without hashing.
+/// name. A command finds its queue again at the place kept with the queue's key names
+/// (`KeyNames::stats_hint`), without hashing.
 #[derive(Default)]
 struct Counted {
     slab: Vec<(i32, Vec<u8>, Counts)>,
     /// By name, then database (so a lookup needs no copy of the name).
     index: FnvMap<Vec<u8>, Vec<(i32, usize)>>,
-    last: usize,
 }
 
 static COUNTED: LazyLock<Mutex<Counted>> = LazyLock::new(Mutex::default);
@@ -84,21 +85,19 @@ impl Counted {
         }
     }
 
-    /// Where queue `q` of `db` is counted, if it is.
+    /// Where queue `q` of `db` is counted, if it is: at `hint`, else looked up.
     #[inline]
-    fn find(&mut self, db: i32, q: &[u8]) -> Option<usize> {
-        if self.slab.get(self.last).is_some_and(|(d, name, _)| *d == db && name.as_slice() == q) {
-            return Some(self.last);
+    fn find(&self, db: i32, q: &[u8], hint: usize) -> Option<usize> {
+        if self.slab.get(hint).is_some_and(|(d, name, _)| *d == db && name.as_slice() == q) {
+            return Some(hint);
         }
-        let i = self.index.get(q)?.iter().find(|(d, _)| *d == db)?.1;
-        self.last = i;
-        Some(i)
+        Some(self.index.get(q)?.iter().find(|(d, _)| *d == db)?.1)
     }
 }
 
 /// Counts what a command or the timer did to queue `q` (zero counts are skipped): on the
 /// server-wide counters, and on the queue's own while it is or can be counted.
-pub fn count(ctx: Ctx, q: &RStr, counts: &[(Stat, u64)]) {
+pub fn count(ctx: Ctx, queue: &RedisQueue, counts: &[(Stat, u64)]) {
     let mut any = 0;
     for &(s, n) in counts {
         s.server_wide().add(n);
@@ -107,22 +106,23 @@ pub fn count(ctx: Ctx, q: &RStr, counts: &[(Stat, u64)]) {
     if any == 0 {
         return;
     }
-    let (db, q, limit) = (ctx.db(), q.as_ref(), limit());
+    let (db, q, limit) = (ctx.db(), queue.name().as_ref(), limit());
+    let hint = queue.names().stats_hint();
     let mut all = counted();
     if all.slab.len() > limit {
         all.trim(limit);
     }
-    let i = match all.find(db, q) {
+    let i = match all.find(db, q, hint.load(Ordering::Relaxed)) {
         Some(i) => i,
         None if all.slab.len() < limit => {
             let i = all.slab.len();
             all.slab.push((db, q.to_vec(), [0; Stat::ALL.len()]));
             all.index.entry(q.to_vec()).or_default().push((db, i));
-            all.last = i;
             i
         }
         None => return,
     };
+    hint.store(i, Ordering::Relaxed);
     let entry = &mut all.slab[i].2;
     for &(s, n) in counts {
         entry[s as usize] += n;
@@ -135,7 +135,7 @@ pub fn of(db: i32, q: &[u8]) -> Option<Counts> {
     let limit = limit();
     let mut all = counted();
     all.trim(limit);
-    match all.find(db, q) {
+    match all.find(db, q, usize::MAX) {
         Some(i) => Some(all.slab[i].2),
         None => (all.slab.len() < limit).then_some([0; Stat::ALL.len()]),
     }
@@ -153,11 +153,11 @@ mod tests {
             c.index.entry(q.to_vec()).or_default().push((db, i));
             c.slab.push((db, q.to_vec(), [1; 9]));
         }
-        assert_eq!((c.find(1, b"a"), c.find(1, b"a"), c.find(0, b"b"), c.find(1, b"b")), (Some(1), Some(1), Some(2), None));
+        assert_eq!((c.find(1, b"a", 9), c.find(1, b"a", 0), c.find(0, b"b", 2), c.find(1, b"b", 2)), (Some(1), Some(1), Some(2), None));
         c.trim(2);
-        assert_eq!((c.slab.len(), c.find(0, b"b"), c.find(1, b"a")), (2, None, Some(1)));
+        assert_eq!((c.slab.len(), c.find(0, b"b", 2), c.find(1, b"a", 0)), (2, None, Some(1)));
         c.trim(0);
-        assert_eq!((c.find(0, b"a"), c.index.len()), (None, 0));
+        assert_eq!((c.find(0, b"a", 0), c.index.len()), (None, 0));
     }
 
     #[test]

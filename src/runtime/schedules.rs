@@ -113,7 +113,7 @@ fn push(ctx: Ctx, queue: Option<&mut Opened>, spec: &Spec, t: i64, now: i64) -> 
     let msg = [RStr::from_bytes(&spec.message)];
     match rules::push(&mut **q, now, &lim, spec.push_mode(t), spec.group.as_deref(), &msg) {
         Ok(out) => {
-            pushed(ctx, q.name(), &out);
+            pushed(ctx, q, &out);
             true
         }
         Err(_) => false,

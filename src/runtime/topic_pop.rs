@@ -88,19 +88,16 @@ impl Taking<'_> {
             }
         };
         let q = &mut self.opened[i];
-        let (got, limited) = take_quiet(self.ctx, q, self.now, n, t.lease);
+        let (got, limited) = take_quiet(self.ctx, q, self.now, n, t.lease, &mut t.got);
+        // For the next queue's visit.
+        q.release_scratch();
         self.rate_limited |= limited;
-        t.more = got.len() == n;
-        if got.is_empty() && q.len(Set::Store) + q.len(Set::Hold) == 0 {
+        t.more = got == n;
+        if got == 0 && q.len(Set::Store) + q.len(Set::Hold) == 0 {
             // An entry that outlived its queue (deleted by hand, say).
             topics::note(self.ctx.db(), q.name().as_ref(), false);
         }
-        self.taken += got.len();
-        if t.got.is_empty() {
-            t.got = got;
-        } else {
-            t.got.extend(got);
-        }
+        self.taken += got;
     }
 }
 
@@ -140,13 +137,19 @@ pub fn take_topic(ctx: Ctx, topic: &[u8], want: TopicPop, now: i64, sink: &mut i
 
 /// Longest visit list whose buffer is kept for the next TPOP.
 const KEEP_TURNS: usize = 1024;
+/// Largest list of a queue's deliveries kept for a later visit (`Spare`).
+const KEEP_GOT: usize = 16;
+
+/// Emptied lists of a queue's deliveries (`Turns::got`), for the next TPOP's visits: each
+/// visit's list was an allocation and its free (~250 instructions).
+type Spare = Vec<Vec<(RStr, u32)>>;
 
 fn take_topic_counted(ctx: Ctx, topic: &[u8], want: TopicPop, now: i64, sink: &mut impl Sink) -> usize {
     // The buffers of the visit list and of the opened queues are kept from one TPOP to the
     // next (a TPOP loop asks alike), borrowed in place (moving them out and back cost more).
-    thread_local!(static BUFFERS: RefCell<(Vec<Turns>, Vec<Opened>)> = const { RefCell::new((Vec::new(), Vec::new())) });
-    let mut run = |turns: &mut Vec<Turns>, opened: &mut Vec<Opened>| {
-        let taken = take_turns(ctx, topic, want, now, turns, opened);
+    thread_local!(static BUFFERS: RefCell<(Vec<Turns>, Vec<Opened>, Spare)> = const { RefCell::new((Vec::new(), Vec::new(), Vec::new())) });
+    let mut run = |turns: &mut Vec<Turns>, opened: &mut Vec<Opened>, spare: &mut Spare| {
+        let taken = take_turns(ctx, topic, want, now, turns, opened, spare);
         // Closes the queues before anything is handed on: their changes are replicated,
         // their consumers woken.
         opened.clear();
@@ -154,13 +157,14 @@ fn take_topic_counted(ctx: Ctx, topic: &[u8], want: TopicPop, now: i64, sink: &m
             sink.start(taken);
             deal(turns, want.quantum, sink);
         }
-        turns.clear();
+        // Dealt, every list is empty.
+        spare.extend(turns.drain(..).map(|t| t.got).filter(|got| got.capacity() <= KEEP_GOT));
         taken
     };
     BUFFERS.with(|b| match b.try_borrow_mut() {
         Ok(mut b) => {
-            let (turns, opened) = &mut *b;
-            let taken = run(turns, opened);
+            let (turns, opened, spare) = &mut *b;
+            let taken = run(turns, opened, spare);
             // No more queues are opened than listed.
             if turns.capacity() > KEEP_TURNS {
                 *b = Default::default();
@@ -168,7 +172,7 @@ fn take_topic_counted(ctx: Ctx, topic: &[u8], want: TopicPop, now: i64, sink: &m
             taken
         }
         // A TPOP run inside another (from a callback of the other's changes): its own.
-        Err(_) => run(&mut Vec::new(), &mut Vec::new()),
+        Err(_) => run(&mut Vec::new(), &mut Vec::new(), &mut Vec::new()),
     })
 }
 
@@ -195,11 +199,19 @@ fn deal(turns: &mut [Turns], quantum: usize, sink: &mut impl Sink) {
 }
 
 /// Takes the messages into `turns`; returns how many.
-fn take_turns(ctx: Ctx, topic: &[u8], want: TopicPop, now: i64, turns: &mut Vec<Turns>, opened: &mut Vec<Opened>) -> usize {
+fn take_turns(
+    ctx: Ctx,
+    topic: &[u8],
+    want: TopicPop,
+    now: i64,
+    turns: &mut Vec<Turns>,
+    opened: &mut Vec<Opened>,
+    spare: &mut Spare,
+) -> usize {
     let (count, quantum) = (want.count, want.quantum);
     topics::rotation(ctx.db(), topic, want.slots, |slot, name| {
         let name = &name.get_or_insert_with(|| Shared(RStr::from_bytes(&queue_name(topic, slot)))).0;
-        turns.push(Turns { name: name.clone(), q: None, lease: 0, got: Vec::new(), more: true })
+        turns.push(Turns { name: name.clone(), q: None, lease: 0, got: spare.pop().unwrap_or_default(), more: true })
     });
     if turns.is_empty() {
         return 0;

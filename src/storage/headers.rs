@@ -9,11 +9,9 @@
 //! `RedisQueue::set_header` and adds waiting records only through
 //! `RedisQueue::set_waiting`, which keep its entry.
 
-use std::cell::RefCell;
-
-use crate::core::fnv::FnvMap;
 use crate::core::kind::Kind;
 use crate::core::policy::Policy;
+use crate::storage::keys;
 
 #[derive(Clone, Default)]
 pub struct Header {
@@ -27,44 +25,22 @@ pub struct Header {
     pub waiting_records: bool,
 }
 
-/// Entries kept at most (most workloads use a few queues over and over): past it, all go.
-const SIZE: usize = 4096;
-
-thread_local! {
-    /// Per queue, the database it was read in and its header (one database per queue: a
-    /// read in another replaces it).
-    static KNOWN: RefCell<FnvMap<Vec<u8>, (i32, Header)>> = RefCell::default();
-}
-
-/// The header of queue `q` in `db`, if known.
-pub fn get(q: &[u8], db: i32) -> Option<Header> {
-    KNOWN.with_borrow(|k| k.get(q).filter(|(d, _)| *d == db).map(|(_, h)| h.clone()))
-}
-
-/// Remembers the header of queue `q` in `db` (read from, or just written to, its keys).
+/// Remembers the header of queue `q` in `db` (read from, or just written to, its keys),
+/// beside its key names (`keys::names`; a queue out of that cache is not remembered).
 pub fn set(q: &[u8], db: i32, h: &Header) {
-    KNOWN.with_borrow_mut(|k| {
-        if let Some(e) = k.get_mut(q) {
-            *e = (db, h.clone());
-            return;
-        }
-        if k.len() >= SIZE {
-            k.clear();
-        }
-        k.insert(q.to_vec(), (db, h.clone()));
-    })
+    keys::with_header(q, |e| *e = Some((db, h.clone())));
 }
 
 /// `meta{Q}` of queue `q` in `db` may have changed without the module.
 pub fn forget(q: &[u8], db: i32) {
-    KNOWN.with_borrow_mut(|k| {
-        if k.get(q).is_some_and(|(d, _)| *d == db) {
-            k.remove(q);
+    keys::with_header(q, |e| {
+        if e.as_ref().is_some_and(|(d, _)| *d == db) {
+            *e = None;
         }
-    })
+    });
 }
 
 /// Every key may have changed (a load, a promotion, SWAPDB, FLUSH).
 pub fn forget_all() {
-    KNOWN.with_borrow_mut(|k| k.clear())
+    keys::forget_headers();
 }

@@ -3,12 +3,14 @@
 //! hash slot.
 
 use std::ops::Index;
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, LazyLock, Mutex};
 
 use crate::core::fnv::FnvMap;
 use crate::core::store::Set;
 use crate::ffi::rstr::Shared;
 use crate::ffi::RStr;
+use crate::storage::headers::Header;
 
 /// A queue's keys, in the order `RedisQueue` keeps them.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -88,7 +90,13 @@ pub fn tagged_names(q: &[u8]) -> impl Iterator<Item = Vec<u8>> + '_ {
 /// Most workloads use a few queues over and over: their derived key names are made once,
 /// and with them what is known of their lazy keys.
 const NAME_CACHE_SIZE: usize = 4096;
-type Derived = [Shared; KEYS - 1];
+
+/// A queue's tagged key names, and where it was last found in a table of its own
+/// (`stats_hint`).
+struct Derived {
+    names: [Shared; KEYS - 1],
+    hint: AtomicUsize,
+}
 
 /// Keys a queue opens only when they exist (or are written), one per class: `dead`,
 /// `parkidx` (with `park`: the index holds every parked message and the groups' heads, so
@@ -117,8 +125,16 @@ impl Index<usize> for KeyNames {
     fn index(&self, i: usize) -> &RStr {
         match i.checked_sub(1) {
             None => &self.q,
-            Some(t) => &self.tagged[t].0,
+            Some(t) => &self.tagged.names[t].0,
         }
+    }
+}
+
+impl KeyNames {
+    /// Where the queue's counters were last found (`queue_stats`, any database): kept with
+    /// the names, so a command finds them without hashing the name again.
+    pub fn stats_hint(&self) -> &AtomicUsize {
+        &self.tagged.hint
     }
 }
 
@@ -135,6 +151,9 @@ struct Entry {
     /// costs a conversion that changes nothing, and one wrongly set only lets a small set
     /// stay a listpack longer (Redis converts it itself past its listpack bounds).
     big: [u64; KEYS],
+    /// The queue's header in the database it was last read or written in (`headers`):
+    /// found with the names, not in a map of its own (a lookup of the name less a command).
+    header: Option<(i32, Header)>,
 }
 
 type Cache = FnvMap<Vec<u8>, Entry>;
@@ -154,6 +173,8 @@ pub struct Known {
     pub absent: [bool; LAZY.len()],
     /// Bit `KeyId`: the key is known to be a skiplist or hashtable already (`note_big`).
     pub big: u8,
+    /// Its header, if known (`headers`).
+    pub header: Option<Header>,
 }
 
 /// The names of a queue's keys, in `KeyId` order, and what is known of them in database
@@ -167,14 +188,29 @@ pub fn names(q: &RStr, db: i32) -> (KeyNames, Known) {
             if cache.len() >= NAME_CACHE_SIZE {
                 cache.clear();
             }
-            let names = Arc::new(PREFIXES.map(|p| Shared(RStr::from_bytes(&tagged(p, b)))));
-            cache.entry(b.to_vec()).or_insert(Entry { names, absent: [0; LAZY.len()], big: [0; KEYS] })
+            let names = Arc::new(Derived { names: PREFIXES.map(|p| Shared(RStr::from_bytes(&tagged(p, b)))), hint: AtomicUsize::new(0) });
+            cache.entry(b.to_vec()).or_insert(Entry { names, absent: [0; LAZY.len()], big: [0; KEYS], header: None })
         }
     };
     let names = KeyNames { q: q.clone(), tagged: Arc::clone(&e.names) };
     let bit = db_bit(db);
     let big = e.big.iter().enumerate().fold(0, |m, (i, b)| m | (((b & bit != 0) as u8) << i));
-    (names, Known { absent: e.absent.map(|a| a & bit != 0), big })
+    let header = e.header.as_ref().filter(|(d, _)| *d == db).map(|(_, h)| h.clone());
+    (names, Known { absent: e.absent.map(|a| a & bit != 0), big, header })
+}
+
+/// Runs `f` on the header slot of queue `q` (`headers`), if the cache has the queue.
+pub fn with_header(q: &[u8], f: impl FnOnce(&mut Option<(i32, Header)>)) {
+    if let Some(e) = cache().get_mut(q) {
+        f(&mut e.header);
+    }
+}
+
+/// Forgets every queue's header (`headers::forget_all`).
+pub fn forget_headers() {
+    for e in cache().values_mut() {
+        e.header = None;
+    }
 }
 
 /// Tagged key `id` of queue `q` was made a skiplist or hashtable in `db`.

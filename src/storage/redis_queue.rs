@@ -48,13 +48,14 @@ pub struct RedisQueue {
     /// The kind and the policy, once read (they change only through this handle).
     header: OnceCell<Header>,
     /// Lent at the first record written or deleted.
-    scratch: RefCell<Option<Scratch>>,
+    scratch: RefCell<Option<Box<Scratch>>>,
 }
 
 /// Scratch buffers for records' field names and values (`tagged_field`, `encoded`), lent to
 /// a handle for its command and given back when it drops: fresh buffers were allocated and
 /// grown by every command that wrote or deleted a record. (Reaching a thread-local per
-/// record cost more than the buffers' upkeep in a POP of many.)
+/// record cost more than the buffers' upkeep in a POP of many.) Boxed: lent, given back
+/// and moved with the handle (open, into TPOP's list) as a pointer, not ~110 bytes.
 #[derive(Default)]
 struct Scratch {
     field: Vec<u8>,
@@ -67,20 +68,24 @@ struct Scratch {
     flight: Option<(Flight, RStr)>,
 }
 
-thread_local!(static SPARE: RefCell<Vec<Scratch>> = const { RefCell::new(Vec::new()) });
+/// Boxes, as lent: a spare goes to a handle and back without being boxed again.
+#[allow(clippy::vec_box)]
+type Spares = Vec<Box<Scratch>>;
+
+thread_local!(static SPARE: RefCell<Spares> = const { RefCell::new(Vec::new()) });
 
 /// Buffers grown past this (a large message's field) are let go, not kept for the
 /// process's life.
 const SCRATCH_KEPT: usize = 4096;
-/// Spares kept (a TPOP holds several queues open at once; more borrow new buffers).
+/// Spares kept (handles open at once that hold buffers; more borrow new ones).
 const SPARES: usize = 4;
 
 impl Scratch {
-    fn lend() -> Scratch {
+    fn lend() -> Box<Scratch> {
         SPARE.with_borrow_mut(Vec::pop).unwrap_or_default()
     }
 
-    fn give_back(self) {
+    fn give_back(self: Box<Self>) {
         if self.field.capacity() <= SCRATCH_KEPT && self.value.capacity() <= SCRATCH_KEPT {
             // (The kept flight's value is no longer than the value buffer.)
             SPARE.with_borrow_mut(|s| {
@@ -161,6 +166,7 @@ impl RedisQueue {
             keys::note_absent(q.as_ref(), ctx.db(), absent);
         }
         let mut big = known.big;
+        let mut meta = false;
         for (i, k) in keys.iter().enumerate() {
             let want = if i == KeyId::Meta as usize { KeyType::Hash } else { KeyType::ZSet };
             let t = k.get().map_or(KeyType::Empty, Key::key_type);
@@ -169,8 +175,12 @@ impl RedisQueue {
                 big &= !(1 << i);
             } else if t != want {
                 return Err(RmqError::WrongType);
+            } else {
+                meta |= i == KeyId::Meta as usize;
             }
         }
+        // A known header serves while `meta{Q}` exists (`headers`).
+        let header = known.header.filter(|_| meta).map_or_else(OnceCell::new, OnceCell::from);
         Ok(RedisQueue {
             ctx,
             write,
@@ -182,13 +192,17 @@ impl RedisQueue {
             grow: 0,
             big,
             wake: false,
-            header: OnceCell::new(),
+            header,
             scratch: RefCell::new(None),
         })
     }
 
     pub fn name(&self) -> &RStr {
         &self.names[0]
+    }
+
+    pub fn names(&self) -> &KeyNames {
+        &self.names
     }
 
     /// A key for reading (None: it does not exist).
@@ -309,8 +323,17 @@ impl RedisQueue {
         }
     }
 
+    /// Gives the scratch buffers back before the handle closes (lent again at the next
+    /// record written): a TPOP keeps every queue it visits open to its end, and past
+    /// `SPARES` each visit allocated and freed buffers of its own (~500 instructions).
+    pub fn release_scratch(&mut self) {
+        if let Some(s) = self.scratch.get_mut().take() {
+            s.give_back();
+        }
+    }
+
     fn scratch(&self) -> RefMut<'_, Scratch> {
-        RefMut::map(self.scratch.borrow_mut(), |s| s.get_or_insert_with(Scratch::lend))
+        RefMut::map(self.scratch.borrow_mut(), |s| &mut **s.get_or_insert_with(Scratch::lend))
     }
 
     fn tagged_field(&self, tag: u8, m: &[u8]) -> RStr {
@@ -413,28 +436,25 @@ impl RedisQueue {
         &self.header().policy
     }
 
-    /// The kind and the policy, the first time: as known from an earlier command
-    /// (`headers`), else read in one lookup (most commands need both).
+    /// The kind and the policy, the first time (unless known from an earlier command when
+    /// the queue was opened: `headers`): read in one lookup (most commands need both).
     fn header(&self) -> &Header {
         self.header.get_or_init(|| {
             let Some(meta) = self.key(KeyId::Meta).filter(|k| k.key_type() == KeyType::Hash) else { return Header::default() };
-            let (q, db) = (self.names[0].as_ref(), self.ctx.db());
-            headers::get(q, db).unwrap_or_else(|| {
-                let (kind, policy) = meta.hget_pair(kind_field(), Some(policy_field()));
-                let (policy, kind_in_policy) = policy.map_or((None, None), |v| {
-                    let (p, k) = decode_policy(v.as_ref());
-                    (Some(p), k)
-                });
-                let waiting_records = message_meta(meta.len(), || (kind.is_some(), policy.is_some()));
-                let h = Header {
-                    kind: kind.as_ref().map_or(kind_in_policy, |v| Kind::from_name(v.as_ref())),
-                    kind_field: kind.is_some(),
-                    policy,
-                    waiting_records,
-                };
-                headers::set(q, db, &h);
-                h
-            })
+            let (kind, policy) = meta.hget_pair(kind_field(), Some(policy_field()));
+            let (policy, kind_in_policy) = policy.map_or((None, None), |v| {
+                let (p, k) = decode_policy(v.as_ref());
+                (Some(p), k)
+            });
+            let waiting_records = message_meta(meta.len(), || (kind.is_some(), policy.is_some()));
+            let h = Header {
+                kind: kind.as_ref().map_or(kind_in_policy, |v| Kind::from_name(v.as_ref())),
+                kind_field: kind.is_some(),
+                policy,
+                waiting_records,
+            };
+            headers::set(self.names[0].as_ref(), self.ctx.db(), &h);
+            h
         })
     }
 
@@ -530,9 +550,7 @@ impl Drop for RedisQueue {
                 self.ctx.signal_modified(&self.names[i]);
             }
         }
-        if let Some(s) = self.scratch.get_mut().take() {
-            s.give_back();
-        }
+        self.release_scratch();
     }
 }
 
