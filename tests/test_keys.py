@@ -439,7 +439,8 @@ def test_reply_shapes_resp3(server, r):
     assert c.execute_command("RMQ.INFO", "q")[b"kind"] is None
 
 
-def test_rmq_info_flat_array_in_resp2(server):
+def test_rmq_info_flat_array_in_resp2(r, server):
+    # `r` flushes the database first: `q` may be left of another kind by an earlier test.
     from helpers import raw_client
     c = raw_client(server)
     c.execute_command("RMQ.PUSH", "q", "RANGE", 60000, "a")
