@@ -51,13 +51,11 @@ def free_port():
         return s.getsockname()[1]
 
 
-def callgrind_server(tmp, args):
-    """redis-server under `valgrind --tool=callgrind` in `tmp` on a free port, with more
-    arguments `args`; its process, its dump file's base name and port once it answers."""
+def bare_server(tmp, args, wrap=()):
+    """redis-server in `tmp` on a free port, with more arguments `args`, run by the command
+    `wrap` (e.g. valgrind) if given; its process and port once it answers."""
     port = free_port()
-    out = tmp / "cg.out"
-    proc = subprocess.Popen(["valgrind", "--tool=callgrind", "--dump-instr=no", f"--callgrind-out-file={out}",
-                             "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+    proc = subprocess.Popen([*wrap, "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                              "--appendonly", "no", "--dir", str(tmp), *args],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(200):
@@ -66,6 +64,15 @@ def callgrind_server(tmp, args):
             break
         except redis.exceptions.ConnectionError:
             time.sleep(0.1)
+    return proc, port
+
+
+def callgrind_server(tmp, args):
+    """redis-server under `valgrind --tool=callgrind` in `tmp` on a free port, with more
+    arguments `args`; its process, its dump file's base name and port once it answers."""
+    out = tmp / "cg.out"
+    proc, port = bare_server(tmp, args, ["valgrind", "--tool=callgrind", "--dump-instr=no",
+                                         f"--callgrind-out-file={out}"])
     return proc, out, port
 
 
@@ -101,16 +108,7 @@ class BareMeter:
         if callgrind:
             self.proc, self.out, port = callgrind_server(tmp, [])
         else:
-            port = free_port()
-            self.proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                          "--appendonly", "no", "--dir", str(tmp)],
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            for _ in range(200):
-                try:
-                    redis.Redis(port=port).ping()
-                    break
-                except redis.exceptions.ConnectionError:
-                    time.sleep(0.05)
+            self.proc, port = bare_server(tmp, [])
         self.c = redis.Redis(port=port)
         self.unit = "instructions (call())" if callgrind else "usec (commandstats)"
 
