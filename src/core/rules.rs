@@ -370,8 +370,8 @@ pub fn pop_into<S: Store>(
     picked: &mut Vec<(S::M, f64, Waiting)>,
     got: &mut Vec<(S::M, u32)>,
 ) -> (u64, bool) {
-    let mut out = (0, false);
-    let Some(kind) = kind_of(s) else { return out };
+    let (mut group_waits, mut cut) = (0, false);
+    let Some(kind) = kind_of(s) else { return (group_waits, cut) };
     release_holds(s, now, RELEASE_PER_POP);
     let (min, max, rev) = deliverable_range(kind, now);
     picked.clear();
@@ -393,8 +393,8 @@ pub fn pop_into<S: Store>(
                     held.insert_unique(hash, Held { hash, parked: true, at: parked.len() }, |h| h.hash);
                 }
                 parked.push((m, score, w.group.take().unwrap_or_default()));
-                out.1 = parked.len() >= PARK_PER_POP;
-                return !out.1;
+                cut = parked.len() >= PARK_PER_POP;
+                return !cut;
             }
         }
         if s.score(Set::Prepare, &m).is_none() {
@@ -419,7 +419,7 @@ pub fn pop_into<S: Store>(
             }
         }
     }
-    out.0 = parked.len() as u64;
+    group_waits = parked.len() as u64;
     for (m, score, g) in &parked {
         s.rem(Set::Store, m);
         s.park(m, *score, g);
@@ -437,7 +437,7 @@ pub fn pop_into<S: Store>(
         if let Some(g) = &f.group {
             // The group's next messages wait behind this delivery now (held back at
             // their push, they are passed over here: counted once per delivery).
-            out.0 += (some_parked && s.may_have_indexed(g)) as u64;
+            group_waits += (some_parked && s.may_have_indexed(g)) as u64;
         }
         if f != Flight::default() {
             s.set_flight(&m, Some(&f));
@@ -448,7 +448,7 @@ pub fn pop_into<S: Store>(
         }
         (m, f.deliveries)
     }));
-    out
+    (group_waits, cut)
 }
 
 /// The earliest lease deadline of the queue.

@@ -157,8 +157,8 @@ fn take_topic_counted(ctx: Ctx, topic: &[u8], want: TopicPop, now: i64, sink: &m
             sink.start(taken);
             deal(turns, want.quantum, sink);
         }
-        // Dealt, every list is empty.
-        spare.extend(turns.drain(..).map(|t| t.got).filter(|got| got.capacity() <= KEEP_GOT));
+        // Dealt, every list is empty; those never allocated are no use as spares.
+        spare.extend(turns.drain(..).map(|t| t.got).filter(|got| (1..=KEEP_GOT).contains(&got.capacity())));
         taken
     };
     BUFFERS.with(|b| match b.try_borrow_mut() {

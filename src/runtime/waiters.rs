@@ -91,11 +91,9 @@ pub fn has_waiters(db: i32, queue: &[u8]) -> bool {
 }
 
 /// Queue `queue` may have a deliverable message: if consumers of its topic are blocked,
-/// the timer serves them at once (after the command: see `blocking::serve_topics`).
+/// the timer serves them at once (after the command: see `blocking::serve_topics`). Only
+/// `possibly_deliverable` calls it, once it has seen a consumer blocked.
 fn topic_changed(ctx: Ctx, queue: &[u8]) {
-    if stats::BLOCKED_CLIENTS.get() == 0 {
-        return;
-    }
     let Some((topic, slot)) = route::split(queue) else { return };
     let db = ctx.db();
     let mut w = waiters();
