@@ -91,12 +91,11 @@ def main():
         msgs = 0
         for _ in range(a.rounds):
             for peer in peers:
-                st = {}
+                # Which messages the pop takes, with their scores (not counted: the pop's
+                # finding them is counted in its "pop" step).
+                st = {"taken": c.zrange(q_of(peer), -100, -1, withscores=True)}
                 for step, make, keep in steps_of(peer, a.groups):
                     cmds = make(st)
-                    if step == "read":
-                        st[keep] = c.zrange(q_of(peer), -100, -1, withscores=True)
-                        continue
                     v, replies = meter.measure(f"{peer}-{step}", cmds) if cmds else (0, [])
                     sums[peer][step] = sums[peer].get(step, 0) + v
                     if keep:
@@ -119,7 +118,7 @@ def main():
 
 
 def fill(c, groups, per_group):
-    """The three peers' keys as bench_v2's `gfill` leaves them, adjacent order."""
+    """The peers' keys as bench_v2's `gfill` leaves them, adjacent order."""
     p = c.pipeline(transaction=False)
     for j in range(groups):
         prio = groups - j
@@ -131,15 +130,13 @@ def fill(c, groups, per_group):
         p.zadd("park{l}", {m: prio for m in ms[1:]})
         p.zadd("parkidx{l}", {order_key(prio) + m: fnv53(g) for m in ms})
         p.hset("meta{l}", mapping={b"w" + m: b"0::" + g for m in ms})
-        # ideal: the head in Q, the rest in its group's list, one record each.
-        p.zadd("Q{i}", {ms[0]: prio})
-        p.rpush(b"hb{i}:" + g, *[b"%d:%s" % (prio, m) for m in ms[1:]])
-        p.hset("meta{i}", mapping={b"r" + m: b"0::" + g for m in ms})
-        # ideal+set: the same, and the held-back messages in a scored set too.
-        p.zadd("Q{s}", {ms[0]: prio})
-        p.rpush(b"hb{s}:" + g, *[b"%d:%s" % (prio, m) for m in ms[1:]])
+        # ideal (and ideal+set): the head in Q, the rest in its group's list, one record each.
+        for t in ("i", "s"):
+            p.zadd(f"Q{{{t}}}", {ms[0]: prio})
+            p.rpush(f"hb{{{t}}}:".encode() + g, *[b"%d:%s" % (prio, m) for m in ms[1:]])
+            p.hset(f"meta{{{t}}}", mapping={b"r" + m: b"0::" + g for m in ms})
+        # ideal+set: the held-back messages in a scored set too.
         p.zadd("park{s}", {m: prio for m in ms[1:]})
-        p.hset("meta{s}", mapping={b"r" + m: b"0::" + g for m in ms})
         if j % 200 == 199:
             p.execute()
     p.execute()
@@ -158,9 +155,8 @@ def q_of(peer):
 
 
 def steps_of(peer, n_groups):
-    """One round of `peer` (pop 100, ack them): (step, commands given the state so far,
-    where its replies are kept). Step "read" is not counted: which messages the pop
-    takes, with their scores (the pop's finding them is counted in "pop")."""
+    """One round of `peer` (pop 100, ack them, given the state `st` with the messages
+    taken): (step, its commands given the state so far, where its replies are kept)."""
     t = TAG[peer]
     q, prep, meta = q_of(peer), f"prepare{{{t}}}", f"meta{{{t}}}"
     flight = {"ungrouped": b"f", "layout": b"g"}.get(peer, b"r")
@@ -173,17 +169,15 @@ def steps_of(peer, n_groups):
         return b"g%d" % int(m.split(b":")[1])
 
     steps = [
-        ("read", lambda st: [], "taken"),
         ("pop", lambda st: [("ZREMRANGEBYRANK", q, -len(ms(st)), -1)], None),
         ("zadd prepare", lambda st: [("ZADD", prep, *[x for m in ms(st) for x in (DEADLINE, m)])], None),
     ]
-    if peer == "ungrouped":
-        # RMQ's pop reads each message's waiting record (a copy rolled back keeps its
-        # delivery count there): absent, but looked up.
+    if not ideal:
+        # RMQ's pop reads each message's waiting record: its group, or (ungrouped: absent,
+        # but looked up) the delivery count a copy rolled back keeps there.
         steps.append(("hmget w", lambda st: [("HMGET", meta, *[b"w" + m for m in ms(st)])], None))
     if peer == "layout":
         steps += [
-            ("hmget w", lambda st: [("HMGET", meta, *[b"w" + m for m in ms(st)])], None),
             ("hdel w", lambda st: [("HDEL", meta, *[b"w" + m for m in ms(st)])], None),
             ("zrem parkidx", lambda st: [("ZREM", "parkidx{l}", *[order_key(int(s)) + m for m, s in st["taken"]])], None),
         ]
