@@ -165,9 +165,59 @@ def test_errors(r):
                        (["CURSOR", "abc"], "CURSOR"), (["LIMIT", 5], "syntax"), (["MATCH"], "syntax")]:
         expect_error(r, "RMQ.QUEUES", *args, contains=word)
     assert page(r, "COUNT", 10000) == (b"0", [b"q"])
-    # a cursor past every name, or of a name gone meanwhile, goes on from there
-    assert page(r, "CURSOR", b"zz".hex()) == (b"0", [])
-    assert page(r, "CURSOR", b"a".hex()) == (b"0", [b"q"])
+
+
+def test_cursors_the_server_did_not_hand_out_are_refused(server, r):
+    """A cursor opens only unchanged, in the database and for the user it was handed to;
+    anything else is `ERR invalid CURSOR` (and changes nothing: no name is dropped)."""
+    for q in ("a", "b", "c"):
+        push(r, q, "PRIORITY", 1, "m")
+    cursor, got = page(r, "COUNT", 1)
+    assert got == [b"a"] and cursor != b"0"
+    flipped = cursor[:30] + (b"1" if cursor[30:31] == b"0" else b"0") + cursor[31:]
+    for bad in [b"a".hex(), b"b".hex(), b"zz".hex(), cursor[:-2], cursor[:-1], cursor[:24], flipped,
+                cursor + b"00", b"00" + cursor, cursor + b"x", b"xyz", b"-1", b"", b"1"]:
+        expect_error(r, "RMQ.QUEUES", "CURSOR", bad, contains="invalid CURSOR")
+    r.execute_command("ACL", "SETUSER", "other", "on", ">pw", "~*", "+@all")
+    try:
+        expect_error(server.client(username="other", password="pw"), "RMQ.QUEUES", "CURSOR", cursor,
+                     contains="invalid CURSOR")
+    finally:
+        r.execute_command("ACL", "DELUSER", "other")
+    other_db = server.client(db=1)
+    push(other_db, "a", "PRIORITY", 1, "m")
+    expect_error(other_db, "RMQ.QUEUES", "CURSOR", cursor, contains="invalid CURSOR")
+    other_db.flushdb()
+    # the cursor still works where it was handed out; a name gone meanwhile is no matter
+    r.delete("a")
+    assert page(r, "CURSOR", cursor) == (b"0", [b"b", b"c"])
+    assert page(r, "CURSOR", cursor) == page(r, "CURSOR", cursor), "a cursor may be used again"
+
+
+def test_acl_cursor_carries_no_hidden_name(server, r):
+    """Issue 31: `ACL SETUSER lim on >p ~app:* +@all`; a cursor once spelled the hidden name
+    the listing stopped at, and any hex string was taken as a cursor."""
+    for q in ("app:1", "app:2", "secret_payroll", "zz_hidden"):
+        push(r, q, "PRIORITY", 1, "m")
+    hidden = [b"secret_payroll", b"zz_hidden"]
+    r.execute_command("ACL", "SETUSER", "lim", "on", ">p", "resetkeys", "~app:*", "+@all")
+    try:
+        u = server.client(username="lim", password="p")
+        expect_error(u, "RMQ.QUEUES", "COUNT", 1, "CURSOR", b"app:1".hex(), contains="invalid CURSOR")
+        cursor, seen, cursors = b"0", [], []
+        while True:
+            cursor, names = page(u, "COUNT", 1, "CURSOR", cursor)
+            seen += names
+            cursors.append(cursor)
+            if cursor == b"0":
+                break
+        assert seen == [b"app:1", b"app:2"]
+        assert len(cursors) == 4 and cursors[-1] == b"0", "one name visited a call, hidden ones too"
+        for c in cursors[:-1]:
+            for name in hidden + [b"app:1", b"app:2"]:
+                assert name not in c and name.hex().encode() not in c and name not in bytes.fromhex(c.decode())
+    finally:
+        r.execute_command("ACL", "DELUSER", "lim")
 
 
 def test_acl_leaves_out_queues_the_caller_may_not_read(server, r):
@@ -200,9 +250,12 @@ def test_debug_reload_and_restart(start_server):
     want = [b"a", b"b", b"p", b"z"]
     c.execute_command("DEBUG", "RELOAD")
     assert listed(c) == want
+    cursor, _ = page(c, "COUNT", 1)
     s.restart()
     c = s.client()
     assert listed(c) == want
+    # a new process seals with a new key
+    expect_error(c, "RMQ.QUEUES", "CURSOR", cursor, contains="invalid CURSOR")
     ack(c, "b", "m")
     assert listed(c) == [b"a", b"p", b"z"]
 
@@ -219,6 +272,9 @@ def test_replica_lists_and_keeps_listing_after_promotion(start_server):
     ack(c, "gone", "m")
     assert wait_replica_matches(c, rc)
     assert listed(rc) == [b"after", b"before"], "full sync, then replicated writes"
+    cursor, _ = page(c, "COUNT", 1)
+    # each server seals with its own key
+    expect_error(rc, "RMQ.QUEUES", "CURSOR", cursor, contains="invalid CURSOR")
     rc.execute_command("REPLICAOF", "NO", "ONE")
     assert listed(rc) == [b"after", b"before"]
     pop(rc, "after")

@@ -9,6 +9,7 @@ pub mod acl_list;
 pub mod bucket;
 pub mod codec;
 pub mod cron_schedule;
+pub mod cursor;
 pub mod error;
 pub mod firings;
 pub mod fnv;

@@ -8,6 +8,7 @@ pub mod acl;
 pub mod alarm;
 pub mod blocking;
 pub mod cluster;
+pub mod cursors;
 pub mod delivery;
 pub mod events;
 pub mod eviction;
