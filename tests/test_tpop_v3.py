@@ -44,7 +44,8 @@ def test_quantum_default_is_one_and_above_count_is_fine(r):
         push(r, q, "DELAY", 0, *[f"{q}-{i}" for i in range(4)])
     assert [q for q, _, _ in tpop(r, "t", 2, "COUNT", 4)] == [b"t_0", b"t_1", b"t_0", b"t_1"]
     got = tpop(r, "t", 2, "COUNT", 3, "QUANTUM", 10000)
-    assert [m for _, m, _ in got] == [b"t_1-2", b"t_1-3", b"t_0-2"], "a quantum above COUNT: COUNT bounds it"
+    # on from t_0, after t_1 which served last; a quantum above COUNT: COUNT bounds it
+    assert [m for _, m, _ in got] == [b"t_0-2", b"t_0-3", b"t_1-2"]
 
 
 def test_quantum_keeps_round_robin_across_tpops(r):
@@ -266,3 +267,63 @@ def test_planned_turns_take_what_turn_after_turn_does(r):
         order = busy[start:] + busy[:start]
         expected = [(q, f"{q[2:].decode()}:{i:03}".encode()) for q, i in turn_by_turn(avail, order, count, quantum)]
         assert [(q, m) for q, m, _ in got] == expected, f"trial {trial}: count {count} quantum {quantum} avail {avail}"
+
+
+# --- v4: successive TPOPs start at the queue after the last one served ---------------------
+
+def test_next_tpop_starts_after_the_last_queue_served(r):
+    """Issue 31's example: 4 busy queues, COUNT 3 QUANTUM 2 serves a,a,b; the next call
+    starts at c (it started at b again, after the previous call's first queue)."""
+    for q in ("t_0", "t_1", "t_2", "t_3"):
+        push(r, q, "DELAY", 0, *[f"{q}-{i}" for i in range(10)])
+    calls = [[q for q, _, _ in tpop(r, "t", 4, "COUNT", 3, "QUANTUM", 2)] for _ in range(3)]
+    assert calls == [[b"t_0", b"t_0", b"t_1"], [b"t_2", b"t_2", b"t_3"], [b"t_0", b"t_0", b"t_1"]]
+    # COUNT 3 QUANTUM 1 over 4: every queue served once in any 4 successive deliveries
+    served = [q for _ in range(4) for q, _, _ in tpop(r, "t", 4, "COUNT", 3)]
+    assert served == [b"t_2", b"t_3", b"t_0", b"t_1"] * 3
+
+
+def test_next_tpop_starts_after_the_last_served_when_queues_run_short(r):
+    """The last served is the queue of the reply's last entry: a queue that gave less than
+    its turns (or emptied) does not count as served after it gave out."""
+    push(r, "t_0", "DELAY", 0, *[f"a{i}" for i in range(10)])
+    push(r, "t_1", "DELAY", 0, "b0")
+    push(r, "t_2", "DELAY", 0, *[f"c{i}" for i in range(10)])
+    push(r, "t_3", "DELAY", 0, "d0")
+    got = [m for _, m, _ in tpop(r, "t", 4, "COUNT", 6, "QUANTUM", 2)]
+    assert got == [b"a0", b"a1", b"b0", b"c0", b"c1", b"d0"], "t_3 served last"
+    got = [m for _, m, _ in tpop(r, "t", 4, "COUNT", 5)]
+    assert got == [b"a2", b"c2", b"a3", b"c3", b"a4"], "from t_0, after t_3; t_1 and t_3 empty"
+    got = [m for _, m, _ in tpop(r, "t", 4, "COUNT", 1)]
+    assert got == [b"c4"], "after t_0, the last served"
+
+
+def test_successive_tpops_follow_turn_after_turn(r):
+    """Random topics drained by successive TPOPs: each call is the turn-by-turn result from
+    the first busy queue after the previous call's last entry."""
+    import random
+    rnd = random.Random(31)
+    for trial in range(20):
+        r.flushall()
+        slots = rnd.choice([4, 8])
+        avail = {}
+        for s in rnd.sample(range(slots), rnd.randint(2, slots)):
+            q = f"t_{s}".encode()
+            avail[q] = rnd.choice([1, 2, 3, 5, 8])
+            for i in range(avail[q]):
+                r.execute_command("RMQ.PUSH", q, "AT", 946684800000 + i, f"{s}:{i:03}")
+        taken = {q: 0 for q in avail}
+        last = None
+        while any(taken[q] < avail[q] for q in avail):
+            count, quantum = rnd.choice([1, 2, 3, 5]), rnd.choice([1, 2, 3])
+            got = tpop(r, "t", slots, "COUNT", count, "QUANTUM", quantum, "LEASE", 60000)
+            busy = sorted((q for q in avail if taken[q] < avail[q]), key=lambda q: int(q[2:]))
+            after = [q for q in busy if last is not None and int(q[2:]) > int(last[2:])]
+            order = after + [q for q in busy if q not in after]
+            left = {q: avail[q] - taken[q] for q in busy}
+            expected = [(q, f"{q[2:].decode()}:{taken[q] + i:03}".encode())
+                        for q, i in turn_by_turn(left, order, count, quantum)]
+            assert [(q, m) for q, m, _ in got] == expected, f"trial {trial}: {count} {quantum} {left} after {last}"
+            for q, _ in expected:
+                taken[q] += 1
+            last = got[-1][0]

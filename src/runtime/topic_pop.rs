@@ -1,7 +1,7 @@
 //! RMQ.TPOP's taking: up to `count` messages from the queues of a topic that have waiting
 //! messages on this node (and whose slot it serves), round-robin — up to `quantum` from
-//! each queue in turn, then the turn passes on — starting where the previous TPOP of the
-//! topic did not.
+//! each queue in turn, then the turn passes on — starting at the queue after the last one
+//! the previous TPOP of the topic served.
 //!
 //! Turn by turn, a queue's every turn is a visit (open its keys, pop, close), which is most
 //! of a TPOP's cost. So the turns are planned: were every queue to give full turns, queue
@@ -41,6 +41,7 @@ pub type TopicDelivery = (RStr, RStr, u32);
 /// A queue of the topic in this TPOP's rotation.
 struct Turns {
     name: RStr,
+    slot: u32,
     /// Where its queue is in `Taking::opened`, once asked and opened.
     q: Option<usize>,
     lease: i64,
@@ -211,7 +212,7 @@ fn take_turns(
     let (count, quantum) = (want.count, want.quantum);
     topics::rotation(ctx.db(), topic, want.slots, |slot, name| {
         let name = &name.get_or_insert_with(|| Shared(RStr::from_bytes(&queue_name(topic, slot)))).0;
-        turns.push(Turns { name: name.clone(), q: None, lease: 0, got: spare.pop().unwrap_or_default(), more: true })
+        turns.push(Turns { name: name.clone(), slot, q: None, lease: 0, got: spare.pop().unwrap_or_default(), more: true })
     });
     if turns.is_empty() {
         return 0;
@@ -256,8 +257,19 @@ fn take_turns(
             announce(ctx, &t.opened[i], q.got.len(), now + q.lease);
         }
     }
+    if let Some(last) = last_served(turns, quantum) {
+        topics::served(ctx.db(), topic, want.slots, last);
+    }
     stats::RATE_LIMITED.add((t.rate_limited && t.taken < count) as u64);
     t.taken
+}
+
+/// The slot of the queue whose message `deal` hands on last: of those with the most turns
+/// (`quantum` messages a turn), the last in the rotation.
+fn last_served(turns: &[Turns], quantum: usize) -> Option<u32> {
+    let turns_of = |t: &Turns| t.got.len().div_ceil(quantum);
+    let most = turns.iter().map(turns_of).max().filter(|&n| n > 0)?;
+    turns.iter().rev().find(|t| turns_of(t) == most).map(|t| t.slot)
 }
 
 /// Replies with TPOP deliveries: an array of [queue, message, deliveries].

@@ -16,7 +16,7 @@ struct Topic {
     /// Slots whose queue has waiting messages, each with its queue's name once a TPOP has
     /// made it (kept: every TPOP would make it anew).
     slots: BTreeMap<u32, Option<Shared>>,
-    /// Where the next TPOP starts (successive TPOPs start at successive queues).
+    /// Where the next TPOP starts: the slot after the last one served.
     next: u32,
 }
 
@@ -60,24 +60,25 @@ pub fn note(db: i32, q: &[u8], waiting: bool) {
 }
 
 /// Calls `each` with the slots below `slots` of `topic` with waiting messages, in the order
-/// this TPOP tries them: from the one after where the previous TPOP started, round the
-/// circle; and with the place of the slot's queue name (for the caller to fill).
+/// this TPOP tries them: from the one after the last one served, round the circle; and
+/// with the place of the slot's queue name (for the caller to fill).
 pub fn rotation(db: i32, topic: &[u8], slots: u32, mut each: impl FnMut(u32, &mut Option<Shared>)) {
     let mut all = topics();
     let Some(t) = all.get_mut(topic).and_then(|dbs| in_db(dbs, db)) else { return };
     let start = t.next % slots;
-    let mut first = None;
     // Open-ended ranges: one search of the tree each, where `start..slots` takes two.
     for (&slot, name) in t.slots.range_mut(start..).take_while(|(&s, _)| s < slots) {
-        first.get_or_insert(slot);
         each(slot, name);
     }
     for (&slot, name) in t.slots.range_mut(..start) {
-        first.get_or_insert(slot);
         each(slot, name);
     }
-    if let Some(first) = first {
-        t.next = (first + 1) % slots;
+}
+
+/// A TPOP served slot `slot` last: the next one starts after it.
+pub fn served(db: i32, topic: &[u8], slots: u32, slot: u32) {
+    if let Some(t) = topics().get_mut(topic).and_then(|dbs| in_db(dbs, db)) {
+        t.next = (slot + 1) % slots;
     }
 }
 
@@ -103,7 +104,7 @@ mod tests {
     }
 
     #[test]
-    fn rotation_starts_at_successive_queues() {
+    fn rotation_starts_after_the_last_slot_served() {
         clear();
         for slot in [1, 3, 6] {
             note(9, &route::queue_name(b"t", slot), true);
@@ -111,9 +112,16 @@ mod tests {
         note(9, b"t_8", true);
         note(9, b"not-a-slot", true);
         assert_eq!(rotation(9, b"t", 8), vec![1, 3, 6], "slot 8 is beyond an 8-slot topic");
+        assert_eq!(rotation(9, b"t", 8), vec![1, 3, 6], "nothing served: the same start");
+        served(9, b"t", 8, 1);
         assert_eq!(rotation(9, b"t", 8), vec![3, 6, 1]);
+        served(9, b"t", 8, 3);
         assert_eq!(rotation(9, b"t", 8), vec![6, 1, 3]);
-        assert_eq!(rotation(9, b"t", 8), vec![1, 3, 6]);
+        served(9, b"t", 8, 6);
+        assert_eq!(rotation(9, b"t", 8), vec![1, 3, 6], "round the circle");
+        served(9, b"t", 8, 3);
+        served(9, b"u", 8, 3);
+        assert_eq!(rotation(9, b"t", 4), vec![1, 3], "fewer slots asked");
         note(9, b"t_3", false);
         assert_eq!(busy_slots(9, b"t", 16), vec![1, 6, 8]);
         assert_eq!(rotation(9, b"u", 8), Vec::<u32>::new());
