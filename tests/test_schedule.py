@@ -9,6 +9,7 @@ slot migration. Cron and zone rules (daylight saving) are unit-tested in
 src/core/cron_schedule_tests.rs with fixed instants.
 """
 
+import struct
 import threading
 import time
 
@@ -163,14 +164,88 @@ def test_out_of_memory_refuses_set_and_skips_firings(r):
     wait_for(lambda: zs(r, "oq") == {b"m": 1.0}, timeout=3, what="a firing once memory is back")
 
 
-def test_an_unreadable_schedule_is_left_out(r):
+def test_an_unreadable_schedule_is_listed_as_broken(r):
     sset(r, "uq", "good", "EVERY", 60_000, "RANGE", 5, "k")
     r.hset("sched{uq}", "junk", b"\x01not a schedule")
-    assert list(slist(r, "uq")) == [b"good"]
+    listed = slist(r, "uq")
+    assert list(listed) == [b"good", b"junk"]
+    assert listed[b"junk"] == (b"broken: invalid schedule: not a stored schedule this version reads", None, None, None)
     assert rmq_info(r, "uq")["schedules"] == 2
     assert sset(r, "uq", "junk", "EVERY", 60_000, "RANGE", 5, "k") > 0
     assert list(slist(r, "uq")) == [b"good", b"junk"]
     assert r.execute_command("RMQ.SCHEDULE", "uq", "DEL", "junk", "good") == 2
+
+
+NONE = -(2 ** 63)
+
+
+def stored(nxt, *, fired=0, last=None, start=None, end=None, times=None, every=60_000, cron=None,
+           mode=(0, 5), group=None, msg=b"m", text=b"hand-written"):
+    """A `sched{Q}` field value in the module's format (core::cron_schedule::Stored::encode):
+    version 1; next, fired, last, start, end, times (i64 LE, NONE for none); the timing;
+    the mode (0 RANGE, 1 PRIORITY, 2 DELAY, 3 AT) and its value; the group; the message and
+    LIST's text (u64 LE length-prefixed)."""
+    def blob(b):
+        return struct.pack("<Q", len(b)) + b
+    opt = [NONE if v is None else v for v in (nxt, fired, last, start, end, times)]
+    out = b"\x01" + struct.pack("<6q", *opt)
+    out += b"\x00" + struct.pack("<q", every) if cron is None else b"\x01" + blob(cron[0]) + blob(cron[1])
+    out += struct.pack("<Bq", *mode) + bytes([group is not None]) + blob(group or b"") + blob(msg) + blob(text)
+    return out
+
+
+def test_hand_written_schedules_are_checked_as_set_checks_them(r):
+    """Issue 31: a hand-written or corrupted sched{Q} value was fired as it was found: a
+    message pushed at a score of -9.2e18, the AT mode, a firing past END. Now it is checked
+    as SET checks its arguments, never fired, and LIST shows it as broken."""
+    now = now_ms(r)
+    # the control: a good value written by hand fires (the encoding above is the module's)
+    r.hset("tmp", "ok", stored(now - 1000, mode=(1, 7), msg=b"good"))
+    r.rename("tmp", "sched{hq_ok}")
+    wait_for(lambda: zs(r, "hq_ok") == {b"good": 7.0}, timeout=10, what="a good hand-written schedule fired")
+    bad = {
+        b"delay_min": (stored(now - 1000, mode=(2, -(2 ** 63) + 1)), "DELAY"),
+        b"delay_neg": (stored(now - 1000, mode=(2, -5)), "DELAY"),
+        b"priority": (stored(now - 1000, mode=(1, -(2 ** 62))), "PRIORITY"),
+        b"at": (stored(now - 1000, mode=(3, now)), "AT is not"),
+        b"past_end": (stored(now - 1000, end=now - 2000), "planned time"),
+        b"every_0": (stored(now - 1000, every=0), "EVERY"),
+        b"zone": (stored(now - 1000, cron=(b"* * * * *", b"Nowhere/Land")), "time zone"),
+        b"times": (stored(now - 1000, fired=3, times=3), "TIMES"),
+        b"empty": (stored(now - 1000, msg=b""), "empty message"),
+        b"cut": (stored(now - 1000)[:-3], "not a stored schedule"),
+    }
+    fired = info_rmq(r).get("schedule_fired", 0)
+    r.hset("tmp", mapping={name: v for name, (v, _) in bad.items()})
+    r.rename("tmp", "sched{hq}")
+    time.sleep(1.5)
+    assert not r.exists("hq") and zs(r, "hq") == {}, "nothing fired"
+    assert info_rmq(r).get("schedule_fired", 0) == fired
+    listed = slist(r, "hq")
+    assert set(listed) == set(bad)
+    for name, (_, why) in bad.items():
+        spec, nxt, nfired, last = listed[name]
+        assert spec.startswith(b"broken: ") and why.encode() in spec, (name, spec)
+        assert (nxt, nfired, last) == (None, None, None)
+    assert rmq_info(r, "hq")["schedules"] == len(bad), "counted, and listed"
+    # a broken schedule can be replaced or deleted as any other
+    assert sset(r, "hq", "at", "EVERY", 60_000, "RANGE", 5, "k") > 0
+    assert slist(r, "hq")[b"at"][0] == b"EVERY 60000 RANGE 5 k"
+    assert r.execute_command("RMQ.SCHEDULE", "hq", "DEL", *bad) == len(bad)
+    assert not r.exists("sched{hq}")
+
+
+def test_broken_schedules_stay_unfired_after_a_reload(start_server):
+    s = start_server(extra_conf=["--enable-debug-command", "yes"])
+    r = s.client()
+    now = now_ms(r)
+    r.hset("sched{rq}", mapping={"delay": stored(now + 300, mode=(2, -(2 ** 62))),
+                                  "at": stored(now + 300, mode=(3, now))})
+    r.execute_command("DEBUG", "RELOAD")
+    time.sleep(1.5)
+    assert not r.exists("rq") and info_rmq(r).get("schedule_fired", 0) == 0
+    assert info_rmq(r)["schedules"] == 0, "the timer holds no broken schedule"
+    assert all(v[0].startswith(b"broken: ") for v in slist(r, "rq").values())
 
 
 def test_missed_times_fire_once_after_a_blocked_server(start_server):

@@ -3,14 +3,11 @@
 //! start.
 
 use crate::core::error::{Result, RmqError};
-use crate::core::kind::{PushMode, MAX_EXACT, MIN_AT};
+use crate::core::kind::{self, check_group, Bound, PushMode, MAX_EXACT, MAX_RELATIVE};
 use crate::core::num::parse_int;
 use crate::core::policy::Field;
 use crate::core::route::MAX_SLOTS;
 
-/// Longest relative time accepted (RANGE, DELAY, LEASE, BLOCK, EXTEND): 2^52 ms, so that
-/// now + ms stays an exact integer score.
-pub const MAX_RELATIVE: i64 = 1 << 52;
 pub const MAX_POP_COUNT: i64 = 10_000;
 /// Most messages RMQ.TPOP takes from one queue per turn.
 pub const MAX_QUANTUM: i64 = 10_000;
@@ -21,6 +18,11 @@ pub(crate) fn int_in(opt: &'static str, val: &[u8], min: i64, max: i64, must: &'
         Some(v) if v >= min && v <= max => Ok(v),
         _ => Err(RmqError::BadValue(opt, must)),
     }
+}
+
+/// An integer argument within its bound.
+pub(crate) fn bounded(b: &Bound, val: &[u8]) -> Result<i64> {
+    int_in(b.opt, val, b.min, b.max, b.must)
 }
 
 pub(crate) fn is(arg: &[u8], word: &str) -> bool {
@@ -69,9 +71,6 @@ fn topic(name: &[u8]) -> Result<()> {
 
 pub const RELATIVE_MUST: &str = "an integer from 1 to 2^52 (ms)";
 
-/// Longest group name accepted.
-pub const MAX_GROUP_BYTES: usize = 1024;
-
 /// RMQ.PUSH: the mode, the group and the index of the first message.
 #[derive(Debug, PartialEq, Eq)]
 pub struct PushArgs<'a> {
@@ -94,21 +93,19 @@ pub fn push<'a>(args: &[&'a [u8]]) -> Result<PushArgs<'a>> {
 pub(crate) fn push_tail<'a>(args: &[&'a [u8]], at: usize) -> Result<PushArgs<'a>> {
     let (opt, val) = (args[at], value(args, at)?);
     let mode = if is(opt, "RANGE") {
-        PushMode::Range(int_in("RANGE", val, 1, MAX_RELATIVE, RELATIVE_MUST)?)
+        PushMode::Range(bounded(&kind::RANGE, val)?)
     } else if is(opt, "PRIORITY") {
-        PushMode::Priority(int_in("PRIORITY", val, -MAX_EXACT, MAX_EXACT, "an integer with |p| <= 2^53")?)
+        PushMode::Priority(bounded(&kind::PRIORITY, val)?)
     } else if is(opt, "AT") {
-        PushMode::At(int_in("AT", val, MIN_AT, MAX_EXACT, "Unix time in ms from 946684800000 to 2^53")?)
+        PushMode::At(bounded(&kind::AT, val)?)
     } else if is(opt, "DELAY") {
-        PushMode::Delay(int_in("DELAY", val, 0, MAX_RELATIVE, "an integer from 0 to 2^52 (ms)")?)
+        PushMode::Delay(bounded(&kind::DELAY, val)?)
     } else {
         return Err(RmqError::Syntax(format!("expected RANGE, PRIORITY, AT or DELAY, got '{}'", String::from_utf8_lossy(opt))));
     };
     if args.len() >= at + 5 && is(args[at + 2], "GROUP") {
         let g = args[at + 3];
-        if g.is_empty() || g.len() > MAX_GROUP_BYTES {
-            return Err(RmqError::BadValue("GROUP", "a non-empty string of at most 1024 bytes"));
-        }
+        check_group(g)?;
         return Ok(PushArgs { mode, group: Some(g), first: at + 4 });
     }
     Ok(PushArgs { mode, group: None, first: at + 2 })
@@ -199,7 +196,7 @@ pub fn nack(args: &[&[u8]]) -> Result<NackArgs> {
     let mut i = 2;
     while i < args.len() {
         if is(args[i], "DELAY") {
-            out.delay = Some(int_in("DELAY", value(args, i)?, 0, MAX_RELATIVE, "an integer from 0 to 2^52 (ms)")?);
+            out.delay = Some(bounded(&kind::DELAY, value(args, i)?)?);
             i += 2;
         } else if is(args[i], "DEAD") {
             out.dead = true;
@@ -357,6 +354,7 @@ pub fn route(args: &[&[u8]]) -> Result<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::kind::{MAX_GROUP_BYTES, MIN_AT};
 
     fn a(v: &[&'static str]) -> Vec<&'static [u8]> {
         v.iter().map(|s| s.as_bytes()).collect()

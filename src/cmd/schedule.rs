@@ -56,9 +56,6 @@ fn set(c: &Call, name: &[u8], spec: Spec) -> Result<()> {
         return Err(RmqError::KindMismatch { holds, pushed: kind });
     }
     let max = settings::limits(&*queue).max_message_bytes;
-    if spec.message.is_empty() {
-        return Err(RmqError::EmptyMessage);
-    }
     if spec.message.len() as i64 > max {
         return Err(RmqError::TooLong(max));
     }
@@ -74,19 +71,31 @@ fn set(c: &Call, name: &[u8], spec: Spec) -> Result<()> {
     Ok(())
 }
 
-/// Every schedule, by name: `[name, spec, next, fired, last]`.
+/// Every schedule, by name: `[name, spec, next, fired, last]`; one whose stored value
+/// cannot be used (never fired) as `[name, "broken: <why>", nil, nil, nil]`.
 fn list(ctx: Ctx, q: &[u8]) -> Result<()> {
     let scheds = Schedules::open(ctx, q, false)?;
-    let mut all: Vec<(Vec<u8>, Stored)> = scheds.all().into_iter().filter_map(|(n, v)| Some((n, Stored::decode(&v)?))).collect();
+    let mut all: Vec<(Vec<u8>, Result<Stored>)> = scheds.all().into_iter().map(|(n, v)| (n, Stored::decode(&v))).collect();
     all.sort_by(|a, b| a.0.cmp(&b.0));
     reply::array(ctx, all.len());
     for (name, s) in &all {
         reply::array(ctx, 5);
         reply::bytes(ctx, name);
-        reply::bytes(ctx, &s.spec.text);
-        reply::opt_int(ctx, s.state.next);
-        reply::int(ctx, s.state.fired as i64);
-        reply::opt_int(ctx, s.state.last);
+        match s {
+            Ok(s) => {
+                reply::bytes(ctx, &s.spec.text);
+                reply::opt_int(ctx, s.state.next);
+                reply::int(ctx, s.state.fired as i64);
+                reply::opt_int(ctx, s.state.last);
+            }
+            Err(e) => {
+                let why = e.message();
+                reply::bytes(ctx, format!("broken: {}", why.strip_prefix("ERR ").unwrap_or(&why)).as_bytes());
+                for _ in 0..3 {
+                    reply::opt_int(ctx, None);
+                }
+            }
+        }
     }
     Ok(())
 }

@@ -1,13 +1,11 @@
 //! Parsing RMQ.SCHEDULE (pure, like `args`): every rule on bad input is checked here,
 //! before anything is read or written.
 
-use crate::cmd::args::{arity, int_in, is, push_tail, queue, syntax, value};
-use crate::core::cron_schedule::{cron, Spec, Timing, MAX_EVERY};
+use crate::cmd::args::{arity, bounded, is, push_tail, queue, syntax, value};
+use crate::core::cron_schedule::{cron, Spec, Timing, END, EVERY, START, TIMES};
 use crate::core::error::{Result, RmqError};
-use crate::core::kind::{MAX_EXACT, MIN_AT};
 
 const CMD: &str = "rmq.schedule";
-const TIME_MUST: &str = "Unix time in ms from 946684800000 to 2^53";
 /// Longest schedule name.
 pub const MAX_NAME_BYTES: usize = 1024;
 
@@ -66,7 +64,7 @@ fn set<'a>(args: &[&'a [u8]], name: &'a [u8]) -> Result<ScheduleOp<'a>> {
         };
         if is(opt, "EVERY") {
             once(every.is_some())?;
-            every = Some(int_in("EVERY", value(args, i)?, 1, MAX_EVERY, "an integer from 1 to 2^41 (ms)")?);
+            every = Some(bounded(&EVERY, value(args, i)?)?);
         } else if is(opt, "CRON") {
             once(expr.is_some())?;
             expr = Some(value(args, i)?);
@@ -75,17 +73,16 @@ fn set<'a>(args: &[&'a [u8]], name: &'a [u8]) -> Result<ScheduleOp<'a>> {
             zone = Some(value(args, i)?);
         } else if is(opt, "START") {
             once(start.is_some())?;
-            start = Some(int_in("START", value(args, i)?, MIN_AT, MAX_EXACT, TIME_MUST)?);
+            start = Some(bounded(&START, value(args, i)?)?);
         } else if is(opt, "END") {
             once(end.is_some())?;
-            end = Some(int_in("END", value(args, i)?, MIN_AT, MAX_EXACT, TIME_MUST)?);
+            end = Some(bounded(&END, value(args, i)?)?);
         } else if is(opt, "TIMES") {
             once(times.is_some())?;
-            times = Some(int_in("TIMES", value(args, i)?, 1, MAX_EXACT, "an integer from 1 to 2^53")? as u64);
-        } else if is(opt, "RANGE") || is(opt, "PRIORITY") || is(opt, "DELAY") {
+            times = Some(bounded(&TIMES, value(args, i)?)? as u64);
+        } else if ["RANGE", "PRIORITY", "DELAY", "AT"].iter().any(|m| is(opt, m)) {
+            // The mode (AT too: the check below refuses it, as it refuses a stored one).
             break push_tail(args, i)?;
-        } else if is(opt, "AT") {
-            return Err(RmqError::Syntax("AT is not a schedule's mode (use RANGE, PRIORITY or DELAY)".into()));
         } else {
             return Err(syntax(opt));
         }
@@ -111,11 +108,6 @@ fn set<'a>(args: &[&'a [u8]], name: &'a [u8]) -> Result<ScheduleOp<'a>> {
         (Some(_), Some(_)) => return Err(RmqError::Syntax("EVERY and CRON exclude each other".into())),
         (None, None) => return Err(RmqError::Syntax("a schedule needs EVERY ms or CRON expr".into())),
     };
-    if let (Some(s), Some(e)) = (start, end) {
-        if s > e {
-            return Err(RmqError::BadSchedule("START is after END".into()));
-        }
-    }
     let spec = Spec {
         timing,
         start,
@@ -126,6 +118,7 @@ fn set<'a>(args: &[&'a [u8]], name: &'a [u8]) -> Result<ScheduleOp<'a>> {
         message: args[push.first].to_vec(),
         text: args[3..].join(&b' '),
     };
+    spec.check()?;
     Ok(ScheduleOp::Set { name, spec })
 }
 

@@ -14,10 +14,14 @@ use croner::parser::{CronParser, Seconds, Year};
 use croner::Cron;
 
 use crate::core::error::{Result, RmqError};
-use crate::core::kind::{PushMode, MAX_EXACT};
+use crate::core::kind::{check_group, Bound, PushMode, MAX_EXACT, MIN_AT};
 
-/// Longest EVERY interval: 2^41 ms (about 70 years).
-pub const MAX_EVERY: i64 = 1 << 41;
+const TIME_MUST: &str = "Unix time in ms from 946684800000 to 2^53";
+/// EVERY ms: up to 2^41 ms (about 70 years).
+pub const EVERY: Bound = Bound { opt: "EVERY", min: 1, max: 1 << 41, must: "an integer from 1 to 2^41 (ms)" };
+pub const START: Bound = Bound { opt: "START", min: MIN_AT, max: MAX_EXACT, must: TIME_MUST };
+pub const END: Bound = Bound { opt: "END", min: MIN_AT, max: MAX_EXACT, must: TIME_MUST };
+pub const TIMES: Bound = Bound { opt: "TIMES", min: 1, max: MAX_EXACT, must: "an integer from 1 to 2^53" };
 
 /// A cron expression and the zone it is read in.
 #[derive(Clone, Debug)]
@@ -126,6 +130,34 @@ pub enum After {
 }
 
 impl Spec {
+    /// What RMQ.SCHEDULE SET checks of a schedule once it is parsed, and a schedule read
+    /// back from its key must pass too (a hand-written or corrupted value).
+    pub fn check(&self) -> Result<()> {
+        if let Timing::Every(ms) = self.timing {
+            EVERY.check(ms)?;
+        }
+        for (bound, t) in [(&START, self.start), (&END, self.end)] {
+            t.map(|t| bound.check(t)).transpose()?;
+        }
+        if let Some(n) = self.times {
+            TIMES.check(i64::try_from(n).unwrap_or(i64::MAX))?;
+        }
+        if let (Some(s), Some(e)) = (self.start, self.end) {
+            if s > e {
+                return Err(RmqError::BadSchedule("START is after END".into()));
+            }
+        }
+        if matches!(self.mode, PushMode::At(_)) {
+            return Err(RmqError::Syntax("AT is not a schedule's mode (use RANGE, PRIORITY or DELAY)".into()));
+        }
+        self.mode.checked()?;
+        self.group.as_deref().map(check_group).transpose()?;
+        if self.message.is_empty() {
+            return Err(RmqError::EmptyMessage);
+        }
+        Ok(())
+    }
+
     fn within_end(&self, t: i64) -> Option<i64> {
         (t <= self.end.unwrap_or(MAX_EXACT) && t <= MAX_EXACT).then_some(t)
     }
@@ -266,8 +298,33 @@ impl Stored {
         out
     }
 
-    /// None when the value is not a schedule this version wrote (edited by hand, say).
-    pub fn decode(b: &[u8]) -> Option<Stored> {
+    /// The schedule stored in `b`, checked as SET checks one: an error says why a value
+    /// (edited by hand, corrupted) cannot be used.
+    pub fn decode(b: &[u8]) -> Result<Stored> {
+        let s = Stored::read(b).ok_or_else(|| RmqError::BadSchedule("not a stored schedule this version reads".into()))??;
+        s.spec.check()?;
+        s.check_state()?;
+        Ok(s)
+    }
+
+    /// A planned time (next, last) lies within START and END; no firing is counted past
+    /// TIMES (the schedule would have deleted itself).
+    fn check_state(&self) -> Result<()> {
+        let (s, st) = (&self.spec, &self.state);
+        let within =
+            Bound { opt: "planned time", min: s.start.unwrap_or(MIN_AT), max: s.end.unwrap_or(MAX_EXACT), must: "within START and END" };
+        for t in [st.next, st.last].into_iter().flatten() {
+            within.check(t)?;
+        }
+        if s.times.is_some_and(|n| st.fired >= n) {
+            return Err(RmqError::BadSchedule("fired as many TIMES as it may".into()));
+        }
+        Ok(())
+    }
+
+    /// The fields of `b`; None where it is cut, too long or has an unknown tag; an error
+    /// for a cron expression or zone that does not parse.
+    fn read(b: &[u8]) -> Option<Result<Stored>> {
         let mut r = Reader(b);
         if r.u8()? != VERSION {
             return None;
@@ -280,13 +337,13 @@ impl Stored {
             0 => Timing::Every(r.i64()?),
             1 => {
                 let (expr, zone) = (r.text()?, r.text()?);
-                Timing::Cron(Box::new(cron(expr, zone).ok()?))
+                match cron(expr, zone) {
+                    Ok(c) => Timing::Cron(Box::new(c)),
+                    Err(e) => return Some(Err(e)),
+                }
             }
             _ => return None,
         };
-        if matches!(timing, Timing::Every(ms) if !(1..=MAX_EVERY).contains(&ms)) {
-            return None;
-        }
         let (tag, v) = (r.u8()?, r.i64()?);
         let mode = match tag {
             MODE_RANGE => PushMode::Range(v),
@@ -303,7 +360,7 @@ impl Stored {
             return None;
         }
         let spec = Spec { timing, start, end, times, mode, group: has_group.then_some(group), message, text };
-        Some(Stored { spec, state: State { next, fired, last } })
+        Some(Ok(Stored { spec, state: State { next, fired, last } }))
     }
 }
 

@@ -57,7 +57,7 @@ fn end_and_times_bound_the_firings() {
     let After::Goes(st) = s.fire(st, NEW_YEAR + 100, NEW_YEAR + 101) else { panic!("goes on") };
     assert_eq!(st, State { next: Some(NEW_YEAR + 200), fired: 1, last: Some(NEW_YEAR + 100) });
     assert_eq!(s.fire(st, NEW_YEAR + 200, NEW_YEAR + 200), After::Done);
-    let huge = spec(Timing::Every(MAX_EVERY));
+    let huge = spec(Timing::Every(EVERY.max));
     assert_eq!(huge.after(MAX_EXACT - 5, MAX_EXACT - 5), None, "past 2^53 nothing is left");
 }
 
@@ -139,18 +139,59 @@ fn stored_schedules_round_trip_and_bad_values_are_refused() {
     s.mode = PushMode::Delay(7);
     s.end = Some(NEW_YEAR);
     s.times = Some(9);
-    let stored = Stored { spec: s, state: State { next: Some(5), fired: 3, last: None } };
+    let stored = Stored { spec: s, state: State { next: Some(NEW_YEAR - 5), fired: 3, last: Some(NEW_YEAR - 10) } };
     let b = stored.encode();
-    assert_eq!(Stored::decode(&b), Some(stored.clone()));
+    assert_eq!(Stored::decode(&b), Ok(stored.clone()));
     let every = Stored { spec: spec(Timing::Every(10)), state: State::default() };
-    assert_eq!(Stored::decode(&every.encode()), Some(every));
+    assert_eq!(Stored::decode(&every.encode()), Ok(every));
+    let unreadable = |b: &[u8]| Stored::decode(b).is_err_and(|e| e.message().contains("not a stored schedule"));
     for cut in 0..b.len() {
-        assert_eq!(Stored::decode(&b[..cut]), None, "cut at {cut}");
+        assert!(unreadable(&b[..cut]), "cut at {cut}");
     }
     let mut longer = b.clone();
     longer.push(0);
-    assert_eq!(Stored::decode(&longer), None);
-    assert_eq!(Stored::decode(b"hello"), None);
+    assert!(unreadable(&longer));
+    assert!(unreadable(b"hello"));
+}
+
+/// A stored value is checked as RMQ.SCHEDULE SET checks its arguments (the same bounds),
+/// and its state against its own START, END and TIMES.
+#[test]
+fn stored_schedules_are_checked_as_set_checks_them() {
+    let good = Stored { spec: spec(Timing::Every(10)), state: State { next: Some(NEW_YEAR), fired: 2, last: Some(NEW_YEAR - 10) } };
+    let bad = |why: &str, edit: &dyn Fn(&mut Stored)| {
+        let mut s = good.clone();
+        edit(&mut s);
+        match Stored::decode(&s.encode()) {
+            Err(e) => assert!(e.message().contains(why), "{why}: {}", e.message()),
+            Ok(s) => panic!("{why}: accepted {s:?}"),
+        }
+    };
+    bad("DELAY", &|s| s.spec.mode = PushMode::Delay(i64::MIN));
+    bad("DELAY", &|s| s.spec.mode = PushMode::Delay(-1));
+    bad("PRIORITY", &|s| s.spec.mode = PushMode::Priority(i64::MIN + 1));
+    bad("RANGE", &|s| s.spec.mode = PushMode::Range(0));
+    bad("AT is not", &|s| s.spec.mode = PushMode::At(NEW_YEAR));
+    bad("EVERY", &|s| s.spec.timing = Timing::Every(0));
+    bad("EVERY", &|s| s.spec.timing = Timing::Every(EVERY.max + 1));
+    bad("START", &|s| s.spec.start = Some(5));
+    bad("END", &|s| s.spec.end = Some(MAX_EXACT + 1));
+    bad("START is after END", &|s| (s.spec.start, s.spec.end) = (Some(NEW_YEAR + 1), Some(NEW_YEAR)));
+    bad("TIMES", &|s| s.spec.times = Some(1 << 60));
+    bad("GROUP", &|s| s.spec.group = Some(Vec::new()));
+    bad("GROUP", &|s| s.spec.group = Some(vec![b'g'; 1025]));
+    bad("empty message", &|s| s.spec.message.clear());
+    bad("planned time", &|s| s.spec.end = Some(NEW_YEAR - 1));
+    bad("planned time", &|s| s.state.next = Some(-9_200_000_000_000_000_000));
+    bad("planned time", &|s| s.state.last = Some(MAX_EXACT + 1));
+    bad("planned time", &|s| s.spec.start = Some(NEW_YEAR + 1));
+    bad("TIMES", &|s| s.spec.times = Some(2));
+    let mut c = good.clone();
+    c.spec = cron_spec("* * * * *", "UTC");
+    let mut b = c.encode();
+    let at = b.windows(3).position(|w| w == b"UTC").expect("the zone is stored");
+    b[at..at + 3].copy_from_slice(b"XYZ");
+    assert!(Stored::decode(&b).is_err_and(|e| e.message().contains("time zone")));
 }
 
 #[test]

@@ -1,4 +1,7 @@
-//! The three kinds of queue and how each scores and merges a pushed message.
+//! The three kinds of queue and how each scores and merges a pushed message, and the
+//! bounds of what a push accepts.
+
+use crate::core::error::{Result, RmqError};
 
 /// A queue's kind, fixed by its first push and kept until it is completely empty.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,8 +53,56 @@ pub enum PushMode {
 pub const MAX_EXACT: i64 = 1 << 53;
 /// 2000-01-01 in Unix ms: an AT below it is almost surely a time in seconds.
 pub const MIN_AT: i64 = 946_684_800_000;
+/// Longest relative time accepted (RANGE, DELAY, LEASE, BLOCK, EXTEND): 2^52 ms, so that
+/// now + ms stays an exact integer score.
+pub const MAX_RELATIVE: i64 = 1 << 52;
+/// Longest group name accepted.
+pub const MAX_GROUP_BYTES: usize = 1024;
+
+/// The range of an integer option and what its error says it must be. The parsers check
+/// arguments against these, and values read back from keys (schedules) are checked
+/// against the same, so a value no command accepts is never acted on.
+pub struct Bound {
+    pub opt: &'static str,
+    pub min: i64,
+    pub max: i64,
+    pub must: &'static str,
+}
+
+impl Bound {
+    pub fn check(&self, v: i64) -> Result<i64> {
+        if (self.min..=self.max).contains(&v) {
+            Ok(v)
+        } else {
+            Err(RmqError::BadValue(self.opt, self.must))
+        }
+    }
+}
+
+pub const RANGE: Bound = Bound { opt: "RANGE", min: 1, max: MAX_RELATIVE, must: "an integer from 1 to 2^52 (ms)" };
+pub const PRIORITY: Bound = Bound { opt: "PRIORITY", min: -MAX_EXACT, max: MAX_EXACT, must: "an integer with |p| <= 2^53" };
+pub const AT: Bound = Bound { opt: "AT", min: MIN_AT, max: MAX_EXACT, must: "Unix time in ms from 946684800000 to 2^53" };
+pub const DELAY: Bound = Bound { opt: "DELAY", min: 0, max: MAX_RELATIVE, must: "an integer from 0 to 2^52 (ms)" };
+
+/// A group name as a push accepts it.
+pub fn check_group(g: &[u8]) -> Result<()> {
+    if g.is_empty() || g.len() > MAX_GROUP_BYTES {
+        return Err(RmqError::BadValue("GROUP", "a non-empty string of at most 1024 bytes"));
+    }
+    Ok(())
+}
 
 impl PushMode {
+    /// The mode with its value checked against its bound.
+    pub fn checked(self) -> Result<PushMode> {
+        match self {
+            PushMode::Range(v) => RANGE.check(v).map(PushMode::Range),
+            PushMode::Priority(v) => PRIORITY.check(v).map(PushMode::Priority),
+            PushMode::At(v) => AT.check(v).map(PushMode::At),
+            PushMode::Delay(v) => DELAY.check(v).map(PushMode::Delay),
+        }
+    }
+
     pub fn kind(self) -> Kind {
         match self {
             PushMode::Range(_) => Kind::Range,

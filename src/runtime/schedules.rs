@@ -24,7 +24,7 @@ const CHUNK: usize = 16;
 pub fn found(ctx: Ctx, q: &[u8]) {
     let Ok(scheds) = Schedules::open(ctx, q, false) else { return };
     for (name, raw) in scheds.all() {
-        if let Some(next) = Stored::decode(&raw).and_then(|s| s.state.next) {
+        if let Some(next) = Stored::decode(&raw).ok().and_then(|s| s.state.next) {
             alarm::note_firing(ctx, ctx.db(), q, &name, next);
         }
     }

@@ -61,9 +61,9 @@ impl Schedules {
         self.key.hget(&RStr::from_bytes(name))
     }
 
-    /// Schedule `name`, if it exists and is readable.
+    /// Schedule `name`, if it exists and passes SET's checks (else it is never fired).
     pub fn get(&self, name: &[u8]) -> Option<Stored> {
-        Stored::decode(self.raw(name)?.as_ref())
+        Stored::decode(self.raw(name)?.as_ref()).ok()
     }
 
     fn replicate(&mut self, cmd: &'static CStr, args: &[&RStr]) {
