@@ -21,6 +21,7 @@ pub mod policy;
 pub mod route;
 pub mod rules;
 pub mod schedule;
+pub mod shrink;
 pub mod store;
 
 // The in-memory store and the model of the rules, for the unit tests and the fuzz targets.

@@ -6,6 +6,7 @@
 use std::collections::BTreeSet;
 
 use crate::core::fnv::FnvMap;
+use crate::core::shrink::shrink;
 
 /// A queue: its database and name.
 pub type QueueId = (i32, Vec<u8>);
@@ -50,6 +51,7 @@ impl Schedule {
         let (_, db, q) = self.by_time.pop_first()?;
         if let Some(per_db) = self.at.get_mut(&db) {
             per_db.remove(&q);
+            shrink(per_db);
             if per_db.is_empty() {
                 self.at.remove(&db);
             }
@@ -60,6 +62,7 @@ impl Schedule {
     pub fn clear(&mut self) {
         self.by_time.clear();
         self.at.clear();
+        shrink(&mut self.at);
     }
 }
 

@@ -26,6 +26,7 @@ use redis_module::raw::{RedisModuleBlockedClient, RedisModuleCtx, RedisModuleStr
 
 use crate::core::route::queue_name;
 use crate::core::schedule::QueueId;
+use crate::core::shrink::shrink;
 use crate::ffi::block::{self, status, Handle};
 use crate::ffi::context::{now_ms, writes_paused};
 use crate::ffi::guard::{caught, guard};
@@ -161,11 +162,14 @@ fn on_free(data: Box<dyn Any>) {
 fn take_waiter(h: Handle) -> Option<(QueueId, TopicWaiter)> {
     let mut all = by_topic();
     let topic = all.topic_of.remove(&h)?;
+    shrink(&mut all.topic_of);
     let list = all.lists.get_mut(&topic)?;
     let i = list.iter().position(|w| w.h == h)?;
     let w = list.remove(i);
+    shrink(list);
     if list.is_empty() {
         all.lists.remove(&topic);
+        shrink(&mut all.lists);
     }
     if let Some(at) = w.deadline {
         all.deadlines.remove(&(at, h));

@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use crate::core::fnv::FnvMap;
+use crate::core::shrink::shrink;
 use crate::ffi::Ctx;
 use crate::runtime::settings;
 use crate::runtime::stats::{self, Counter};
@@ -78,7 +79,8 @@ impl Counted {
     fn trim(&mut self, limit: usize) {
         if self.slab.len() > limit {
             self.slab.truncate(limit);
-            self.index.clear();
+            shrink(&mut self.slab);
+            self.index = FnvMap::default();
             for (i, (db, q, _)) in self.slab.iter().enumerate() {
                 self.index.entry(q.clone()).or_default().push((*db, i));
             }

@@ -8,6 +8,7 @@ use std::sync::{LazyLock, Mutex, MutexGuard};
 use crate::core::bucket::Bucket;
 use crate::core::policy::Limits;
 use crate::core::schedule::QueueId;
+use crate::core::shrink::shrink;
 
 type Buckets = HashMap<QueueId, Bucket>;
 static BUCKETS: LazyLock<Mutex<Buckets>> = LazyLock::new(Mutex::default);
@@ -27,6 +28,7 @@ pub fn allowance(db: i32, q: &[u8], lim: &Limits, now: i64, count: usize) -> usi
     let mut all = buckets();
     if all.len() >= MAX_BUCKETS && !all.contains_key(&(db, q.to_vec())) {
         all.retain(|_, b| !b.is_full(now, lim.rate, lim.rate_window_ms));
+        shrink(&mut *all);
     }
     let b = all.entry((db, q.to_vec())).or_insert_with(|| Bucket::new(now, lim.rate, lim.rate_window_ms));
     (b.available(now, lim.rate, lim.rate_window_ms) as usize).min(count)
@@ -54,5 +56,8 @@ pub fn next_refill(db: i32, q: &[u8], lim: &Limits, now: i64) -> Option<i64> {
 
 /// Forgets queue `q`'s bucket (its policy changed).
 pub fn forget(db: i32, q: &[u8]) {
-    buckets().remove(&(db, q.to_vec()));
+    let mut all = buckets();
+    if all.remove(&(db, q.to_vec())).is_some() {
+        shrink(&mut *all);
+    }
 }

@@ -9,6 +9,7 @@ use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use crate::core::fnv::FnvMap;
 use crate::core::route;
+use crate::core::shrink::shrink;
 use crate::ffi::rstr::Shared;
 
 #[derive(Default)]
@@ -55,6 +56,7 @@ pub fn note(db: i32, q: &[u8], waiting: bool) {
         dbs.retain(|(_, t)| !t.slots.is_empty());
         if dbs.is_empty() {
             all.remove(topic);
+            shrink(&mut *all);
         }
     }
 }
@@ -90,7 +92,9 @@ pub fn busy_slots(db: i32, topic: &[u8], slots: u32) -> Vec<u32> {
 
 /// Forgets everything (before a keyspace scan rebuilds it).
 pub fn clear() {
-    topics().clear();
+    let mut all = topics();
+    all.clear();
+    shrink(&mut *all);
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use std::sync::{LazyLock, Mutex, MutexGuard};
 use crate::core::route;
 use crate::core::rules;
 use crate::core::schedule::QueueId;
+use crate::core::shrink::shrink;
 use crate::core::store::Store;
 use crate::ffi::context::now_ms;
 use crate::ffi::Ctx;
@@ -45,6 +46,7 @@ pub fn remove(db: i32, queue: &[u8]) {
         *n -= 1;
         if *n == 0 {
             w.queues.remove(&key);
+            shrink(&mut w.queues);
         }
     }
     stats::BLOCKED_CLIENTS.sub(1);
@@ -70,6 +72,7 @@ pub fn remove_topic(db: i32, topic: &[u8], slots: u32) {
         *n = n.saturating_sub(1);
         if counts.iter().all(|&n| n == 0) {
             w.topics.remove(&key);
+            shrink(&mut w.topics);
         }
     }
     stats::BLOCKED_CLIENTS.sub(1);

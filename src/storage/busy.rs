@@ -13,6 +13,7 @@ use hashbrown::hash_table::{Entry, HashTable};
 
 use crate::core::fnv::FnvMap;
 use crate::core::keyed::Keyed;
+use crate::core::shrink::{self, shrink};
 use crate::ffi::RStr;
 
 /// What is known of a queue's grouped deliveries in flight: a group is busy while one of
@@ -81,6 +82,11 @@ impl<M: AsRef<[u8]>> Flights<M> {
         let is_m = |&(h, at): &(u64, u64)| h == hm && by_group.find(at, |d| d.message.as_ref() == m).is_some();
         let ((_, hg), _) = self.by_message.find_entry(hm, is_m).ok()?.remove();
         let (d, _) = self.by_group.find_entry(hg, |d| d.message.as_ref() == m).ok()?.remove();
+        // Both hold one entry per delivery: a long-lived queue's burst gives its room back.
+        if let Some(n) = shrink::target(self.by_group.len(), self.by_group.capacity()) {
+            self.by_group.shrink_to(n, |d| d.group_hash);
+            self.by_message.shrink_to(n, |&(h, _)| h);
+        }
         Some(d.group)
     }
 }
@@ -126,13 +132,16 @@ pub fn forget(q: &[u8], db: i32) {
         dbs.retain(|(d, _)| *d != db);
         if dbs.is_empty() {
             k.remove(q);
+            shrink(&mut *k);
         }
     }
 }
 
 /// Every queue's keys may have changed (a load, a promotion, SWAPDB, FLUSH).
 pub fn forget_all() {
-    known().clear();
+    let mut k = known();
+    k.clear();
+    shrink(&mut *k);
 }
 
 #[cfg(test)]
