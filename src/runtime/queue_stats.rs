@@ -3,10 +3,13 @@
 //! In memory only (a restart or a failover starts them from 0), kept when the queue
 //! empties, for at most `stats-queues` queues: past that a queue not yet counted has none.
 
+use std::hash::Hasher;
 use std::sync::atomic::Ordering;
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
-use crate::core::fnv::FnvMap;
+use hashbrown::HashTable;
+
+use crate::core::fnv::Fnv;
 use crate::core::shrink::shrink;
 use crate::ffi::Ctx;
 use crate::runtime::settings;
@@ -54,14 +57,22 @@ impl Stat {
 
 pub type Counts = [u64; Stat::ALL.len()];
 
-/// The counted queues: their database, name and counts, and where each is by database and
-/// name. A command finds its queue again at the place kept with the queue's key names
-/// (`KeyNames::stats_hint`), without hashing.
+/// A counted queue: its database, name and counts.
+struct Slot {
+    db: i32,
+    name: Box<[u8]>,
+    counts: Counts,
+}
+
+/// The counted queues, and where each is by database and name. A command finds its queue
+/// again at the place kept with the queue's key names (`KeyNames::stats_hint`), without
+/// hashing. Counters outlive their queues (SPEC), up to `stats-queues` of them, so each
+/// costs little: the name is kept once (the index holds only slab places), about 120 bytes
+/// a queue with its name's allocation (up to ~180 while the slab has room to grow into).
 #[derive(Default)]
 struct Counted {
-    slab: Vec<(i32, Vec<u8>, Counts)>,
-    /// By name, then database (so a lookup needs no copy of the name).
-    index: FnvMap<Vec<u8>, Vec<(i32, usize)>>,
+    slab: Vec<Slot>,
+    index: HashTable<u32>,
 }
 
 static COUNTED: LazyLock<Mutex<Counted>> = LazyLock::new(Mutex::default);
@@ -74,15 +85,22 @@ fn limit() -> usize {
     settings::STATS_QUEUES.load(Ordering::Relaxed).max(0) as usize
 }
 
+fn hash(db: i32, q: &[u8]) -> u64 {
+    let mut h = Fnv::default();
+    h.write_u64(db as u64);
+    h.write(q);
+    h.finish()
+}
+
 impl Counted {
     /// Forgets queues until at most `limit` are counted (the setting was lowered).
     fn trim(&mut self, limit: usize) {
         if self.slab.len() > limit {
             self.slab.truncate(limit);
             shrink(&mut self.slab);
-            self.index = FnvMap::default();
-            for (i, (db, q, _)) in self.slab.iter().enumerate() {
-                self.index.entry(q.clone()).or_default().push((*db, i));
+            self.index = HashTable::with_capacity(self.slab.len());
+            for i in 0..self.slab.len() {
+                place(&mut self.index, &self.slab, i);
             }
         }
     }
@@ -90,11 +108,26 @@ impl Counted {
     /// Where queue `q` of `db` is counted, if it is: at `hint`, else looked up.
     #[inline]
     fn find(&self, db: i32, q: &[u8], hint: usize) -> Option<usize> {
-        if self.slab.get(hint).is_some_and(|(d, name, _)| *d == db && name.as_slice() == q) {
+        if self.slab.get(hint).is_some_and(|s| s.db == db && *s.name == *q) {
             return Some(hint);
         }
-        Some(self.index.get(q)?.iter().find(|(d, _)| *d == db)?.1)
+        let slab = &self.slab;
+        self.index.find(hash(db, q), |&i| slab[i as usize].db == db && *slab[i as usize].name == *q).map(|&i| i as usize)
     }
+
+    /// Counts queue `q` of `db` from now on; its place.
+    fn add(&mut self, db: i32, q: &[u8]) -> usize {
+        let i = self.slab.len();
+        self.slab.push(Slot { db, name: q.into(), counts: [0; Stat::ALL.len()] });
+        place(&mut self.index, &self.slab, i);
+        i
+    }
+}
+
+/// Indexes `slab[i]`.
+fn place(index: &mut HashTable<u32>, slab: &[Slot], i: usize) {
+    let at = |j: usize| hash(slab[j].db, &slab[j].name);
+    index.insert_unique(at(i), i as u32, |&j| at(j as usize));
 }
 
 /// Counts what a command or the timer did to queue `q` (zero counts are skipped): on the
@@ -116,16 +149,11 @@ pub fn count(ctx: Ctx, queue: &RedisQueue, counts: &[(Stat, u64)]) {
     }
     let i = match all.find(db, q, hint.load(Ordering::Relaxed)) {
         Some(i) => i,
-        None if all.slab.len() < limit => {
-            let i = all.slab.len();
-            all.slab.push((db, q.to_vec(), [0; Stat::ALL.len()]));
-            all.index.entry(q.to_vec()).or_default().push((db, i));
-            i
-        }
+        None if all.slab.len() < limit => all.add(db, q),
         None => return,
     };
     hint.store(i, Ordering::Relaxed);
-    let entry = &mut all.slab[i].2;
+    let entry = &mut all.slab[i].counts;
     for &(s, n) in counts {
         entry[s as usize] += n;
     }
@@ -138,7 +166,7 @@ pub fn of(db: i32, q: &[u8]) -> Option<Counts> {
     let mut all = counted();
     all.trim(limit);
     match all.find(db, q, usize::MAX) {
-        Some(i) => Some(all.slab[i].2),
+        Some(i) => Some(all.slab[i].counts),
         None => (all.slab.len() < limit).then_some([0; Stat::ALL.len()]),
     }
 }
@@ -150,14 +178,17 @@ mod tests {
     #[test]
     fn found_again_after_a_trim() {
         let mut c = Counted::default();
-        for (db, q) in [(0, b"a"), (1, b"a"), (0, b"b")] {
-            let i = c.slab.len();
-            c.index.entry(q.to_vec()).or_default().push((db, i));
-            c.slab.push((db, q.to_vec(), [1; 9]));
+        for (db, q) in [(0, &b"a"[..]), (1, b"a"), (0, b"b")] {
+            c.add(db, q);
         }
         assert_eq!((c.find(1, b"a", 9), c.find(1, b"a", 0), c.find(0, b"b", 2), c.find(1, b"b", 2)), (Some(1), Some(1), Some(2), None));
         c.trim(2);
         assert_eq!((c.slab.len(), c.find(0, b"b", 2), c.find(1, b"a", 0)), (2, None, Some(1)));
+        for i in 0..1000 {
+            c.add(i % 3, format!("q{i}").as_bytes());
+        }
+        assert!((0..1000).all(|i| c.find(i % 3, format!("q{i}").as_bytes(), usize::MAX) == Some(i as usize + 2)));
+        assert_eq!(c.find(1, b"q0", usize::MAX), None, "another database");
         c.trim(0);
         assert_eq!((c.find(0, b"a", 0), c.index.len()), (None, 0));
     }
