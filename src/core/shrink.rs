@@ -1,11 +1,11 @@
-//! Process-wide tables give memory back when they empty: a hash map, set or vector keeps
+//! Process-wide tables give memory back when they empty: a hash map or vector keeps
 //! the capacity of its peak (20,000 queues created and removed held their tables' peak
 //! size for good). After a removal, a table whose length fell below a quarter of its
 //! capacity is shrunk to twice its length: between two reallocations at least a quarter
 //! of the capacity is removed or added, so the cost is amortised O(1) per change and a
 //! table that hovers around one size never reallocates on every call.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash};
 
 /// Below this capacity a table is not worth shrinking.
@@ -16,53 +16,17 @@ pub fn target(len: usize, capacity: usize) -> Option<usize> {
     (capacity > MIN_CAPACITY && len < capacity / 4).then_some((len * 2).max(MIN_CAPACITY / 2))
 }
 
-/// A table with a capacity of its own.
-pub trait Table {
-    fn entries(&self) -> usize;
-    fn room(&self) -> usize;
-    fn shrink_to_room(&mut self, n: usize);
-}
-
-/// Shrinks `t` if it is sparse (see the module's comment); call after removals.
-pub fn shrink(t: &mut impl Table) {
-    if let Some(n) = target(t.entries(), t.room()) {
-        t.shrink_to_room(n);
+/// Shrinks map `m` if it is sparse (see the module's comment); call after removals.
+pub fn shrink<K: Eq + Hash, V, S: BuildHasher>(m: &mut HashMap<K, V, S>) {
+    if let Some(n) = target(m.len(), m.capacity()) {
+        m.shrink_to(n);
     }
 }
 
-impl<T> Table for Vec<T> {
-    fn entries(&self) -> usize {
-        self.len()
-    }
-    fn room(&self) -> usize {
-        self.capacity()
-    }
-    fn shrink_to_room(&mut self, n: usize) {
-        self.shrink_to(n);
-    }
-}
-
-impl<K: Eq + Hash, V, S: BuildHasher> Table for HashMap<K, V, S> {
-    fn entries(&self) -> usize {
-        self.len()
-    }
-    fn room(&self) -> usize {
-        self.capacity()
-    }
-    fn shrink_to_room(&mut self, n: usize) {
-        self.shrink_to(n);
-    }
-}
-
-impl<T: Eq + Hash, S: BuildHasher> Table for HashSet<T, S> {
-    fn entries(&self) -> usize {
-        self.len()
-    }
-    fn room(&self) -> usize {
-        self.capacity()
-    }
-    fn shrink_to_room(&mut self, n: usize) {
-        self.shrink_to(n);
+/// Shrinks vector `v` if it is sparse; call after removals.
+pub fn shrink_vec<T>(v: &mut Vec<T>) {
+    if let Some(n) = target(v.len(), v.capacity()) {
+        v.shrink_to(n);
     }
 }
 
@@ -104,7 +68,7 @@ mod tests {
     fn a_table_hovering_at_a_size_does_not_reallocate_each_call() {
         let mut v: Vec<u64> = (0..1000).collect();
         v.truncate(200);
-        shrink(&mut v);
+        shrink_vec(&mut v);
         let cap = v.capacity();
         assert!((400..1000).contains(&cap), "{cap}");
         for i in 0..10_000 {
@@ -112,13 +76,13 @@ mod tests {
                 v.push(i);
             } else {
                 v.pop();
-                shrink(&mut v);
+                shrink_vec(&mut v);
             }
             assert_eq!(v.capacity(), cap);
         }
-        let mut s: HashSet<u64> = (0..1000).collect();
-        s.retain(|&x| x < 10);
-        shrink(&mut s);
-        assert!(s.capacity() < 100, "{}", s.capacity());
+        let mut m: HashMap<u64, u64> = (0..1000).map(|x| (x, x)).collect();
+        m.retain(|&x, _| x < 10);
+        shrink(&mut m);
+        assert!(m.capacity() < 100, "{}", m.capacity());
     }
 }

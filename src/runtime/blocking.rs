@@ -26,7 +26,7 @@ use redis_module::raw::{RedisModuleBlockedClient, RedisModuleCtx, RedisModuleStr
 
 use crate::core::route::queue_name;
 use crate::core::schedule::QueueId;
-use crate::core::shrink::shrink;
+use crate::core::shrink::{shrink, shrink_vec};
 use crate::ffi::block::{self, status, Handle};
 use crate::ffi::context::{now_ms, writes_paused};
 use crate::ffi::guard::{caught, guard};
@@ -166,7 +166,7 @@ fn take_waiter(h: Handle) -> Option<(QueueId, TopicWaiter)> {
     let list = all.lists.get_mut(&topic)?;
     let i = list.iter().position(|w| w.h == h)?;
     let w = list.remove(i);
-    shrink(list);
+    shrink_vec(list);
     if list.is_empty() {
         all.lists.remove(&topic);
         shrink(&mut all.lists);

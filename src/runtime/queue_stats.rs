@@ -10,7 +10,7 @@ use std::sync::{LazyLock, Mutex, MutexGuard};
 use hashbrown::HashTable;
 
 use crate::core::fnv::Fnv;
-use crate::core::shrink::shrink;
+use crate::core::shrink::shrink_vec;
 use crate::ffi::Ctx;
 use crate::runtime::settings;
 use crate::runtime::stats::{self, Counter};
@@ -97,7 +97,7 @@ impl Counted {
     fn trim(&mut self, limit: usize) {
         if self.slab.len() > limit {
             self.slab.truncate(limit);
-            shrink(&mut self.slab);
+            shrink_vec(&mut self.slab);
             self.index = HashTable::with_capacity(self.slab.len());
             for i in 0..self.slab.len() {
                 place(&mut self.index, &self.slab, i);
