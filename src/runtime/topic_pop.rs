@@ -210,13 +210,11 @@ fn take_turns(
     spare: &mut Spare,
 ) -> usize {
     let (count, quantum) = (want.count, want.quantum);
-    topics::rotation(ctx.db(), topic, want.slots, |slot, name| {
+    let resume = topics::rotation(ctx.db(), topic, want.slots, |slot, name| {
         let name = &name.get_or_insert_with(|| Shared(RStr::from_bytes(&queue_name(topic, slot)))).0;
         turns.push(Turns { name: name.clone(), slot, q: None, lease: 0, got: spare.pop().unwrap_or_default(), more: true })
     });
-    if turns.is_empty() {
-        return 0;
-    }
+    let Some(resume) = resume.filter(|_| !turns.is_empty()) else { return 0 };
     let mut t = Taking { ctx, want, now, taken: 0, rate_limited: false, clustered: cluster::enabled(ctx), opened };
     // The plan: `full` whole turns for every queue, then a last turn that reaches the
     // first `partial` queues, the last of them for `last` messages (1..=quantum).
@@ -258,7 +256,7 @@ fn take_turns(
         }
     }
     if let Some(last) = last_served(turns, quantum) {
-        topics::served(ctx.db(), topic, want.slots, last);
+        resume.after(last, want.slots);
     }
     stats::RATE_LIMITED.add((t.rate_limited && t.taken < count) as u64);
     t.taken

@@ -5,7 +5,8 @@
 //! may outlive its queue (deleted by hand, say): TPOP then finds it empty and drops it.
 
 use std::collections::BTreeMap;
-use std::sync::{LazyLock, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
 
 use crate::core::fnv::FnvMap;
 use crate::core::route;
@@ -17,8 +18,9 @@ struct Topic {
     /// Slots whose queue has waiting messages, each with its queue's name once a TPOP has
     /// made it (kept: every TPOP would make it anew).
     slots: BTreeMap<u32, Option<Shared>>,
-    /// Where the next TPOP starts: the slot after the last one served.
-    next: u32,
+    /// Where the next TPOP starts: the slot after the last one served. Shared with the
+    /// TPOP under way (`Resume`), which sets it once it knows, without a second lookup.
+    next: Arc<AtomicU32>,
 }
 
 /// Topics by name, then by database (so a lookup needs no copy of the name).
@@ -47,7 +49,7 @@ pub fn note(db: i32, q: &[u8], waiting: bool) {
             Some(t) => {
                 t.slots.entry(slot).or_default();
             }
-            None => dbs.push((db, Topic { slots: BTreeMap::from([(slot, None)]), next: 0 })),
+            None => dbs.push((db, Topic { slots: BTreeMap::from([(slot, None)]), next: Arc::default() })),
         }
     } else if let Some(dbs) = all.get_mut(topic) {
         if let Some(t) = in_db(dbs, db) {
@@ -61,13 +63,24 @@ pub fn note(db: i32, q: &[u8], waiting: bool) {
     }
 }
 
+/// Where a topic's next TPOP starts, for the TPOP under way to set.
+pub struct Resume(Arc<AtomicU32>);
+
+impl Resume {
+    /// Slot `slot` of a topic of `slots` was served last.
+    pub fn after(&self, slot: u32, slots: u32) {
+        self.0.store((slot + 1) % slots, Ordering::Relaxed);
+    }
+}
+
 /// Calls `each` with the slots below `slots` of `topic` with waiting messages, in the order
 /// this TPOP tries them: from the one after the last one served, round the circle; and
-/// with the place of the slot's queue name (for the caller to fill).
-pub fn rotation(db: i32, topic: &[u8], slots: u32, mut each: impl FnMut(u32, &mut Option<Shared>)) {
+/// with the place of the slot's queue name (for the caller to fill). None if there are
+/// none.
+pub fn rotation(db: i32, topic: &[u8], slots: u32, mut each: impl FnMut(u32, &mut Option<Shared>)) -> Option<Resume> {
     let mut all = topics();
-    let Some(t) = all.get_mut(topic).and_then(|dbs| in_db(dbs, db)) else { return };
-    let start = t.next % slots;
+    let t = all.get_mut(topic).and_then(|dbs| in_db(dbs, db))?;
+    let start = t.next.load(Ordering::Relaxed) % slots;
     // Open-ended ranges: one search of the tree each, where `start..slots` takes two.
     for (&slot, name) in t.slots.range_mut(start..).take_while(|(&s, _)| s < slots) {
         each(slot, name);
@@ -75,13 +88,7 @@ pub fn rotation(db: i32, topic: &[u8], slots: u32, mut each: impl FnMut(u32, &mu
     for (&slot, name) in t.slots.range_mut(..start) {
         each(slot, name);
     }
-}
-
-/// A TPOP served slot `slot` last: the next one starts after it.
-pub fn served(db: i32, topic: &[u8], slots: u32, slot: u32) {
-    if let Some(t) = topics().get_mut(topic).and_then(|dbs| in_db(dbs, db)) {
-        t.next = (slot + 1) % slots;
-    }
+    Some(Resume(Arc::clone(&t.next)))
 }
 
 /// The slots below `slots` of `topic` with waiting messages.
@@ -105,6 +112,12 @@ mod tests {
         let mut out = Vec::new();
         super::rotation(db, topic, slots, |s, _| out.push(s));
         out
+    }
+
+    fn served(db: i32, topic: &[u8], slots: u32, slot: u32) {
+        if let Some(r) = super::rotation(db, topic, slots, |_, _| {}) {
+            r.after(slot, slots);
+        }
     }
 
     #[test]
