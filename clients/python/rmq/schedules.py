@@ -24,13 +24,15 @@ MAX_NAME_BYTES = 1024
 class Schedule:
     """One entry of RMQ.SCHEDULE Q LIST: `spec` is the SET arguments after the name,
     `next` the next firing time (Unix ms, None when none is left), `fired` how many times
-    it fired, `last` the planned time of the latest firing (None before the first)."""
+    it fired, `last` the planned time of the latest firing (None before the first). A
+    stored schedule the module cannot use has `spec` "broken: <why>" and None for the
+    other three (it never fires)."""
 
     queue: str
     name: str
     spec: str
     next: Optional[int]
-    fired: int
+    fired: Optional[int]
     last: Optional[int]
 
 
@@ -84,7 +86,7 @@ def set_args(queue: str, name: Data, message: Data, every_ms: Optional[int] = No
 
 
 def parse_list(queue: str, reply: Any) -> list[Schedule]:
-    return [Schedule(queue, to_str(n), to_str(s), nxt, int(f), last)
+    return [Schedule(queue, to_str(n), to_str(s), nxt, None if f is None else int(f), last)
             for n, s, nxt, f, last in reply or ()]
 
 
@@ -97,7 +99,7 @@ def _when(ms: Optional[int]) -> str:
 def schedules_table(entries: list[Schedule]) -> str:
     """Schedules as a text table: queue, name, next and last firing (UTC), fired, spec."""
     header = ("queue", "name", "next", "last", "fired", "spec")
-    rows = [(e.queue, e.name, _when(e.next), _when(e.last), str(e.fired), e.spec) for e in entries]
+    rows = [(e.queue, e.name, _when(e.next), _when(e.last), "-" if e.fired is None else str(e.fired), e.spec) for e in entries]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
     return "".join("  ".join([*(v.rjust(w) if i == 4 else v.ljust(w)
                                 for i, (v, w) in enumerate(zip(r, widths))), r[-1]]).rstrip() + "\n"

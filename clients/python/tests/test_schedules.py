@@ -58,6 +58,11 @@ def test_queue_schedules_against_a_server(server: Any, r: redis.Redis) -> None:
     with pytest.raises(redis.ResponseError, match="time zone"):
         q.schedule("x", "m", cron="* * * * *", tz="Nowhere/Land", priority=1)
     assert [s.name for s in q.schedules()] == ["daily"]
+    # a stored value the module cannot use is listed as broken, never fired
+    r.hset("sched{py_sched}", "junk", b"\x01not a schedule")
+    junk = {s.name: s for s in q.schedules()}["junk"]
+    assert junk.spec.startswith("broken: ") and (junk.next, junk.fired, junk.last) == (None, None, None)
+    assert "broken: " in rmq.schedules.schedules_table(q.schedules())
 
 
 def test_topic_schedule_goes_to_the_routed_queue(server: Any, r: redis.Redis) -> None:
