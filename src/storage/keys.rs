@@ -141,13 +141,15 @@ impl KeyNames {
 struct Entry {
     names: Arc<Derived>,
     /// Per class of `LAZY`, bit `d`: its keys are known not to exist in database `d` (0-63).
-    /// Set by an open that found none; cleared when one is created there (the `new`
-    /// keyspace event, which every creation sends but a load from disk, after which the
-    /// whole cache forgets) — so a bit never says absent wrongly.
+    /// Set by an open that found none; cleared when one is made there (`created`: by the
+    /// module's write, or any sorted-set or generic keyspace event on it, by which every
+    /// command that can make a sorted set makes one; a load from disk or a SWAPDB makes
+    /// the whole cache forget) — so a bit never says a sorted set absent wrongly.
     absent: [u64; LAZY.len()],
     /// Per key (`KeyId` order; tagged keys only: `Q` cannot be told by its name when
     /// created), bit `d`: made a skiplist or hashtable in database `d` since it was last
-    /// created there (`RedisQueue`'s conversions), so it need not be converted again. Cleared by the `new` keyspace event and after a load; a bit wrongly clear
+    /// created there (`RedisQueue`'s conversions), so it need not be converted again. Cleared
+    /// as `absent` is and after a load; a bit wrongly clear
     /// costs a conversion that changes nothing, and one wrongly set only lets a small set
     /// stay a listpack longer (Redis converts it itself past its listpack bounds).
     big: [u64; KEYS],
@@ -234,21 +236,31 @@ pub fn note_absent(q: &[u8], db: i32, absent: [bool; LAZY.len()]) {
     }
 }
 
-/// Key `key` was created in `db`: if it is a queue's tagged key, it is a new one (not
-/// known converted); if a lazy key, that queue's keys of its class are no longer known
-/// absent there.
-pub fn key_created(key: &[u8], db: i32) {
-    let Some((q, id)) = queue_of(key) else { return };
+/// Tagged key `id` of queue `q` was made in `db` (by the module, or by another command
+/// that may have made it: `written`): it is a new one (not known converted); if a lazy key,
+/// that queue's keys of its class are no longer known absent there; if `meta{Q}`, its
+/// header is read anew.
+pub fn created(q: &[u8], id: KeyId, db: i32) {
     if let Some(e) = cache().get_mut(q) {
         e.big[id as usize] &= !db_bit(db);
         if let Some(class) = lazy_class(id) {
             e.absent[class] &= !db_bit(db);
         }
+        if id == KeyId::Meta && e.header.as_ref().is_some_and(|(d, _)| *d == db) {
+            e.header = None;
+        }
     }
 }
 
-/// Keys arrived without a `new` event (a load from disk, a SWAPDB): nothing is known absent
-/// or converted.
+/// Another command wrote key `key` in `db` (or it arrived there): if it is a queue's tagged
+/// key, it may have been made.
+pub fn written(key: &[u8], db: i32) {
+    if let Some((q, id)) = queue_of(key) {
+        created(q, id, db);
+    }
+}
+
+/// Keys arrived unseen (a load from disk, a SWAPDB): nothing is known absent or converted.
 pub fn forget_arrived() {
     for e in cache().values_mut() {
         e.absent = [0; LAZY.len()];
