@@ -23,7 +23,7 @@ use crate::core::route;
 use crate::core::rules;
 use crate::core::store::{Set, Store};
 use crate::ffi::guard::guard;
-use crate::ffi::hooks::{self, scan_keys, Filtered, ServerEvent, FLUSH_ENDED, LOADING_ENDED, NOW_PRIMARY};
+use crate::ffi::hooks::{self, scan_keys, EventName, Filtered, ServerEvent, FLUSH_ENDED, LOADING_ENDED, NOW_PRIMARY};
 use crate::ffi::key::Key;
 use crate::ffi::{timer, Ctx, RStr};
 use crate::runtime::delivery::Opened;
@@ -177,16 +177,20 @@ fn on_role_changed(ctx: Ctx, sub: u64) {
 
 /// A keyspace event (`hooks::subscribe_key_events`: generic, sorted-set, expiry and
 /// eviction events, not creations nor other types' writes) on key `k`.
-fn on_key_event(ctx: Ctx, event: &[u8], k: &[u8]) {
-    let zset = event.first() == Some(&b'z');
+fn on_key_event(ctx: Ctx, event: &EventName, k: &[u8]) {
+    let zset = event.is_zset();
+    let tagged = owner(k);
+    if zset && tagged.is_none() {
+        // The usual event: a sorted set's write, settled by its name.
+        return zset_written(ctx, k, k, None);
+    }
+    let event = event.bytes();
     let gone = matches!(event, b"del" | b"expired" | b"evicted" | b"rename_from" | b"move_from");
     let arrived = matches!(event, b"restore" | b"rename_to" | b"move_to" | b"copy_to");
-    let Some(q) = owner(k) else {
+    let Some(q) = tagged else {
         // Untagged: only a queue's `Q` matters, and its name cannot tell it from another
         // sorted set's; each case looks no further than it must.
-        if zset {
-            zset_written(ctx, k, k, None);
-        } else if matches!(event, b"del" | b"expired" | b"evicted") {
+        if matches!(event, b"del" | b"expired" | b"evicted") {
             q_deleted(ctx, k);
         } else if arrived && ctx.is_primary() && is_queue_name(k) {
             // Its waiting messages (a lookup when it is no queue).
@@ -264,31 +268,38 @@ fn abandoned(ctx: Ctx) {
     ctx.select_db(original);
 }
 
-/// Sees each command before it runs: SYNC and PSYNC, so propagation is on before a
-/// replica's initial snapshot is taken and its backlog begins; commands that may change
-/// ACL rules; CLUSTER commands, which may change the slots this node serves; and commands
-/// whose first key is a queue's tagged key (HSET meta{Q}, SET sched{Q} ... by hand, in a
-/// script too), whose keyspace events the module does not follow: the queue may be new to
-/// the registry (`registry::noted_by_hand`), and a `meta{Q}` drops its header known in
-/// memory, as EXEC does every header when such a command was queued in a transaction (it
-/// may have run after the header was read again: those queues' headers are dropped again).
-/// The name's first letter and the first key's braces settle nearly every command at once.
+/// Sees each command before it runs (every command on the server: the name's first letter
+/// settles nearly all at once): SYNC and PSYNC, so propagation is on before a replica's
+/// initial snapshot is taken and its backlog begins; commands that may change ACL rules;
+/// CLUSTER commands, which may change the slots this node serves; and hash commands
+/// naming a queue's tagged key (HSET meta{Q} by hand, in a script, or from a primary),
+/// whose keyspace events the module does not follow: the queue may be new to the registry
+/// (`registry::noted_by_hand`), and a `meta{Q}` drops its header known in memory, as EXEC
+/// does when such a command was queued in a transaction (it may have run after the header
+/// was read again).
 fn on_command(cmd: &Filtered) {
     let Some(name) = cmd.arg(0) else { return };
     match name.first().map(u8::to_ascii_lowercase) {
         Some(b's' | b'p') if name.eq_ignore_ascii_case(b"sync") || name.eq_ignore_ascii_case(b"psync") => effects::replicas_from_now(),
         Some(b'c') if name.eq_ignore_ascii_case(b"cluster") => cluster::forget_slots(),
         Some(b'e') if name.eq_ignore_ascii_case(b"exec") => named_meta().forget(),
+        Some(b'h') => {
+            if let Some(key) = cmd.arg(1) {
+                hash_command(key);
+            }
+        }
         _ => {}
     }
     acl::rules_may_change(name);
-    if let Some(key) = cmd.arg(1).filter(|k| k.contains(&b'{')) {
-        if let Some(q) = owner(key) {
-            registry::noted_by_hand(q);
-            if queue_of(key).is_some_and(|(_, id)| id == KeyId::Meta) {
-                headers::forget_any_db(q);
-                named_meta().note(q);
-            }
+}
+
+/// A hash command (or HELLO) names `key` first.
+fn hash_command(key: &[u8]) {
+    if let Some(q) = owner(key) {
+        registry::noted_by_hand(q);
+        if queue_of(key).is_some_and(|(_, id)| id == KeyId::Meta) {
+            headers::forget_any_db(q);
+            named_meta().note(q);
         }
     }
 }

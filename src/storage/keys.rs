@@ -60,10 +60,16 @@ fn tagged(prefix: &[u8], q: &[u8]) -> Vec<u8> {
 /// The queue and the key of it that a key name is, if it is one of a queue's tagged keys
 /// (`Q` itself cannot be told from any other key by its name).
 pub fn queue_of(key: &[u8]) -> Option<(&[u8], KeyId)> {
-    let open = key.iter().position(|&c| c == b'{')?;
-    let q = key[open + 1..].strip_suffix(b"}")?;
-    let at = PREFIXES.iter().position(|p| *p == &key[..open])?;
+    let (at, q) = tagged_by(key, &PREFIXES)?;
     Some((q, ALL[at + 1]))
+}
+
+/// The index in `prefixes` of the one `key` starts with, followed by `{`, and what it
+/// tags; None unless `key` ends with `}`. Every keyspace event and hash command asks
+/// (`hooks`), mostly about keys of no queue: the first bytes settle those.
+fn tagged_by<'k>(key: &'k [u8], prefixes: &[&[u8]]) -> Option<(usize, &'k [u8])> {
+    let inner = key.strip_suffix(b"}")?;
+    prefixes.iter().enumerate().find_map(|(i, p)| Some((i, inner.strip_prefix(*p)?.strip_prefix(b"{")?)))
 }
 
 /// Tagged keys of a queue kept beside those `RedisQueue` opens: its schedules.
@@ -76,10 +82,8 @@ pub fn is_queue_name(q: &[u8]) -> bool {
 
 /// The queue whose tagged key `key` is (any of them, its schedules too).
 pub fn owner(key: &[u8]) -> Option<&[u8]> {
-    let open = key.iter().position(|&c| c == b'{')?;
-    let q = key[open + 1..].strip_suffix(b"}")?;
-    let prefix = &key[..open];
-    (is_queue_name(q) && PREFIXES.iter().chain(&OTHER_PREFIXES).any(|p| *p == prefix)).then_some(q)
+    let q = tagged_by(key, &PREFIXES).or_else(|| tagged_by(key, &OTHER_PREFIXES))?.1;
+    is_queue_name(q).then_some(q)
 }
 
 /// The names of every tagged key queue `q` may have (not `Q` itself).
