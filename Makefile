@@ -76,8 +76,13 @@ test-valkey: build
 DRIVER_DIR := bench/driver
 BENCH_ARGS ?=
 
+# Then what the module costs commands on other keys (scripts/bench_host.py: callgrind and
+# wall, none / a do-nothing event subscriber / RMQ; needs valgrind) and memory per message
+# beside a sorted set, a Stream and BullMQ (scripts/bench_memory.py); --quick passes on.
 bench: deps build bench-driver
 	$(PYTHON) scripts/bench.py $(BENCH_ARGS)
+	$(PYTHON) scripts/bench_host.py $(filter --quick,$(BENCH_ARGS))
+	$(PYTHON) scripts/bench_memory.py $(filter --quick,$(BENCH_ARGS))
 
 .PHONY: bench-driver
 bench-driver:

@@ -9,7 +9,7 @@ use crate::ffi::context::now_ms;
 use crate::ffi::{reply, Ctx};
 use crate::runtime::delivery::Opened;
 use crate::runtime::schedules as runtime_schedules;
-use crate::runtime::{alarm, cluster, settings};
+use crate::runtime::{alarm, cluster, registry, settings};
 use crate::storage::schedules::Schedules;
 
 pub fn schedule(c: &Call) -> Result<()> {
@@ -66,6 +66,7 @@ fn set(c: &Call, name: &[u8], spec: Spec) -> Result<()> {
         alarm::forget_firing(c.ctx.db(), q, name, t);
     }
     scheds.put(name, &Stored { spec, state: State { next: Some(first), fired: 0, last: None } });
+    registry::noted(c.ctx, q);
     alarm::note_firing(c.ctx, c.ctx.db(), q, name, first);
     reply::int(c.ctx, first);
     Ok(())

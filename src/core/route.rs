@@ -31,6 +31,10 @@ pub fn queue_for(topic: &[u8], slots: u32, basis: &[u8]) -> Vec<u8> {
 /// The topic and slot a queue name stands for, if it ends in `_<slot>` (decimal, no
 /// leading zero, below `MAX_SLOTS`).
 pub fn split(q: &[u8]) -> Option<(&[u8], u32)> {
+    // Most names (every sorted set's, on each write: `hooks`) end otherwise: no scan.
+    if !q.last().is_some_and(u8::is_ascii_digit) {
+        return None;
+    }
     let at = q.iter().rposition(|&c| c == b'_')?;
     let digits = &q[at + 1..];
     if digits.is_empty() || digits.len() > 5 || (digits.len() > 1 && digits[0] == b'0') || !digits.iter().all(u8::is_ascii_digit) {

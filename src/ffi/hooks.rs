@@ -11,7 +11,7 @@ use redis_module::raw::{self, RedisModuleCtx, RedisModuleString};
 use super::guard::guard;
 use super::key::{type_of, KeyType};
 use super::rstr::bytes;
-use super::{Ctx, RStr, OK};
+use super::{Ctx, OK};
 
 /// A server event handler: the context and the sub-event.
 pub type EventFn = fn(Ctx, u64);
@@ -93,8 +93,27 @@ pub fn subscribe_config(ctx: Ctx, f: ConfigFn) -> bool {
     unsafe { rm!(RedisModule_SubscribeToServerEvent)(ctx.ptr(), e, Some(on_config)) == OK }
 }
 
-/// A keyspace event handler: the event name and the key.
-pub type KeyEventFn = fn(Ctx, &[u8], &RStr);
+/// A keyspace event's name (`del`, `zadd`, `rename_to` ...), read only as far as asked:
+/// measuring it costs a sorted-set write on the server ~40 instructions.
+pub struct EventName(*const c_char);
+
+impl EventName {
+    /// Whether it is a sorted-set event (their names start with `z`).
+    pub fn is_zset(&self) -> bool {
+        // SAFETY: a NUL-terminated name (checked non-null), live during the callback: its
+        // first byte is readable.
+        unsafe { *self.0 == b'z' as c_char }
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: as above.
+        unsafe { CStr::from_ptr(self.0) }.to_bytes()
+    }
+}
+
+/// A keyspace event handler: the event and the key's name (bytes only: most events are on
+/// keys that are no queue's, and the name settles that before anything is made).
+pub type KeyEventFn = fn(Ctx, &EventName, &[u8]);
 static KEY_EVENTS: OnceLock<KeyEventFn> = OnceLock::new();
 
 extern "C" fn on_key_event(ctx: *mut RedisModuleCtx, _type: c_int, event: *const c_char, key: *mut RedisModuleString) -> c_int {
@@ -102,17 +121,18 @@ extern "C" fn on_key_event(ctx: *mut RedisModuleCtx, _type: c_int, event: *const
         return 0;
     }
     if let Some(f) = KEY_EVENTS.get() {
-        // SAFETY: Redis passes a NUL-terminated event name and a live key name.
-        let (event, key) = unsafe { (CStr::from_ptr(event).to_bytes(), RStr::retain(key)) };
-        guard((), || f(Ctx::new(ctx), event, &key));
+        // SAFETY: Redis passes a key name live during the call.
+        let key = unsafe { bytes(key) };
+        guard((), || f(Ctx::new(ctx), &EventName(event), key));
     }
     0
 }
 
 /// Calls `f` on every generic keyspace event (RENAME, MOVE, COPY, RESTORE, DEL ...), every
-/// sorted-set event (ZADD, ZREM, ZUNIONSTORE ...: their names start with `z`), every hash
-/// event (HSET, HDEL, HINCRBY ...: their names start with `h`), and every key's creation
-/// (`new`), expiry and eviction.
+/// sorted-set event (ZADD, ZREM, ZUNIONSTORE ...: their names start with `z`), and every
+/// key's expiry and eviction. Not key creations (`new`), nor string, list, hash or set
+/// writes: Redis dispatches each subscribed event to the module, so those would tax every
+/// write on the server (`docs/EVENTS.md`).
 pub fn subscribe_key_events(ctx: Ctx, f: KeyEventFn) -> bool {
     let _ = KEY_EVENTS.set(f);
     // SAFETY: a valid context at load.
@@ -121,8 +141,6 @@ pub fn subscribe_key_events(ctx: Ctx, f: KeyEventFn) -> bool {
             ctx.ptr(),
             raw::REDISMODULE_NOTIFY_GENERIC
                 | raw::REDISMODULE_NOTIFY_ZSET
-                | raw::REDISMODULE_NOTIFY_HASH
-                | raw::REDISMODULE_NOTIFY_NEW
                 | raw::REDISMODULE_NOTIFY_EXPIRED
                 | raw::REDISMODULE_NOTIFY_EVICTED,
             Some(on_key_event),
@@ -130,20 +148,29 @@ pub fn subscribe_key_events(ctx: Ctx, f: KeyEventFn) -> bool {
     }
 }
 
-/// A command filter: sees each command's name before it runs (not the module's own
-/// RM_Calls: the filter may take locks held around them).
-pub type FilterFn = fn(&[u8]);
+/// A command as the command filter sees it, before it runs.
+pub struct Filtered(*mut raw::RedisModuleCommandFilterCtx);
+
+impl Filtered {
+    /// Argument `i` (0: the command's name), if it has one (Redis checks the position).
+    pub fn arg(&self, i: c_int) -> Option<&[u8]> {
+        // SAFETY: a valid filter context during the call; an argument's string lives as
+        // long as it.
+        unsafe {
+            let s = rm!(RedisModule_CommandFilterArgGet)(self.0, i);
+            (!s.is_null()).then(|| bytes(s))
+        }
+    }
+}
+
+/// A command filter: sees each command before it runs (not the module's own RM_Calls: the
+/// filter may take locks held around them).
+pub type FilterFn = fn(&Filtered);
 static FILTER: OnceLock<FilterFn> = OnceLock::new();
 
 extern "C" fn on_filter(fctx: *mut raw::RedisModuleCommandFilterCtx) {
     let Some(f) = FILTER.get() else { return };
-    guard((), || {
-        // SAFETY: a valid filter context; argument 0 (the name) is live during the call.
-        let name = unsafe { rm!(RedisModule_CommandFilterArgGet)(fctx, 0) };
-        if !name.is_null() {
-            f(unsafe { bytes(name) })
-        }
-    });
+    guard((), || f(&Filtered(fctx)));
 }
 
 pub fn register_filter(ctx: Ctx, f: FilterFn) -> bool {

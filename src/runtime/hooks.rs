@@ -1,25 +1,34 @@
 //! Server events the module follows, and what each sets going: after a load, a promotion,
 //! a SWAPDB or a FLUSH, the leases, the schedules and the topic index are found again by one
-//! scan of the keyspace (and the queue registry by another, on replicas too); keys created,
-//! deleted, expired or evicted keep the queue registry; keys arriving by RESTORE, RENAME, MOVE
-//! or COPY bring their queue's leases, schedules and waiting messages; sorted-set writes by
-//! other commands (ZADD ...) to a queue's keys are its own (the topic index learns of them,
-//! its blocked consumers are woken); any event on a queue's `meta{Q}` drops its header
-//! known in memory (`headers`); SYNC and PSYNC (seen by a command filter) and role
-//! changes switch effects on, as CONFIG SET of `appendonly` may; CONFIG SET of the
-//! eviction policy re-checks its warning; ACL commands drop TPOP's permission verdicts.
+//! scan of the keyspace (and the queue registry by another, on replicas too); tagged keys
+//! written, arriving, deleted, expired or evicted keep the queue registry; keys arriving by
+//! RESTORE, RENAME, MOVE or COPY bring their queue's leases, schedules and waiting
+//! messages; sorted-set writes by other commands (ZADD ...) to a queue's keys are its own
+//! (the topic index learns of them, its blocked consumers are woken); a queue's `Q`
+//! deleted by hand takes its other keys with it when nothing else of it is kept
+//! (`abandoned`); a hash command naming a queue's `meta{Q}` (seen by the command filter)
+//! or any event on it drops its header known in memory (`headers`); SYNC and PSYNC (seen
+//! by the command filter) and role changes switch effects on, as CONFIG SET of
+//! `appendonly` may; CONFIG SET of the eviction policy re-checks its warning; ACL
+//! commands drop TPOP's permission verdicts. Which events these are, and why no others:
+//! docs/EVENTS.md.
 
 use std::collections::BTreeSet;
+use std::ffi::c_void;
+use std::sync::{Mutex, MutexGuard};
+
+use redis_module::raw::RedisModuleCtx;
 
 use crate::core::route;
 use crate::core::rules;
 use crate::core::store::{Set, Store};
 use crate::ffi::guard::guard;
-use crate::ffi::hooks::{self, scan_keys, ServerEvent, FLUSH_ENDED, LOADING_ENDED, NOW_PRIMARY};
+use crate::ffi::hooks::{self, scan_keys, EventName, Filtered, ServerEvent, FLUSH_ENDED, LOADING_ENDED, NOW_PRIMARY};
 use crate::ffi::key::Key;
-use crate::ffi::{Ctx, RStr};
+use crate::ffi::{timer, Ctx, RStr};
+use crate::runtime::delivery::Opened;
 use crate::runtime::{acl, alarm, cluster, eviction, registry, schedules, topics, waiters};
-use crate::storage::keys::{self, queue_of, KeyId};
+use crate::storage::keys::{self, is_queue_name, owner, queue_of, KeyId};
 use crate::storage::redis_queue::RedisQueue;
 use crate::storage::schedules as sched_keys;
 use crate::storage::{busy, effects, headers};
@@ -45,22 +54,20 @@ fn scanned_queue(key: &[u8]) -> Option<&[u8]> {
     queue_of(key).map(|(q, _)| q).or_else(|| route::split(key).map(|_| key))
 }
 
-/// Another command (ZADD, ZREM, ZUNIONSTORE ...) wrote sorted set `key`: if it is a
-/// queue's, the queue's own rules apply to what it holds now. Members added to `Q` or
-/// `hold{Q}` make it a busy queue of its topic (an entry left by a removal is dropped by
-/// the next TPOP that finds the queue empty), and any change may make a message
-/// deliverable (a ZREM from `prepare{Q}` frees its content).
-fn zset_written(ctx: Ctx, key: &RStr) {
-    let name = key.as_ref();
-    let tagged = queue_of(name);
-    let q = tagged.map_or(name, |(q, _)| q);
+/// Another command (ZADD, ZREM, ZUNIONSTORE ...) wrote sorted set `name`, of queue `q`
+/// (`tagged`: as which of its tagged keys): if it is a queue's, the queue's own rules
+/// apply to what it holds now. Members added to `Q` or `hold{Q}` make it a busy queue of
+/// its topic (an entry left by a removal is dropped by the next TPOP that finds the queue
+/// empty), and any change may make a message deliverable (a ZREM from `prepare{Q}` frees
+/// its content).
+fn zset_written(ctx: Ctx, name: &[u8], q: &[u8], tagged: Option<KeyId>) {
     // Most sorted sets are no queue's: their names settle it before anything is looked up.
     let slot = route::split(q).is_some();
     if (!slot && !waiters::has_waiters(ctx.db(), q)) || !ctx.is_primary() {
         return;
     }
-    let waiting_set = matches!(tagged, None | Some((_, KeyId::Hold)));
-    if slot && waiting_set && Key::exists(ctx, key).unwrap_or(true) {
+    let waiting_set = matches!(tagged, None | Some(KeyId::Hold));
+    if slot && waiting_set && Key::exists(ctx, &RStr::from_bytes(name)).unwrap_or(true) {
         topics::note(ctx.db(), q, true);
     }
     if waiters::has_waiters(ctx.db(), q) {
@@ -100,9 +107,9 @@ pub fn rescan(ctx: Ctx, what: Rescan) {
             // Queues are opened after the scan: the scan must not see keys change.
             let (mut listed, mut queues) = (BTreeSet::new(), BTreeSet::new());
             let mut scheduled: Vec<Vec<u8>> = Vec::new();
-            scan_keys(ctx, &mut |key, t| {
+            scan_keys(ctx, &mut |key, _| {
                 if names {
-                    listed.extend(registry::listed_by(key, t).map(<[u8]>::to_vec));
+                    listed.extend(registry::listed_by(key).map(<[u8]>::to_vec));
                 }
                 if primary {
                     queues.extend(scanned_queue(key).map(<[u8]>::to_vec));
@@ -168,60 +175,167 @@ fn on_role_changed(ctx: Ctx, sub: u64) {
     }
 }
 
-/// A key of a queue arriving by RESTORE (a cluster slot migrated here, or a restore by
-/// hand), RENAME, MOVE or COPY brings leases the timer does not know yet and waiting
-/// messages the topic index does not. (`Q` itself cannot be told from another key by its
-/// name: it is looked at as a queue, which costs a lookup when it is not one.)
-fn on_key_event(ctx: Ctx, event: &[u8], key: &RStr) {
-    let k = key.as_ref();
-    let tagged = queue_of(k);
-    if let Some((q, KeyId::Meta)) = tagged {
-        // Another command (or a creation) touched `meta{Q}`: its kind or policy may differ.
-        headers::forget(q, ctx.db());
-    } else if event.first() == Some(&b'h') {
-        // Hash writes matter only to `meta{Q}`.
-        return;
+/// A keyspace event (`hooks::subscribe_key_events`: generic, sorted-set, expiry and
+/// eviction events, not creations nor other types' writes) on key `k`.
+fn on_key_event(ctx: Ctx, event: &EventName, k: &[u8]) {
+    let zset = event.is_zset();
+    let tagged = owner(k);
+    if zset && tagged.is_none() {
+        // The usual event: a sorted set's write, settled by its name.
+        return zset_written(ctx, k, k, None);
     }
-    if event == b"new" {
-        keys::key_created(key.as_ref(), ctx.db());
-        registry::key_created(ctx, key);
-        return;
-    }
-    // Anything else done to a queue's key by a command (DEL, RENAME, MOVE, RESTORE, a ZREM
-    // from `prepare{Q}`, an expiry ...) may change which of its groups are busy: learnt
-    // again from the keys.
-    busy::forget(tagged.map_or(k, |(q, _)| q), ctx.db());
-    if matches!(event, b"del" | b"expired" | b"evicted" | b"rename_from" | b"move_from") {
-        registry::key_gone(ctx, key);
-        return;
-    }
-    if event.first() == Some(&b'z') {
-        zset_written(ctx, key);
-        return;
-    }
+    let event = event.bytes();
+    let gone = matches!(event, b"del" | b"expired" | b"evicted" | b"rename_from" | b"move_from");
     let arrived = matches!(event, b"restore" | b"rename_to" | b"move_to" | b"copy_to");
-    if arrived {
-        registry::key_created(ctx, key);
+    let Some(q) = tagged else {
+        // Untagged: only a queue's `Q` matters, and its name cannot tell it from another
+        // sorted set's; each case looks no further than it must.
+        if matches!(event, b"del" | b"expired" | b"evicted") {
+            q_deleted(ctx, k);
+        } else if arrived && ctx.is_primary() && is_queue_name(k) {
+            // Its waiting messages (a lookup when it is no queue).
+            found(ctx, k);
+        }
+        return;
+    };
+    let (db, id) = (ctx.db(), queue_of(k).map(|(_, id)| id));
+    // Anything done to a queue's tagged key by a command (DEL, RENAME, MOVE, RESTORE, a
+    // ZREM from `prepare{Q}`, an expiry ...) may change which of its groups are busy, and
+    // `meta{Q}` its header: learnt again from the keys.
+    busy::forget(q, db);
+    if id == Some(KeyId::Meta) {
+        headers::forget(q, db);
     }
-    if arrived && ctx.is_primary() {
-        let key = key.as_ref();
-        match sched_keys::queue_of(key) {
-            Some(q) => schedules::found(ctx, q),
-            None => found(ctx, queue_of(key).map_or(key, |(q, _)| q)),
+    if gone {
+        registry::key_gone(ctx, &RStr::from_bytes(k));
+        return;
+    }
+    if zset || arrived {
+        // Perhaps made by it: no longer known absent, and its queue is listed.
+        keys::written(k, db);
+        registry::key_created(ctx, k);
+    }
+    if zset {
+        zset_written(ctx, k, q, id);
+    } else if arrived && ctx.is_primary() {
+        // Leases, holds, schedules and waiting messages the timer and the topic index do
+        // not know yet.
+        match id {
+            Some(_) => found(ctx, q),
+            None => schedules::found(ctx, q),
         }
     }
 }
 
-/// Sees SYNC and PSYNC before they run, so propagation is on before a replica's initial
-/// snapshot is taken and its backlog begins; commands that may change ACL rules; and
-/// CLUSTER commands, which may change the slots this node serves.
-fn on_command(name: &[u8]) {
-    if name.eq_ignore_ascii_case(b"sync") || name.eq_ignore_ascii_case(b"psync") {
-        effects::replicas_from_now();
+/// Queues whose `Q` was deleted by hand, by database, for `abandoned`.
+static DELETED: Mutex<Vec<(i32, Vec<u8>)>> = Mutex::new(Vec::new());
+
+/// Key `k`, untagged, was deleted, expired or evicted: if it was a listed queue's `Q`,
+/// `abandoned` looks at the queue once the command (or the expiry) is over (a keyspace
+/// event is no place to write keys). A replica waits for its primary's deletions.
+fn q_deleted(ctx: Ctx, k: &[u8]) {
+    if !ctx.is_primary() || !registry::listed(ctx.db(), k) {
+        return;
+    }
+    let mut deleted = DELETED.lock().unwrap_or_else(|e| e.into_inner());
+    if deleted.is_empty() {
+        timer::create(ctx, 0, on_deleted);
+    }
+    deleted.push((ctx.db(), k.to_vec()));
+}
+
+extern "C" fn on_deleted(ctx: *mut RedisModuleCtx, _data: *mut c_void) {
+    guard((), || abandoned(Ctx::new(ctx)));
+}
+
+/// SPEC (RMQ.QUEUES): a queue whose `Q` was deleted by hand, with nothing in flight or
+/// dead and no policy or schedule, loses its other keys too, and so its listing (unless
+/// it was pushed to again meanwhile).
+fn abandoned(ctx: Ctx) {
+    let deleted = std::mem::take(&mut *DELETED.lock().unwrap_or_else(|e| e.into_inner()));
+    let original = ctx.db();
+    for (db, q) in deleted {
+        if !ctx.is_primary() || !ctx.select_db(db) {
+            continue;
+        }
+        let scheduled = sched_keys::Schedules::open(ctx, &q, false).map_or(true, |s| s.count() > 0);
+        if !scheduled {
+            if let Ok(mut queue) = Opened::open(ctx, RStr::from_bytes(&q), true) {
+                queue.abandon();
+            }
+        }
+    }
+    ctx.select_db(original);
+}
+
+/// Sees each command before it runs (every command on the server: the name's first letter
+/// settles nearly all at once): SYNC and PSYNC, so propagation is on before a replica's
+/// initial snapshot is taken and its backlog begins; commands that may change ACL rules;
+/// CLUSTER commands, which may change the slots this node serves; and hash commands
+/// naming a queue's tagged key (HSET meta{Q} by hand, in a script, or from a primary),
+/// whose keyspace events the module does not follow: the queue may be new to the registry
+/// (`registry::noted_by_hand`), and a `meta{Q}` drops its header known in memory, as EXEC
+/// does when such a command was queued in a transaction (it may have run after the header
+/// was read again).
+fn on_command(cmd: &Filtered) {
+    let Some(name) = cmd.arg(0) else { return };
+    match name.first().map(u8::to_ascii_lowercase) {
+        Some(b's' | b'p') if name.eq_ignore_ascii_case(b"sync") || name.eq_ignore_ascii_case(b"psync") => effects::replicas_from_now(),
+        Some(b'c') if name.eq_ignore_ascii_case(b"cluster") => cluster::forget_slots(),
+        Some(b'e') if name.eq_ignore_ascii_case(b"exec") => named_meta().forget(),
+        Some(b'h') => {
+            if let Some(key) = cmd.arg(1) {
+                hash_command(key);
+            }
+        }
+        _ => {}
     }
     acl::rules_may_change(name);
-    if name.eq_ignore_ascii_case(b"cluster") {
-        cluster::forget_slots();
+}
+
+/// A hash command (or HELLO) names `key` first.
+fn hash_command(key: &[u8]) {
+    if let Some(q) = owner(key) {
+        registry::noted_by_hand(q);
+        if queue_of(key).is_some_and(|(_, id)| id == KeyId::Meta) {
+            headers::forget_any_db(q);
+            named_meta().note(q);
+        }
+    }
+}
+
+/// The queues whose `meta{Q}` a command named since the last EXEC (it may be queued in
+/// one; a replica's primary sends most of its effects so), or `All` past a few.
+enum NamedMeta {
+    Queues(Vec<Vec<u8>>),
+    All,
+}
+
+static NAMED_META: Mutex<NamedMeta> = Mutex::new(NamedMeta::Queues(Vec::new()));
+
+/// More queues than this named between two EXECs: EXEC forgets every header.
+const NAMED_META_KEPT: usize = 64;
+
+fn named_meta() -> MutexGuard<'static, NamedMeta> {
+    NAMED_META.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl NamedMeta {
+    fn note(&mut self, q: &[u8]) {
+        if let NamedMeta::Queues(qs) = self {
+            if qs.len() == NAMED_META_KEPT {
+                *self = NamedMeta::All;
+            } else if qs.last().is_none_or(|l| l != q) {
+                qs.push(q.to_vec());
+            }
+        }
+    }
+
+    fn forget(&mut self) {
+        match std::mem::replace(self, NamedMeta::Queues(Vec::new())) {
+            NamedMeta::Queues(qs) => qs.iter().for_each(|q| headers::forget_any_db(q)),
+            NamedMeta::All => headers::forget_all(),
+        }
     }
 }
 

@@ -1,13 +1,17 @@
 //! Which queues each database holds, by name, in memory, for RMQ.QUEUES: a queue is listed
-//! while any of its keys exists (`Q` as a sorted set, or a key tagged `{Q}`: prepare, dead,
-//! meta, park, hold, sched). A name comes in when one of its keys is created (the `new`
-//! keyspace event, which every creation sends, a load from disk aside), goes when a queue
-//! the module emptied has no key left or its last key is deleted, expires, is evicted or
-//! moves away, and the whole set is built again by a keyspace scan after a load, a SWAPDB
-//! or a FLUSH. Names are kept in order, so a listing goes on from the last name it gave
-//! and every queue present throughout is seen whatever comes and goes meanwhile. An entry
-//! that outlived its keys (a key overwritten by another type, say) is dropped when a
-//! listing meets it.
+//! while the module keeps something for it, any key tagged `{Q}` (prepare, dead, meta,
+//! park, parkidx, hold, sched); `Q` alone is a sorted set like any other (a leaderboard is
+//! no queue). A name comes in when the module makes one of its keys (`closed`, and a
+//! schedule's `noted`), when one arrives or is written by another command as a sorted set
+//! (RESTORE, RENAME, MOVE, COPY, ZADD: `key_created`), or when a hash command names one
+//! (`noted_by_hand`: a replica learns of its primary's queues so). A tagged key made by a
+//! command of another type (`SET meta{x} v`) sends nothing the module follows: its queue is
+//! listed from the next scan on. A name goes when a queue the module emptied has no key
+//! left or its last key is deleted, expires, is evicted or moves away; and the whole set
+//! is built again by a keyspace scan after a load, a SWAPDB or a FLUSH. Names are kept in
+//! order, so a listing goes on from the last name it gave and every queue present
+//! throughout is seen whatever comes and goes meanwhile. An entry that outlived its keys
+//! (a key overwritten by another type, say) is dropped when a listing meets it.
 //!
 //! The lock is never held across a call into Redis: opening a key may expire it, and the
 //! event comes back here.
@@ -18,9 +22,9 @@ use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use crate::core::glob;
 use crate::core::store::{Set, Store};
-use crate::ffi::key::{Key, KeyType};
+use crate::ffi::key::Key;
 use crate::ffi::{Ctx, RStr};
-use crate::storage::keys::{self, is_queue_name, owner};
+use crate::storage::keys::{self, owner};
 use crate::storage::redis_queue::RedisQueue;
 
 /// Queue names by database (index).
@@ -41,7 +45,8 @@ fn insert(db: i32, q: &[u8]) {
     }
 }
 
-fn listed(db: i32, q: &[u8]) -> bool {
+/// Whether queue `q` is listed in database `db`.
+pub fn listed(db: i32, q: &[u8]) -> bool {
     usize::try_from(db).ok().is_some_and(|db| queues().get(db).is_some_and(|s| s.contains(q)))
 }
 
@@ -58,56 +63,96 @@ fn present(ctx: Ctx, name: &[u8]) -> bool {
     Key::exists(ctx, &name).unwrap_or_else(|| !Key::open(ctx, &name, false).is_null())
 }
 
-/// Whether queue `q` has any key in the selected database.
+/// Whether queue `q` has any tagged key in the selected database.
 fn has_keys(ctx: Ctx, q: &[u8]) -> bool {
-    Key::open(ctx, &RStr::from_bytes(q), false).key_type() == KeyType::ZSet || keys::tagged_names(q).any(|k| present(ctx, &k))
+    keys::tagged_names(q).any(|k| present(ctx, &k))
 }
 
-/// The queue a key may belong to: the queue it is tagged with, else the key itself if it
-/// can name a queue (whether it is one depends on its type).
-fn queue_of_key(key: &[u8]) -> Option<&[u8]> {
-    owner(key).or(is_queue_name(key).then_some(key))
-}
-
-/// Key `key` was created (or arrived) in the selected database.
-pub fn key_created(ctx: Ctx, key: &RStr) {
-    let key = key.as_ref();
-    match owner(key) {
-        Some(q) => insert(ctx.db(), q),
-        None if is_queue_name(key) && Key::open(ctx, &RStr::from_bytes(key), false).key_type() == KeyType::ZSet => insert(ctx.db(), key),
-        None => {}
+/// Tagged key `key` was made by another command, or arrived, in the selected database.
+pub fn key_created(ctx: Ctx, key: &[u8]) {
+    if let Some(q) = owner(key) {
+        insert(ctx.db(), q);
     }
+}
+
+/// The module made a key of queue `q` outside a `RedisQueue` (a schedule).
+pub fn noted(ctx: Ctx, q: &[u8]) {
+    insert(ctx.db(), q);
+}
+
+/// Names of queues whose tagged key a hash command named (`noted_by_hand`),
+/// not yet looked for: the command filter that sees them knows no database, and they may
+/// not exist (the command may fail).
+static BY_HAND: Mutex<BTreeSet<Vec<u8>>> = Mutex::new(BTreeSet::new());
+
+/// A hash command (HSET ... by hand, or a primary's effect on a replica) named a tagged
+/// key of queue `q` first: looked for at the next listing.
+pub fn noted_by_hand(q: &[u8]) {
+    let mut by_hand = BY_HAND.lock().unwrap_or_else(|e| e.into_inner());
+    if !by_hand.contains(q) {
+        by_hand.insert(q.to_vec());
+    }
+}
+
+/// Lists the queues `noted_by_hand` in every database where they have a tagged key.
+fn settle_by_hand(ctx: Ctx) {
+    let by_hand = std::mem::take(&mut *BY_HAND.lock().unwrap_or_else(|e| e.into_inner()));
+    if by_hand.is_empty() {
+        return;
+    }
+    let original = ctx.db();
+    let mut db = 0;
+    while ctx.select_db(db) {
+        for q in by_hand.iter().filter(|q| has_keys(ctx, q)) {
+            insert(db, q);
+        }
+        db += 1;
+    }
+    ctx.select_db(original);
 }
 
 /// Key `key` was deleted, expired, evicted, renamed or moved away: its queue goes if it has
-/// no key left.
+/// no tagged key left.
 pub fn key_gone(ctx: Ctx, key: &RStr) {
-    if let Some(q) = queue_of_key(key.as_ref()) {
-        if listed(ctx.db(), q) && !has_keys(ctx, q) {
-            remove(ctx.db(), q);
-        }
+    if let Some(q) = owner(key.as_ref()) {
+        gone_if_keyless(ctx, q);
     }
 }
 
-/// A command or the timer is done with queue `q` (its own deletions send no event): if it
-/// holds nothing now, it goes unless a key it does not open (its schedules) remains.
+fn gone_if_keyless(ctx: Ctx, q: &[u8]) {
+    if listed(ctx.db(), q) && !has_keys(ctx, q) {
+        remove(ctx.db(), q);
+    }
+}
+
+/// A command or the timer is done with queue `q` (its own writes send no event): a queue
+/// it made keys for is listed; one that holds nothing now goes unless a key it does not
+/// open (its schedules) remains.
 #[inline]
 pub fn closed(ctx: Ctx, q: &RedisQueue) {
     // `meta{Q}` exists while the queue has messages or a policy: one length read, mostly.
-    if !q.exists() && [Set::Store, Set::Prepare, Set::Dead, Set::Park, Set::Hold].iter().all(|&s| q.len(s) == 0) {
-        key_gone(ctx, q.name());
+    if q.exists() {
+        if q.made_keys() {
+            insert(ctx.db(), q.name().as_ref());
+        }
+    } else if [Set::Prepare, Set::Dead, Set::Park, Set::Hold].iter().all(|&s| q.len(s) == 0) {
+        gone_if_keyless(ctx, q.name().as_ref());
     }
 }
 
-/// The queue that key `key`, of type `t`, lists (for a keyspace scan).
-pub fn listed_by(key: &[u8], t: KeyType) -> Option<&[u8]> {
-    owner(key).or((t == KeyType::ZSet && is_queue_name(key)).then_some(key))
+/// The queue that key `key` lists (for a keyspace scan).
+pub fn listed_by(key: &[u8]) -> Option<&[u8]> {
+    owner(key)
 }
 
 /// Installs database `db`'s names as a keyspace scan found them (after a load, a SWAPDB or
 /// a FLUSH, and when the module is loaded over existing data: `hooks::rescan`); the
-/// databases after it are dropped until their own scan installs them.
+/// databases after it are dropped until their own scan installs them (and with the first,
+/// the names `noted_by_hand`: the scans see their keys).
 pub fn install(db: usize, names: BTreeSet<Vec<u8>>) {
+    if db == 0 {
+        BY_HAND.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
     let mut all = queues();
     all.truncate(db);
     all.resize_with(db, BTreeSet::new);
@@ -126,6 +171,7 @@ pub fn page(
     serves: &dyn Fn(&[u8]) -> bool,
     allowed: &dyn Fn(&[u8]) -> bool,
 ) -> (Vec<Vec<u8>>, Option<Vec<u8>>) {
+    settle_by_hand(ctx);
     let db = ctx.db();
     // Names matching a pattern all start with its literal prefix: skip to it, stop past it.
     let prefix = pattern.map_or(&b""[..], glob::literal_prefix);
@@ -157,18 +203,4 @@ pub fn page(
         }
     }
     (out, next)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_key_names_its_queue() {
-        assert_eq!(queue_of_key(b"prepare{q}"), Some(&b"q"[..]));
-        assert_eq!(queue_of_key(b"sched{q}"), Some(&b"q"[..]));
-        assert_eq!(queue_of_key(b"q"), Some(&b"q"[..]));
-        assert_eq!(queue_of_key(b"other{q}"), None);
-        assert_eq!(queue_of_key(b""), None);
-    }
 }

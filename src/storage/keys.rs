@@ -60,10 +60,16 @@ fn tagged(prefix: &[u8], q: &[u8]) -> Vec<u8> {
 /// The queue and the key of it that a key name is, if it is one of a queue's tagged keys
 /// (`Q` itself cannot be told from any other key by its name).
 pub fn queue_of(key: &[u8]) -> Option<(&[u8], KeyId)> {
-    let open = key.iter().position(|&c| c == b'{')?;
-    let q = key[open + 1..].strip_suffix(b"}")?;
-    let at = PREFIXES.iter().position(|p| *p == &key[..open])?;
+    let (at, q) = tagged_by(key, &PREFIXES)?;
     Some((q, ALL[at + 1]))
+}
+
+/// The index in `prefixes` of the one `key` starts with, followed by `{`, and what it
+/// tags; None unless `key` ends with `}`. Every keyspace event and hash command asks
+/// (`hooks`), mostly about keys of no queue: the first bytes settle those.
+fn tagged_by<'k>(key: &'k [u8], prefixes: &[&[u8]]) -> Option<(usize, &'k [u8])> {
+    let inner = key.strip_suffix(b"}")?;
+    prefixes.iter().enumerate().find_map(|(i, p)| Some((i, inner.strip_prefix(*p)?.strip_prefix(b"{")?)))
 }
 
 /// Tagged keys of a queue kept beside those `RedisQueue` opens: its schedules.
@@ -76,10 +82,8 @@ pub fn is_queue_name(q: &[u8]) -> bool {
 
 /// The queue whose tagged key `key` is (any of them, its schedules too).
 pub fn owner(key: &[u8]) -> Option<&[u8]> {
-    let open = key.iter().position(|&c| c == b'{')?;
-    let q = key[open + 1..].strip_suffix(b"}")?;
-    let prefix = &key[..open];
-    (is_queue_name(q) && PREFIXES.iter().chain(&OTHER_PREFIXES).any(|p| *p == prefix)).then_some(q)
+    let q = tagged_by(key, &PREFIXES).or_else(|| tagged_by(key, &OTHER_PREFIXES))?.1;
+    is_queue_name(q).then_some(q)
 }
 
 /// The names of every tagged key queue `q` may have (not `Q` itself).
@@ -141,13 +145,15 @@ impl KeyNames {
 struct Entry {
     names: Arc<Derived>,
     /// Per class of `LAZY`, bit `d`: its keys are known not to exist in database `d` (0-63).
-    /// Set by an open that found none; cleared when one is created there (the `new`
-    /// keyspace event, which every creation sends but a load from disk, after which the
-    /// whole cache forgets) — so a bit never says absent wrongly.
+    /// Set by an open that found none; cleared when one is made there (`created`: by the
+    /// module's write, or any sorted-set or generic keyspace event on it, by which every
+    /// command that can make a sorted set makes one; a load from disk or a SWAPDB makes
+    /// the whole cache forget) — so a bit never says a sorted set absent wrongly.
     absent: [u64; LAZY.len()],
     /// Per key (`KeyId` order; tagged keys only: `Q` cannot be told by its name when
     /// created), bit `d`: made a skiplist or hashtable in database `d` since it was last
-    /// created there (`RedisQueue`'s conversions), so it need not be converted again. Cleared by the `new` keyspace event and after a load; a bit wrongly clear
+    /// created there (`RedisQueue`'s conversions), so it need not be converted again. Cleared
+    /// as `absent` is and after a load; a bit wrongly clear
     /// costs a conversion that changes nothing, and one wrongly set only lets a small set
     /// stay a listpack longer (Redis converts it itself past its listpack bounds).
     big: [u64; KEYS],
@@ -234,21 +240,31 @@ pub fn note_absent(q: &[u8], db: i32, absent: [bool; LAZY.len()]) {
     }
 }
 
-/// Key `key` was created in `db`: if it is a queue's tagged key, it is a new one (not
-/// known converted); if a lazy key, that queue's keys of its class are no longer known
-/// absent there.
-pub fn key_created(key: &[u8], db: i32) {
-    let Some((q, id)) = queue_of(key) else { return };
+/// Tagged key `id` of queue `q` was made in `db` (by the module, or by another command
+/// that may have made it: `written`): it is a new one (not known converted); if a lazy key,
+/// that queue's keys of its class are no longer known absent there; if `meta{Q}`, its
+/// header is read anew.
+pub fn created(q: &[u8], id: KeyId, db: i32) {
     if let Some(e) = cache().get_mut(q) {
         e.big[id as usize] &= !db_bit(db);
         if let Some(class) = lazy_class(id) {
             e.absent[class] &= !db_bit(db);
         }
+        if id == KeyId::Meta && e.header.as_ref().is_some_and(|(d, _)| *d == db) {
+            e.header = None;
+        }
     }
 }
 
-/// Keys arrived without a `new` event (a load from disk, a SWAPDB): nothing is known absent
-/// or converted.
+/// Another command wrote key `key` in `db` (or it arrived there): if it is a queue's tagged
+/// key, it may have been made.
+pub fn written(key: &[u8], db: i32) {
+    if let Some((q, id)) = queue_of(key) {
+        created(q, id, db);
+    }
+}
+
+/// Keys arrived unseen (a load from disk, a SWAPDB): nothing is known absent or converted.
 pub fn forget_arrived() {
     for e in cache().values_mut() {
         e.absent = [0; LAZY.len()];

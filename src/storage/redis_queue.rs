@@ -36,6 +36,12 @@ pub struct RedisQueue {
     effects: Effects,
     /// Keys changed (to be signalled as modified).
     dirty: Cell<u8>,
+    /// Tagged keys that did not exist when the queue was opened and not written since: the
+    /// first write makes them (module writes send no keyspace event, and the module does
+    /// not follow `new` ones: `created`).
+    fresh: Cell<u8>,
+    /// Tagged keys this handle made (`made_keys`).
+    made: Cell<u8>,
     /// A member was added to `hold{Q}`.
     holds_added: Cell<bool>,
     /// Sorted sets to make skiplists at their next add (`will_add`).
@@ -167,12 +173,16 @@ impl RedisQueue {
         }
         let mut big = known.big;
         let mut meta = false;
+        let mut fresh = 0;
         for (i, k) in keys.iter().enumerate() {
             let want = if i == KeyId::Meta as usize { KeyType::Hash } else { KeyType::ZSet };
             let t = k.get().map_or(KeyType::Empty, Key::key_type);
             if t == KeyType::Empty {
                 // Made anew when written: a listpack again.
                 big &= !(1 << i);
+                if i != KeyId::Store as usize {
+                    fresh |= 1 << i;
+                }
             } else if t != want {
                 return Err(RmqError::WrongType);
             } else {
@@ -188,6 +198,8 @@ impl RedisQueue {
             keys,
             effects: Effects::new(ctx),
             dirty: Cell::new(0),
+            fresh: Cell::new(fresh),
+            made: Cell::new(0),
             holds_added: Cell::new(false),
             grow: 0,
             big,
@@ -222,7 +234,43 @@ impl RedisQueue {
     }
 
     fn touched(&self, id: KeyId) {
-        self.dirty.set(self.dirty.get() | 1 << id as u8);
+        let bit = 1 << id as u8;
+        self.dirty.set(self.dirty.get() | bit);
+        if self.fresh.get() & bit != 0 {
+            // The first change of a key absent at the open made it.
+            self.fresh.set(self.fresh.get() & !bit);
+            self.made.set(self.made.get() | bit);
+            let (q, db) = (self.names[0].as_ref(), self.ctx.db());
+            keys::created(q, id, db);
+            if self.big & bit != 0 {
+                // Converted as it was made (`will_add`).
+                keys::note_big(q, db, id);
+            }
+        }
+    }
+
+    /// `Q` was deleted by another command (DEL, UNLINK, an expiry): with nothing waiting in
+    /// it, in flight or dead, and no policy, the queue's other keys go too (messages held
+    /// back behind the deleted ones, and every record).
+    pub fn abandon(&mut self) {
+        if [Set::Store, Set::Prepare, Set::Dead].iter().any(|&s| self.len(s) > 0) || self.has_policy() {
+            return;
+        }
+        for id in [KeyId::Park, KeyId::ParkIndex, KeyId::Hold] {
+            if self.key(id).is_some_and(Key::delete) {
+                self.effects.record(c"DEL", id, || []);
+                self.touched(id);
+            }
+        }
+        if self.exists() {
+            self.clear_meta();
+        }
+    }
+
+    /// Whether this handle made any of the queue's tagged keys (the queue may be new to
+    /// the registry of queue names).
+    pub fn made_keys(&self) -> bool {
+        self.made.get() != 0
     }
 
     /// How many fields `meta{Q}` holds (0 when it does not exist).

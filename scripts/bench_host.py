@@ -1,0 +1,265 @@
+#!/usr/bin/env python3
+"""What the module costs commands on keys that are not queues (issue 31 item 7; make bench).
+
+Three servers of the same redis-server binary, each on a free 127.0.0.1 port and stopped by
+its pid: `none` (no module), `floor` (bench/floor_module/floor.c: subscribed to the keyspace
+event classes RMQ follows, doing nothing with them: Redis's own dispatch) and `rmq` (this
+work tree's module; --base adds another build, e.g. main's, as `base`). redis-benchmark runs
+SET, GET, INCR, LPUSH, HSET, SADD and ZADD on new keys, pipelined (16 a round trip) and
+not:
+
+  callgrind  each server under `valgrind --tool=callgrind`, the same commands in the same
+             order on each (new keys `key:<n>` in a fixed shuffled order, sent by this
+             script in batches of 16 or one at a time: redis-benchmark's -r draws other
+             keys each run, which moves the figures by ±1.5%); per command, the
+             instructions inside call() (the command and the keyspace events it fires)
+             and inside processCommand() (call() plus what Redis does before it: the
+             command filters);
+  wall       the servers without valgrind, pinned to core 0 (redis-benchmark to core 1),
+             --rounds alternating rounds: INFO commandstats usec_per_call (the command and
+             its events) and redis-benchmark's requests per second (everything, the command
+             filter included); medians.
+
+Bounds (issue 31): rmq ≤ 1.03× none in instructions for every command but ZADD, whose
+sorted-set events the module follows (SPEC's hand-written queues): ≤ 1.03× floor. Wall:
+no measurable difference, i.e. the median ratio ≤ 1.03 or within the rounds' own spread
+(the machine is shared; callgrind is the exact figure). Prints the table, writes
+scripts/results/bench_host.md; exit status 1 with --strict when a row misses its bound.
+"""
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import redis
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from profile_tpop import bare_server, callgrind_server, dump, inclusive  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+MODULE = Path(os.environ.get("RMQ_MODULE", REPO / "target/release/librmq.so"))
+RESULTS = REPO / "scripts/results/bench_host.md"
+COMMANDS = ["set", "get", "incr", "lpush", "hset", "sadd", "zadd"]
+# Commands whose events the module follows: bounded by the floor, not by no module.
+WATCHED = {"zadd"}
+BOUND = 1.03
+SERVER_CORE, LOAD_CORE = "0", "1"
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def redismodule_h():
+    """The redismodule.h of the redis-module crate the module builds with."""
+    meta = json.loads(subprocess.run(["cargo", "metadata", "--format-version", "1", "--manifest-path",
+                                      str(REPO / "Cargo.toml")], capture_output=True, text=True,
+                                     check=True).stdout)
+    pkg = next(p for p in meta["packages"] if p["name"] == "redis-module")
+    return Path(pkg["manifest_path"]).parent / "src" / "include"
+
+
+def build_floor(tmp):
+    out = tmp / "floor.so"
+    subprocess.run(["cc", "-O2", "-fPIC", "-shared", "-I", str(redismodule_h()), "-o", str(out),
+                    str(REPO / "bench/floor_module/floor.c")], check=True)
+    return out
+
+
+def configs(tmp, base):
+    """Name -> server arguments. Modules are private copies: a rebuild meanwhile changes
+    nothing."""
+    rmq = tmp / "librmq.so"
+    shutil.copy(MODULE, rmq)
+    out = {"none": [], "floor": ["--loadmodule", str(build_floor(tmp))], "rmq": ["--loadmodule", str(rmq)]}
+    if base:
+        shutil.copy(base, tmp / "base.so")
+        out["base"] = ["--loadmodule", str(tmp / "base.so")]
+    return out
+
+
+def benchmark(port, cmd, n, pipeline):
+    """redis-benchmark's requests per second."""
+    args = ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-n", str(n), "-r", "10000000",
+            "-P", str(pipeline), "-t", cmd, "--csv"]
+    run = subprocess.run(["taskset", "-c", LOAD_CORE, *args], capture_output=True, text=True, check=True, timeout=600)
+    row = [line for line in run.stdout.splitlines() if line and not line.startswith('"test"')][-1]
+    return float(row.split(",")[1].strip('"'))
+
+
+ARGS = {"set": ["SET", None, "xxx"], "get": ["GET", None], "incr": ["INCR", None], "lpush": ["LPUSH", None, "xxx"],
+        "hset": ["HSET", None, "field", "xxx"], "sadd": ["SADD", None, "xxx"], "zadd": ["ZADD", None, "1", "xxx"]}
+
+
+def send(c, cmd, keys, pipeline):
+    """`cmd` on each of `keys`, `pipeline` commands per round trip."""
+    for i in range(0, len(keys), pipeline):
+        p = c.pipeline(transaction=False)
+        for k in keys[i:i + pipeline]:
+            args = list(ARGS[cmd])
+            args[1] = k
+            p.execute_command(*args)
+        p.execute()
+
+
+def callgrind_pass(tmp, cfgs, n, pipelines):
+    """{(config, cmd, pipeline): (call() per command, processCommand() per command)}."""
+    keys = [f"key:{i:012d}" for i in range(n)]
+    random.Random(31).shuffle(keys)
+    out = {}
+    for name, args in cfgs.items():
+        d = tmp / f"cg-{name}"
+        d.mkdir()
+        proc, dumpfile, port = callgrind_server(d, args)
+        try:
+            c = redis.Redis(port=port)
+            for p in pipelines:
+                for cmd in COMMANDS:
+                    c.flushall()
+                    subprocess.run(["callgrind_control", "-z", str(proc.pid)], check=True, capture_output=True)
+                    send(c, cmd, keys, p)
+                    f = dump(proc, dumpfile, f"{cmd}-{p}")
+                    call, process = inclusive(f, ["call", "processCommand"])
+                    Path(f).unlink()
+                    out[(name, cmd, p)] = (call / n, process / n)
+                    log(f"  callgrind {name:5} {cmd:5} -P {p:2}: call() {call / n:7,.0f}, "
+                        f"processCommand() {process / n:7,.0f} per command")
+        finally:
+            proc.terminate()
+            proc.wait(timeout=120)
+    return out
+
+
+def wall_pass(tmp, cfgs, rounds, n, pipelines):
+    """{(config, cmd, pipeline): ([usec_per_call per round], [requests/s per round])}."""
+    servers = {}
+    for name, args in cfgs.items():
+        d = tmp / f"wall-{name}"
+        d.mkdir()
+        proc, port = bare_server(d, args, ["taskset", "-c", SERVER_CORE])
+        servers[name] = (proc, port, redis.Redis(port=port))
+    out = {}
+    try:
+        names = list(cfgs)
+        for r in range(rounds):
+            order = names[r % len(names):] + names[:r % len(names)]
+            for cmd in COMMANDS:
+                for p in pipelines:
+                    for name in order:
+                        _, port, c = servers[name]
+                        c.flushall()
+                        c.config_resetstat()
+                        rps = benchmark(port, cmd, n[p], p)
+                        usec = c.info("commandstats")[f"cmdstat_{cmd}"]["usec_per_call"]
+                        u, q = out.setdefault((name, cmd, p), ([], []))
+                        u.append(usec)
+                        q.append(rps)
+            log(f"  wall round {r + 1}/{rounds} done")
+    finally:
+        for proc, _, _ in servers.values():
+            proc.terminate()
+            proc.wait(timeout=60)
+    return out
+
+
+def spread(xs):
+    return (max(xs) - min(xs)) / statistics.median(xs) if xs and statistics.median(xs) else 0.0
+
+
+def report(cg, wall, cfgs, pipelines, a):
+    peers = list(cfgs)
+    names = " / ".join(peers)
+    lines = [
+        "# Host overhead: commands on keys that are not queues (issue 31 item 7)",
+        "",
+        f"`python3 scripts/bench_host.py --rounds {a.rounds} --cg-commands {a.cg_commands}"
+        f"{' --base ' + str(a.base) if a.base else ''}` — commands on new keys; callgrind: "
+        f"{a.cg_commands:,} commands per row, the same keys in the same order on every server; wall: "
+        f"{a.rounds} alternating rounds of redis-benchmark -r 10000000 ({a.wall_commands:,} commands, "
+        f"-P 1: {a.wall_commands // 4:,}). Server: "
+        f"`{subprocess.run(['redis-server', '--version'], capture_output=True, text=True).stdout.strip()}`.",
+        "",
+        "Instructions per command inside call() (the command and the keyspace events it fires: the "
+        "issue's measure) and inside processCommand() (call() and what precedes it, among which the "
+        "command filters); wall: INFO commandstats usec_per_call (the command and its events) and "
+        "redis-benchmark requests/s (everything), medians. `ref` is `none`, or for ZADD (whose events "
+        f"the module follows) `floor`. Bound: call() rmq ÷ ref ≤ {BOUND}; wall rmq ÷ ref ≤ {BOUND} or "
+        "within the rounds' own spread (±).",
+        "",
+        f"| command | -P | call() {names} | rmq ÷ ref | floor ÷ none | processCommand() {names} | "
+        f"rmq ÷ ref | usec/call {names} | rmq ÷ ref | req/s {names} | ref ÷ rmq | within bound |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    missed = []
+    for cmd in COMMANDS:
+        ref = "floor" if cmd in WATCHED else "none"
+        for p in pipelines:
+            row = [cmd.upper(), str(p)]
+            call = {n: cg[(n, cmd, p)][0] for n in peers}
+            process = {n: cg[(n, cmd, p)][1] for n in peers}
+            cr, floor = call["rmq"] / call[ref], call["floor"] / call["none"]
+            row += [" / ".join(f"{call[n]:,.0f}" for n in peers), f"{cr:.3f}", f"{floor:.3f}",
+                    " / ".join(f"{process[n]:,.0f}" for n in peers), f"{process['rmq'] / process[ref]:.3f}"]
+            usec = {n: statistics.median(wall[(n, cmd, p)][0]) for n in peers}
+            rps = {n: statistics.median(wall[(n, cmd, p)][1]) for n in peers}
+            ur = usec["rmq"] / usec[ref] if usec[ref] else float("nan")
+            rr = rps[ref] / rps["rmq"] if rps["rmq"] else float("nan")
+            noise_u = max(spread(wall[(ref, cmd, p)][0]), spread(wall[("rmq", cmd, p)][0]))
+            noise_r = max(spread(wall[(ref, cmd, p)][1]), spread(wall[("rmq", cmd, p)][1]))
+            wall_ok = ur <= max(BOUND, 1 + noise_u) and rr <= max(BOUND, 1 + noise_r)
+            ok = cr <= BOUND and wall_ok
+            verdict = "yes" if ok else "**no**"
+            if cr > BOUND and ref == "none" and floor > BOUND:
+                verdict += f" (a do-nothing subscriber alone: {floor:.3f})"
+            row += [" / ".join(f"{usec[n]:.3f}" for n in peers), f"{ur:.3f} (±{noise_u:.2f})",
+                    " / ".join(f"{rps[n]:,.0f}" for n in peers), f"{rr:.3f} (±{noise_r:.2f})", verdict]
+            if not ok:
+                missed.append(f"{cmd} -P {p}")
+            lines.append("| " + " | ".join(row) + " |")
+    lines += ["", "±: the larger relative spread (max − min) ÷ median of the two servers' rounds. "
+              "floor ÷ none: what Redis's dispatch of keyspace events to any subscribing module costs "
+              "(every event a command fires goes through the module subscriber list, matching or not: "
+              "GET on a missing key fires `keymiss`, INCR `new` and `incrby`).", "",
+              "rows missing their bound: " + (", ".join(missed) if missed else "none")]
+    return "\n".join(lines), missed
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--cg-commands", type=int, default=20_000, help="commands per callgrind row")
+    ap.add_argument("--wall-commands", type=int, default=200_000, help="commands per wall row (-P 1: a quarter)")
+    ap.add_argument("--base", type=Path, help="another build of the module, shown as `base`")
+    ap.add_argument("--quick", action="store_true", help="small runs (a smoke test; not for results)")
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--strict", action="store_true", help="exit 1 when a row misses its bound")
+    a = ap.parse_args()
+    if a.quick:
+        a.rounds, a.cg_commands, a.wall_commands = 2, 2_000, 20_000
+    for tool in ("valgrind", "callgrind_control", "callgrind_annotate", "redis-benchmark", "taskset", "cc"):
+        if shutil.which(tool) is None:
+            raise SystemExit(f"bench_host: {tool} not found")
+    pipelines = [16, 1]
+    with tempfile.TemporaryDirectory(prefix="rmq-bench-host-") as t:
+        tmp = Path(t)
+        cfgs = configs(tmp, a.base)
+        log("bench_host: callgrind …")
+        cg = callgrind_pass(tmp, cfgs, a.cg_commands, pipelines)
+        log("bench_host: wall …")
+        wall = wall_pass(tmp, cfgs, a.rounds, {16: a.wall_commands, 1: a.wall_commands // 4}, pipelines)
+    md, missed = report(cg, wall, cfgs, pipelines, a)
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(md + "\n")
+    print(md)
+    return 1 if (a.strict and missed) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
