@@ -241,3 +241,47 @@ def test_metrics_refuse_when_the_last_sample_failed() -> None:
     gone = client.get("/metrics", base_url="http://127.0.0.1/")
     assert gone.status_code == 503 and b"ConnectionError: server gone" in gone.data
     assert client.get("/metrics", base_url="http://127.0.0.1/").status_code == 503
+
+
+def test_a_queue_error_stays_with_its_queue_a_server_error_fails_the_read() -> None:
+    """WRONGTYPE (or NOPERM) is about one queue: its row keeps it. MOVED, CLUSTERDOWN or a
+    lost connection are about the server: the read fails, so that under Cluster the
+    primaries are learnt again, as before."""
+    import redis
+    from redis.exceptions import ClusterDownError, MovedError
+
+    from rmq.dashboard.source import Source
+
+    class Pipe:
+        def __init__(self, replies: list) -> None:
+            self.replies = replies
+
+        def execute_command(self, *args: object) -> None:
+            pass
+
+        def execute(self, raise_on_error: bool = True) -> list:
+            assert raise_on_error is False
+            return self.replies
+
+    class Client:
+        def __init__(self, replies: list) -> None:
+            self.replies = replies
+
+        def info(self, section: str) -> dict:
+            return {}
+
+        def execute_command(self, *args: object) -> list:
+            assert args[0] == "RMQ.QUEUES"
+            return [b"0", [b"a", b"b"]]
+
+        def pipeline(self, transaction: bool) -> Pipe:
+            return Pipe(self.replies)
+
+    wrong = redis.ResponseError("WRONGTYPE Operation against a key holding the wrong kind")
+    got = Source(Client([wrong, [b"waiting", 2]])).snapshot().queues
+    assert got["a"].error == f"ResponseError: {wrong}" and got["a"].info["waiting"] is None
+    assert got["b"].error is None and got["b"].info["waiting"] == 2
+    for server_error in (MovedError("3999 127.0.0.1:7001"), ClusterDownError("down"),
+                         redis.ConnectionError("gone")):
+        with pytest.raises(type(server_error)):
+            Source(Client([[b"waiting", 1], server_error])).snapshot()

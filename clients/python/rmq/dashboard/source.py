@@ -8,12 +8,20 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import redis
+from redis.exceptions import (AskError, ClusterDownError, MasterDownError, MovedError,
+                              TryAgainError)
 
 from .._util import Client, as_dict, is_cluster
 
 #: RMQ.QUEUES per call (a hint to the server) and RMQ.INFO per pipeline round trip.
 SCAN_COUNT = 1000
 INFO_BATCH = 1000
+
+#: Errors about the server rather than the queue: a reply with one of them fails the whole
+#: read (under Cluster the primaries are then learnt again), where any other error, such as
+#: WRONGTYPE from a queue key of another type, stays with its queue.
+SERVER_ERRORS = (redis.ConnectionError, redis.TimeoutError, MovedError, AskError,
+                 ClusterDownError, TryAgainError, MasterDownError)
 
 #: RMQ.INFO's per-queue counters (SPEC v3), the same names as INFO rmq's (`died`: `dead`).
 QUEUE_COUNTERS = ("pushed", "merged", "popped", "acked", "nacked", "expired", "died",
@@ -93,6 +101,8 @@ class Source:
                     pipe.execute_command("RMQ.INFO", n)
                 # one queue whose keys hold a wrong type fails alone, not the whole sample
                 for n, reply in zip(chunk, pipe.execute(raise_on_error=False)):
+                    if isinstance(reply, SERVER_ERRORS):
+                        raise reply
                     queues[n] = (QueueRow(n, node.label, info_dict(None), error_text(reply))
                                  if isinstance(reply, Exception)
                                  else QueueRow(n, node.label, info_dict(reply)))
