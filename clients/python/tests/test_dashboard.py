@@ -571,6 +571,7 @@ def test_a_bad_queue_is_shown_with_its_error_beside_the_others(
     assert "good1" in table and "good2" in table
     chrome.get(d.url + "/queues/x")
     assert "WRONGTYPE" in shown(chrome, "read-errors")
+    assert "None" not in shown(chrome, "info") and "waiting\n–" in shown(chrome, "info")
     assert "x1" in shown(chrome, "waiting-list")
     assert page_errors(chrome) == []
 

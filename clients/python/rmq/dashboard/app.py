@@ -58,7 +58,8 @@ def create_app(source: Source, sampler: Sampler, writable: bool = False,
     csrf_token = secrets.token_urlsafe(32)
 
     app.jinja_env.filters.update(show=text.show, plain=text.is_plain, hexdump=text.hexdump,
-                                 ms_time=text.ms_time, url_name=text.url_name)
+                                 ms_time=text.ms_time, url_name=text.url_name,
+                                 dash=lambda v: "–" if v is None else v)
     app.jinja_env.globals.update(writable=writable, csrf_token=csrf_token,
                                  policy_fields=POLICY_FORM_FIELDS)
 
