@@ -4,6 +4,7 @@ queue list's sorting, filtering and paging, and rates from counter deltas."""
 from __future__ import annotations
 
 import base64
+import gzip
 import time
 
 import pytest
@@ -236,6 +237,12 @@ def test_metrics_refuse_when_the_last_sample_failed() -> None:
     client = create_app(source, sampler).test_client()
     ok = client.get("/metrics", base_url="http://127.0.0.1/")
     assert ok.status_code == 200 and b'rmq_queue_waiting{queue="q"} 1.0' in ok.data
+    assert "Content-Encoding" not in ok.headers
+    # as Prometheus asks for it: the same text, gzip-compressed
+    packed = client.get("/metrics", base_url="http://127.0.0.1/",
+                        headers={"Accept-Encoding": "gzip"})
+    assert packed.status_code == 200 and packed.headers["Content-Encoding"] == "gzip"
+    assert gzip.decompress(packed.data) == ok.data
     source.fail = True
     sampler.sample()
     gone = client.get("/metrics", base_url="http://127.0.0.1/")

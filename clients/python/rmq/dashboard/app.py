@@ -92,12 +92,16 @@ def create_app(source: Source, sampler: Sampler, writable: bool = False,
 
     @app.get("/metrics")
     def metrics() -> Response:
-        body, error = sampler.scrape()
+        compressed = "gzip" in request.accept_encodings
+        body, error = sampler.scrape(compressed)
         if error is not None or body is None:
             # a failed scrape is what tells Prometheus (`up`) that the servers went unread
             return Response(f"reading the queues failed: {error}\n", 503,
                             mimetype="text/plain")
-        return Response(body, mimetype=CONTENT_TYPE_LATEST)
+        resp = Response(body, mimetype=CONTENT_TYPE_LATEST, headers={"Vary": "Accept-Encoding"})
+        if compressed:
+            resp.headers["Content-Encoding"] = "gzip"
+        return resp
 
     if metrics_only:
         return app
