@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """docs/dashboard.png and docs/dashboard-queue.png: the dashboard over a few busy queues.
 
-    python3 scripts/dashboard_screenshot.py [--seconds 40]
+    python3 scripts/dashboard_screenshot.py [--seconds 40] [--more DIR]
 
 Starts its own redis-server with the module (tests/server_support.Server, a free port,
-stopped by pid), fills a 16-slot `orders` topic, a `mail` range queue and a `billing` queue
-with dead letters (one of them binary), runs a small producer/consumer load for `--seconds`
-so the charts move, then opens `python -m rmq dashboard --writable` in headless Chromium
-(tests/dashboard_support) and saves the list page and the billing queue's page.
+stopped by pid), fills a 16-slot `orders` topic, a `mail` range queue, a `billing` queue
+with dead letters (one of them binary), a `legacy` queue whose `meta{legacy}` was
+overwritten with a string (its server refuses its RMQ.INFO) and a `farq` queue due in
+2^52 ms (past year 9999), runs a small producer/consumer load for `--seconds` so the charts
+move, then opens `python -m rmq dashboard --writable` in headless Chromium
+(tests/dashboard_support) and saves the list page and the billing queue's page; with
+`--more DIR`, the pages of `legacy` and `farq` too, into DIR.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ def load(r, stop: threading.Event) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=40)
+    ap.add_argument("--more", type=Path, help="also save the legacy and farq pages here")
     args = ap.parse_args()
     server = Server(tag="rmq-screenshot").start()
     dash = None
@@ -70,6 +74,9 @@ def main() -> int:
         r.execute_command("RMQ.PUSH", "reports", "AT", int(time.time() * 1000) - 95_000,
                           "daily-report")
         r.execute_command("RMQ.POLICY", "reports", "SET", "paused", 1)
+        r.execute_command("RMQ.PUSH", "legacy", "PRIORITY", 1, "old-job")
+        r.set("meta{legacy}", "hello")
+        r.execute_command("RMQ.PUSH", "farq", "DELAY", 2 ** 52, "far-future")
         worker = threading.Thread(target=load, args=(server.client(), stop), daemon=True)
         worker.start()
         dash = Dashboard(server.port, "--writable", "--interval", "1")
@@ -77,13 +84,19 @@ def main() -> int:
         time.sleep(args.seconds)
         for driver in browser():
             driver.set_window_size(1400, 1000)
-            driver.get(dash.url + "/?sort=waiting&desc=1")
+            driver.get(dash.url + "/")  # by name: legacy, which cannot be read, among the others
             time.sleep(3)
             driver.save_screenshot(str(REPO / "docs/dashboard.png"))
             driver.set_window_size(1400, 1500)
             driver.get(dash.url + "/queues/billing")
             time.sleep(1)
             driver.save_screenshot(str(REPO / "docs/dashboard-queue.png"))
+            if args.more:
+                for name in ("legacy", "farq"):
+                    driver.set_window_size(1400, 1000)
+                    driver.get(dash.url + f"/queues/{name}")
+                    time.sleep(1)
+                    driver.save_screenshot(str(args.more / f"dashboard-{name}.png"))
         print("wrote docs/dashboard.png and docs/dashboard-queue.png")
     finally:
         stop.set()

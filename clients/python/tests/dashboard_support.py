@@ -46,7 +46,7 @@ class Dashboard:
         self.url = f"http://127.0.0.1:{self.port}"
         argv = [sys.executable, "-m", "rmq", command, "--port", str(redis_port),
                 "--listen", f"127.0.0.1:{self.port}", *map(str, args)]
-        if command == "dashboard" and "--interval" not in args:
+        if "--interval" not in args:
             argv += ["--interval", "0.5"]
         self.log = tempfile.NamedTemporaryFile(prefix="rmq-dashboard-", suffix=".log",
                                                delete=False)

@@ -330,7 +330,9 @@ def test_metrics_hold_the_queues_values(start_dashboard: Any, r: redis.Redis,
     assert ("rmq_blocked_clients", ()) in m
     # a fixed queue's lag, read after its message is due by the server's clock
     r.execute_command("RMQ.PUSH", f"late-{command}", "AT", 946_684_800_000, "old")
-    lag = scrape(d.url + "/metrics")[("rmq_queue_lag_seconds", (("queue", f"late-{command}"),))]
+    key = ("rmq_queue_lag_seconds", (("queue", f"late-{command}"),))
+    lag = wait_for(lambda: scrape(d.url + "/metrics").get(key), timeout=20, interval=0.2,
+                   what="the late queue in a later sample")
     assert lag > 10 ** 8
     if command == "exporter":
         assert http("GET", d.url + "/")[0] == 404
@@ -517,3 +519,121 @@ def test_queue_names_follow_the_cursor(r: redis.Redis) -> None:
     assert len(names) == count and set(names) == {f"many_{i}" for i in range(count)}
     snap = Source(r).snapshot()
     assert len(snap.queues) == count and snap.queues["many_7"].info["waiting"] == 1
+
+
+# -- one queue never takes the others down (issue 31) -----------------------------------
+
+def spoil(r: redis.Redis) -> None:
+    """Queues x and z made by RMQ.PUSH, then one of their keys overwritten with another
+    type (meta{x} a string, dead{z} a hash): their server refuses their RMQ.INFO. Each keeps
+    a waiting message, so it is listed whichever keys make a name a queue."""
+    r.execute_command("RMQ.PUSH", "x", "PRIORITY", 1, "x1", "x2")
+    r.set("meta{x}", "hello")
+    make_dead(r, "z", b"z0")
+    r.execute_command("RMQ.PUSH", "z", "PRIORITY", 1, "z1")
+    r.delete("dead{z}")
+    r.hset("dead{z}", "a", "b")
+    for q in ("x", "z"):
+        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+            r.execute_command("RMQ.INFO", q)
+
+
+def test_a_bad_queue_is_shown_with_its_error_beside_the_others(
+        start_dashboard: Any, r: redis.Redis, chrome: Any) -> None:
+    rmq.Queue(r, "good1").push("a", "b", "c", priority=1)
+    rmq.Queue(r, "good2").push("d", priority=1)
+    spoil(r)
+    d = start_dashboard()
+    listing = get_json(d.url + "/api/queues?per_page=500")
+    assert listing["error"] is None
+    rows = {q["name"]: q for q in listing["queues"]}
+    assert rows["good1"]["waiting"] == 3 and rows["good1"]["error"] is None
+    assert rows["good2"]["waiting"] == 1
+    for q in ("x", "z"):
+        assert "WRONGTYPE" in rows[q]["error"] and rows[q]["waiting"] is None
+    m = scrape(d.url + "/metrics")
+    assert m[("rmq_queue_waiting", (("queue", "good1"),))] == 3
+    assert m[("rmq_queue_waiting", (("queue", "good2"),))] == 1
+    assert m[("rmq_queue_read_error", (("queue", "x"),))] == 1
+    assert m[("rmq_queue_read_error", (("queue", "z"),))] == 1
+    assert ("rmq_queue_read_error", (("queue", "good1"),)) not in m
+    assert ("rmq_queue_waiting", (("queue", "x"),)) not in m
+    # its own page shows what could be read and what its server refused
+    one = get_json(d.url + "/api/queues/z")
+    assert any(e.startswith("RMQ.INFO: ") and "WRONGTYPE" in e for e in one["errors"])
+    assert [w["message"]["text"] for w in one["waiting"]] == ["z1"]
+    assert get_json(d.url + "/api/queues/good1")["errors"] == []
+    # as a person sees it: the list with the bad rows marked, the bad queue's page
+    chrome.get(d.url + "/")
+    wait_for(lambda: "unreadable: ResponseError: WRONGTYPE" in shown(chrome, "queues"),
+             timeout=20, interval=0.2, what="the bad rows marked")
+    table = shown(chrome, "queues")
+    assert "good1" in table and "good2" in table
+    chrome.get(d.url + "/queues/x")
+    assert "WRONGTYPE" in shown(chrome, "read-errors")
+    assert "None" not in shown(chrome, "info") and "waiting\n–" in shown(chrome, "info")
+    assert "x1" in shown(chrome, "waiting-list")
+    assert page_errors(chrome) == []
+
+
+def test_a_time_past_year_9999_renders(start_dashboard: Any, r: redis.Redis) -> None:
+    """DELAY 2^52 ms is accepted by the module; the page shows the due time as ms."""
+    assert r.execute_command("RMQ.PUSH", "farq", "DELAY", 2 ** 52, "m") == 1
+    due = int(r.zscore("farq", "m"))
+    d = start_dashboard()
+    status, html, _ = http("GET", d.url + "/queues/farq")
+    assert status == 200, html
+    assert f"{due} ms after 1970 (past year 9999)" in html
+    one = get_json(d.url + "/api/queues/farq")
+    assert one["waiting"][0]["score"] == due and one["info"]["next_due"] == due
+
+
+def test_metrics_labels_are_distinct_and_parse(start_dashboard: Any, r: redis.Redis) -> None:
+    """A name that is not UTF-8 and the ASCII spelling of its escape get different labels;
+    CR, LF and NUL in a name are escaped, so prometheus_client's parser reads the scrape."""
+    names = {b"\xff\xfe": 1, b"\\xff\\xfe": 2, b"cr\rq": 3, b"nul\x00q": 4, b"lf\nq": 5,
+             b"back\\slash": 6}
+    for name, count in names.items():
+        r.execute_command("RMQ.PUSH", name, "PRIORITY", 1, *[f"m{i}" for i in range(count)])
+    d = start_dashboard()
+    m = scrape(d.url + "/metrics")
+    waiting = {dict(k[1])["queue"]: v for k, v in m.items() if k[0] == "rmq_queue_waiting"}
+    assert waiting == {"\\xff\\xfe": 1, "\\\\xff\\\\xfe": 2, "cr\\x0dq": 3,
+                       "nul\\x00q": 4, "lf\\x0aq": 5, "back\\\\slash": 6}
+
+
+@pytest.mark.parametrize("path", ["/api/queues/a%7Bb%7D", "/queues/a%7Bb%7D",
+                                  "/queues/%7D"])
+def test_an_invalid_queue_name_in_a_url_is_a_400(start_dashboard: Any, path: str) -> None:
+    d = start_dashboard()
+    status, body, _ = http("GET", d.url + path)
+    assert status == 400 and "invalid queue name" in body, (status, body)
+
+
+def test_an_invalid_queue_name_in_a_post_is_a_400(start_dashboard: Any, r: redis.Redis) -> None:
+    rmq.Queue(r, "ok").push("a", priority=1)
+    d = start_dashboard("--writable")
+    _, page, _ = http("GET", d.url + "/queues/ok")
+    status, body, _ = http("POST", d.url + "/queues/a%7Bb%7D/pause",
+                           {"csrf_token": csrf_token(page)}, {"Origin": d.url})
+    assert status == 400 and "invalid queue name" in body, (status, body)
+
+
+@pytest.mark.parametrize("command", ["dashboard", "exporter"])
+def test_a_scrape_serves_the_last_sample(start_dashboard: Any, r: redis.Redis,
+                                         command: str) -> None:
+    """With a sample an hour apart, scrapes read nothing from the server: RMQ.QUEUES and
+    RMQ.INFO are not called again, and every scrape gives the same sample."""
+    rmq.Queue(r, "s").push("a", "b", priority=1)
+    d = start_dashboard("--interval", 3600, command=command)
+    calls = r.info("commandstats")
+    first = scrape(d.url + "/metrics")
+    rmq.Queue(r, "s").push("c", priority=1)
+    for _ in range(3):
+        assert scrape(d.url + "/metrics") == first
+    after = r.info("commandstats")
+    for c in ("cmdstat_rmq.queues", "cmdstat_rmq.info"):
+        assert after[c]["calls"] == calls[c]["calls"], c
+    assert first[("rmq_queue_waiting", (("queue", "s"),))] == 2
+    taken = first[("rmq_dashboard_sample_time_seconds", ())]
+    assert abs(taken - float(r.time()[0])) < 3600

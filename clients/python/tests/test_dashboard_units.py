@@ -4,13 +4,14 @@ queue list's sorting, filtering and paging, and rates from counter deltas."""
 from __future__ import annotations
 
 import base64
+import gzip
 import time
 
 import pytest
 
 from rmq.dashboard import security, text
 from rmq.dashboard.sampler import Sampler, matches, row
-from rmq.dashboard.source import Snapshot, QueueRow
+from rmq.dashboard.source import QueueRow, Snapshot, info_dict, name_str
 
 
 def test_show_escapes_what_is_not_plain_text() -> None:
@@ -171,3 +172,123 @@ def test_listen_addresses() -> None:
     for bad in ("8080", ":8080", "host:", "host:http"):
         with pytest.raises(argparse.ArgumentTypeError):
             listen_address(bad)
+
+
+def test_labels_are_one_per_name_and_every_scrape_parses() -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from rmq.dashboard.metrics import exposition
+    names = [b"\xff\xfe", "\\xff\\xfe", "cr\rq", "nul\x00q", "lf\nq", "tab\tq", "\\", "\\\\",
+             "\u202egnp.exe", "plain", "é", b"\xc3", "\\xc3"]
+    labels = [text.label(n) for n in names]
+    assert len(set(labels)) == len(names)
+    assert labels[:2] == ["\\xff\\xfe", "\\\\xff\\\\xfe"] and labels[-4:-2] == ["plain", "é"]
+    queues = {name_str(n): {"waiting": i}
+              for i, n in enumerate(names)}
+    body = exposition(snap(1.0, queues, pushed=0)).decode()
+    got = {s.labels["queue"]: s.value for fam in text_string_to_metric_families(body)
+           for s in fam.samples if s.name == "rmq_queue_waiting"}
+    assert got == {label: i for i, label in enumerate(labels)}
+
+
+def test_times_past_year_9999_are_shown_as_ms() -> None:
+    assert text.ms_time(253402300799999) == "9999-12-31 23:59:59.999Z"
+    assert text.ms_time(2 ** 53) == f"{2 ** 53} ms after 1970 (past year 9999)"
+    assert text.ms_time(b"4.5e15") == "4500000000000000 ms after 1970 (past year 9999)"
+    assert text.ms_time(-2 ** 53) == f"{2 ** 53} ms before 1970 (before year 1)"
+    assert text.ms_time(None) == "–"
+
+
+def test_a_bad_queue_keeps_its_row_and_the_metrics() -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+    s = snap(5.0, {"good": {"waiting": 3}}, pushed=0)
+    s.queues["bad"] = QueueRow("bad", None, info_dict(None), "ResponseError: WRONGTYPE x")
+    sampler = Sampler(FakeSource(s), interval=2)
+    sampler.sample()
+    rows = {r["name"]: r for r in sampler.page()["queues"]}
+    assert rows["bad"]["error"] == "ResponseError: WRONGTYPE x" and rows["bad"]["waiting"] is None
+    assert rows["good"]["error"] is None and rows["good"]["waiting"] == 3
+    body, error = sampler.scrape()
+    assert error is None
+    samples = {(x.name, x.labels.get("queue")): x.value
+               for fam in text_string_to_metric_families(body.decode()) for x in fam.samples}
+    assert samples[("rmq_queue_waiting", "good")] == 3
+    assert samples[("rmq_queue_read_error", "bad")] == 1
+    assert ("rmq_queue_waiting", "bad") not in samples
+    assert samples[("rmq_dashboard_sample_time_seconds", None)] == 5.0
+
+
+def test_metrics_refuse_when_the_last_sample_failed() -> None:
+    """A scrape after a failed read is a 503 (Prometheus's `up` then says so), not the
+    older sample passed off as current."""
+    from rmq.dashboard.app import create_app
+
+    class Flaky:
+        def __init__(self) -> None:
+            self.fail = False
+
+        def snapshot(self) -> Snapshot:
+            if self.fail:
+                raise ConnectionError("server gone")
+            return snap(1.0, {"q": {"waiting": 1}}, pushed=0)
+    source = Flaky()
+    sampler = Sampler(source, interval=1)
+    sampler.sample()
+    client = create_app(source, sampler).test_client()
+    ok = client.get("/metrics", base_url="http://127.0.0.1/")
+    assert ok.status_code == 200 and b'rmq_queue_waiting{queue="q"} 1.0' in ok.data
+    assert "Content-Encoding" not in ok.headers
+    # as Prometheus asks for it: the same text, gzip-compressed
+    packed = client.get("/metrics", base_url="http://127.0.0.1/",
+                        headers={"Accept-Encoding": "gzip"})
+    assert packed.status_code == 200 and packed.headers["Content-Encoding"] == "gzip"
+    assert gzip.decompress(packed.data) == ok.data
+    source.fail = True
+    sampler.sample()
+    gone = client.get("/metrics", base_url="http://127.0.0.1/")
+    assert gone.status_code == 503 and b"ConnectionError: server gone" in gone.data
+    assert client.get("/metrics", base_url="http://127.0.0.1/").status_code == 503
+
+
+def test_a_queue_error_stays_with_its_queue_a_server_error_fails_the_read() -> None:
+    """WRONGTYPE (or NOPERM) is about one queue: its row keeps it. MOVED, CLUSTERDOWN or a
+    lost connection are about the server: the read fails, so that under Cluster the
+    primaries are learnt again, as before."""
+    import redis
+    from redis.exceptions import ClusterDownError, MovedError
+
+    from rmq.dashboard.source import Source
+
+    class Pipe:
+        def __init__(self, replies: list) -> None:
+            self.replies = replies
+
+        def execute_command(self, *args: object) -> None:
+            pass
+
+        def execute(self, raise_on_error: bool = True) -> list:
+            assert raise_on_error is False
+            return self.replies
+
+    class Client:
+        def __init__(self, replies: list) -> None:
+            self.replies = replies
+
+        def info(self, section: str) -> dict:
+            return {}
+
+        def execute_command(self, *args: object) -> list:
+            assert args[0] == "RMQ.QUEUES"
+            return [b"0", [b"a", b"b"]]
+
+        def pipeline(self, transaction: bool) -> Pipe:
+            return Pipe(self.replies)
+
+    wrong = redis.ResponseError("WRONGTYPE Operation against a key holding the wrong kind")
+    got = Source(Client([wrong, [b"waiting", 2]])).snapshot().queues
+    assert got["a"].error == f"ResponseError: {wrong}" and got["a"].info["waiting"] is None
+    assert got["b"].error is None and got["b"].info["waiting"] == 2
+    for server_error in (MovedError("3999 127.0.0.1:7001"), ClusterDownError("down"),
+                         redis.ConnectionError("gone")):
+        with pytest.raises(type(server_error)):
+            Source(Client([[b"waiting", 1], server_error])).snapshot()

@@ -8,12 +8,11 @@ from urllib.parse import urlencode
 
 import redis
 from flask import Flask, Response, abort, jsonify, redirect, render_template, request, url_for
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from . import security, text
-from .metrics import registry
 from .sampler import Sampler
-from .source import Source
+from .source import Source, valid_name
 
 PER_PAGE = 50
 MAX_PER_PAGE = 500
@@ -50,17 +49,17 @@ def _row_json(r: dict[str, Any]) -> dict[str, Any]:
             "url": url_for("queue_page", name=text.url_name(r["name"]))}
 
 
-def create_app(source: Source, sampler: Optional[Sampler], writable: bool = False,
+def create_app(source: Source, sampler: Sampler, writable: bool = False,
                auth: security.Auth = security.Auth(), listen_host: str = "127.0.0.1",
                metrics_only: bool = False) -> Flask:
     """The dashboard (or, with metrics_only, the exporter: /metrics alone)."""
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = 1 << 20
     csrf_token = secrets.token_urlsafe(32)
-    metrics_registry = registry(source)
 
     app.jinja_env.filters.update(show=text.show, plain=text.is_plain, hexdump=text.hexdump,
-                                 ms_time=text.ms_time, url_name=text.url_name)
+                                 ms_time=text.ms_time, url_name=text.url_name,
+                                 dash=lambda v: "–" if v is None else v)
     app.jinja_env.globals.update(writable=writable, csrf_token=csrf_token,
                                  policy_fields=POLICY_FORM_FIELDS)
 
@@ -93,11 +92,19 @@ def create_app(source: Source, sampler: Optional[Sampler], writable: bool = Fals
 
     @app.get("/metrics")
     def metrics() -> Response:
-        return Response(generate_latest(metrics_registry), mimetype=CONTENT_TYPE_LATEST)
+        compressed = "gzip" in request.accept_encodings
+        body, error = sampler.scrape(compressed)
+        if error is not None or body is None:
+            # a failed scrape is what tells Prometheus (`up`) that the servers went unread
+            return Response(f"reading the queues failed: {error}\n", 503,
+                            mimetype="text/plain")
+        resp = Response(body, mimetype=CONTENT_TYPE_LATEST, headers={"Vary": "Accept-Encoding"})
+        if compressed:
+            resp.headers["Content-Encoding"] = "gzip"
+        return resp
 
     if metrics_only:
         return app
-    assert sampler is not None
     app.jinja_env.globals.update(interval=sampler.interval)
 
     def list_args() -> dict[str, Any]:
@@ -128,7 +135,10 @@ def create_app(source: Source, sampler: Optional[Sampler], writable: bool = Fals
 
     def detail(name: str) -> dict[str, Any]:
         offset = _int_arg("dead_offset", 0, 0, 1 << 62)
-        return source.queue(name, dead_offset=offset, dead_count=DEAD_PER_PAGE)
+        try:
+            return source.queue(name, dead_offset=offset, dead_count=DEAD_PER_PAGE)
+        except ValueError as e:  # a name no queue can have
+            abort(400, str(e))
 
     @app.get("/api/queues/<path:name>")
     def api_queue(name: str) -> Response:
@@ -141,6 +151,8 @@ def create_app(source: Source, sampler: Optional[Sampler], writable: bool = Fals
 
     def act(name: str, *command: Any, done: str) -> Response:
         """Run one command on the queue and go back to its page with the outcome."""
+        if not valid_name(name):
+            abort(400, f"invalid queue name {name!r}: empty, or with {{ or }}")
         try:
             reply = source.client.execute_command(*command)
             outcome = {"msg": done.format(reply=reply)}

@@ -51,12 +51,13 @@ def add_commands(sub: Any) -> None:
         p.add_argument("--basic-auth-file", metavar="FILE",
                        help="a file holding user:password for HTTP basic auth (or set "
                             "RMQ_DASHBOARD_BASIC_AUTH)")
+        p.add_argument("--interval", type=float, default=2.0,
+                       help="seconds between two reads of every queue (default 2; at least "
+                            "4 times the last read's duration); pages and /metrics serve "
+                            "the last read")
         if name == "dashboard":
             p.add_argument("--writable", action="store_true",
                            help="allow replay, cancel, pause/resume and policy edits")
-            p.add_argument("--interval", type=float, default=2.0,
-                           help="seconds between two reads of every queue (default 2; at "
-                                "least 4 times the last read's duration)")
         p.set_defaults(run=run)
 
 
@@ -90,8 +91,7 @@ def run(args: argparse.Namespace) -> int:
             encoding_errors="surrogateescape")
         client.ping()  # a wrong address or password stops it here, said plainly
         source = Source(client)
-        if args.command == "dashboard":
-            sampler = Sampler(source, interval=args.interval).start()
+        sampler = Sampler(source, interval=args.interval).start()
         app = create_app(source, sampler, writable=writable, auth=auth, listen_host=host,
                          metrics_only=args.command == "exporter")
         shown = f"[{host}]" if ":" in host else host

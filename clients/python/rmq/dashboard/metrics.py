@@ -1,14 +1,16 @@
-"""Prometheus metrics: a custom prometheus_client collector that reads a fresh Snapshot on
-every scrape (so a scrape shows the counters as they are, not as the last sample was)."""
+"""Prometheus metrics of a Snapshot, rendered once per sample by the Sampler's thread: a
+scrape serves the last sample's text and costs the Redis servers nothing."""
 
 from __future__ import annotations
 
 from typing import Any, Iterator, Optional
 
+from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import CollectorRegistry
 
-from .source import Snapshot, Source
+from .source import Snapshot
+from .text import label
 
 #: Per-queue gauges: (metric, RMQ.INFO field, scale, help).
 QUEUE_GAUGES = (
@@ -32,19 +34,25 @@ SERVER_COUNTERS = ("pushed", "merged", "popped", "acked", "nacked", "expired", "
                    "schedule_skipped")
 
 
-class QueueCollector:
-    """Collects every queue's metrics and each server's INFO rmq; labels `queue`, and `node`
-    (host:port of the primary) under Cluster."""
+class SnapshotCollector:
+    """Collects one Snapshot's metrics: every queue's and each server's INFO rmq; labels
+    `queue`, and `node` (host:port of the primary) under Cluster."""
 
-    def __init__(self, source: Source) -> None:
-        self.source = source
+    def __init__(self, snap: Snapshot) -> None:
+        self.snap = snap
 
     def describe(self) -> list[Metric]:
-        # No scrape at registration time: the servers are read on collect() only.
         return []
 
     def collect(self) -> Iterator[Metric]:
-        return iter(metrics(self.source.snapshot()))
+        return iter(metrics(self.snap))
+
+
+def exposition(snap: Snapshot) -> bytes:
+    """The snapshot in Prometheus's text format, as a scrape serves it."""
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(SnapshotCollector(snap))
+    return generate_latest(reg)
 
 
 def metrics(snap: Snapshot) -> list[Metric]:
@@ -66,12 +74,23 @@ def metrics(snap: Snapshot) -> list[Metric]:
             if isinstance(v, int):  # nil past `stats-queues`: no sample
                 c.add_metric(_labels(q.name, q.node, cluster), v)
         out.append(c)
+    failed = GaugeMetricFamily("rmq_queue_read_error",
+                               "1 when the queue's server refused its RMQ.INFO (a key of the "
+                               "wrong type); its other metrics are then missing",
+                               labels=qlabels)
+    for q in snap.queues.values():
+        if q.error is not None:
+            failed.add_metric(_labels(q.name, q.node, cluster), 1)
+    out.append(failed)
+    out.append(GaugeMetricFamily("rmq_dashboard_sample_time_seconds",
+                                 "When the servers were read for these metrics (Unix time)",
+                                 value=snap.taken))
     out += _server_metrics(snap.servers, cluster)
     return out
 
 
 def _labels(queue: str, node: Optional[str], cluster: bool) -> list[str]:
-    shown = queue.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    shown = label(queue)
     return [shown, node or ""] if cluster else [shown]
 
 
@@ -90,8 +109,3 @@ def _server_metrics(servers: dict[Optional[str], dict[str, Any]], cluster: bool)
             families[name].add_metric([node or ""] if cluster else [], value)
     return list(families.values())
 
-
-def registry(source: Source) -> CollectorRegistry:
-    reg = CollectorRegistry(auto_describe=False)
-    reg.register(QueueCollector(source))
-    return reg

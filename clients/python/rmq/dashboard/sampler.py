@@ -1,17 +1,19 @@
 """A background thread that reads a Snapshot every `interval` seconds and keeps what the
 pages show: each queue's row with its rates (from the counters' deltas between the last two
-snapshots) and the totals of the last minutes for the charts."""
+snapshots), the totals of the last minutes for the charts, and the /metrics text."""
 
 from __future__ import annotations
 
 import fnmatch
+import gzip
 import logging
 import threading
 import time
 from collections import deque
 from typing import Any, Optional
 
-from .source import Snapshot, Source
+from .metrics import exposition
+from .source import Snapshot, Source, error_text
 from .text import show
 
 log = logging.getLogger("rmq.dashboard")
@@ -37,10 +39,11 @@ def _rate(now: Optional[int], before: Optional[int], seconds: float) -> Optional
 
 
 def row(name: str, node: Optional[str], info: dict[str, Any],
-        before: Optional[dict[str, Any]], seconds: float) -> dict[str, Any]:
-    """A queue's line in the list: its INFO fields, its rates and its name as shown (what
-    the filter matches)."""
-    out = {"name": name, "label": show(name), "node": node, **info}
+        before: Optional[dict[str, Any]], seconds: float,
+        error: Optional[str] = None) -> dict[str, Any]:
+    """A queue's line in the list: its INFO fields, its rates, its name as shown (what
+    the filter matches) and the error its server gave instead of its INFO, if any."""
+    out = {"name": name, "label": show(name), "node": node, **info, "error": error}
     for column, counter in RATES:
         out[column] = _rate(info.get(counter), (before or {}).get(counter), seconds)
     return out
@@ -70,6 +73,8 @@ class Sampler:
         self.rows: list[dict[str, Any]] = []
         self.taken: Optional[float] = None
         self.error: Optional[str] = None
+        self.metrics: Optional[bytes] = None
+        self.metrics_gzip: Optional[bytes] = None
         self._last: Optional[Snapshot] = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -79,21 +84,22 @@ class Sampler:
         """Read one snapshot and fold it in; an error is kept for the page to show."""
         start = time.monotonic()
         try:
-            snap = self.source.snapshot()
+            self._fold(self.source.snapshot())
         except Exception as e:  # shown on the page; the next sample tries again
             log.warning("reading the queues failed: %s", e)
             with self._lock:
-                self.error = f"{type(e).__name__}: {e}"
-            return
+                self.error = error_text(e)
         finally:
-            # reading stays a bounded share of this process's and the servers' time, however
-            # many queues there are
+            # reading and rendering stay a bounded share of this process's and the servers'
+            # time, however many queues there are
             self.pause = max(self.interval, BUSY_FACTOR * (time.monotonic() - start))
+
+    def _fold(self, snap: Snapshot) -> None:
         prev = self._last
         seconds = snap.taken - prev.taken if prev else 0.0
         rows = [row(q.name, q.node, q.info,
                     prev.queues[q.name].info if prev and q.name in prev.queues else None,
-                    seconds)
+                    seconds, q.error)
                 for q in snap.queues.values()]
         point: dict[str, Any] = {"t": snap.taken}
         for series, field in THROUGHPUT:
@@ -101,11 +107,17 @@ class Sampler:
                 _sum(snap.servers, field), _sum(prev.servers, field), seconds)
         for series in BACKLOG:
             point[series] = sum(q.info.get(series) or 0 for q in snap.queues.values())
+        text = exposition(snap)
+        # compressed once here, not per scrape: Prometheus asks for gzip, and a text a tenth
+        # the size is sent in a tenth of the writes, each of which may wait for this thread
+        packed = gzip.compress(text, compresslevel=1, mtime=0)
         with self._lock:
             self._last = snap
             self.rows = rows
             self.taken = snap.taken
             self.error = None
+            self.metrics = text
+            self.metrics_gzip = packed
             self.history.append(point)
 
     def start(self) -> "Sampler":
@@ -142,6 +154,12 @@ class Sampler:
                 "all": len(rows), "page": page, "pages": pages, "per_page": per_page,
                 "sort": sort, "desc": desc, "match": match, "taken": taken, "error": error,
                 "totals": totals}
+
+    def scrape(self, compressed: bool = False) -> tuple[Optional[bytes], Optional[str]]:
+        """The last sample's /metrics text (gzip-compressed if asked), and the last sample's
+        error (the text is then older than one interval)."""
+        with self._lock:
+            return (self.metrics_gzip if compressed else self.metrics), self.error
 
     def series(self) -> dict[str, list]:
         """The charts' data, one list per series, aligned on `t` (Unix s)."""

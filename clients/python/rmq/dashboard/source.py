@@ -8,12 +8,20 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import redis
+from redis.exceptions import (AskError, ClusterDownError, MasterDownError, MovedError,
+                              TryAgainError)
 
 from .._util import Client, as_dict, is_cluster
 
 #: RMQ.QUEUES per call (a hint to the server) and RMQ.INFO per pipeline round trip.
 SCAN_COUNT = 1000
 INFO_BATCH = 1000
+
+#: Errors about the server rather than the queue: a reply with one of them fails the whole
+#: read (under Cluster the primaries are then learnt again), where any other error, such as
+#: WRONGTYPE from a queue key of another type, stays with its queue.
+SERVER_ERRORS = (redis.ConnectionError, redis.TimeoutError, MovedError, AskError,
+                 ClusterDownError, TryAgainError, MasterDownError)
 
 #: RMQ.INFO's per-queue counters (SPEC v3), the same names as INFO rmq's (`died`: `dead`).
 QUEUE_COUNTERS = ("pushed", "merged", "popped", "acked", "nacked", "expired", "died",
@@ -24,8 +32,8 @@ INFO_FIELDS = ("kind", "waiting", "ready", "inflight", "dead", "next_due", "next
 
 
 def info_dict(reply: Any) -> dict[str, Any]:
-    """An RMQ.INFO reply with every field of INFO_FIELDS present."""
-    return {**dict.fromkeys(INFO_FIELDS), **as_dict(reply)}
+    """An RMQ.INFO reply with every field of INFO_FIELDS present (all None for no reply)."""
+    return {**dict.fromkeys(INFO_FIELDS), **as_dict(reply or ())}
 
 
 @dataclass
@@ -37,9 +45,11 @@ class Node:
 
 @dataclass
 class QueueRow:
+    """One queue's RMQ.INFO, or (info all None) the error its server gave for it."""
     name: str
     node: Optional[str]
     info: dict[str, Any]
+    error: Optional[str] = None
 
 
 @dataclass
@@ -89,8 +99,13 @@ class Source:
                 pipe = node.client.pipeline(transaction=False)
                 for n in chunk:
                     pipe.execute_command("RMQ.INFO", n)
-                for n, reply in zip(chunk, pipe.execute()):
-                    queues[n] = QueueRow(n, node.label, info_dict(reply))
+                # one queue whose keys hold a wrong type fails alone, not the whole sample
+                for n, reply in zip(chunk, pipe.execute(raise_on_error=False)):
+                    if isinstance(reply, SERVER_ERRORS):
+                        raise reply
+                    queues[n] = (QueueRow(n, node.label, info_dict(None), error_text(reply))
+                                 if isinstance(reply, Exception)
+                                 else QueueRow(n, node.label, info_dict(reply)))
         return Snapshot(taken, queues, servers)
 
     def has_schedules(self) -> bool:
@@ -106,7 +121,19 @@ class Source:
     def queue(self, name: str, dead_offset: int = 0, dead_count: int = 50,
               pending_count: int = 100, waiting_count: int = 20) -> dict[str, Any]:
         """One queue's INFO, policy, in-flight deliveries, a page of its dead letters
-        (oldest death first), the first waiting messages of its store and its schedules."""
+        (oldest death first), the first waiting messages of its store and its schedules.
+        A part its server refuses (a key of the wrong type) is left empty and its error
+        listed in `errors`, so the rest still shows."""
+        if not valid_name(name):
+            raise ValueError(f"invalid queue name {name!r}: empty, or with {{ or }}")
+        errors: list[str] = []
+
+        def part(command: str, reply: Any, empty: Any) -> Any:
+            if isinstance(reply, Exception):
+                errors.append(f"{command}: {error_text(reply)}")
+                return empty
+            return reply
+
         pipe = self.client.pipeline(transaction=False)
         pipe.execute_command("RMQ.INFO", name)
         pipe.execute_command("RMQ.POLICY", name, "GET")
@@ -114,15 +141,23 @@ class Source:
         pipe.execute_command("ZCARD", f"dead{{{name}}}")
         pipe.execute_command("ZRANGE", f"dead{{{name}}}", dead_offset,
                              dead_offset + dead_count - 1, "WITHSCORES")
-        info_r, policy_r, pending_r, dead_total, dead_r = pipe.execute()
+        info_r, policy_r, pending_r, dead_total, dead_r = (
+            part(c, reply, empty) for c, reply, empty in zip(
+                ("RMQ.INFO", "RMQ.POLICY", "RMQ.PENDING", "ZCARD dead", "ZRANGE dead"),
+                pipe.execute(raise_on_error=False), (None, (), None, 0, ())))
         info = info_dict(info_r)
         order = ("ZREVRANGE" if info.get("kind") == "priority" else "ZRANGE")
-        waiting_r = self.client.execute_command(order, name, 0, waiting_count - 1, "WITHSCORES")
-        schedules = None
+        pipe = self.client.pipeline(transaction=False)
+        pipe.execute_command(order, name, 0, waiting_count - 1, "WITHSCORES")
         if self.has_schedules():
+            pipe.execute_command("RMQ.SCHEDULE", name, "LIST")
+        waiting_r, *schedules_r = pipe.execute(raise_on_error=False)
+        waiting_r = part(order, waiting_r, ())
+        schedules = None
+        if schedules_r:
             schedules = [{"name": n, "spec": s, "next": nx, "fired": f, "last": last}
                          for n, s, nx, f, last in
-                         self.client.execute_command("RMQ.SCHEDULE", name, "LIST") or ()]
+                         part("RMQ.SCHEDULE LIST", schedules_r[0], None) or ()]
         return {
             "name": name,
             "info": info,
@@ -133,7 +168,17 @@ class Source:
                      "items": [{"message": m, "died": int(s)} for m, s in dead_r]},
             "waiting": [{"message": m, "score": s} for m, s in waiting_r],
             "schedules": schedules,
+            "errors": errors,
         }
+
+
+def valid_name(name: str) -> bool:
+    """A queue name as SPEC allows it: non-empty, without { or }."""
+    return bool(name) and "{" not in name and "}" not in name
+
+
+def error_text(e: Exception) -> str:
+    return f"{type(e).__name__}: {e}"
 
 
 def name_str(name: Any) -> str:

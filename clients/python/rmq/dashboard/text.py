@@ -37,6 +37,28 @@ def show(value: Any) -> str:
     return pattern.sub(lambda m: _escape(m.group()), text)
 
 
+#: What a Prometheus label escapes: the backslash itself (so that an escape in the label
+#: always stands for the byte or character it names), bytes that are not UTF-8 (surrogates
+#: after decoding), and what show() escapes, CR and NUL included (prometheus_client would
+#: write them raw and its own parser refuse the scrape).
+_LABEL_ESCAPE = re.compile(rf"[\\\udc80-\udcff\x00-\x0a{_UNSEEN}]")
+
+
+def label(value: Any) -> str:
+    """A queue name as a Prometheus label: readable, and one label per name (b"\\xff" and
+    the four characters `\\xff` differ: the latter's backslash is doubled)."""
+    text = as_bytes(value).decode("utf-8", "surrogateescape")
+    return _LABEL_ESCAPE.sub(lambda m: _label_escape(m.group()), text)
+
+
+def _label_escape(ch: str) -> str:
+    if ch == "\\":
+        return "\\\\"
+    if "\udc80" <= ch <= "\udcff":
+        return f"\\x{ord(ch) - 0xdc00:02x}"
+    return _escape(ch)
+
+
 def _escape(ch: str) -> str:
     code = ord(ch)
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
@@ -69,8 +91,18 @@ def message_json(value: Any) -> dict[str, Any]:
 
 
 def ms_time(ms: Optional[Any]) -> str:
-    """A Unix-ms time as ISO 8601 UTC (to the millisecond)."""
+    """A Unix-ms time as ISO 8601 UTC (to the millisecond); one past what datetime can
+    show (the module takes times up to 2^53 ms, year 287396) as its number of ms."""
     if ms is None or ms == b"":
         return "–"
-    t = dt.datetime.fromtimestamp(int(float(ms)) / 1000, tz=dt.timezone.utc)
+    value = int(float(ms))
+    try:
+        t = EPOCH + dt.timedelta(milliseconds=value)
+    except OverflowError:
+        if value > 0:
+            return f"{value} ms after 1970 (past year 9999)"
+        return f"{-value} ms before 1970 (before year 1)"
     return t.strftime("%Y-%m-%d %H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+
+
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
