@@ -4,6 +4,7 @@
 //! through the panic guard.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::OnceLock;
 
 use redis_module::raw::{self, RedisModuleCtx, RedisModuleString};
@@ -97,6 +98,9 @@ pub fn subscribe_config(ctx: Ctx, f: ConfigFn) -> bool {
 pub type KeyEventFn = fn(Ctx, &[u8], &RStr);
 static KEY_EVENTS: OnceLock<KeyEventFn> = OnceLock::new();
 
+/// The database MOVE's `move_from` came from, for its `move_to` (-1: none pending).
+static MOVE_SOURCE: AtomicI32 = AtomicI32::new(-1);
+
 extern "C" fn on_key_event(ctx: *mut RedisModuleCtx, _type: c_int, event: *const c_char, key: *mut RedisModuleString) -> c_int {
     if event.is_null() || key.is_null() {
         return 0;
@@ -104,7 +108,22 @@ extern "C" fn on_key_event(ctx: *mut RedisModuleCtx, _type: c_int, event: *const
     if let Some(f) = KEY_EVENTS.get() {
         // SAFETY: Redis passes a NUL-terminated event name and a live key name.
         let (event, key) = unsafe { (CStr::from_ptr(event).to_bytes(), RStr::retain(key)) };
-        guard((), || f(Ctx::new(ctx), event, &key));
+        let ctx = Ctx::new(ctx);
+        if event == b"move_from" {
+            MOVE_SOURCE.store(ctx.db(), Ordering::Relaxed);
+        }
+        guard((), || f(ctx, event, &key));
+        // Valkey 8.x (before valkey#4024) calls this on the client running the command,
+        // having selected the event's database on it, and never selects back: after MOVE
+        // the user's connection would be left on the destination database. MOVE's
+        // `move_from` (on the source database) comes first, so go back there. Elsewhere
+        // the context's client is a temporary one (or the server restores it): harmless.
+        if event == b"move_to" {
+            let source = MOVE_SOURCE.swap(-1, Ordering::Relaxed);
+            if source >= 0 {
+                ctx.select_db(source);
+            }
+        }
     }
     0
 }
