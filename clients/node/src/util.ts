@@ -46,6 +46,22 @@ export function int(name: string, value: unknown, low: number, high: number): nu
   return value;
 }
 
+/** An options object checked as Python checks keyword arguments: `undefined` is no
+ * options, anything but a plain object is a TypeError, and so is an unknown name (a typo
+ * such as `concurency` would otherwise be silently ignored). */
+export function options<T extends object>(what: string, opts: unknown, known: readonly string[]): T {
+  if (opts === undefined) return {} as T;
+  if (opts === null || typeof opts !== "object" || Array.isArray(opts)) {
+    throw new TypeError(`${what} options must be an object, got ${Array.isArray(opts) ? "an array" : String(opts)}`);
+  }
+  const unknown = Object.keys(opts).filter((k) => !known.includes(k));
+  if (unknown.length) {
+    throw new TypeError(`unknown ${what} option${unknown.length > 1 ? "s" : ""} ${unknown.join(", ")} `
+      + `(known: ${known.join(", ")})`);
+  }
+  return opts as T;
+}
+
 export function checkQueueName(name: unknown): string {
   if (typeof name !== "string" || !name || name.includes("{") || name.includes("}")) {
     throw new TypeError(`a queue name is a non-empty string without '{' or '}', got ${String(name)}`);

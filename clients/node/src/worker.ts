@@ -4,7 +4,9 @@ import { EventEmitter } from "events";
 import { Cluster, Redis, RedisOptions } from "ioredis";
 import { Dead, Message } from "./message";
 import { Queue, Topic } from "./queues";
-import { Client, MAX_COUNT, MAX_MS, int, isCluster, isUnknownCommand, retrying, send, sleep } from "./util";
+import {
+  Client, MAX_COUNT, MAX_MS, int, isCluster, isUnknownCommand, options, retrying, send, sleep,
+} from "./util";
 
 export type Handler = (msg: Message) => unknown;
 
@@ -25,6 +27,10 @@ export interface WorkerOptions {
   /** stop gracefully on SIGINT and SIGTERM while run() runs (default true) */
   handleSignals?: boolean;
 }
+
+const WORKER_OPTIONS = [
+  "concurrency", "leaseMs", "maxRuntimeMs", "graceMs", "blockMs", "quantum", "handleSignals",
+];
 
 /** Counters since the worker started. */
 export interface WorkerStats {
@@ -144,6 +150,7 @@ export class Worker extends EventEmitter {
       throw new TypeError("source must be a Queue or a Topic");
     }
     if (typeof handler !== "function") throw new TypeError("handler must be a function");
+    opts = options("Worker", opts, WORKER_OPTIONS);
     this.concurrency = int("concurrency", opts.concurrency ?? 8, 1, MAX_COUNT);
     this.leaseMs = int("leaseMs", opts.leaseMs ?? 30_000, 1, MAX_MS);
     this.blockMs = int("blockMs", opts.blockMs ?? 1000, 1, MAX_MS);
@@ -154,6 +161,9 @@ export class Worker extends EventEmitter {
       this.quantum = int("quantum", opts.quantum, 1, MAX_COUNT);
     }
     this.handleSignals = opts.handleSignals ?? true;
+    if (typeof this.handleSignals !== "boolean") {
+      throw new TypeError(`handleSignals must be a boolean, got ${String(opts.handleSignals)}`);
+    }
     const timeout = redisOptions(source.client).commandTimeout;
     if (timeout !== undefined && timeout <= this.blockMs) {
       throw new RangeError(`the client's commandTimeout (${timeout} ms) must be longer than blockMs `
@@ -496,7 +506,7 @@ export class Worker extends EventEmitter {
 
   private report(error: Error): void {
     if (this.listenerCount("error")) this.emit("error", error);
-    else console.error(`rmq-client worker: ${error.message}`);
+    else console.error(`rmq-redis-module worker: ${error.message}`);
   }
 }
 

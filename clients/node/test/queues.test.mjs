@@ -41,6 +41,80 @@ test("bad arguments throw before anything is sent", async () => {
   assert.equal(await redis.exists("bad"), 0);
 });
 
+test("a push without options throws the no-mode TypeError before anything is sent", async () => {
+  // It was "Cannot read properties of undefined (reading 'range')".
+  const q = new Queue(redis, "opts-q");
+  const t = new Topic(redis, "opts-t", 4);
+  await assert.rejects(q.push(["a"]), { name: "TypeError", message: /^a push needs exactly one of range, priority, at, delay \(got none\)$/ });
+  await assert.rejects(t.push(["a"]), { name: "TypeError", message: /^a push needs exactly one of range, priority, at, delay \(got none\)$/ });
+  await assert.rejects(q.push(["a"], null), { name: "TypeError", message: /push options must be an object, got null/ });
+  assert.equal(await redis.exists("opts-q", "opts-t_0", "opts-t_1", "opts-t_2", "opts-t_3"), 0);
+});
+
+test("a schedule without a mode names only the modes a schedule takes (not at)", async () => {
+  const q = new Queue(redis, "opts-s");
+  const t = new Topic(redis, "opts-st", 4);
+  await assert.rejects(q.schedule("s", "m", { every: 1000 }), { name: "TypeError", message: /^a schedule needs exactly one of range, priority, delay \(got none\)$/ });
+  await assert.rejects(t.schedule("s", "m", { every: 1000 }), { name: "TypeError", message: /^a schedule needs exactly one of range, priority, delay \(got none\)$/ });
+  await assert.rejects(q.schedule("s", "m", { every: 1000, at: 2e12 }), { name: "TypeError", message: /unknown schedule option at/ });
+  await assert.rejects(q.schedule("s", "m", { every: 1000, delay: 0, start: 5 }), RangeError, "START before 2000 is refused by the server too");
+  assert.deepEqual(await q.schedules(), []);
+  assert.deepEqual(await t.schedules(), []);
+});
+
+test("unknown options of push, pop, schedule and nack are refused (as Python refuses an unknown keyword)", async () => {
+  const q = new Queue(redis, "opts-u");
+  await assert.rejects(q.push(["a"], { delay: 0, gruop: "g" }), { name: "TypeError", message: /^unknown push option gruop \(known: range, priority, at, delay, group\)$/ });
+  await assert.rejects(q.push(["a"], { delay: 0, basis: "b" }), { name: "TypeError", message: /unknown push option basis/ });
+  await assert.rejects(q.pop({ cuont: 5 }), { name: "TypeError", message: /unknown pop option cuont/ });
+  await assert.rejects(q.pop({ quantum: 2 }), { name: "TypeError", message: /unknown pop option quantum/ });
+  await assert.rejects(q.schedule("s", "m", { every: 1000, delay: 0, basis: "b" }), { name: "TypeError", message: /unknown schedule option basis/ });
+  assert.equal(await redis.exists("opts-u"), 0);
+  await q.push(["a"], { delay: 0 });
+  const [m] = await q.pop({ leaseMs: 5000 });
+  await assert.rejects(m.nack({ delay: 5 }), { name: "TypeError", message: /^unknown nack option delay \(known: delayMs, dead\)$/ });
+  assert.equal(await m.nack({ delayMs: 0 }), "requeued", "a refused nack leaves the message unsettled");
+});
+
+test("Topic.info takes the largest lag_ms over the slots, as Python's Topic.info does", async () => {
+  const t = new Topic(redis, "lagging", 8);
+  const [oldBasis, newBasis] = ["basis-a", "basis-b"];
+  assert.notEqual(t.queueFor(oldBasis), t.queueFor(newBasis));
+  const [sec] = await redis.time();
+  const now = Number(sec) * 1000;
+  await t.push(["late"], { at: now - 100_000, basis: oldBasis });
+  await t.push(["later"], { at: now - 60_000, basis: newBasis });
+  const perQueue = await t.infoByQueue();
+  const info = await t.info();
+  assert.ok(perQueue[t.queueFor(oldBasis)].lag_ms >= 100_000);
+  // The largest lag (about 100 s, read a generous 30 s later at most), not the sum (160 s).
+  assert.ok(info.lag_ms >= 100_000 && info.lag_ms < 130_000, `lag_ms ${info.lag_ms}`);
+  assert.equal(info.waiting, 2);
+  assert.equal(info.next_due, now - 100_000);
+  assert.deepEqual(info.kinds, ["fixed"]);
+});
+
+test("Topic.info sums RMQ.INFO replies as Python's sum_info does (its test vector)", async () => {
+  // The replies of clients/python/tests/test_client.py's test_sum_info_of_maps, plus a
+  // fourth queue lagging 10 ms (so that adding lags up and taking the largest differ).
+  const infos = [
+    { kind: "priority", waiting: 2, ready: 2, inflight: 1, dead: 0, next_due: null, next_expiry: 500, lag_ms: null, paused: 1 },
+    { kind: null, waiting: 0, ready: 0, inflight: 0, dead: 0, next_due: null, next_expiry: null, lag_ms: 0, paused: 0 },
+    { kind: "range", waiting: 3, ready: 1, inflight: 2, dead: 4, next_due: 70, next_expiry: 400, lag_ms: 25, paused: 1 },
+    { kind: "range", waiting: 0, ready: 0, inflight: 0, dead: 0, next_due: null, next_expiry: null, lag_ms: 10, paused: 0 },
+  ];
+  const fake = {
+    sendCommand: async (cmd) => {
+      assert.equal(cmd.name, "RMQ.INFO");
+      return Object.entries(infos[Number(String(cmd.args[0]).split("_").pop())]).flat();
+    },
+  };
+  assert.deepEqual(await new Topic(fake, "v", 4).info(), {
+    kinds: ["priority", "range"], waiting: 5, ready: 3, inflight: 3, dead: 4, next_due: 70,
+    next_expiry: 400, lag_ms: 25, paused: 2,
+  });
+});
+
 test("push, pop, ack and nack with binary bodies", async () => {
   const q = new Queue(redis, "bin");
   const bodies = [Buffer.from([0, 1, 2, 255]), Buffer.from("\r\n$3\r\n"), "plain", Buffer.from([0xc3, 0x28])];

@@ -178,6 +178,16 @@ test("quantum is sent to RMQ.TPOP only when set", async () => {
   assert.throws(() => new Worker(new Queue(redis, "q"), () => {}, { quantum: 2 }), /Topic/);
 });
 
+test("unknown Worker options are refused, not silently ignored (as Python's Worker refuses them)", () => {
+  const q = new Queue(redis, "opts");
+  assert.throws(() => new Worker(q, () => {}, { concurency: 4 }),
+    { name: "TypeError", message: /unknown Worker option concurency \(known: concurrency, / });
+  assert.throws(() => new Worker(q, () => {}, { concurrency: 4, lease: 1000, block: 5 }),
+    { name: "TypeError", message: /unknown Worker options lease, block/ });
+  assert.throws(() => new Worker(q, () => {}, { handleSignals: "no" }), /handleSignals must be a boolean/);
+  assert.throws(() => new Worker(q, () => {}, 4), /Worker options must be an object/);
+});
+
 test("bad options and misuse throw", async () => {
   const q = new Queue(redis, "opts");
   assert.throws(() => new Worker(q, () => {}, { concurrency: 0 }), RangeError);
