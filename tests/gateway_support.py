@@ -27,8 +27,8 @@ def gateway_path():
 
 
 class Gateway:
-    def __init__(self, server, credentials=None, extra=(), listen=None):
-        self.server = server
+    def __init__(self, server, credentials=None, extra=(), listen=None, redis_url=None):
+        self.redis_url = redis_url or f"redis://{server.addr}"
         self.credentials = credentials
         self.extra = [str(a) for a in extra]
         self.listen = listen
@@ -39,7 +39,7 @@ class Gateway:
 
     def argv(self):
         argv = [gateway_path(), "--listen", self.listen or f"127.0.0.1:{self.port}",
-                "--redis", f"redis://{self.server.addr}"]
+                "--redis", self.redis_url]
         if self.credentials is not None:
             path = os.path.join(self.dir, "credentials")
             with open(path, "w") as f:
