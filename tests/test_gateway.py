@@ -387,3 +387,66 @@ def test_unsupported_and_malformed(gw, sqs):
         text = h.read().decode()
     assert 'rmq_gateway_requests_total{action="ListQueues",outcome="ok"}' in text
     assert "rmq_gateway_long_polls 0" in text
+
+
+def test_redrive_to_a_dead_letter_queue(r, sqs):
+    dlq = sqs.create_queue(QueueName="dlq")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    url = sqs.create_queue(QueueName="src", Attributes={
+        "RedrivePolicy": f'{{"deadLetterTargetArn": "{arn}", "maxReceiveCount": "2"}}'})["QueueUrl"]
+    policy = dict(zip(*[iter(r.execute_command("RMQ.POLICY", "src", "GET"))] * 2))
+    assert policy[b"retries"] == 1
+    assert sqs.list_dead_letter_source_queues(QueueUrl=dlq)["queueUrls"] == [url]
+    sent = sqs.send_message(QueueUrl=url, MessageBody="doomed",
+                            MessageAttributes={"k": {"DataType": "String", "StringValue": "v"}})
+    for n in (1, 2):
+        m = sqs.receive_message(QueueUrl=url, VisibilityTimeout=1, WaitTimeSeconds=20,
+                                AttributeNames=["ApproximateReceiveCount"])["Messages"][0]
+        assert m["Attributes"]["ApproximateReceiveCount"] == str(n)
+    # The second delivery's lease runs out: the message dies and moves to the target.
+    got = sqs.receive_message(QueueUrl=dlq, WaitTimeSeconds=20, MessageAttributeNames=["All"],
+                              AttributeNames=["ApproximateReceiveCount"])["Messages"]
+    assert [(m["Body"], m["MessageId"], m["Attributes"]["ApproximateReceiveCount"]) for m in got] == \
+        [("doomed", sent["MessageId"], "1")]
+    assert got[0]["MessageAttributes"]["k"]["StringValue"] == "v"
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+    assert r.zcard("dead{src}") == 0 and r.hlen("rmqgw:mv{src}") == 0
+    # Without a redrive policy a queue redelivers (RMQ's largest retries).
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"RedrivePolicy": ""})
+    policy = dict(zip(*[iter(r.execute_command("RMQ.POLICY", "src", "GET"))] * 2))
+    assert policy[b"retries"] == 1000
+    assert sqs.list_dead_letter_source_queues(QueueUrl=dlq)["queueUrls"] == []
+    with pytest.raises(ClientError) as e:
+        sqs.set_queue_attributes(QueueUrl=url, Attributes={"RedrivePolicy": '{"deadLetterTargetArn": "arn:aws:sqs:us-east-1:000000000000:nope", "maxReceiveCount": 1}'})
+    assert code(e) == "InvalidParameterValue"
+    with pytest.raises(ClientError) as e:
+        sqs.set_queue_attributes(QueueUrl=url, Attributes={"RedrivePolicy": '{"maxReceiveCount": 1}'})
+    assert code(e) == "InvalidAttributeValue"
+
+
+def test_redrive_timing_and_interrupted_moves(r, sqs):
+    dlq = sqs.create_queue(QueueName="dlq")["QueueUrl"]
+    url = sqs.create_queue(QueueName="src", Attributes={
+        "RedrivePolicy": '{"deadLetterTargetArn": "arn:aws:sqs:us-east-1:000000000000:dlq", "maxReceiveCount": 1}'})["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="m")
+    sqs.receive_message(QueueUrl=url, VisibilityTimeout=1)
+    # Died (server clock) -> in the target: measured from its death time in dead{src}.
+    died = None
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and r.zcard("dlq") == 0:
+        d = r.zrange("dead{src}", 0, 0, withscores=True)
+        if d:
+            died = d[0][1]
+        time.sleep(0.01)
+    arrived = server_ms(r)
+    assert r.zcard("dlq") == 1
+    if died is not None:
+        assert arrived - died <= 1500
+    # A claim left by a gateway that stopped mid-move is taken again (after 10 s) and the
+    # push merges with a copy already there: one message in the target.
+    raw = r.zrange("dlq", 0, 0)[0]
+    r.hset("rmqgw:mv{src}", raw, server_ms(r) - 60000)
+    wait_until = time.monotonic() + 20
+    while time.monotonic() < wait_until and r.hlen("rmqgw:mv{src}"):
+        time.sleep(0.05)
+    assert r.hlen("rmqgw:mv{src}") == 0 and r.zcard("dlq") == 1

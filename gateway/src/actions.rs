@@ -39,6 +39,7 @@ pub async fn dispatch(gw: &Gateway, caller: &Caller, action: &str, input: &Value
         "DeleteMessageBatch" => delete_message_batch(caller, input).await,
         "ChangeMessageVisibility" => change_visibility(caller, input).await,
         "ChangeMessageVisibilityBatch" => change_visibility_batch(caller, input).await,
+        "ListDeadLetterSourceQueues" => list_dead_letter_source_queues(gw, caller, input).await,
         "TagQueue" => tag_queue(caller, input).await,
         "UntagQueue" => untag_queue(caller, input).await,
         "ListQueueTags" => list_queue_tags(caller, input).await,
@@ -178,7 +179,8 @@ fn check_attributes(attrs: &BTreeMap<String, String>, fifo: bool, creating: bool
             ("FifoQueue", _) => creating && ((v == "true") == fifo) && (v == "true" || v == "false"),
             ("ContentBasedDeduplication", _) => fifo && (v == "true" || v == "false"),
             ("DeduplicationScope" | "FifoThroughputLimit", _) => fifo,
-            ("Policy" | "KmsMasterKeyId" | "KmsDataKeyReusePeriodSeconds" | "SqsManagedSseEnabled", _) => true,
+            ("RedrivePolicy", _) => crate::redrive::parse(v).map(|_| true)?,
+            ("Policy" | "RedriveAllowPolicy" | "KmsMasterKeyId" | "KmsDataKeyReusePeriodSeconds" | "SqsManagedSseEnabled", _) => true,
             _ => return Err(SqsError::invalid_attribute_name(format!("Unknown Attribute {k}."))),
         };
         if !ok {
@@ -188,14 +190,42 @@ fn check_attributes(attrs: &BTreeMap<String, String>, fifo: bool, creating: bool
     Ok(())
 }
 
-/// Stores settable attributes and the module policy they imply (the lease default).
-async fn apply_attributes(caller: &Caller, name: &str, attrs: &BTreeMap<String, String>, now_s: i64) -> SqsResult<()> {
+/// The RMQ `retries` a queue's redrive policy (or its absence) implies.
+fn retries_of(policy: &Option<crate::redrive::Policy>) -> i64 {
+    policy.as_ref().map_or(crate::redrive::NO_REDRIVE_RETRIES, |p| p.max_receive_count - 1)
+}
+
+/// Stores settable attributes, and on creation or a RedrivePolicy change the module policy
+/// it implies and the redrive source list, in one MULTI.
+async fn apply_attributes(caller: &Caller, name: &str, attrs: &BTreeMap<String, String>, now_s: i64, creating: bool) -> SqsResult<()> {
     let mut conn = caller.backend.conn.clone();
     let mut pipe = redis::pipe();
     pipe.atomic();
     let mut fields: Vec<(&str, String)> = attrs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
     fields.push(("LastModifiedTimestamp", now_s.to_string()));
     pipe.hset_multiple(store::meta_key(name), &fields).ignore();
+    let redrive = match attrs.get("RedrivePolicy") {
+        Some(v) => Some(crate::redrive::parse(v)?),
+        None => None,
+    };
+    if let Some(Some(p)) = &redrive {
+        let target = load_queue(caller, p.target.clone()).await.map_err(|_| {
+            SqsError::invalid_parameter_value("Value for parameter RedrivePolicy is invalid. Reason: Dead-letter target does not exist.")
+        })?;
+        if target.fifo() != name.ends_with(".fifo") || target.name == name {
+            return Err(SqsError::invalid_parameter_value(
+                "Value for parameter RedrivePolicy is invalid. Reason: Dead-letter target must be another queue of the same type.",
+            ));
+        }
+    }
+    if creating || redrive.is_some() {
+        let policy = redrive.unwrap_or(None);
+        pipe.cmd("RMQ.POLICY").arg(name).arg("SET").arg("retries").arg(retries_of(&policy)).ignore();
+        match &policy {
+            Some(p) => pipe.hset(crate::redrive::SOURCES, name, &p.target).ignore(),
+            None => pipe.hdel(crate::redrive::SOURCES, name).ignore(),
+        };
+    }
     pipe.query_async::<()>(&mut conn).await?;
     Ok(())
 }
@@ -235,7 +265,7 @@ async fn create_queue(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult
     // HSETNX on the MAC key first: of two concurrent creations, both keep the same key.
     let _: bool = conn.hset_nx(&key, "hkey", &hkey).await?;
     let _: bool = conn.hset_nx(&key, "CreatedTimestamp", now_s).await?;
-    apply_attributes(caller, &name, &attrs, now_s).await?;
+    apply_attributes(caller, &name, &attrs, now_s, true).await?;
     if !tags.is_empty() {
         let pairs: Vec<(&String, &String)> = tags.iter().collect();
         let _: () = conn.hset_multiple(store::tags_key(&name), &pairs).await?;
@@ -297,19 +327,40 @@ async fn delete_queue(caller: &Caller, input: &Value) -> SqsResult<Value> {
     let q = load_queue(caller, queue_of_url(input)?).await?;
     let mut conn = caller.backend.conn.clone();
     let mut keys = store::rmq_keys(&q.name);
-    keys.extend([store::meta_key(&q.name), store::tags_key(&q.name), store::seq_key(&q.name), store::records_key(&q.name)]);
-    let _: () = conn.del(keys).await?;
+    keys.extend([
+        store::meta_key(&q.name),
+        store::tags_key(&q.name),
+        store::seq_key(&q.name),
+        store::records_key(&q.name),
+        crate::redrive::moving_key(&q.name),
+    ]);
+    let mut pipe = redis::pipe();
+    pipe.atomic().del(keys).ignore().hdel(crate::redrive::SOURCES, &q.name).ignore();
+    pipe.query_async::<()>(&mut conn).await?;
     Ok(json!({}))
 }
 
 async fn purge_queue(caller: &Caller, input: &Value) -> SqsResult<Value> {
     let q = load_queue(caller, queue_of_url(input)?).await?;
     let mut conn = caller.backend.conn.clone();
-    // The module's keys of the queue's messages (the policy stays, in meta{N}, so it is kept).
-    let mut keys: Vec<String> = store::rmq_keys(&q.name).into_iter().filter(|k| !k.starts_with("meta{")).collect();
-    keys.push(store::records_key(&q.name));
-    let _: () = conn.del(keys).await?;
+    // Every key of the queue's messages goes (meta{N} holds their delivery records too);
+    // the module policy it held is set again in the same MULTI.
+    let policy = q.attrs.get("RedrivePolicy").map(|v| crate::redrive::parse(v)).transpose()?.flatten();
+    let mut keys = store::rmq_keys(&q.name);
+    keys.extend([store::records_key(&q.name), crate::redrive::moving_key(&q.name)]);
+    let mut pipe = redis::pipe();
+    pipe.atomic().del(keys).ignore();
+    pipe.cmd("RMQ.POLICY").arg(&q.name).arg("SET").arg("retries").arg(retries_of(&policy)).ignore();
+    pipe.query_async::<()>(&mut conn).await?;
     Ok(json!({}))
+}
+
+async fn list_dead_letter_source_queues(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult<Value> {
+    let q = load_queue(caller, queue_of_url(input)?).await?;
+    let mut conn = caller.backend.conn.clone();
+    let sources: BTreeMap<String, String> = conn.hgetall(crate::redrive::SOURCES).await?;
+    let urls: Vec<String> = sources.iter().filter(|(_, t)| **t == q.name).map(|(s, _)| gw.queue_url(s)).collect();
+    Ok(json!({"queueUrls": urls}))
 }
 
 async fn get_queue_attributes(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult<Value> {
@@ -377,7 +428,7 @@ async fn set_queue_attributes(caller: &Caller, input: &Value) -> SqsResult<Value
     let q = load_queue(caller, queue_of_url(input)?).await?;
     let attrs = string_map(input, "Attributes")?;
     check_attributes(&attrs, q.fifo(), false)?;
-    apply_attributes(caller, &q.name, &attrs, now_ms() / 1000).await?;
+    apply_attributes(caller, &q.name, &attrs, now_ms() / 1000, false).await?;
     Ok(json!({}))
 }
 

@@ -6,6 +6,7 @@ mod errors;
 mod md5s;
 mod message;
 mod metrics;
+mod redrive;
 mod server;
 mod sigv4;
 mod store;

@@ -93,6 +93,7 @@ pub async fn run(args: Args) -> Result<(), String> {
         .fallback(any(sqs))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(gw.clone());
+    crate::redrive::spawn(gw.default.clone(), gw.stopping.clone());
     println!("rmq-gateway listening on http://{local}");
     serve(listener, app, stop_tx).await;
     Ok(())
