@@ -450,3 +450,61 @@ def test_redrive_timing_and_interrupted_moves(r, sqs):
     while time.monotonic() < wait_until and r.hlen("rmqgw:mv{src}"):
         time.sleep(0.05)
     assert r.hlen("rmqgw:mv{src}") == 0 and r.zcard("dlq") == 1
+
+
+def test_message_move_task_back_to_the_source(r, sqs):
+    dlq = sqs.create_queue(QueueName="dlq")["QueueUrl"]
+    dlq_arn = "arn:aws:sqs:us-east-1:000000000000:dlq"
+    url = sqs.create_queue(QueueName="src", Attributes={
+        "RedrivePolicy": f'{{"deadLetterTargetArn": "{dlq_arn}", "maxReceiveCount": 1}}'})["QueueUrl"]
+    sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": f"m{i}"} for i in range(6)])
+    assert len(sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=1)["Messages"]) == 6
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and r.zcard("dlq") < 6:
+        time.sleep(0.05)
+    assert r.zcard("dlq") == 6
+    with pytest.raises(ClientError) as e:
+        sqs.start_message_move_task(SourceArn="arn:aws:sqs:us-east-1:000000000000:src")
+    assert code(e) == "InvalidParameterValue"
+    t0 = time.monotonic()
+    handle = sqs.start_message_move_task(SourceArn=dlq_arn, MaxNumberOfMessagesPerSecond=4)["TaskHandle"]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        [task] = sqs.list_message_move_tasks(SourceArn=dlq_arn)["Results"]
+        if task["Status"] != "RUNNING":
+            break
+        time.sleep(0.1)
+    took = time.monotonic() - t0
+    assert task["Status"] == "COMPLETED" and task["ApproximateNumberOfMessagesMoved"] == 6
+    assert task["ApproximateNumberOfMessagesToMove"] == 6
+    assert task["DestinationArn"] == "arn:aws:sqs:us-east-1:000000000000:src"
+    # 6 messages at 4 a second: the last two go in the second second.
+    assert took >= 0.95
+    assert r.zcard("dlq") == 0 and r.zcard("prepare{dlq}") == 0
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["ApproximateReceiveCount"])["Messages"]
+    assert sorted(m["Body"] for m in got) == [f"m{i}" for i in range(6)]
+    assert {m["Attributes"]["ApproximateReceiveCount"] for m in got} == {"1"}
+    with pytest.raises(ClientError) as e:
+        sqs.cancel_message_move_task(TaskHandle=handle)
+    assert code(e) == "ResourceNotFoundException"
+
+
+def test_message_move_task_cancel(r, sqs):
+    sqs.create_queue(QueueName="dlq")
+    dlq_arn = "arn:aws:sqs:us-east-1:000000000000:dlq"
+    sqs.create_queue(QueueName="src", Attributes={
+        "RedrivePolicy": f'{{"deadLetterTargetArn": "{dlq_arn}", "maxReceiveCount": 1}}'})
+    for i in range(20):
+        r.execute_command("RMQ.PUSH", "dlq", "DELAY", 0, f"dead{i}")
+    handle = sqs.start_message_move_task(SourceArn=dlq_arn, MaxNumberOfMessagesPerSecond=1)["TaskHandle"]
+    time.sleep(1.5)
+    moved = sqs.cancel_message_move_task(TaskHandle=handle)["ApproximateNumberOfMessagesMoved"]
+    assert 1 <= moved < 20
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        [task] = sqs.list_message_move_tasks(SourceArn=dlq_arn)["Results"]
+        if task["Status"] == "CANCELLED":
+            break
+        time.sleep(0.1)
+    assert task["Status"] == "CANCELLED"
+    assert r.zcard("src") + r.zcard("dlq") == 20 and r.zcard("prepare{dlq}") == 0

@@ -40,6 +40,9 @@ pub async fn dispatch(gw: &Gateway, caller: &Caller, action: &str, input: &Value
         "ChangeMessageVisibility" => change_visibility(caller, input).await,
         "ChangeMessageVisibilityBatch" => change_visibility_batch(caller, input).await,
         "ListDeadLetterSourceQueues" => list_dead_letter_source_queues(gw, caller, input).await,
+        "StartMessageMoveTask" => start_message_move_task(gw, caller, input).await,
+        "ListMessageMoveTasks" => list_message_move_tasks(caller, input).await,
+        "CancelMessageMoveTask" => crate::movetask::cancel(&caller.backend, required(input, "TaskHandle")?).await,
         "TagQueue" => tag_queue(caller, input).await,
         "UntagQueue" => untag_queue(caller, input).await,
         "ListQueueTags" => list_queue_tags(caller, input).await,
@@ -355,26 +358,44 @@ async fn purge_queue(caller: &Caller, input: &Value) -> SqsResult<Value> {
     Ok(json!({}))
 }
 
-async fn list_dead_letter_source_queues(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult<Value> {
-    let q = load_queue(caller, queue_of_url(input)?).await?;
+/// The queues whose redrive target is `dlq`, by name.
+async fn sources_of(caller: &Caller, dlq: &str) -> SqsResult<Vec<String>> {
     let mut conn = caller.backend.conn.clone();
     let sources: BTreeMap<String, String> = conn.hgetall(crate::redrive::SOURCES).await?;
-    let urls: Vec<String> = sources.iter().filter(|(_, t)| **t == q.name).map(|(s, _)| gw.queue_url(s)).collect();
+    Ok(sources.into_iter().filter(|(_, t)| t == dlq).map(|(s, _)| s).collect())
+}
+
+async fn list_dead_letter_source_queues(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult<Value> {
+    let q = load_queue(caller, queue_of_url(input)?).await?;
+    let urls: Vec<String> = sources_of(caller, &q.name).await?.iter().map(|s| gw.queue_url(s)).collect();
     Ok(json!({"queueUrls": urls}))
+}
+
+/// The dead-letter queue an ARN names, which must exist.
+async fn queue_of_arn(caller: &Caller, arn: &str) -> SqsResult<Queue> {
+    let name = crate::movetask::queue_of_arn(arn).ok_or_else(|| SqsError::invalid_parameter_value(format!("{arn} is not a queue ARN")))?;
+    load_queue(caller, name.to_string()).await.map_err(|_| SqsError::resource_not_found(format!("The queue {name} does not exist")))
+}
+
+async fn start_message_move_task(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult<Value> {
+    let q = queue_of_arn(caller, required(input, "SourceArn")?).await?;
+    let rate = int_field(input, "MaxNumberOfMessagesPerSecond", 1, 500)?;
+    let dest = crate::movetask::destination(str_field(input, "DestinationArn")?, &sources_of(caller, &q.name).await?)?;
+    let dq = load_queue(caller, dest).await.map_err(|_| SqsError::resource_not_found("The destination queue does not exist"))?;
+    let to_move = rmq_info(caller, &q.name).await?.get("waiting").copied().unwrap_or(0);
+    crate::movetask::start(caller.backend.clone(), &q.name, &gw.queue_arn(&q.name), &dq.name, &gw.queue_arn(&dq.name), rate, to_move).await
+}
+
+async fn list_message_move_tasks(caller: &Caller, input: &Value) -> SqsResult<Value> {
+    let q = queue_of_arn(caller, required(input, "SourceArn")?).await?;
+    int_field(input, "MaxResults", 1, 10)?;
+    crate::movetask::list(&caller.backend, &q.name).await
 }
 
 async fn get_queue_attributes(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult<Value> {
     let q = load_queue(caller, queue_of_url(input)?).await?;
     let wanted = string_list(input, "AttributeNames")?;
-    let mut conn = caller.backend.conn.clone();
-    let info: Vec<redis::Value> = redis::cmd("RMQ.INFO").arg(&q.name).query_async(&mut conn).await?;
-    let info: HashMap<String, i64> = info
-        .chunks(2)
-        .filter_map(|p| match (&p[0], p.get(1)) {
-            (redis::Value::BulkString(k), Some(redis::Value::Int(v))) => Some((String::from_utf8_lossy(k).into_owned(), *v)),
-            _ => None,
-        })
-        .collect();
+    let info = rmq_info(caller, &q.name).await?;
     let mut all: BTreeMap<String, String> = BTreeMap::new();
     for name in ["VisibilityTimeout", "DelaySeconds", "ReceiveMessageWaitTimeSeconds", "MaximumMessageSize", "MessageRetentionPeriod"] {
         all.insert(name.into(), q.num(name).to_string());
@@ -406,6 +427,19 @@ async fn get_queue_attributes(gw: &Gateway, caller: &Caller, input: &Value) -> S
         }
     }
     Ok(if out.is_empty() { json!({}) } else { json!({"Attributes": out}) })
+}
+
+/// RMQ.INFO's integer fields.
+async fn rmq_info(caller: &Caller, name: &str) -> SqsResult<HashMap<String, i64>> {
+    let mut conn = caller.backend.conn.clone();
+    let info: Vec<redis::Value> = redis::cmd("RMQ.INFO").arg(name).query_async(&mut conn).await?;
+    Ok(info
+        .chunks(2)
+        .filter_map(|p| match (&p[0], p.get(1)) {
+            (redis::Value::BulkString(k), Some(redis::Value::Int(v))) => Some((String::from_utf8_lossy(k).into_owned(), *v)),
+            _ => None,
+        })
+        .collect())
 }
 
 fn is_known_attribute(name: &str) -> bool {

@@ -42,6 +42,7 @@ errors! {
     batch_request_too_long => BAD_REQUEST, "BatchRequestTooLong", "AWS.SimpleQueueService.BatchRequestTooLong;Sender";
     invalid_message_contents => BAD_REQUEST, "InvalidMessageContents", "InvalidMessageContents;Sender";
     unsupported_operation => BAD_REQUEST, "UnsupportedOperation", "AWS.SimpleQueueService.UnsupportedOperation;Sender";
+    resource_not_found => BAD_REQUEST, "ResourceNotFoundException", "ResourceNotFoundException;Sender";
     serialization => BAD_REQUEST, "SerializationException", "SerializationException;Sender";
     missing_authentication_token => FORBIDDEN, "MissingAuthenticationToken", "MissingAuthenticationToken;Sender";
     invalid_client_token_id => FORBIDDEN, "InvalidClientTokenId", "InvalidClientTokenId;Sender";

@@ -6,6 +6,7 @@ mod errors;
 mod md5s;
 mod message;
 mod metrics;
+mod movetask;
 mod redrive;
 mod server;
 mod sigv4;
