@@ -508,3 +508,19 @@ def test_message_move_task_cancel(r, sqs):
         time.sleep(0.1)
     assert task["Status"] == "CANCELLED"
     assert r.zcard("src") + r.zcard("dlq") == 20 and r.zcard("prepare{dlq}") == 0
+
+
+def test_grafana_panel_uses_exported_metrics(gw, sqs):
+    """docs/grafana-dashboard.json's gateway panel names only metrics /metrics gives."""
+    import json
+    import re
+    import urllib.request
+    from server_support import REPO
+    sqs.list_queues()
+    with urllib.request.urlopen(gw.url + "/metrics") as h:
+        exported = set(re.findall(r"^(rmq_gateway_[a-z_]+)", h.read().decode(), re.M))
+    grafana = json.loads((REPO / "docs" / "grafana-dashboard.json").read_text())
+    exprs = " ".join(t["expr"] for p in grafana["panels"] for t in p["targets"])
+    used = set(re.findall(r"\brmq_gateway_[a-z_]+", exprs))
+    assert {"rmq_gateway_requests_total", "rmq_gateway_long_polls", "rmq_gateway_request_seconds_bucket"} <= used
+    assert used <= exported, used - exported

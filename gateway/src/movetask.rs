@@ -43,7 +43,7 @@ pub async fn start(
     let mut conn = backend.conn.clone();
     let key = task_key(source);
     let status: Option<String> = conn.hget(&key, "Status").await?;
-    if matches!(status.as_deref(), Some("RUNNING" | "CANCELLING")) {
+    if status.as_deref() == Some("RUNNING") {
         return Err(SqsError::invalid_parameter_value("A message move task is already running on this queue"));
     }
     let id = uuid::Uuid::new_v4().to_string();
@@ -84,7 +84,6 @@ async fn run(backend: &Backend, source: &str, dest: &str, rate: Option<i64>, to_
     while moved < to_move {
         let status: Option<String> = conn.hget(&key, "Status").await?;
         if status.as_deref() != Some("RUNNING") {
-            let _: () = conn.hset(&key, "Status", "CANCELLED").await?;
             return Ok(());
         }
         if let Some(r) = rate {
@@ -147,7 +146,8 @@ pub async fn cancel(backend: &Backend, handle: &str) -> SqsResult<Value> {
     if current.as_deref() != Some(handle) || status.as_deref() != Some("RUNNING") {
         return Err(not_found());
     }
-    let _: () = conn.hset(&key, "Status", "CANCELLING").await?;
+    // The running gateway stops at its next message; a task whose gateway stopped ends here.
+    let _: () = conn.hset(&key, "Status", "CANCELLED").await?;
     Ok(json!({"ApproximateNumberOfMessagesMoved": moved.unwrap_or(0)}))
 }
 
