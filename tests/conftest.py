@@ -145,3 +145,24 @@ def _start_server_fixture(start_server_factory):
 @pytest.fixture(name="start_failing_server")
 def _start_failing_server_fixture():
     return start_failing_server
+
+
+# ---------------------------------------------------------------------------------------
+# rmq-gateway (tests/test_gateway*.py)
+# ---------------------------------------------------------------------------------------
+
+@pytest.fixture
+def start_gateway(server):
+    """factory: start_gateway(credentials=None, extra=(), server=None) -> a running
+    gateway_support.Gateway against `server` (or the given one), stopped at the end."""
+    from gateway_support import Gateway
+    started = []
+
+    def start(credentials=None, extra=(), server=server):
+        g = Gateway(server, credentials=credentials, extra=extra).start()
+        started.append(g)
+        return g
+
+    yield start
+    for g in started:
+        g.stop()

@@ -1,0 +1,975 @@
+//! The SQS actions: validate as SQS does, then one or two Redis round trips (the queue's
+//! attributes, then the action's script or command).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64URL;
+use base64::Engine;
+use hmac::{Hmac, KeyInit, Mac};
+use redis::AsyncCommands;
+use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::errors::{SqsError, SqsResult};
+use crate::md5s;
+use crate::message::{self, Attribute, Stored};
+use crate::server::Gateway;
+use crate::store::{self, Backend};
+
+/// Who is calling: the connections to use and the access key (SenderId).
+pub struct Caller {
+    pub backend: Arc<Backend>,
+    pub key_id: String,
+}
+
+pub async fn dispatch(gw: &Gateway, caller: &Caller, action: &str, input: &Value) -> SqsResult<Value> {
+    match action {
+        "CreateQueue" => create_queue(gw, caller, input).await,
+        "GetQueueUrl" => get_queue_url(gw, caller, input).await,
+        "ListQueues" => list_queues(gw, caller, input).await,
+        "DeleteQueue" => delete_queue(caller, input).await,
+        "PurgeQueue" => purge_queue(caller, input).await,
+        "GetQueueAttributes" => get_queue_attributes(gw, caller, input).await,
+        "SetQueueAttributes" => set_queue_attributes(caller, input).await,
+        "SendMessage" => send_message(caller, input).await,
+        "SendMessageBatch" => send_message_batch(caller, input).await,
+        "ReceiveMessage" => receive_message(gw, caller, input).await,
+        "DeleteMessage" => delete_message(caller, input).await,
+        "DeleteMessageBatch" => delete_message_batch(caller, input).await,
+        "ChangeMessageVisibility" => change_visibility(caller, input).await,
+        "ChangeMessageVisibilityBatch" => change_visibility_batch(caller, input).await,
+        "ListDeadLetterSourceQueues" => list_dead_letter_source_queues(gw, caller, input).await,
+        "StartMessageMoveTask" => start_message_move_task(gw, caller, input).await,
+        "ListMessageMoveTasks" => list_message_move_tasks(caller, input).await,
+        "CancelMessageMoveTask" => crate::movetask::cancel(&caller.backend, required(input, "TaskHandle")?).await,
+        "TagQueue" => tag_queue(caller, input).await,
+        "UntagQueue" => untag_queue(caller, input).await,
+        "ListQueueTags" => list_queue_tags(caller, input).await,
+        _ => Err(SqsError::unsupported_operation(format!("{action} is not supported by rmq-gateway"))),
+    }
+}
+
+// ---- input helpers ----
+
+fn str_field<'a>(input: &'a Value, name: &str) -> SqsResult<Option<&'a str>> {
+    match input.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(SqsError::serialization(format!("{name} must be a string"))),
+    }
+}
+
+fn required<'a>(input: &'a Value, name: &str) -> SqsResult<&'a str> {
+    str_field(input, name)?.ok_or_else(|| SqsError::missing_parameter(format!("The request must contain the parameter {name}.")))
+}
+
+fn int_field(input: &Value, name: &str, lo: i64, hi: i64) -> SqsResult<Option<i64>> {
+    match input.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => match v.as_i64() {
+            Some(n) if (lo..=hi).contains(&n) => Ok(Some(n)),
+            _ => Err(SqsError::invalid_parameter_value(format!(
+                "Value for parameter {name} is invalid. Reason: must be between {lo} and {hi}."
+            ))),
+        },
+    }
+}
+
+fn string_list(input: &Value, name: &str) -> SqsResult<Vec<String>> {
+    match input.get(name) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| v.as_str().map(str::to_string).ok_or_else(|| SqsError::serialization(format!("{name} must be a list of strings"))))
+            .collect(),
+        Some(_) => Err(SqsError::serialization(format!("{name} must be a list"))),
+    }
+}
+
+fn string_map(input: &Value, name: &str) -> SqsResult<BTreeMap<String, String>> {
+    match input.get(name) {
+        None | Some(Value::Null) => Ok(BTreeMap::new()),
+        Some(Value::Object(m)) => m
+            .iter()
+            .map(|(k, v)| {
+                v.as_str()
+                    .map(|s| (k.clone(), s.to_string()))
+                    .ok_or_else(|| SqsError::serialization(format!("{name} values must be strings")))
+            })
+            .collect(),
+        Some(_) => Err(SqsError::serialization(format!("{name} must be a map"))),
+    }
+}
+
+pub fn valid_queue_name(name: &str) -> bool {
+    let base = name.strip_suffix(".fifo").unwrap_or(name);
+    !base.is_empty() && name.len() <= 80 && base.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// The queue a QueueUrl names: its last path segment.
+fn queue_of_url(input: &Value) -> SqsResult<String> {
+    let url = required(input, "QueueUrl")?;
+    let name = url.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+    if valid_queue_name(name) {
+        Ok(name.to_string())
+    } else {
+        Err(SqsError::queue_does_not_exist("The specified queue does not exist."))
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+// ---- queue attributes ----
+
+/// A queue's stored attributes (`rmqgw:q{N}`): the settable ones as SQS strings, plus
+/// `CreatedTimestamp`, `LastModifiedTimestamp` (seconds) and `hkey` (receipt handles' MAC key).
+struct Queue {
+    name: String,
+    attrs: HashMap<String, String>,
+}
+
+impl Queue {
+    fn fifo(&self) -> bool {
+        self.name.ends_with(".fifo")
+    }
+    fn num(&self, name: &str) -> i64 {
+        self.attrs.get(name).and_then(|v| v.parse().ok()).unwrap_or_else(|| default_of(name).and_then(|d| d.parse().ok()).unwrap_or(0))
+    }
+    fn flag(&self, name: &str) -> bool {
+        self.attrs.get(name).is_some_and(|v| v == "true")
+    }
+    fn handle_key(&self) -> Vec<u8> {
+        hex::decode(self.attrs.get("hkey").map(String::as_str).unwrap_or("")).unwrap_or_default()
+    }
+}
+
+fn default_of(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "VisibilityTimeout" => "30",
+        "DelaySeconds" => "0",
+        "ReceiveMessageWaitTimeSeconds" => "0",
+        "MaximumMessageSize" => "1048576",
+        "MessageRetentionPeriod" => "345600",
+        _ => return None,
+    })
+}
+
+async fn load_queue(caller: &Caller, name: String) -> SqsResult<Queue> {
+    let mut conn = caller.backend.conn.clone();
+    let attrs: HashMap<String, String> = conn.hgetall(store::meta_key(&name)).await?;
+    if attrs.is_empty() {
+        return Err(SqsError::queue_does_not_exist("The specified queue does not exist."));
+    }
+    Ok(Queue { name, attrs })
+}
+
+/// Checks settable attributes as SQS does; `creating` allows FifoQueue.
+fn check_attributes(attrs: &BTreeMap<String, String>, fifo: bool, creating: bool) -> SqsResult<()> {
+    for (k, v) in attrs {
+        let range = match k.as_str() {
+            "DelaySeconds" => Some((0, 900)),
+            "MaximumMessageSize" => Some((1024, 1_048_576)),
+            "MessageRetentionPeriod" => Some((60, 1_209_600)),
+            "ReceiveMessageWaitTimeSeconds" => Some((0, 20)),
+            "VisibilityTimeout" => Some((0, 43_200)),
+            _ => None,
+        };
+        let ok = match (k.as_str(), range) {
+            (_, Some((lo, hi))) => v.parse::<i64>().is_ok_and(|n| (lo..=hi).contains(&n)),
+            ("FifoQueue", _) => creating && ((v == "true") == fifo) && (v == "true" || v == "false"),
+            ("ContentBasedDeduplication", _) => fifo && (v == "true" || v == "false"),
+            ("DeduplicationScope" | "FifoThroughputLimit", _) => fifo,
+            ("RedrivePolicy", _) => crate::redrive::parse(v).map(|_| true)?,
+            ("Policy" | "RedriveAllowPolicy" | "KmsMasterKeyId" | "KmsDataKeyReusePeriodSeconds" | "SqsManagedSseEnabled", _) => true,
+            _ => return Err(SqsError::invalid_attribute_name(format!("Unknown Attribute {k}."))),
+        };
+        if !ok {
+            return Err(SqsError::invalid_attribute_value(format!("Invalid value for the parameter {k}.")));
+        }
+    }
+    Ok(())
+}
+
+/// The RMQ `retries` a queue's redrive policy (or its absence) implies.
+fn retries_of(policy: &Option<crate::redrive::Policy>) -> i64 {
+    policy.as_ref().map_or(crate::redrive::NO_REDRIVE_RETRIES, |p| p.max_receive_count - 1)
+}
+
+/// Stores settable attributes, and on creation or a RedrivePolicy change the module policy
+/// it implies and the redrive source list, in one MULTI.
+async fn apply_attributes(caller: &Caller, name: &str, attrs: &BTreeMap<String, String>, now_s: i64, creating: bool) -> SqsResult<()> {
+    let mut conn = caller.backend.conn.clone();
+    let mut pipe = redis::pipe();
+    pipe.atomic();
+    let mut fields: Vec<(&str, String)> = attrs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    fields.push(("LastModifiedTimestamp", now_s.to_string()));
+    pipe.hset_multiple(store::meta_key(name), &fields).ignore();
+    let redrive = match attrs.get("RedrivePolicy") {
+        Some(v) => Some(crate::redrive::parse(v)?),
+        None => None,
+    };
+    if let Some(Some(p)) = &redrive {
+        let target = load_queue(caller, p.target.clone()).await.map_err(|_| {
+            SqsError::invalid_parameter_value("Value for parameter RedrivePolicy is invalid. Reason: Dead-letter target does not exist.")
+        })?;
+        if target.fifo() != name.ends_with(".fifo") || target.name == name {
+            return Err(SqsError::invalid_parameter_value(
+                "Value for parameter RedrivePolicy is invalid. Reason: Dead-letter target must be another queue of the same type.",
+            ));
+        }
+    }
+    if creating || redrive.is_some() {
+        let policy = redrive.unwrap_or(None);
+        pipe.cmd("RMQ.POLICY").arg(name).arg("SET").arg("retries").arg(retries_of(&policy)).ignore();
+        match &policy {
+            Some(p) => pipe.hset(crate::redrive::SOURCES, name, &p.target).ignore(),
+            None => pipe.hdel(crate::redrive::SOURCES, name).ignore(),
+        };
+    }
+    pipe.query_async::<()>(&mut conn).await?;
+    Ok(())
+}
+
+async fn create_queue(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult<Value> {
+    let name = required(input, "QueueName")?.to_string();
+    if !valid_queue_name(&name) {
+        return Err(SqsError::invalid_parameter_value(
+            "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length (a FIFO queue's name ends in .fifo)",
+        ));
+    }
+    let fifo = name.ends_with(".fifo");
+    let attrs = string_map(input, "Attributes")?;
+    if fifo && attrs.get("FifoQueue").map(String::as_str) != Some("true") {
+        return Err(SqsError::invalid_parameter_value("The name of a FIFO queue can only end in .fifo when FifoQueue is true"));
+    }
+    check_attributes(&attrs, fifo, true)?;
+    let tags = string_map(input, "tags")?;
+    let mut conn = caller.backend.conn.clone();
+    let key = store::meta_key(&name);
+    let existing: HashMap<String, String> = conn.hgetall(&key).await?;
+    let url = gw.queue_url(&name);
+    if !existing.is_empty() {
+        // SQS: the same attributes again is a success, different ones an error.
+        let same = attrs.iter().all(|(k, v)| match existing.get(k) {
+            Some(e) => e == v,
+            None => default_of(k) == Some(v.as_str()),
+        });
+        return if same {
+            Ok(json!({"QueueUrl": url}))
+        } else {
+            Err(SqsError::queue_name_exists("A queue already exists with the same name and a different value for attribute(s)"))
+        };
+    }
+    let now_s = now_ms() / 1000;
+    let hkey = hex::encode(uuid::Uuid::new_v4().as_bytes()) + &hex::encode(uuid::Uuid::new_v4().as_bytes());
+    // HSETNX on the MAC key first: of two concurrent creations, both keep the same key.
+    let _: bool = conn.hset_nx(&key, "hkey", &hkey).await?;
+    let _: bool = conn.hset_nx(&key, "CreatedTimestamp", now_s).await?;
+    apply_attributes(caller, &name, &attrs, now_s, true).await?;
+    if !tags.is_empty() {
+        let pairs: Vec<(&String, &String)> = tags.iter().collect();
+        let _: () = conn.hset_multiple(store::tags_key(&name), &pairs).await?;
+    }
+    Ok(json!({"QueueUrl": url}))
+}
+
+async fn get_queue_url(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult<Value> {
+    let name = required(input, "QueueName")?.to_string();
+    if !valid_queue_name(&name) {
+        return Err(SqsError::queue_does_not_exist("The specified queue does not exist."));
+    }
+    let q = load_queue(caller, name).await?;
+    Ok(json!({"QueueUrl": gw.queue_url(&q.name)}))
+}
+
+async fn list_queues(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult<Value> {
+    let prefix = str_field(input, "QueueNamePrefix")?.unwrap_or("");
+    let max = int_field(input, "MaxResults", 1, 1000)?;
+    let after = match str_field(input, "NextToken")? {
+        Some(t) => Some(
+            B64URL
+                .decode(t)
+                .ok()
+                .and_then(|b| String::from_utf8(b).ok())
+                .ok_or_else(|| SqsError::invalid_parameter_value("Invalid NextToken"))?,
+        ),
+        None => None,
+    };
+    let mut conn = caller.backend.conn.clone();
+    let mut names = Vec::new();
+    let mut cursor = 0u64;
+    loop {
+        let (next, keys): (u64, Vec<String>) =
+            redis::cmd("SCAN").arg(cursor).arg("MATCH").arg("rmqgw:q{*}").arg("COUNT").arg(1000).query_async(&mut conn).await?;
+        names.extend(keys.into_iter().filter_map(|k| k.strip_prefix("rmqgw:q{").and_then(|k| k.strip_suffix('}')).map(str::to_string)));
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    names.retain(|n| n.starts_with(prefix) && after.as_ref().is_none_or(|a| n > a));
+    names.sort();
+    names.dedup();
+    let mut out = json!({});
+    if let Some(max) = max {
+        if names.len() > max as usize {
+            names.truncate(max as usize);
+            out["NextToken"] = json!(B64URL.encode(names[names.len() - 1].as_bytes()));
+        }
+    } else {
+        names.truncate(1000);
+    }
+    out["QueueUrls"] = json!(names.iter().map(|n| gw.queue_url(n)).collect::<Vec<_>>());
+    Ok(out)
+}
+
+async fn delete_queue(caller: &Caller, input: &Value) -> SqsResult<Value> {
+    let q = load_queue(caller, queue_of_url(input)?).await?;
+    let mut conn = caller.backend.conn.clone();
+    let mut keys = store::rmq_keys(&q.name);
+    keys.extend([
+        store::meta_key(&q.name),
+        store::tags_key(&q.name),
+        store::seq_key(&q.name),
+        store::records_key(&q.name),
+        crate::redrive::moving_key(&q.name),
+    ]);
+    let mut pipe = redis::pipe();
+    pipe.atomic().del(keys).ignore().hdel(crate::redrive::SOURCES, &q.name).ignore();
+    pipe.query_async::<()>(&mut conn).await?;
+    Ok(json!({}))
+}
+
+async fn purge_queue(caller: &Caller, input: &Value) -> SqsResult<Value> {
+    let q = load_queue(caller, queue_of_url(input)?).await?;
+    let mut conn = caller.backend.conn.clone();
+    // Every key of the queue's messages goes (meta{N} holds their delivery records too);
+    // the module policy it held is set again in the same MULTI.
+    let policy = q.attrs.get("RedrivePolicy").map(|v| crate::redrive::parse(v)).transpose()?.flatten();
+    let mut keys = store::rmq_keys(&q.name);
+    keys.extend([store::records_key(&q.name), crate::redrive::moving_key(&q.name)]);
+    let mut pipe = redis::pipe();
+    pipe.atomic().del(keys).ignore();
+    pipe.cmd("RMQ.POLICY").arg(&q.name).arg("SET").arg("retries").arg(retries_of(&policy)).ignore();
+    pipe.query_async::<()>(&mut conn).await?;
+    Ok(json!({}))
+}
+
+/// The queues whose redrive target is `dlq`, by name.
+async fn sources_of(caller: &Caller, dlq: &str) -> SqsResult<Vec<String>> {
+    let mut conn = caller.backend.conn.clone();
+    let sources: BTreeMap<String, String> = conn.hgetall(crate::redrive::SOURCES).await?;
+    Ok(sources.into_iter().filter(|(_, t)| t == dlq).map(|(s, _)| s).collect())
+}
+
+async fn list_dead_letter_source_queues(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult<Value> {
+    let q = load_queue(caller, queue_of_url(input)?).await?;
+    let urls: Vec<String> = sources_of(caller, &q.name).await?.iter().map(|s| gw.queue_url(s)).collect();
+    Ok(json!({"queueUrls": urls}))
+}
+
+/// The dead-letter queue an ARN names, which must exist.
+async fn queue_of_arn(caller: &Caller, arn: &str) -> SqsResult<Queue> {
+    let name = crate::movetask::queue_of_arn(arn).ok_or_else(|| SqsError::invalid_parameter_value(format!("{arn} is not a queue ARN")))?;
+    load_queue(caller, name.to_string()).await.map_err(|_| SqsError::resource_not_found(format!("The queue {name} does not exist")))
+}
+
+async fn start_message_move_task(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult<Value> {
+    let q = queue_of_arn(caller, required(input, "SourceArn")?).await?;
+    let rate = int_field(input, "MaxNumberOfMessagesPerSecond", 1, 500)?;
+    let dest = crate::movetask::destination(str_field(input, "DestinationArn")?, &sources_of(caller, &q.name).await?)?;
+    let dq = load_queue(caller, dest).await.map_err(|_| SqsError::resource_not_found("The destination queue does not exist"))?;
+    let to_move = rmq_info(caller, &q.name).await?.get("waiting").copied().unwrap_or(0);
+    crate::movetask::start(caller.backend.clone(), &q.name, &gw.queue_arn(&q.name), &dq.name, &gw.queue_arn(&dq.name), rate, to_move).await
+}
+
+async fn list_message_move_tasks(caller: &Caller, input: &Value) -> SqsResult<Value> {
+    let q = queue_of_arn(caller, required(input, "SourceArn")?).await?;
+    int_field(input, "MaxResults", 1, 10)?;
+    crate::movetask::list(&caller.backend, &q.name).await
+}
+
+async fn get_queue_attributes(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult<Value> {
+    let q = load_queue(caller, queue_of_url(input)?).await?;
+    let wanted = string_list(input, "AttributeNames")?;
+    let info = rmq_info(caller, &q.name).await?;
+    let mut all: BTreeMap<String, String> = BTreeMap::new();
+    for name in ["VisibilityTimeout", "DelaySeconds", "ReceiveMessageWaitTimeSeconds", "MaximumMessageSize", "MessageRetentionPeriod"] {
+        all.insert(name.into(), q.num(name).to_string());
+    }
+    for (k, v) in &q.attrs {
+        if k != "hkey" {
+            all.insert(k.clone(), v.clone());
+        }
+    }
+    let (waiting, ready) = (info.get("waiting").copied().unwrap_or(0), info.get("ready").copied().unwrap_or(0));
+    all.insert("ApproximateNumberOfMessages".into(), ready.to_string());
+    all.insert("ApproximateNumberOfMessagesNotVisible".into(), info.get("inflight").copied().unwrap_or(0).to_string());
+    all.insert("ApproximateNumberOfMessagesDelayed".into(), (waiting - ready).max(0).to_string());
+    all.insert("QueueArn".into(), gw.queue_arn(&q.name));
+    if q.fifo() {
+        all.entry("FifoQueue".into()).or_insert_with(|| "true".into());
+        all.entry("ContentBasedDeduplication".into()).or_insert_with(|| "false".into());
+    }
+    let all_wanted = wanted.iter().any(|w| w == "All");
+    let mut out = Map::new();
+    for w in &wanted {
+        if w != "All" && !all.contains_key(w) && !is_known_attribute(w) {
+            return Err(SqsError::invalid_attribute_name(format!("Unknown Attribute {w}.")));
+        }
+    }
+    for (k, v) in all {
+        if all_wanted || wanted.contains(&k) {
+            out.insert(k, Value::String(v));
+        }
+    }
+    Ok(if out.is_empty() { json!({}) } else { json!({"Attributes": out}) })
+}
+
+/// RMQ.INFO's integer fields.
+async fn rmq_info(caller: &Caller, name: &str) -> SqsResult<HashMap<String, i64>> {
+    let mut conn = caller.backend.conn.clone();
+    let info: Vec<redis::Value> = redis::cmd("RMQ.INFO").arg(name).query_async(&mut conn).await?;
+    Ok(info
+        .chunks(2)
+        .filter_map(|p| match (&p[0], p.get(1)) {
+            (redis::Value::BulkString(k), Some(redis::Value::Int(v))) => Some((String::from_utf8_lossy(k).into_owned(), *v)),
+            _ => None,
+        })
+        .collect())
+}
+
+fn is_known_attribute(name: &str) -> bool {
+    matches!(
+        name,
+        "Policy"
+            | "RedrivePolicy"
+            | "RedriveAllowPolicy"
+            | "KmsMasterKeyId"
+            | "KmsDataKeyReusePeriodSeconds"
+            | "SqsManagedSseEnabled"
+            | "FifoQueue"
+            | "ContentBasedDeduplication"
+            | "DeduplicationScope"
+            | "FifoThroughputLimit"
+    )
+}
+
+async fn set_queue_attributes(caller: &Caller, input: &Value) -> SqsResult<Value> {
+    let q = load_queue(caller, queue_of_url(input)?).await?;
+    let attrs = string_map(input, "Attributes")?;
+    check_attributes(&attrs, q.fifo(), false)?;
+    apply_attributes(caller, &q.name, &attrs, now_ms() / 1000, false).await?;
+    Ok(json!({}))
+}
+
+// ---- tags ----
+
+async fn tag_queue(caller: &Caller, input: &Value) -> SqsResult<Value> {
+    let q = load_queue(caller, queue_of_url(input)?).await?;
+    let tags = string_map(input, "Tags")?;
+    if tags.is_empty() {
+        return Err(SqsError::missing_parameter("The request must contain the parameter Tags."));
+    }
+    let pairs: Vec<(&String, &String)> = tags.iter().collect();
+    let mut conn = caller.backend.conn.clone();
+    let _: () = conn.hset_multiple(store::tags_key(&q.name), &pairs).await?;
+    Ok(json!({}))
+}
+
+async fn untag_queue(caller: &Caller, input: &Value) -> SqsResult<Value> {
+    let q = load_queue(caller, queue_of_url(input)?).await?;
+    let keys = string_list(input, "TagKeys")?;
+    if keys.is_empty() {
+        return Err(SqsError::missing_parameter("The request must contain the parameter TagKeys."));
+    }
+    let mut conn = caller.backend.conn.clone();
+    let _: () = conn.hdel(store::tags_key(&q.name), keys).await?;
+    Ok(json!({}))
+}
+
+async fn list_queue_tags(caller: &Caller, input: &Value) -> SqsResult<Value> {
+    let q = load_queue(caller, queue_of_url(input)?).await?;
+    let mut conn = caller.backend.conn.clone();
+    let tags: BTreeMap<String, String> = conn.hgetall(store::tags_key(&q.name)).await?;
+    Ok(if tags.is_empty() { json!({}) } else { json!({"Tags": tags}) })
+}
+
+// ---- sending ----
+
+/// One entry to send, checked.
+struct Outgoing {
+    delay_ms: i64,
+    group: Option<String>,
+    dedup: Option<String>,
+    stored: Stored,
+}
+
+fn parse_attrs(input: &Value, name: &str) -> SqsResult<BTreeMap<String, Attribute>> {
+    match input.get(name) {
+        None | Some(Value::Null) => Ok(BTreeMap::new()),
+        Some(v) => serde_json::from_value(v.clone()).map_err(|e| SqsError::invalid_parameter_value(format!("{name}: {e}"))),
+    }
+}
+
+fn outgoing(q: &Queue, caller: &Caller, entry: &Value) -> SqsResult<Outgoing> {
+    let body = required(entry, "MessageBody")?;
+    if body.is_empty() {
+        return Err(SqsError::missing_parameter("The request must contain the parameter MessageBody."));
+    }
+    if !message::valid_body(body) {
+        return Err(SqsError::invalid_message_contents("Invalid binary character in the message body"));
+    }
+    let attrs = parse_attrs(entry, "MessageAttributes")?;
+    let size = body.len() + message::check_attributes(&attrs)?;
+    if size as i64 > q.num("MaximumMessageSize") {
+        return Err(SqsError::invalid_parameter_value(format!(
+            "One or more parameters are invalid. Reason: Message must be shorter than {} bytes.",
+            q.num("MaximumMessageSize")
+        )));
+    }
+    let sys = parse_attrs(entry, "MessageSystemAttributes")?;
+    let trace = match sys.get("AWSTraceHeader") {
+        Some(a) if sys.len() == 1 && a.data_type == "String" => a.string_value.clone(),
+        None if sys.is_empty() => None,
+        _ => return Err(SqsError::invalid_parameter_value("AWSTraceHeader (String) is the only message system attribute")),
+    };
+    let delay = int_field(entry, "DelaySeconds", 0, 900)?;
+    let (mut group, mut dedup) = (None, None);
+    if q.fifo() {
+        if delay.is_some() {
+            return Err(SqsError::invalid_parameter_value(
+                "Value for parameter DelaySeconds is invalid. Reason: The request include parameter that is not valid for this queue type.",
+            ));
+        }
+        group = Some(
+            required(entry, "MessageGroupId")
+                .map_err(|_| SqsError::missing_parameter("The request must contain the parameter MessageGroupId."))?
+                .to_string(),
+        );
+        dedup = match str_field(entry, "MessageDeduplicationId")? {
+            Some(d) => Some(d.to_string()),
+            None if q.flag("ContentBasedDeduplication") => Some(hex::encode(Sha256::digest(body.as_bytes()))),
+            None => {
+                return Err(SqsError::invalid_parameter_value(
+                    "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly",
+                ))
+            }
+        };
+        for v in group.iter().chain(dedup.iter()) {
+            if v.is_empty() || v.len() > 128 || !v.bytes().all(|b| b.is_ascii_graphic()) {
+                return Err(SqsError::invalid_parameter_value(
+                    "MessageGroupId and MessageDeduplicationId are 1 to 128 printable ASCII characters",
+                ));
+            }
+        }
+    }
+    let delay_ms = delay.unwrap_or_else(|| q.num("DelaySeconds")) * 1000;
+    let stored = Stored {
+        id: uuid::Uuid::new_v4().to_string(),
+        body: body.to_string(),
+        attrs,
+        sent: now_ms(),
+        sender: caller.key_id.clone(),
+        group: group.clone(),
+        dedup: dedup.clone(),
+        trace,
+    };
+    Ok(Outgoing { delay_ms, group, dedup, stored })
+}
+
+/// Sends checked entries in one script call; per entry its MessageId and sequence number.
+async fn push(caller: &Caller, q: &Queue, entries: &[Outgoing]) -> SqsResult<Vec<(String, u64)>> {
+    let mut inv = caller.backend.send.prepare_invoke();
+    inv.key(&q.name).key(store::seq_key(&q.name));
+    for e in entries {
+        // Entries without deduplication still need a key of the queue's slot in that place.
+        inv.key(e.dedup.as_deref().map_or_else(|| store::seq_key(&q.name), |d| store::dedup_key(&q.name, d)));
+    }
+    for e in entries {
+        inv.arg(e.delay_ms)
+            .arg(e.group.as_deref().unwrap_or(""))
+            .arg(if e.dedup.is_some() { "1" } else { "0" })
+            .arg(message::encode(&e.stored));
+    }
+    let mut conn = caller.backend.conn.clone();
+    let replies: Vec<String> = inv.invoke_async(&mut conn).await?;
+    Ok(entries
+        .iter()
+        .zip(replies)
+        .map(|(e, r)| match r.split_once(' ') {
+            // A duplicate: the first send's id and sequence number.
+            Some((seq, id)) => (id.to_string(), seq.parse().unwrap_or(0)),
+            None => (e.stored.id.clone(), r.parse().unwrap_or(0)),
+        })
+        .collect())
+}
+
+fn send_result(q: &Queue, e: &Outgoing, id: &str, seq: u64) -> Map<String, Value> {
+    let mut out = Map::new();
+    out.insert("MessageId".into(), json!(id));
+    out.insert("MD5OfMessageBody".into(), json!(md5s::of_body(&e.stored.body)));
+    if let Some(m) = md5s::of_attributes(&e.stored.attrs) {
+        out.insert("MD5OfMessageAttributes".into(), json!(m));
+    }
+    if let Some(m) = e.stored.trace.as_ref().and_then(|t| md5s::of_attributes(&trace_attrs(t))) {
+        out.insert("MD5OfMessageSystemAttributes".into(), json!(m));
+    }
+    if q.fifo() {
+        out.insert("SequenceNumber".into(), json!(format!("{seq:020}")));
+    }
+    out
+}
+
+fn trace_attrs(t: &str) -> BTreeMap<String, Attribute> {
+    BTreeMap::from([(
+        "AWSTraceHeader".to_string(),
+        Attribute { data_type: "String".into(), string_value: Some(t.to_string()), binary_value: None },
+    )])
+}
+
+async fn send_message(caller: &Caller, input: &Value) -> SqsResult<Value> {
+    let q = load_queue(caller, queue_of_url(input)?).await?;
+    let e = outgoing(&q, caller, input)?;
+    let sent = push(caller, &q, std::slice::from_ref(&e)).await?;
+    let (id, seq) = &sent[0];
+    Ok(Value::Object(send_result(&q, &e, id, *seq)))
+}
+
+/// A batch's entries after the batch-wide checks SQS makes (count, distinct valid ids).
+fn batch_entries(input: &Value) -> SqsResult<Vec<(String, &Value)>> {
+    let entries = match input.get("Entries") {
+        Some(Value::Array(a)) => a,
+        None | Some(Value::Null) => return Err(SqsError::missing_parameter("The request must contain the parameter Entries.")),
+        Some(_) => return Err(SqsError::serialization("Entries must be a list")),
+    };
+    if entries.is_empty() {
+        return Err(SqsError::empty_batch_request("There should be at least one entry in the request."));
+    }
+    if entries.len() > 10 {
+        return Err(SqsError::too_many_entries("Maximum number of entries per request are 10."));
+    }
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for e in entries {
+        let id = required(e, "Id")?;
+        if id.is_empty() || id.len() > 80 || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+            return Err(SqsError::invalid_batch_entry_id(
+                "A batch entry id can only contain alphanumeric characters, hyphens and underscores. It can be at most 80 letters long.",
+            ));
+        }
+        if !seen.insert(id) {
+            return Err(SqsError::batch_ids_not_distinct(format!("Id {id} repeated.")));
+        }
+        out.push((id.to_string(), e));
+    }
+    Ok(out)
+}
+
+fn failed(id: &str, e: &SqsError) -> Value {
+    json!({"Id": id, "SenderFault": e.sender_fault(), "Code": e.code, "Message": e.message})
+}
+
+async fn send_message_batch(caller: &Caller, input: &Value) -> SqsResult<Value> {
+    let q = load_queue(caller, queue_of_url(input)?).await?;
+    let entries = batch_entries(input)?;
+    let total: usize = entries.iter().map(|(_, e)| e.get("MessageBody").and_then(Value::as_str).map_or(0, str::len)).sum();
+    if total as i64 > q.num("MaximumMessageSize").max(262_144) {
+        return Err(SqsError::batch_request_too_long("Batch requests cannot be longer than the queue's maximum message size in total."));
+    }
+    let mut ok = Vec::new();
+    let mut failures = Vec::new();
+    for (id, e) in &entries {
+        match outgoing(&q, caller, e) {
+            Ok(o) => ok.push((id.clone(), o)),
+            Err(err) => failures.push(failed(id, &err)),
+        }
+    }
+    let outs: Vec<Outgoing> = ok
+        .iter()
+        .map(|(_, o)| Outgoing { delay_ms: o.delay_ms, group: o.group.clone(), dedup: o.dedup.clone(), stored: o.stored.clone() })
+        .collect();
+    let sent = if outs.is_empty() { Vec::new() } else { push(caller, &q, &outs).await? };
+    let successful: Vec<Value> = ok
+        .iter()
+        .zip(sent)
+        .map(|((id, o), (mid, seq))| {
+            let mut r = send_result(&q, o, &mid, seq);
+            r.insert("Id".into(), json!(id));
+            Value::Object(r)
+        })
+        .collect();
+    Ok(json!({"Successful": successful, "Failed": failures}))
+}
+
+// ---- receipt handles ----
+
+/// A receipt handle names one delivery: the queue, the stored message and its delivery
+/// count, under an HMAC by the queue's own key (kept in Redis, so every gateway and every
+/// restart accepts it, and a forged handle is told from a stale one).
+fn make_handle(q: &Queue, raw: &[u8], deliveries: i64) -> String {
+    let mut b = Vec::with_capacity(raw.len() + q.name.len() + 32);
+    b.push(1u8);
+    b.extend_from_slice(&(deliveries as u32).to_be_bytes());
+    b.extend_from_slice(&(q.name.len() as u16).to_be_bytes());
+    b.extend_from_slice(q.name.as_bytes());
+    b.extend_from_slice(raw);
+    let mac = handle_mac(q, &b);
+    b.extend_from_slice(&mac);
+    B64URL.encode(b)
+}
+
+fn handle_mac(q: &Queue, data: &[u8]) -> [u8; 16] {
+    // HMAC takes a key of any length.
+    let mut m = <Hmac<Sha256> as KeyInit>::new_from_slice(&q.handle_key()).unwrap_or_else(|_| unreachable!());
+    m.update(data);
+    let full = m.finalize().into_bytes();
+    let mut out = [0u8; 16];
+    out.copy_from_slice(&full[..16]);
+    out
+}
+
+/// The message and delivery count a handle names, if it is a handle of this queue.
+fn read_handle(q: &Queue, handle: &str) -> SqsResult<(Vec<u8>, u32)> {
+    let invalid = || {
+        SqsError::receipt_handle_is_invalid(format!(
+            "The input receipt handle \"{}\" is not a valid receipt handle.",
+            handle.chars().take(64).collect::<String>()
+        ))
+    };
+    let b = B64URL.decode(handle).map_err(|_| invalid())?;
+    if b.len() < 1 + 4 + 2 + 16 || b[0] != 1 {
+        return Err(invalid());
+    }
+    let (data, mac) = b.split_at(b.len() - 16);
+    let expected = handle_mac(q, data);
+    if !bool::from(subtle::ConstantTimeEq::ct_eq(&expected[..], mac)) {
+        return Err(invalid());
+    }
+    let d = u32::from_be_bytes([data[1], data[2], data[3], data[4]]);
+    let qlen = u16::from_be_bytes([data[5], data[6]]) as usize;
+    let rest = &data[7..];
+    if rest.len() <= qlen || &rest[..qlen] != q.name.as_bytes() {
+        return Err(invalid());
+    }
+    Ok((rest[qlen..].to_vec(), d))
+}
+
+// ---- receiving ----
+
+async fn receive_message(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult<Value> {
+    let q = load_queue(caller, queue_of_url(input)?).await?;
+    let count = int_field(input, "MaxNumberOfMessages", 1, 10)?.unwrap_or(1);
+    let vt = int_field(input, "VisibilityTimeout", 0, 43_200)?.unwrap_or_else(|| q.num("VisibilityTimeout"));
+    let wait = int_field(input, "WaitTimeSeconds", 0, 20)?.unwrap_or_else(|| q.num("ReceiveMessageWaitTimeSeconds"));
+    let mut sys_wanted = string_list(input, "AttributeNames")?;
+    sys_wanted.extend(string_list(input, "MessageSystemAttributeNames")?);
+    let attr_wanted = string_list(input, "MessageAttributeNames")?;
+    // A lease of 0 is not an RMQ lease: 1 ms makes the message visible again at once.
+    let lease = (vt * 1000).max(1);
+    let mut conn = caller.backend.conn.clone();
+    let mut got: Vec<(Vec<u8>, i64)> =
+        caller.backend.receive.key(&q.name).key(store::records_key(&q.name)).arg(count).arg(lease).invoke_async(&mut conn).await?;
+    if got.is_empty() && wait > 0 {
+        got = long_poll(gw, caller, &q, count, lease, wait).await?;
+    }
+    let messages: Vec<Value> = got.iter().map(|(raw, d)| received(&q, raw, *d, &sys_wanted, &attr_wanted)).collect();
+    Ok(if messages.is_empty() { json!({}) } else { json!({"Messages": messages}) })
+}
+
+/// A blocking RMQ.POP on a connection of its own; answered empty when the gateway stops.
+async fn long_poll(gw: &Gateway, caller: &Caller, q: &Queue, count: i64, lease: i64, wait: i64) -> SqsResult<Vec<(Vec<u8>, i64)>> {
+    let Some((mut pconn, _permit)) = caller.backend.poll_connection().await? else {
+        return Err(SqsError::service_unavailable("too many long polls are open; retry"));
+    };
+    let mut pop = redis::cmd("RMQ.POP");
+    pop.arg(&q.name).arg("COUNT").arg(count).arg("LEASE").arg(lease).arg("BLOCK").arg(wait * 1000);
+    let got = tokio::select! {
+        r = pop.query_async::<Option<Vec<(Vec<u8>, i64)>>>(&mut pconn) => r?,
+        // Dropping the connection ends the wait on the server.
+        _ = crate::server::stopped(gw.stopping.clone()) => return Ok(Vec::new()),
+    };
+    caller.backend.give_back(pconn);
+    let got = got.unwrap_or_default();
+    if !got.is_empty() {
+        let mut inv = caller.backend.record.prepare_invoke();
+        inv.key(&q.name).key(store::records_key(&q.name));
+        for (raw, d) in &got {
+            inv.arg(raw.as_slice()).arg(*d);
+        }
+        let mut conn = caller.backend.conn.clone();
+        let _: i64 = inv.invoke_async(&mut conn).await?;
+    }
+    Ok(got)
+}
+
+fn received(q: &Queue, raw: &[u8], deliveries: i64, sys_wanted: &[String], attr_wanted: &[String]) -> Value {
+    let read = message::decode(raw);
+    let s = &read.stored;
+    let mut m = Map::new();
+    m.insert("MessageId".into(), json!(s.id));
+    m.insert("ReceiptHandle".into(), json!(make_handle(q, raw, deliveries)));
+    m.insert("MD5OfBody".into(), json!(md5s::of_body(&s.body)));
+    m.insert("Body".into(), json!(s.body));
+    let all_sys = sys_wanted.iter().any(|w| w == "All");
+    let mut sys = Map::new();
+    let mut put = |name: &str, v: String| {
+        if all_sys || sys_wanted.iter().any(|w| w == name) {
+            sys.insert(name.to_string(), json!(v));
+        }
+    };
+    put("SenderId", s.sender.clone());
+    put("SentTimestamp", s.sent.to_string());
+    put("ApproximateReceiveCount", deliveries.to_string());
+    if let Some(g) = &s.group {
+        put("MessageGroupId", g.clone());
+    }
+    if let Some(d) = &s.dedup {
+        put("MessageDeduplicationId", d.clone());
+    }
+    if let (true, Some(seq)) = (q.fifo(), read.seq) {
+        put("SequenceNumber", format!("{seq:020}"));
+    }
+    if let Some(t) = &s.trace {
+        put("AWSTraceHeader", t.clone());
+    }
+    if !sys.is_empty() {
+        m.insert("Attributes".into(), Value::Object(sys));
+    }
+    let attrs: BTreeMap<String, Attribute> = s
+        .attrs
+        .iter()
+        .filter(|(name, _)| {
+            attr_wanted
+                .iter()
+                .any(|w| w == "All" || w == ".*" || w == *name || w.strip_suffix(".*").is_some_and(|p| name.starts_with(&format!("{p}."))))
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if let Some(md5) = md5s::of_attributes(&attrs) {
+        m.insert("MD5OfMessageAttributes".into(), json!(md5));
+        m.insert("MessageAttributes".into(), json!(attrs));
+    }
+    Value::Object(m)
+}
+
+// ---- ending and extending deliveries ----
+
+/// Ends the delivery a handle names; a handle of an ended delivery ends nothing.
+async fn delete_one(caller: &Caller, q: &Queue, handle: &str) -> SqsResult<()> {
+    let (raw, d) = read_handle(q, handle)?;
+    let mut conn = caller.backend.conn.clone();
+    let _: i64 = caller.backend.delete.key(&q.name).key(store::records_key(&q.name)).arg(raw).arg(d).invoke_async(&mut conn).await?;
+    Ok(())
+}
+
+async fn delete_message(caller: &Caller, input: &Value) -> SqsResult<Value> {
+    let q = load_queue(caller, queue_of_url(input)?).await?;
+    delete_one(caller, &q, required(input, "ReceiptHandle")?).await?;
+    Ok(json!({}))
+}
+
+async fn delete_message_batch(caller: &Caller, input: &Value) -> SqsResult<Value> {
+    let q = load_queue(caller, queue_of_url(input)?).await?;
+    let entries = batch_entries(input)?;
+    let (mut ok, mut failures) = (Vec::new(), Vec::new());
+    for (id, e) in entries {
+        let r = match required(e, "ReceiptHandle") {
+            Ok(h) => delete_one(caller, &q, h).await,
+            Err(err) => Err(err),
+        };
+        match r {
+            Ok(()) => ok.push(json!({"Id": id})),
+            Err(err) if err.sender_fault() => failures.push(failed(&id, &err)),
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(json!({"Successful": ok, "Failed": failures}))
+}
+
+async fn change_one(caller: &Caller, q: &Queue, handle: &str, timeout: i64) -> SqsResult<()> {
+    let (raw, d) = read_handle(q, handle)?;
+    let mut conn = caller.backend.conn.clone();
+    let changed: i64 = caller
+        .backend
+        .visibility
+        .key(&q.name)
+        .key(store::records_key(&q.name))
+        .arg(raw)
+        .arg(d)
+        .arg(timeout * 1000)
+        .invoke_async(&mut conn)
+        .await?;
+    if changed == 1 {
+        Ok(())
+    } else {
+        Err(SqsError::message_not_inflight("The message referred to isn't in flight."))
+    }
+}
+
+fn visibility_timeout(v: &Value) -> SqsResult<i64> {
+    int_field(v, "VisibilityTimeout", 0, 43_200)?
+        .ok_or_else(|| SqsError::missing_parameter("The request must contain the parameter VisibilityTimeout."))
+}
+
+async fn change_visibility(caller: &Caller, input: &Value) -> SqsResult<Value> {
+    let q = load_queue(caller, queue_of_url(input)?).await?;
+    let t = visibility_timeout(input)?;
+    change_one(caller, &q, required(input, "ReceiptHandle")?, t).await?;
+    Ok(json!({}))
+}
+
+async fn change_visibility_batch(caller: &Caller, input: &Value) -> SqsResult<Value> {
+    let q = load_queue(caller, queue_of_url(input)?).await?;
+    let entries = batch_entries(input)?;
+    let (mut ok, mut failures) = (Vec::new(), Vec::new());
+    for (id, e) in entries {
+        let r = match (required(e, "ReceiptHandle"), visibility_timeout(e)) {
+            (Ok(h), Ok(t)) => change_one(caller, &q, h, t).await,
+            (Err(err), _) | (_, Err(err)) => Err(err),
+        };
+        match r {
+            Ok(()) => ok.push(json!({"Id": id})),
+            Err(err) if err.sender_fault() => failures.push(failed(&id, &err)),
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(json!({"Successful": ok, "Failed": failures}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue() -> Queue {
+        Queue { name: "q1".into(), attrs: HashMap::from([("hkey".to_string(), "00112233".to_string())]) }
+    }
+
+    #[test]
+    fn handles_round_trip_and_refuse_forgeries() {
+        let q = queue();
+        let h = make_handle(&q, b"rmqgw1 x", 3);
+        assert_eq!(read_handle(&q, &h).unwrap(), (b"rmqgw1 x".to_vec(), 3));
+        let mut other = queue();
+        other.attrs.insert("hkey".into(), "44".into());
+        assert_eq!(read_handle(&other, &h).unwrap_err().code, "ReceiptHandleIsInvalid");
+        let mut raw = B64URL.decode(&h).unwrap();
+        raw[1] ^= 1;
+        assert_eq!(read_handle(&q, &B64URL.encode(raw)).unwrap_err().code, "ReceiptHandleIsInvalid");
+        assert_eq!(read_handle(&q, "not base64!").unwrap_err().code, "ReceiptHandleIsInvalid");
+        assert_eq!(read_handle(&q, "").unwrap_err().code, "ReceiptHandleIsInvalid");
+    }
+
+    #[test]
+    fn queue_names() {
+        assert!(valid_queue_name("a-b_C9"));
+        assert!(valid_queue_name("x.fifo"));
+        assert!(!valid_queue_name(".fifo"));
+        assert!(!valid_queue_name("a.b"));
+        assert!(!valid_queue_name(&"a".repeat(81)));
+        assert!(!valid_queue_name("a{b}"));
+    }
+}

@@ -1,0 +1,68 @@
+//! rmq-gateway: the Amazon SQS API (AWS JSON 1.0) over RMQ queues. The contract is
+//! GATEWAY.md; the differences from SQS are listed in the README.
+
+mod actions;
+mod errors;
+mod md5s;
+mod message;
+mod metrics;
+mod movetask;
+mod redrive;
+mod server;
+mod sigv4;
+mod store;
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+#[derive(Parser, Debug)]
+#[command(name = "rmq-gateway", about = "The Amazon SQS API over RMQ queues")]
+pub struct Args {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:9324")]
+    listen: SocketAddr,
+    /// The Redis server with the RMQ module: redis://[user:pass@]host:port[/db].
+    #[arg(long, default_value = "redis://127.0.0.1:6379")]
+    redis: String,
+    /// Access keys, one per line: ACCESS_KEY_ID SECRET_ACCESS_KEY [REDIS_USER REDIS_PASSWORD].
+    #[arg(long, env = "RMQ_GATEWAY_CREDENTIALS")]
+    credentials: Option<std::path::PathBuf>,
+    /// The region requests must be signed for.
+    #[arg(long, default_value = "us-east-1")]
+    region: String,
+    /// The account id in queue URLs and ARNs (12 digits).
+    #[arg(long, default_value = "000000000000", value_parser = parse_account)]
+    account: String,
+    /// The base of queue URLs (default http://ADDR:PORT).
+    #[arg(long)]
+    public_url: Option<String>,
+}
+
+fn parse_account(s: &str) -> Result<String, String> {
+    if s.len() == 12 && s.bytes().all(|b| b.is_ascii_digit()) {
+        Ok(s.to_string())
+    } else {
+        Err("an account id is 12 digits".into())
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    tracing_subscriber::fmt().with_writer(std::io::stderr).with_target(false).init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("rmq-gateway: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(server::run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rmq-gateway: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

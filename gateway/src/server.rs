@@ -1,0 +1,244 @@
+//! HTTP: the AWS JSON 1.0 endpoint (`POST /`), `/health` and `/metrics`; access checks;
+//! start refusal rules and graceful stop.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use axum::Router;
+use tokio::sync::watch;
+
+use crate::actions::{self, Caller};
+use crate::errors::SqsError;
+use crate::metrics::Metrics;
+use crate::sigv4::{self, Credentials};
+use crate::store::Backend;
+use crate::Args;
+
+/// Request bodies larger than this are refused unread.
+const MAX_BODY: usize = 2 * 1024 * 1024;
+/// How long a client may take to send its headers.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Open connections at most.
+const MAX_CONNECTIONS: usize = 10_000;
+/// How long requests in progress may take to finish after a stop signal.
+const DRAIN: Duration = Duration::from_secs(5);
+
+pub struct Gateway {
+    region: String,
+    account: String,
+    public_url: String,
+    credentials: Option<Credentials>,
+    /// The URL's user, and one backend per access key with a Redis user of its own.
+    default: Arc<Backend>,
+    per_key: HashMap<String, Arc<Backend>>,
+    metrics: Metrics,
+    pub stopping: watch::Receiver<bool>,
+}
+
+impl Gateway {
+    pub fn queue_url(&self, name: &str) -> String {
+        format!("{}/{}/{}", self.public_url, self.account, name)
+    }
+    pub fn queue_arn(&self, name: &str) -> String {
+        format!("arn:aws:sqs:{}:{}:{}", self.region, self.account, name)
+    }
+}
+
+pub async fn run(args: Args) -> Result<(), String> {
+    let credentials = match &args.credentials {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read the credentials file {}: {e}", path.display()))?;
+            Some(Credentials::parse(&text).map_err(|e| format!("credentials file {}: {e}", path.display()))?)
+        }
+        None => None,
+    };
+    if credentials.is_none() && !args.listen.ip().is_loopback() {
+        return Err(format!(
+            "refusing to listen on {} without --credentials: only a loopback address may serve unsigned requests",
+            args.listen
+        ));
+    }
+    let default = Backend::connect(&args.redis, None).await.map_err(|e| format!("cannot reach Redis at {}: {e}", args.redis))?;
+    let mut per_key = HashMap::new();
+    for key in credentials.iter().flat_map(Credentials::keys) {
+        if let Some(user) = &key.redis_user {
+            let b = Backend::connect(&args.redis, Some(user))
+                .await
+                .map_err(|e| format!("access key {}: cannot connect to Redis as {}: {e}", key.id, user.0))?;
+            per_key.insert(key.id.clone(), b);
+        }
+    }
+    let listener = tokio::net::TcpListener::bind(args.listen).await.map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    let local = listener.local_addr().map_err(|e| e.to_string())?;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let gw = Arc::new(Gateway {
+        region: args.region,
+        account: args.account,
+        public_url: args.public_url.unwrap_or_else(|| format!("http://{local}")).trim_end_matches('/').to_string(),
+        credentials,
+        default,
+        per_key,
+        metrics: Metrics::default(),
+        stopping: stop_rx,
+    });
+    let app = Router::new()
+        .route("/health", get(health))
+        .route("/metrics", get(metrics))
+        .fallback(any(sqs))
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(gw.clone());
+    crate::redrive::spawn(gw.default.clone(), gw.stopping.clone());
+    println!("rmq-gateway listening on http://{local}");
+    serve(listener, app, stop_tx).await;
+    Ok(())
+}
+
+/// Accepts connections (at most MAX_CONNECTIONS open) until SIGINT or SIGTERM, then lets
+/// requests in progress finish for at most DRAIN; waiting long polls are answered empty.
+async fn serve(listener: tokio::net::TcpListener, app: Router, stop_tx: watch::Sender<bool>) {
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use hyper_util::server::conn::auto;
+    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let mut tasks = tokio::task::JoinSet::new();
+    let stop = stop_signal();
+    tokio::pin!(stop);
+    loop {
+        let (stream, _) = tokio::select! {
+            _ = &mut stop => break,
+            r = listener.accept() => match r {
+                Ok(c) => c,
+                Err(_) => continue,
+            },
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            // Over the limit: refused (closed), not queued.
+            drop(stream);
+            continue;
+        };
+        let svc = hyper_util::service::TowerToHyperService::new(app.clone());
+        let stopping = stop_tx.subscribe();
+        tasks.spawn(async move {
+            let _permit = permit;
+            let mut builder = auto::Builder::new(TokioExecutor::new());
+            builder.http1().timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(HEADER_TIMEOUT);
+            let conn = builder.serve_connection(TokioIo::new(stream), svc);
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = stopped(stopping) => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = conn.await;
+                }
+            }
+        });
+    }
+    drop(listener);
+    let _ = stop_tx.send(true);
+    let _ = tokio::time::timeout(DRAIN, async { while tasks.join_next().await.is_some() {} }).await;
+}
+
+/// Resolves once the gateway is stopping.
+pub async fn stopped(mut rx: watch::Receiver<bool>) {
+    let _ = rx.wait_for(|s| *s).await;
+}
+
+async fn stop_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
+        (Ok(mut i), Ok(mut t)) => {
+            tokio::select! { _ = i.recv() => {}, _ = t.recv() => {} }
+        }
+        _ => std::future::pending().await,
+    }
+}
+
+async fn health(State(gw): State<Arc<Gateway>>) -> Response {
+    let mut conn = gw.default.conn.clone();
+    match redis::cmd("PING").query_async::<String>(&mut conn).await {
+        Ok(_) => (StatusCode::OK, "ok\n").into_response(),
+        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "redis unavailable\n").into_response(),
+    }
+}
+
+async fn metrics(State(gw): State<Arc<Gateway>>) -> Response {
+    let polls = gw.default.open_polls() + gw.per_key.values().map(|b| b.open_polls()).sum::<usize>();
+    ([("content-type", "text/plain; version=0.0.4")], gw.metrics.render(polls)).into_response()
+}
+
+fn error_response(e: &SqsError) -> Response {
+    let mut r = (e.status, e.body()).into_response();
+    let h = r.headers_mut();
+    h.insert("content-type", HeaderValue::from_static("application/x-amz-json-1.0"));
+    if let Ok(v) = HeaderValue::from_str(e.query) {
+        h.insert("x-amzn-query-error", v);
+    }
+    r
+}
+
+async fn sqs(State(gw): State<Arc<Gateway>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    let started = Instant::now();
+    let target = headers.get("x-amz-target").and_then(|v| v.to_str().ok()).unwrap_or("");
+    let action = target.strip_prefix("AmazonSQS.").unwrap_or("").to_string();
+    let result = handle(&gw, &method, &uri, &headers, &body, &action).await;
+    let label = if action.is_empty() { "unknown" } else { action.as_str() };
+    match result {
+        Ok(v) => {
+            gw.metrics.observe(label, "ok", started.elapsed());
+            ([("content-type", "application/x-amz-json-1.0")], v.to_string()).into_response()
+        }
+        Err(e) => {
+            gw.metrics.observe(label, e.code, started.elapsed());
+            error_response(&e)
+        }
+    }
+}
+
+async fn handle(
+    gw: &Gateway,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &[u8],
+    action: &str,
+) -> Result<serde_json::Value, SqsError> {
+    let caller = authenticate(gw, method, uri, headers, body)?;
+    if method != Method::POST || action.is_empty() {
+        return Err(SqsError::unsupported_operation(
+            "rmq-gateway speaks the AWS JSON 1.0 protocol: POST / with X-Amz-Target: AmazonSQS.<Action>",
+        ));
+    }
+    let input: serde_json::Value = if body.is_empty() {
+        serde_json::json!({})
+    } else {
+        serde_json::from_slice(body).map_err(|_| SqsError::serialization("The request body is not valid JSON"))?
+    };
+    if !input.is_object() {
+        return Err(SqsError::serialization("The request body must be a JSON object"));
+    }
+    actions::dispatch(gw, &caller, action, &input).await
+}
+
+fn authenticate(gw: &Gateway, method: &Method, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Result<Caller, SqsError> {
+    let Some(creds) = &gw.credentials else {
+        // Local development: any key is served, as the URL's Redis user.
+        let key_id = headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|a| a.split("Credential=").nth(1))
+            .and_then(|c| c.split('/').next())
+            .unwrap_or("anonymous")
+            .to_string();
+        return Ok(Caller { backend: gw.default.clone(), key_id });
+    };
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+    let req = sigv4::Request { method: method.as_str(), path: uri.path(), query: uri.query().unwrap_or(""), headers, body };
+    let key = sigv4::verify(creds, &gw.region, &req, now)?;
+    let backend = gw.per_key.get(&key.id).cloned().unwrap_or_else(|| gw.default.clone());
+    Ok(Caller { backend, key_id: key.id.clone() })
+}

@@ -1,0 +1,189 @@
+"""rmq-gateway's access rules: SigV4 with a credentials file (every refusal GATEWAY.md lists),
+Redis users behind access keys, presigned URLs, the start refusal rules and the AWS CLI."""
+
+import datetime
+import json
+import os
+import subprocess
+import urllib.error
+import urllib.request
+from unittest import mock
+
+import botocore.auth
+import pytest
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+from botocore.exceptions import ClientError
+
+from gateway_support import Gateway
+
+CREDS = "# test keys\n\nAKIDGOOD s3cretGOOD\nAKIDLIMITED s3cretLIMITED limited limitedpw\n"
+
+
+def code(exc):
+    return exc.value.response["Error"]["Code"]
+
+
+@pytest.fixture
+def signed(r, start_gateway):
+    # The limited key acts as a Redis user that may only use queues named pub* (the user
+    # must exist when the gateway starts: it connects as each key's user).
+    r.execute_command("ACL", "SETUSER", "limited", "reset", "on", ">limitedpw", "~pub*", "~*{pub*}*", "+@all")
+    yield start_gateway(credentials=CREDS)
+    r.execute_command("ACL", "DELUSER", "limited")
+
+
+def raw_post(gw, action, body, headers):
+    h = {"X-Amz-Target": f"AmazonSQS.{action}", "Content-Type": "application/x-amz-json-1.0"}
+    h.update(headers)
+    req = urllib.request.Request(gw.url + "/", data=body, method="POST", headers=h)
+    try:
+        with urllib.request.urlopen(req) as resp:
+            return resp.status, resp.headers, json.loads(resp.read() or b"{}")
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, json.loads(e.read() or b"{}")
+
+
+def signed_headers(gw, action, body, key="AKIDGOOD", secret="s3cretGOOD", region="us-east-1", when=None):
+    req = AWSRequest(method="POST", url=gw.url + "/", data=body,
+                     headers={"X-Amz-Target": f"AmazonSQS.{action}", "Content-Type": "application/x-amz-json-1.0"})
+    auth = botocore.auth.SigV4Auth(Credentials(key, secret), "sqs", region)
+    if when is None:
+        auth.add_auth(req)
+    else:
+        with mock.patch("botocore.auth.get_current_datetime", return_value=when):
+            auth.add_auth(req)
+    return dict(req.headers.items())
+
+
+def test_valid_signatures_are_served(signed):
+    sqs = signed.sqs(key="AKIDGOOD", secret="s3cretGOOD")
+    url = sqs.create_queue(QueueName="q")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="hi")
+    m = sqs.receive_message(QueueUrl=url, AttributeNames=["SenderId"])["Messages"][0]
+    assert m["Attributes"]["SenderId"] == "AKIDGOOD"
+
+
+@pytest.mark.parametrize("key,secret,region,expected", [
+    ("AKIDGOOD", "wrong", "us-east-1", "SignatureDoesNotMatch"),
+    ("AKIDNOBODY", "s3cretGOOD", "us-east-1", "InvalidClientTokenId"),
+    ("AKIDGOOD", "s3cretGOOD", "eu-west-1", "SignatureDoesNotMatch"),
+])
+def test_refused_signatures(signed, key, secret, region, expected):
+    sqs = signed.sqs(key=key, secret=secret, region=region)
+    with pytest.raises(ClientError) as e:
+        sqs.list_queues()
+    assert code(e) == expected
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+
+
+def test_unsigned_old_and_changed_requests(signed):
+    body = b"{}"
+    status, headers, out = raw_post(signed, "ListQueues", body, {})
+    assert (status, out["__type"]) == (403, "com.amazonaws.sqs#MissingAuthenticationToken")
+    assert headers["x-amzn-query-error"] == "MissingAuthenticationToken;Sender"
+    old = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None) - datetime.timedelta(minutes=20)
+    status, _, out = raw_post(signed, "ListQueues", body, signed_headers(signed, "ListQueues", body, when=old))
+    assert (status, out["__type"]) == (403, "com.amazonaws.sqs#RequestExpired")
+    ahead = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None) + datetime.timedelta(minutes=20)
+    status, _, out = raw_post(signed, "ListQueues", body, signed_headers(signed, "ListQueues", body, when=ahead))
+    assert (status, out["__type"]) == (403, "com.amazonaws.sqs#RequestExpired")
+    # A request changed after signing (its body) no longer matches its signature.
+    h = signed_headers(signed, "ListQueues", body)
+    status, _, out = raw_post(signed, "ListQueues", b'{"QueueNamePrefix": "x"}', h)
+    assert (status, out["__type"]) == (403, "com.amazonaws.sqs#SignatureDoesNotMatch")
+    # Within 15 minutes is accepted.
+    recent = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None) - datetime.timedelta(minutes=10)
+    status, _, out = raw_post(signed, "ListQueues", body, signed_headers(signed, "ListQueues", body, when=recent))
+    assert status == 200
+
+
+def test_secrets_never_logged(signed):
+    sqs = signed.sqs(key="AKIDGOOD", secret="wrong")
+    with pytest.raises(ClientError) as e:
+        sqs.list_queues()
+    assert "s3cretGOOD" not in json.dumps(e.value.response, default=str)
+    signed.stop()
+    assert "s3cret" not in signed.output()
+
+
+def test_redis_user_acls(r, signed):
+    good = signed.sqs(key="AKIDGOOD", secret="s3cretGOOD")
+    good.create_queue(QueueName="private")
+    limited = signed.sqs(key="AKIDLIMITED", secret="s3cretLIMITED")
+    url = limited.create_queue(QueueName="pub1")["QueueUrl"]
+    limited.send_message(QueueUrl=url, MessageBody="ok")
+    purl = url.replace("pub1", "private")
+    with pytest.raises(ClientError) as e:
+        limited.send_message(QueueUrl=purl, MessageBody="no")
+    assert code(e) == "AccessDenied"
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+    assert r.zcard("private") == 0
+
+
+def test_start_refusals(server, tmp_path):
+    # Without credentials, only a loopback address.
+    g = Gateway(server, listen="0.0.0.0:0").launch()
+    assert g.wait_exit() not in (None, 0)
+    assert "refusing to listen on 0.0.0.0:0 without --credentials" in g.output()
+    # An unreadable credentials file, an unreachable Redis, bad arguments.
+    g = Gateway(server, extra=["--credentials", str(tmp_path / "missing")]).launch()
+    assert g.wait_exit() not in (None, 0)
+    assert "cannot read the credentials file" in g.output()
+    g = Gateway(server, credentials="only-one-field\n").launch()
+    assert g.wait_exit() not in (None, 0)
+    assert "line 1" in g.output()
+    from server_support import free_port
+    g = Gateway(server, redis_url=f"redis://127.0.0.1:{free_port()}").launch()
+    assert g.wait_exit() not in (None, 0)
+    assert "cannot reach Redis" in g.output()
+    g = Gateway(server, extra=["--account", "12"]).launch()
+    assert g.wait_exit() not in (None, 0)
+    # With credentials, any address.
+    g = Gateway(server, credentials="AKIDGOOD s3cretGOOD\n", listen=f"0.0.0.0:{free_port()}").launch()
+    try:
+        import time
+        deadline = time.monotonic() + 30
+        while "listening on" not in g.output() and time.monotonic() < deadline:
+            assert g.proc.poll() is None, g.output()
+            time.sleep(0.05)
+        assert "listening on" in g.output()
+    finally:
+        assert g.stop() == 0
+
+
+def test_aws_cli(r, start_gateway):
+    gw = start_gateway()
+    env = dict(os.environ, AWS_ACCESS_KEY_ID="cli", AWS_SECRET_ACCESS_KEY="cli", AWS_DEFAULT_REGION="us-east-1",
+               AWS_CONFIG_FILE="/dev/null", AWS_SHARED_CREDENTIALS_FILE="/dev/null")
+
+    def aws(*args):
+        out = subprocess.run(["aws", "--endpoint-url", gw.url, "--output", "json", "sqs", *args],
+                             env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout) if out.stdout.strip() else {}
+
+    url = aws("create-queue", "--queue-name", "cli")["QueueUrl"]
+    sent = aws("send-message", "--queue-url", url, "--message-body", "from the cli",
+               "--message-attributes", '{"k": {"DataType": "String", "StringValue": "v"}}')
+    got = aws("receive-message", "--queue-url", url, "--message-attribute-names", "All")["Messages"][0]
+    assert got["Body"] == "from the cli" and got["MessageId"] == sent["MessageId"]
+    aws("delete-message", "--queue-url", url, "--receipt-handle", got["ReceiptHandle"])
+    assert r.zcard("prepare{cli}") == 0
+    assert aws("list-queues")["QueueUrls"] == [url]
+
+
+def test_presigned_query_string(signed):
+    body = b"{}"
+    req = AWSRequest(method="POST", url=signed.url + "/", data=body,
+                     headers={"X-Amz-Target": "AmazonSQS.ListQueues", "Content-Type": "application/x-amz-json-1.0"})
+    botocore.auth.SigV4QueryAuth(Credentials("AKIDGOOD", "s3cretGOOD"), "sqs", "us-east-1", expires=300).add_auth(req)
+    prepared = req.prepare()
+    r = urllib.request.Request(prepared.url, data=body, method="POST", headers=dict(prepared.headers.items()))
+    with urllib.request.urlopen(r) as resp:
+        assert resp.status == 200
+    bad = prepared.url.replace("X-Amz-Signature=", "X-Amz-Signature=0")
+    r = urllib.request.Request(bad, data=body, method="POST", headers=dict(prepared.headers.items()))
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(r)
+    assert e.value.code == 403
