@@ -13,8 +13,8 @@ def _db_of(conn):
 
 
 def test_move_leaves_the_connection_on_its_own_database(server, r):
-    """Valkey 8.x runs a module's keyspace callbacks on the client of the command and
-    leaves it on the event's database (valkey#4024): without the module's care, MOVE
+    """Valkey 8.1 runs a module's keyspace callbacks on the client of the command and
+    leaves it on the event's database (valkey#1819, fixed by valkey#4024): without the module's care, MOVE
     switched the user's connection to the destination database, and the next command ran
     there (a second MOVE answered "source and destination objects are the same")."""
     r1 = server.client(db=1)
@@ -33,12 +33,12 @@ def test_move_leaves_the_connection_on_its_own_database(server, r):
 
 
 def test_copy_to_another_database_leaves_the_connection_on_its_own(server, r):
-    if server_name() == "valkey" and server_version() < (9, 0, 0):
+    if server_name() == "valkey" and server_version() < (9, 1, 0):
         # COPY ... DB fires only `copy_to`, on the destination: nothing tells the module
         # the database to go back to (MOVE's `move_from` does; see the test above).
         pytest.skip(f"{server_label()} leaves a connection on the destination database after "
-                    "COPY ... DB when any module subscribes to keyspace events (valkey#4024, "
-                    "fixed in Valkey 9); the module cannot undo it")
+                    "COPY ... DB when any module subscribes to keyspace events (valkey#1819, "
+                    "fixed by valkey#4024; not seen on 9.1.2); the module cannot undo it")
     r1 = server.client(db=1)
     push(r1, "q", "PRIORITY", 1, "a")
     for k in (b"q", b"meta{q}"):

@@ -139,11 +139,11 @@ extern "C" fn on_key_event(ctx: *mut RedisModuleCtx, _type: c_int, event: *const
             MOVE_SOURCE.store(ctx.db(), Ordering::Relaxed);
         }
         guard((), || f(ctx, &event, key));
-        // Valkey 8.x (before valkey#4024) calls this on the client running the command,
-        // having selected the event's database on it, and never selects back: after MOVE
-        // the user's connection would be left on the destination database. MOVE's
-        // `move_from` (on the source database) comes first, so go back there. Elsewhere
-        // the context's client is a temporary one (or the server restores it): harmless.
+        // Valkey 8.1 (valkey#1819, until valkey#4024) calls this on the client running the
+        // command, having selected the event's database on it, and never selects back:
+        // after MOVE the user's connection would be left on the destination database.
+        // MOVE's `move_from` (on the source database) comes first, so go back there.
+        // Elsewhere the context's client is a temporary one (or the server restores it).
         if moving && event.bytes() == b"move_to" {
             let source = MOVE_SOURCE.swap(-1, Ordering::Relaxed);
             if source >= 0 {
