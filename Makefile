@@ -169,7 +169,7 @@ leakcheck: build
 test-python: deps build
 	PYTHONPATH=clients/python $(PYTHON) -m pytest clients/python/tests -q
 
-# The Node.js client and worker (clients/node, npm package rmq-redis-module): compiled with tsc
+# The Node.js client and worker (clients/node, npm package rmq-redis): compiled with tsc
 # (`npm run build`), then its tests (node --test, one file at a time) against servers they
 # start themselves with the built module (a standalone server, worker processes, a
 # 3-primary cluster with a kill -9 failover); ~1 min. scripts/install-deps ran `npm ci`.

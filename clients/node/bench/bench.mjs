@@ -8,7 +8,7 @@
 // pinned to core 1; the server is stopped by pid at the end. Each round, for each peer, the
 // database is emptied, N jobs are loaded (not timed) and then consumed (timed, until the
 // last one is acknowledged by the server):
-//   rmq-worker  rmq-redis-module's Worker on a Topic of S slots, no-op handler, concurrency C
+//   rmq-worker  rmq-redis's Worker on a Topic of S slots, no-op handler, concurrency C
 //   hand-loop   one connection: RMQ.TPOP COUNT C LEASE 30000, then one RMQ.ACK per queue
 //               of the batch (pipelined), until N are acked
 //   bullmq      BullMQ's Worker, concurrency C, no-op processor, removeOnComplete (its

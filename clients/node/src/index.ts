@@ -1,4 +1,4 @@
-/** rmq-redis-module: the Node.js client and worker of RMQ, the message queue inside Redis. */
+/** rmq-redis: the Node.js client and worker of RMQ, the message queue inside Redis. */
 
 export { Queue, Topic, route } from "./queues";
 export type {

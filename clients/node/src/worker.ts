@@ -506,7 +506,7 @@ export class Worker extends EventEmitter {
 
   private report(error: Error): void {
     if (this.listenerCount("error")) this.emit("error", error);
-    else console.error(`rmq-redis-module worker: ${error.message}`);
+    else console.error(`rmq-redis worker: ${error.message}`);
   }
 }
 
