@@ -3,7 +3,9 @@
 //! start.
 
 use crate::core::error::{Result, RmqError};
-use crate::core::kind::{self, check_group, Bound, PushMode, MAX_EXACT, MAX_RELATIVE};
+use crate::core::kind::{self, check_group, Bound, PushMode, MAX_EXACT};
+// Where the fuzz targets (fuzz/) find the bounds they check replies against.
+pub use crate::core::kind::{MAX_GROUP_BYTES, MAX_RELATIVE};
 use crate::core::num::parse_int;
 use crate::core::policy::Field;
 use crate::core::route::MAX_SLOTS;
@@ -354,7 +356,7 @@ pub fn route(args: &[&[u8]]) -> Result<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::kind::{MAX_GROUP_BYTES, MIN_AT};
+    use crate::core::kind::MIN_AT;
 
     fn a(v: &[&'static str]) -> Vec<&'static [u8]> {
         v.iter().map(|s| s.as_bytes()).collect()

@@ -75,8 +75,8 @@ impl Resume {
 
 /// Calls `each` with the slots below `slots` of `topic` with waiting messages, in the order
 /// this TPOP tries them: from the one after the last one served, round the circle; and
-/// with the place of the slot's queue name (for the caller to fill). None if there are
-/// none.
+/// with the place of the slot's queue name (for the caller to fill). Returns where the
+/// next TPOP will start, for this one to set; None if the topic has no busy queue.
 pub fn rotation(db: i32, topic: &[u8], slots: u32, mut each: impl FnMut(u32, &mut Option<Shared>)) -> Option<Resume> {
     let mut all = topics();
     let t = all.get_mut(topic).and_then(|dbs| in_db(dbs, db))?;
