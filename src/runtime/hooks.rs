@@ -63,7 +63,8 @@ fn scanned_queue(key: &[u8]) -> Option<&[u8]> {
 fn zset_written(ctx: Ctx, name: &[u8], q: &[u8], tagged: Option<KeyId>) {
     // Most sorted sets are no queue's: their names settle it before anything is looked up.
     let slot = route::split(q).is_some();
-    if (!slot && !waiters::has_waiters(ctx.db(), q)) || !ctx.is_primary() {
+    let watched = slot || (waiters::anyone_blocked() && waiters::has_waiters(ctx.db(), q));
+    if !watched || !ctx.is_primary() {
         return;
     }
     let waiting_set = matches!(tagged, None | Some(KeyId::Hold));
