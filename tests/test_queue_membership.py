@@ -6,6 +6,7 @@ or dead and no policy or schedule, take the queue's other keys with it, on prima
 replicas alike."""
 
 import pytest
+import redis
 
 from helpers import pop, prep, push, start_replica, wait_replica_matches, wait_until
 
@@ -52,10 +53,12 @@ def test_pop_and_tpop_take_zadd_written_messages_and_then_list_the_queue(r):
 @pytest.mark.parametrize("write", [
     lambda r: r.hset("sched{s}", "n", "x"),
     lambda r: r.hincrby("meta{s}", "f", 1),
+    lambda r: r.set("meta{s}", "hello"),
+    lambda r: r.eval("redis.call('SADD', KEYS[1], 'x')", 1, "hold{s}"),
     lambda r: r.hset("dead{s}", "a", "b"),
     lambda r: r.zadd("dead{s}", {"m": 1}),
     lambda r: r.restore("prepare{s}", 0, dump_of(r, {"m": 1})),
-], ids=["hset-sched", "hincrby-meta", "hset-dead", "zadd-dead", "restore-prepare"])
+], ids=["hset-sched", "hincrby-meta", "set-meta", "script-sadd-hold", "hset-dead", "zadd-dead", "restore-prepare"])
 def test_a_tagged_key_written_by_hand_lists_its_queue(r, write):
     write(r)
     assert listed(r) == [b"s"]
@@ -134,11 +137,32 @@ def test_the_tidy_up_reaches_a_replica(start_server):
     assert listed(c) == [b"keep"]
 
 
-def test_a_tagged_key_of_another_type_is_listed_from_the_next_scan(start_server):
-    """`SET meta{x} v` sends no event the module follows (it would tax every write): its
-    queue is listed once a scan has seen the key (a load, a restart)."""
+def test_a_tagged_key_made_as_a_later_key_is_listed_from_the_next_scan(start_server):
+    """`MSET a 1 meta{x} v` sends no event the module follows (it would tax every write),
+    and its first key is not a tagged one: the queue is listed once a scan has seen the key
+    (a load, a restart)."""
     s = start_server(extra_conf=["--enable-debug-command", "yes"])
     c = s.client()
-    c.set("meta{x}", "hello")
+    c.mset({"a": 1, "meta{x}": "hello"})
+    assert listed(c) == []
     c.execute_command("DEBUG", "RELOAD")
     assert listed(c) == [b"x"]
+
+
+@pytest.mark.parametrize("transaction", [False, True])
+def test_a_lazy_key_made_of_another_type_by_hand_is_refused_not_written(r, transaction):
+    """The module remembers which of a queue's rarely used keys (dead, park, hold) are
+    absent, and follows no creation event: a command that names one first (here SET, alone
+    or in a transaction) makes it look again, so the queue answers WRONGTYPE instead of
+    writing past it."""
+    push(r, "q", "PRIORITY", 1, "a")
+    assert pop(r, "q") == [(b"a", 1)]
+    if transaction:
+        with r.pipeline(transaction=True) as t:
+            t.set("dead{q}", "x")
+            t.execute()
+    else:
+        r.set("dead{q}", "x")
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        r.execute_command("RMQ.NACK", "q", "a", "DEAD")
+    assert r.zcard(prep("q")) == 1, "the delivery is still in flight"

@@ -31,13 +31,12 @@ pub fn queue_for(topic: &[u8], slots: u32, basis: &[u8]) -> Vec<u8> {
 /// The topic and slot a queue name stands for, if it ends in `_<slot>` (decimal, no
 /// leading zero, below `MAX_SLOTS`).
 pub fn split(q: &[u8]) -> Option<(&[u8], u32)> {
-    // Most names (every sorted set's, on each write: `hooks`) end otherwise: no scan.
-    if !q.last().is_some_and(u8::is_ascii_digit) {
-        return None;
-    }
-    let at = q.iter().rposition(|&c| c == b'_')?;
+    // Every sorted set's name is asked on each write (`hooks`): only its last bytes are
+    // read. The `_` before 1 to 5 digits is one of the 2nd to 6th last bytes (the last
+    // of them that is one).
+    let at = (2..=6).filter_map(|k| q.len().checked_sub(k)).find(|&i| q[i] == b'_')?;
     let digits = &q[at + 1..];
-    if digits.is_empty() || digits.len() > 5 || (digits.len() > 1 && digits[0] == b'0') || !digits.iter().all(u8::is_ascii_digit) {
+    if (digits.len() > 1 && digits[0] == b'0') || !digits.iter().all(u8::is_ascii_digit) {
         return None;
     }
     let slot = digits.iter().fold(0u32, |n, d| n * 10 + (d - b'0') as u32);
@@ -85,7 +84,7 @@ mod tests {
         assert_eq!(split(b"a_b_0"), Some((&b"a_b"[..], 0)));
         assert_eq!(split(b"_3"), Some((&b""[..], 3)));
         assert_eq!(split(b"t_16383"), Some((&b"t"[..], 16383)));
-        for no in [&b"orders"[..], b"t_", b"t_01", b"t_16384", b"t_1x", b"t_-1", b"t_123456"] {
+        for no in [&b"orders"[..], b"t_", b"t_01", b"t_16384", b"t_1x", b"t_-1", b"t_123456", b"12", b"user:1234", b"a_1b2", b"a_9_x1"] {
             assert_eq!(split(no), None, "{}", String::from_utf8_lossy(no));
         }
         for slot in [0, 7, 10, 16383] {

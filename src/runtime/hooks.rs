@@ -63,7 +63,8 @@ fn scanned_queue(key: &[u8]) -> Option<&[u8]> {
 fn zset_written(ctx: Ctx, name: &[u8], q: &[u8], tagged: Option<KeyId>) {
     // Most sorted sets are no queue's: their names settle it before anything is looked up.
     let slot = route::split(q).is_some();
-    if (!slot && !waiters::has_waiters(ctx.db(), q)) || !ctx.is_primary() {
+    let watched = slot || (waiters::anyone_blocked() && waiters::has_waiters(ctx.db(), q));
+    if !watched || !ctx.is_primary() {
         return;
     }
     let waiting_set = matches!(tagged, None | Some(KeyId::Hold));
@@ -269,72 +270,73 @@ fn abandoned(ctx: Ctx) {
 }
 
 /// Sees each command before it runs (every command on the server: the name's first letter
-/// settles nearly all at once): SYNC and PSYNC, so propagation is on before a replica's
-/// initial snapshot is taken and its backlog begins; commands that may change ACL rules;
-/// CLUSTER commands, which may change the slots this node serves; and hash commands
-/// naming a queue's tagged key (HSET meta{Q} by hand, in a script, or from a primary),
-/// whose keyspace events the module does not follow: the queue may be new to the registry
-/// (`registry::noted_by_hand`), and a `meta{Q}` drops its header known in memory, as EXEC
-/// does when such a command was queued in a transaction (it may have run after the header
-/// was read again).
+/// and the first key's last byte settle nearly all at once): SYNC and PSYNC, so
+/// propagation is on before a replica's initial snapshot is taken and its backlog begins;
+/// commands that may change ACL rules; CLUSTER commands, which may change the slots this
+/// node serves; and commands whose first key is a queue's tagged key (HSET meta{Q} or SET
+/// dead{Q} by hand, in a script, or a primary's effects on a replica), whose keyspace
+/// events the module does not follow (`named_by_hand`).
 fn on_command(cmd: &Filtered) {
     let Some(name) = cmd.arg(0) else { return };
     match name.first().map(u8::to_ascii_lowercase) {
         Some(b's' | b'p') if name.eq_ignore_ascii_case(b"sync") || name.eq_ignore_ascii_case(b"psync") => effects::replicas_from_now(),
         Some(b'c') if name.eq_ignore_ascii_case(b"cluster") => cluster::forget_slots(),
-        Some(b'e') if name.eq_ignore_ascii_case(b"exec") => named_meta().forget(),
-        Some(b'h') => {
-            if let Some(key) = cmd.arg(1) {
-                hash_command(key);
-            }
-        }
+        Some(b'e') if name.eq_ignore_ascii_case(b"exec") => named().made_again(),
         _ => {}
     }
     acl::rules_may_change(name);
-}
-
-/// A hash command (or HELLO) names `key` first.
-fn hash_command(key: &[u8]) {
-    if let Some(q) = owner(key) {
-        registry::noted_by_hand(q);
-        if queue_of(key).is_some_and(|(_, id)| id == KeyId::Meta) {
-            headers::forget_any_db(q);
-            named_meta().note(q);
-        }
+    if let Some(key) = cmd.arg(1).filter(|k| k.last() == Some(&b'}')) {
+        named_by_hand(key);
     }
 }
 
-/// The queues whose `meta{Q}` a command named since the last EXEC (it may be queued in
-/// one; a replica's primary sends most of its effects so), or `All` past a few.
-enum NamedMeta {
-    Queues(Vec<Vec<u8>>),
+/// A command is about to write (perhaps make) tagged key `key`: its queue may be new to the
+/// registry (`registry::noted_by_hand`), and what the name cache knows of the key (absent,
+/// converted, the header of a `meta{Q}`) no longer holds; again at EXEC, in case it was
+/// queued in a transaction (a command of the queue may run before it).
+fn named_by_hand(key: &[u8]) {
+    let Some(q) = owner(key) else { return };
+    registry::noted_by_hand(q);
+    if let Some((_, id)) = queue_of(key) {
+        keys::made_anywhere(q, id);
+        named().note(q, id);
+    }
+}
+
+/// The tagged keys commands named since the last EXEC (they may be queued in one; a
+/// replica's primary sends most of its effects so), or `All` past a few.
+enum Named {
+    Keys(Vec<(Vec<u8>, KeyId)>),
     All,
 }
 
-static NAMED_META: Mutex<NamedMeta> = Mutex::new(NamedMeta::Queues(Vec::new()));
+static NAMED: Mutex<Named> = Mutex::new(Named::Keys(Vec::new()));
 
-/// More queues than this named between two EXECs: EXEC forgets every header.
-const NAMED_META_KEPT: usize = 64;
+/// More keys than this named between two EXECs: EXEC forgets what is known of every key.
+const NAMED_KEPT: usize = 64;
 
-fn named_meta() -> MutexGuard<'static, NamedMeta> {
-    NAMED_META.lock().unwrap_or_else(|e| e.into_inner())
+fn named() -> MutexGuard<'static, Named> {
+    NAMED.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-impl NamedMeta {
-    fn note(&mut self, q: &[u8]) {
-        if let NamedMeta::Queues(qs) = self {
-            if qs.len() == NAMED_META_KEPT {
-                *self = NamedMeta::All;
-            } else if qs.last().is_none_or(|l| l != q) {
-                qs.push(q.to_vec());
+impl Named {
+    fn note(&mut self, q: &[u8], id: KeyId) {
+        if let Named::Keys(ks) = self {
+            if ks.len() == NAMED_KEPT {
+                *self = Named::All;
+            } else if ks.last().is_none_or(|(lq, lid)| lq != q || *lid != id) {
+                ks.push((q.to_vec(), id));
             }
         }
     }
 
-    fn forget(&mut self) {
-        match std::mem::replace(self, NamedMeta::Queues(Vec::new())) {
-            NamedMeta::Queues(qs) => qs.iter().for_each(|q| headers::forget_any_db(q)),
-            NamedMeta::All => headers::forget_all(),
+    fn made_again(&mut self) {
+        match std::mem::replace(self, Named::Keys(Vec::new())) {
+            Named::Keys(ks) => ks.iter().for_each(|(q, id)| keys::made_anywhere(q, *id)),
+            Named::All => {
+                keys::forget_arrived();
+                headers::forget_all();
+            }
         }
     }
 }

@@ -3,10 +3,10 @@
 //! park, parkidx, hold, sched); `Q` alone is a sorted set like any other (a leaderboard is
 //! no queue). A name comes in when the module makes one of its keys (`closed`, and a
 //! schedule's `noted`), when one arrives or is written by another command as a sorted set
-//! (RESTORE, RENAME, MOVE, COPY, ZADD: `key_created`), or when a hash command names one
-//! (`noted_by_hand`: a replica learns of its primary's queues so). A tagged key made by a
-//! command of another type (`SET meta{x} v`) sends nothing the module follows: its queue is
-//! listed from the next scan on. A name goes when a queue the module emptied has no key
+//! (RESTORE, RENAME, MOVE, COPY, ZADD: `key_created`), or when a command names one as its
+//! first key (`noted_by_hand`: `SET meta{x} v`; a replica learns of its primary's queues
+//! so). One made as another key of a command (`MSET a 1 meta{x} v`) is listed from the
+//! next scan on. A name goes when a queue the module emptied has no key
 //! left or its last key is deleted, expires, is evicted or moves away; and the whole set
 //! is built again by a keyspace scan after a load, a SWAPDB or a FLUSH. Names are kept in
 //! order, so a listing goes on from the last name it gave and every queue present
@@ -80,12 +80,12 @@ pub fn noted(ctx: Ctx, q: &[u8]) {
     insert(ctx.db(), q);
 }
 
-/// Names of queues whose tagged key a hash command named (`noted_by_hand`),
+/// Names of queues whose tagged key a command named first (`noted_by_hand`),
 /// not yet looked for: the command filter that sees them knows no database, and they may
 /// not exist (the command may fail).
 static BY_HAND: Mutex<BTreeSet<Vec<u8>>> = Mutex::new(BTreeSet::new());
 
-/// A hash command (HSET ... by hand, or a primary's effect on a replica) named a tagged
+/// A command (HSET, SET ... by hand, or a primary's effect on a replica) named a tagged
 /// key of queue `q` first: looked for at the next listing.
 pub fn noted_by_hand(q: &[u8]) {
     let mut by_hand = BY_HAND.lock().unwrap_or_else(|e| e.into_inner());

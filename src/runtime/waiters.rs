@@ -83,10 +83,17 @@ fn topic_waits(w: &Waiters, db: i32, topic: &[u8], slot: u32) -> bool {
     w.topics.get(&(db, topic.to_vec())).is_some_and(|counts| counts.iter().enumerate().any(|(i, &n)| n > 0 && slot < 1 << i))
 }
 
+/// Whether any consumer is blocked (one atomic read: sorted-set writes on the server ask
+/// before anything else, `hooks`).
+#[inline]
+pub fn anyone_blocked() -> bool {
+    stats::BLOCKED_CLIENTS.get() > 0
+}
+
 /// Whether consumers are blocked on the queue, directly or through its topic (one atomic
 /// load when nobody is blocked).
 pub fn has_waiters(db: i32, queue: &[u8]) -> bool {
-    if stats::BLOCKED_CLIENTS.get() == 0 {
+    if !anyone_blocked() {
         return false;
     }
     let w = waiters();

@@ -3,8 +3,8 @@
 //! every PUSH and POP two hash lookups and a string (~1,300 instructions), and looking up
 //! a record that is not there every popped message ~950. Like `busy`, the keys stay the truth: an entry serves only
 //! while `meta{Q}` exists, and is forgotten whenever the key may change without the module
-//! (a hash command naming it, seen by the command filter, or a transaction that queued
-//! one; a generic keyspace event on it: DEL, RENAME, RESTORE, an expiry ...; its creation
+//! (a command naming it, seen by the command filter: `keys::made_anywhere`, or a
+//! transaction that queued one; a generic keyspace event on it: DEL, RENAME, RESTORE, an expiry ...; its creation
 //! by the module) or all keys may (a load, a
 //! promotion, SWAPDB, FLUSH). The module changes the two fields only through
 //! `RedisQueue::set_header` and adds waiting records only through
@@ -44,10 +44,4 @@ pub fn forget(q: &[u8], db: i32) {
 /// Every key may have changed (a load, a promotion, SWAPDB, FLUSH).
 pub fn forget_all() {
     keys::forget_headers();
-}
-
-/// `meta{Q}` of queue `q` may have changed without the module, in a database not known
-/// (a command seen by the command filter).
-pub fn forget_any_db(q: &[u8]) {
-    keys::with_header(q, |e| *e = None);
 }

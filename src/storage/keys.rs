@@ -256,6 +256,20 @@ pub fn created(q: &[u8], id: KeyId, db: i32) {
     }
 }
 
+/// A command is about to write tagged key `id` of queue `q` in a database not known (seen
+/// by the command filter): `created` in every database.
+pub fn made_anywhere(q: &[u8], id: KeyId) {
+    if let Some(e) = cache().get_mut(q) {
+        e.big[id as usize] = 0;
+        if let Some(class) = lazy_class(id) {
+            e.absent[class] = 0;
+        }
+        if id == KeyId::Meta {
+            e.header = None;
+        }
+    }
+}
+
 /// Another command wrote key `key` in `db` (or it arrived there): if it is a queue's tagged
 /// key, it may have been made.
 pub fn written(key: &[u8], db: i32) {
