@@ -191,6 +191,24 @@ def test_visibility_expiry_counts_and_stale_handles(r, sqs):
     assert r.zcard("prepare{q}") == 0 and r.zcard("q") == 0
 
 
+def test_stale_handle_never_ends_an_unrecorded_later_delivery(r, sqs):
+    """A later delivery taken by anything but the gateway's receive (a blocking POP before
+    its record is written, a plain RMQ.POP) is not ended by an earlier delivery's handle."""
+    url = sqs.create_queue(QueueName="q")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="m")
+    old = sqs.receive_message(QueueUrl=url, VisibilityTimeout=1)["Messages"][0]
+    deadline = time.monotonic() + 30
+    got = None
+    while time.monotonic() < deadline and not got:
+        got = r.execute_command("RMQ.POP", "q", "LEASE", 60000)
+        time.sleep(0.05)
+    assert got and got[0][1] == 2
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=old["ReceiptHandle"])
+    with pytest.raises(ClientError):
+        sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=old["ReceiptHandle"], VisibilityTimeout=0)
+    assert r.zcard("prepare{q}") == 1
+
+
 def test_forged_handles_refused(sqs):
     url = sqs.create_queue(QueueName="q")["QueueUrl"]
     other = sqs.create_queue(QueueName="other")["QueueUrl"]

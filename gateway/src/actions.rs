@@ -771,8 +771,16 @@ async fn receive_message(gw: &Gateway, caller: &Caller, input: &Value) -> SqsRes
     // A lease of 0 is not an RMQ lease: 1 ms makes the message visible again at once.
     let lease = (vt * 1000).max(1);
     let mut conn = caller.backend.conn.clone();
-    let mut got: Vec<(Vec<u8>, i64)> =
-        caller.backend.receive.key(&q.name).key(store::records_key(&q.name)).arg(count).arg(lease).invoke_async(&mut conn).await?;
+    let mut got: Vec<(Vec<u8>, i64)> = caller
+        .backend
+        .receive
+        .key(&q.name)
+        .key(store::records_key(&q.name))
+        .key(store::prepare_key(&q.name))
+        .arg(count)
+        .arg(lease)
+        .invoke_async(&mut conn)
+        .await?;
     if got.is_empty() && wait > 0 {
         got = long_poll(gw, caller, &q, count, lease, wait).await?;
     }
@@ -796,7 +804,7 @@ async fn long_poll(gw: &Gateway, caller: &Caller, q: &Queue, count: i64, lease: 
     let got = got.unwrap_or_default();
     if !got.is_empty() {
         let mut inv = caller.backend.record.prepare_invoke();
-        inv.key(&q.name).key(store::records_key(&q.name));
+        inv.key(&q.name).key(store::records_key(&q.name)).key(store::prepare_key(&q.name));
         for (raw, d) in &got {
             inv.arg(raw.as_slice()).arg(*d);
         }
@@ -862,7 +870,16 @@ fn received(q: &Queue, raw: &[u8], deliveries: i64, sys_wanted: &[String], attr_
 async fn delete_one(caller: &Caller, q: &Queue, handle: &str) -> SqsResult<()> {
     let (raw, d) = read_handle(q, handle)?;
     let mut conn = caller.backend.conn.clone();
-    let _: i64 = caller.backend.delete.key(&q.name).key(store::records_key(&q.name)).arg(raw).arg(d).invoke_async(&mut conn).await?;
+    let _: i64 = caller
+        .backend
+        .delete
+        .key(&q.name)
+        .key(store::records_key(&q.name))
+        .key(store::prepare_key(&q.name))
+        .arg(raw)
+        .arg(d)
+        .invoke_async(&mut conn)
+        .await?;
     Ok(())
 }
 
@@ -898,6 +915,7 @@ async fn change_one(caller: &Caller, q: &Queue, handle: &str, timeout: i64) -> S
         .visibility
         .key(&q.name)
         .key(store::records_key(&q.name))
+        .key(store::prepare_key(&q.name))
         .arg(raw)
         .arg(d)
         .arg(timeout * 1000)
