@@ -542,3 +542,20 @@ def test_grafana_panel_uses_exported_metrics(gw, sqs):
     used = set(re.findall(r"\brmq_gateway_[a-z_]+", exprs))
     assert {"rmq_gateway_requests_total", "rmq_gateway_long_polls", "rmq_gateway_request_seconds_bucket"} <= used
     assert used <= exported, used - exported
+
+
+def test_slow_headers_are_cut_off_without_harm_to_others(gw, sqs):
+    """A client whose headers take over 10 s is disconnected; others are served meanwhile."""
+    import socket
+    s = socket.create_connection(("127.0.0.1", gw.port))
+    s.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nX-Amz-Target: AmazonSQS.ListQueues\r\n")
+    t0 = time.monotonic()
+    sqs.create_queue(QueueName="meanwhile")
+    assert time.monotonic() - t0 < 5
+    s.settimeout(30)
+    data = s.recv(4096)
+    # Closed (or answered with an error) around the 10 s header timeout, never served.
+    assert time.monotonic() - t0 >= 9
+    assert data == b"" or data.startswith(b"HTTP/1.1 408")
+    s.close()
+    assert sqs.get_queue_url(QueueName="meanwhile")["QueueUrl"].endswith("/meanwhile")
