@@ -111,8 +111,17 @@ def test_redis_user_acls(r, signed):
     good = signed.sqs(key="AKIDGOOD", secret="s3cretGOOD")
     good.create_queue(QueueName="private")
     limited = signed.sqs(key="AKIDLIMITED", secret="s3cretLIMITED")
-    url = limited.create_queue(QueueName="pub1")["QueueUrl"]
+    created = limited.create_queue(QueueName="pub1")
+    assert created["ResponseMetadata"]["RetryAttempts"] == 0
+    url = created["QueueUrl"]
+    policy = dict(zip(*[iter(r.execute_command("RMQ.POLICY", "pub1", "GET"))] * 2))
+    assert policy[b"retries"] == 1000
     limited.send_message(QueueUrl=url, MessageBody="ok")
+    # A queue it may not use: refused, and nothing of it is made.
+    with pytest.raises(ClientError) as e:
+        limited.create_queue(QueueName="secret")
+    assert code(e) == "AccessDenied"
+    assert r.keys("*secret*") == []
     purl = url.replace("pub1", "private")
     with pytest.raises(ClientError) as e:
         limited.send_message(QueueUrl=purl, MessageBody="no")

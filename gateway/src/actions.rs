@@ -198,15 +198,22 @@ fn retries_of(policy: &Option<crate::redrive::Policy>) -> i64 {
     policy.as_ref().map_or(crate::redrive::NO_REDRIVE_RETRIES, |p| p.max_receive_count - 1)
 }
 
-/// Stores settable attributes, and on creation or a RedrivePolicy change the module policy
-/// it implies and the redrive source list, in one MULTI.
-async fn apply_attributes(caller: &Caller, name: &str, attrs: &BTreeMap<String, String>, now_s: i64, creating: bool) -> SqsResult<()> {
-    let mut conn = caller.backend.conn.clone();
-    let mut pipe = redis::pipe();
-    pipe.atomic();
-    let mut fields: Vec<(&str, String)> = attrs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-    fields.push(("LastModifiedTimestamp", now_s.to_string()));
-    pipe.hset_multiple(store::meta_key(name), &fields).ignore();
+/// What a creation writes besides the attributes: the receipt-handle key and the tags.
+struct Creation<'a> {
+    hkey: String,
+    tags: &'a BTreeMap<String, String>,
+}
+
+/// Stores settable attributes — on creation with the queue's other keys, its module policy
+/// and its redrive entry; later the policy and entry when RedrivePolicy changes — in one
+/// MULTI, so a refused write (an ACL) leaves nothing half made.
+async fn apply_attributes(
+    caller: &Caller,
+    name: &str,
+    attrs: &BTreeMap<String, String>,
+    now_s: i64,
+    creation: Option<Creation<'_>>,
+) -> SqsResult<()> {
     let redrive = match attrs.get("RedrivePolicy") {
         Some(v) => Some(crate::redrive::parse(v)?),
         None => None,
@@ -221,14 +228,35 @@ async fn apply_attributes(caller: &Caller, name: &str, attrs: &BTreeMap<String, 
             ));
         }
     }
-    if creating || redrive.is_some() {
+    let key = store::meta_key(name);
+    let mut pipe = redis::pipe();
+    pipe.atomic();
+    if let Some(c) = &creation {
+        // HSETNX: of two concurrent creations, both keep the first one's key and time.
+        pipe.hset_nx(&key, "hkey", &c.hkey).ignore().hset_nx(&key, "CreatedTimestamp", now_s).ignore();
+        if !c.tags.is_empty() {
+            let pairs: Vec<(&String, &String)> = c.tags.iter().collect();
+            pipe.hset_multiple(store::tags_key(name), &pairs).ignore();
+        }
+    }
+    let mut fields: Vec<(&str, String)> = attrs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    fields.push(("LastModifiedTimestamp", now_s.to_string()));
+    pipe.hset_multiple(&key, &fields).ignore();
+    if creation.is_some() || redrive.is_some() {
         let policy = redrive.unwrap_or(None);
         pipe.cmd("RMQ.POLICY").arg(name).arg("SET").arg("retries").arg(retries_of(&policy)).ignore();
+        // The global source list is touched only by queues that have (or had) a policy.
         match &policy {
-            Some(p) => pipe.hset(crate::redrive::SOURCES, name, &p.target).ignore(),
-            None => pipe.hdel(crate::redrive::SOURCES, name).ignore(),
-        };
+            Some(p) => {
+                pipe.hset(crate::redrive::SOURCES, name, &p.target).ignore();
+            }
+            None if creation.is_none() => {
+                pipe.hdel(crate::redrive::SOURCES, name).ignore();
+            }
+            None => {}
+        }
     }
+    let mut conn = caller.backend.conn.clone();
     pipe.query_async::<()>(&mut conn).await?;
     Ok(())
 }
@@ -263,16 +291,8 @@ async fn create_queue(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult
             Err(SqsError::queue_name_exists("A queue already exists with the same name and a different value for attribute(s)"))
         };
     }
-    let now_s = now_ms() / 1000;
     let hkey = hex::encode(uuid::Uuid::new_v4().as_bytes()) + &hex::encode(uuid::Uuid::new_v4().as_bytes());
-    // HSETNX on the MAC key first: of two concurrent creations, both keep the same key.
-    let _: bool = conn.hset_nx(&key, "hkey", &hkey).await?;
-    let _: bool = conn.hset_nx(&key, "CreatedTimestamp", now_s).await?;
-    apply_attributes(caller, &name, &attrs, now_s, true).await?;
-    if !tags.is_empty() {
-        let pairs: Vec<(&String, &String)> = tags.iter().collect();
-        let _: () = conn.hset_multiple(store::tags_key(&name), &pairs).await?;
-    }
+    apply_attributes(caller, &name, &attrs, now_ms() / 1000, Some(Creation { hkey, tags: &tags })).await?;
     Ok(json!({"QueueUrl": url}))
 }
 
@@ -462,7 +482,7 @@ async fn set_queue_attributes(caller: &Caller, input: &Value) -> SqsResult<Value
     let q = load_queue(caller, queue_of_url(input)?).await?;
     let attrs = string_map(input, "Attributes")?;
     check_attributes(&attrs, q.fifo(), false)?;
-    apply_attributes(caller, &q.name, &attrs, now_ms() / 1000, false).await?;
+    apply_attributes(caller, &q.name, &attrs, now_ms() / 1000, None).await?;
     Ok(json!({}))
 }
 
