@@ -27,6 +27,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -121,11 +122,54 @@ def latency(url, name, samples=200):
     return {"p50_ms": statistics.median(lat), "p99_ms": lat[int(len(lat) * 0.99) - 1], "n": len(lat)}
 
 
+def proc_rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
+def idle_long_polls(gw, redis_client, n):
+    """n raw HTTP long polls (WaitTimeSeconds 20) held open at once: the gateway's memory
+    and CPU while they wait, and whether each is answered (empty) when its time runs out."""
+    import json
+    import socket
+    sqs = client(gw.url)
+    queue_url = sqs.create_queue(QueueName="idle")["QueueUrl"]
+    body = json.dumps({"QueueUrl": queue_url, "WaitTimeSeconds": 20}).encode()
+    req = (f"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-amz-json-1.0\r\n"
+           f"X-Amz-Target: AmazonSQS.ReceiveMessage\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+    rss0, clients0 = proc_rss_kib(gw.proc.pid), redis_client.info("clients")["connected_clients"]
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", gw.port))
+        s.sendall(req)
+        socks.append(s)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(gw.url + "/metrics") as h:
+            held = int(next(line.split()[1] for line in h.read().decode().splitlines() if line.startswith("rmq_gateway_long_polls ")))
+        if held >= n:
+            break
+        time.sleep(0.2)
+    cpu0 = proc_cpu(gw.proc.pid)
+    time.sleep(3)
+    cpu_idle = (proc_cpu(gw.proc.pid) - cpu0) / 3
+    rss = proc_rss_kib(gw.proc.pid)
+    redis_clients = redis_client.info("clients")["connected_clients"] - clients0
+    answered = 0
+    for s in socks:
+        s.settimeout(40)
+        if s.recv(64).startswith(b"HTTP/1.1 200"):
+            answered += 1
+        s.close()
+    return {"held": held, "rss_mib": (rss - rss0) / 1024, "cpu_pct": cpu_idle * 100, "redis_clients": redis_clients, "answered": answered}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=10)
+    ap.add_argument("--idle-polls", type=int, default=2000)
     args = ap.parse_args()
     server = Server(tag="rmq-bench-gw").start()
     gw = Gateway(server).start()
@@ -143,6 +187,8 @@ def main():
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
+        idle = idle_long_polls(gw, server.client(), args.idle_polls)
+        print("idle long polls", idle, flush=True)
         results = {"rmq-gateway": [], "moto": []}
         rc = server.client()
         for rnd in range(args.rounds):
@@ -178,7 +224,10 @@ def main():
     lines += ["", f"Ratios: msgs/s rmq-gateway / moto = {g['msgs_s'] / m['msgs_s']:.2f}; server CPU per message "
               f"moto / rmq-gateway = {m['cpu_us'] / g['cpu_us']:.1f}.", "",
               "The load generator (boto3, 4 processes) and the server under test share this machine's 2 cores, so msgs/s "
-              "is bounded by both together; the server CPU per message is the comparison that does not depend on the generator."]
+              "is bounded by both together; the server CPU per message is the comparison that does not depend on the generator.",
+              "", f"Idle long polls: {idle['held']} of {args.idle_polls} held at once (WaitTimeSeconds 20, raw HTTP): the gateway's "
+              f"memory grew by {idle['rss_mib']:.1f} MiB, its CPU while they waited was {idle['cpu_pct']:.1f}% of a core, "
+              f"Redis held {idle['redis_clients']} more connections; {idle['answered']} were answered (empty) when their time ran out."]
     out = REPO / "scripts" / "results" / "bench_gateway.md"
     out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
