@@ -886,45 +886,44 @@ fn received(q: &Queue, raw: &[u8], deliveries: i64, sys_wanted: &[String], attr_
 
 // ---- ending and extending deliveries ----
 
-/// Ends the delivery a handle names; a handle of an ended delivery ends nothing.
-async fn delete_one(caller: &Caller, q: &Queue, handle: &str) -> SqsResult<()> {
-    let (raw, d) = read_handle(q, handle)?;
+/// Ends the deliveries the handles name (already read), in one script call; a handle of an
+/// ended delivery ends nothing.
+async fn delete_deliveries(caller: &Caller, q: &Queue, named: &[(Vec<u8>, u32)]) -> SqsResult<()> {
+    if named.is_empty() {
+        return Ok(());
+    }
+    let mut inv = caller.backend.delete.prepare_invoke();
+    inv.key(&q.name).key(store::records_key(&q.name)).key(store::prepare_key(&q.name));
+    for (raw, d) in named {
+        inv.arg(raw.as_slice()).arg(*d);
+    }
     let mut conn = caller.backend.conn.clone();
-    let _: i64 = caller
-        .backend
-        .delete
-        .key(&q.name)
-        .key(store::records_key(&q.name))
-        .key(store::prepare_key(&q.name))
-        .arg(raw)
-        .arg(d)
-        .invoke_async(&mut conn)
-        .await?;
+    let _: Vec<i64> = inv.invoke_async(&mut conn).await?;
     Ok(())
 }
 
 async fn delete_message(caller: &Caller, input: &Value) -> SqsResult<Value> {
     let q = load_queue(caller, queue_of_url(input)?).await?;
-    delete_one(caller, &q, required(input, "ReceiptHandle")?).await?;
+    let named = read_handle(&q, required(input, "ReceiptHandle")?)?;
+    delete_deliveries(caller, &q, &[named]).await?;
     Ok(json!({}))
 }
 
 async fn delete_message_batch(caller: &Caller, input: &Value) -> SqsResult<Value> {
     let q = load_queue(caller, queue_of_url(input)?).await?;
     let entries = batch_entries(input)?;
-    let (mut ok, mut failures) = (Vec::new(), Vec::new());
+    let (mut ids, mut named, mut failures) = (Vec::new(), Vec::new(), Vec::new());
     for (id, e) in entries {
-        let r = match required(e, "ReceiptHandle") {
-            Ok(h) => delete_one(caller, &q, h).await,
-            Err(err) => Err(err),
-        };
-        match r {
-            Ok(()) => ok.push(json!({"Id": id})),
-            Err(err) if err.sender_fault() => failures.push(failed(&id, &err)),
-            Err(err) => return Err(err),
+        match required(e, "ReceiptHandle").and_then(|h| read_handle(&q, h)) {
+            Ok(n) => {
+                ids.push(json!({"Id": id}));
+                named.push(n);
+            }
+            Err(err) => failures.push(failed(&id, &err)),
         }
     }
-    Ok(json!({"Successful": ok, "Failed": failures}))
+    delete_deliveries(caller, &q, &named).await?;
+    Ok(json!({"Successful": ids, "Failed": failures}))
 }
 
 async fn change_one(caller: &Caller, q: &Queue, handle: &str, timeout: i64) -> SqsResult<()> {

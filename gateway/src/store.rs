@@ -101,14 +101,22 @@ end
 return #ARGV / 2
 "#;
 
-/// Ends the named delivery (ARGV: message, delivery count) only if it is the message's
-/// current one: a stale receipt handle ends nothing. Reply: 1 ended, 0 not.
+/// Ends the named deliveries (ARGV: message, delivery count, …), each only if it is the
+/// message's current one: a stale receipt handle ends nothing. Reply: 1 ended / 0 not, per
+/// delivery.
 pub static DELETE: &str = r#"
-local f = redis.sha1hex(ARGV[1])
-local deadline = redis.call('ZSCORE', KEYS[3], ARGV[1])
-if not deadline or redis.call('HGET', KEYS[2], f) ~= ARGV[2] .. ':' .. deadline then return 0 end
-redis.call('HDEL', KEYS[2], f)
-return redis.call('RMQ.ACK', KEYS[1], ARGV[1])
+local out = {}
+for i = 1, #ARGV, 2 do
+  local f = redis.sha1hex(ARGV[i])
+  local deadline = redis.call('ZSCORE', KEYS[3], ARGV[i])
+  if deadline and redis.call('HGET', KEYS[2], f) == ARGV[i+1] .. ':' .. deadline then
+    redis.call('HDEL', KEYS[2], f)
+    out[#out+1] = redis.call('RMQ.ACK', KEYS[1], ARGV[i])
+  else
+    out[#out+1] = 0
+  end
+end
+return out
 "#;
 
 /// Sets the named delivery's visibility (ARGV: message, delivery count, ms): ms > 0 extends
