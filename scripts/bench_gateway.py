@@ -170,9 +170,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--idle-polls", type=int, default=2000)
+    ap.add_argument("--gateway-threads", type=int, default=None, help="rmq-gateway --threads (default: its own)")
     args = ap.parse_args()
     server = Server(tag="rmq-bench-gw").start()
-    gw = Gateway(server).start()
+    gw = Gateway(server, extra=["--threads", args.gateway_threads] if args.gateway_threads else []).start()
     moto_port = free_port()
     moto = subprocess.Popen(["moto_server", "-H", "127.0.0.1", "-p", str(moto_port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -207,7 +208,8 @@ def main():
     lines = [
         "# rmq-gateway vs moto_server",
         "",
-        f"`python3 scripts/bench_gateway.py --workers {args.workers} --rounds {args.rounds} --seconds {args.seconds:g}`, "
+        f"`python3 scripts/bench_gateway.py --workers {args.workers} --rounds {args.rounds} --seconds {args.seconds:g}"
+        f"{f' --gateway-threads {args.gateway_threads}' if args.gateway_threads else ''}`, "
         f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores shared with other work "
         f"(load average {os.getloadavg()[0]:.1f} at the end). Medians of {args.rounds} rounds.",
         "",
@@ -228,7 +230,8 @@ def main():
               "", f"Idle long polls: {idle['held']} of {args.idle_polls} held at once (WaitTimeSeconds 20, raw HTTP): the gateway's "
               f"memory grew by {idle['rss_mib']:.1f} MiB, its CPU while they waited was {idle['cpu_pct']:.1f}% of a core, "
               f"Redis held {idle['redis_clients']} more connections; {idle['answered']} were answered (empty) when their time ran out."]
-    out = REPO / "scripts" / "results" / "bench_gateway.md"
+    suffix = f"_threads{args.gateway_threads}" if args.gateway_threads else ""
+    out = REPO / "scripts" / "results" / f"bench_gateway{suffix}.md"
     out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -148,6 +148,15 @@ def test_start_refusals(server, tmp_path):
     assert "cannot reach Redis" in g.output()
     g = Gateway(server, extra=["--account", "12"]).launch()
     assert g.wait_exit() not in (None, 0)
+    g = Gateway(server, extra=["--threads", "0"]).launch()
+    assert g.wait_exit() not in (None, 0)
+    g = Gateway(server, extra=["--threads", "1"]).start()
+    try:
+        url = g.sqs().create_queue(QueueName="one-thread")["QueueUrl"]
+        g.sqs().send_message(QueueUrl=url, MessageBody="x")
+        assert g.sqs().receive_message(QueueUrl=url)["Messages"][0]["Body"] == "x"
+    finally:
+        assert g.stop() == 0
     # With credentials, any address.
     g = Gateway(server, credentials="AKIDGOOD s3cretGOOD\n", listen=f"0.0.0.0:{free_port()}").launch()
     try:
