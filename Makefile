@@ -24,6 +24,8 @@
 #   make test-node   the Node.js client's tests (clients/node; part of `make test`)
 #   make gateway     rmq-gateway (the SQS API) on 127.0.0.1:9324 against `make run`'s
 #               server (127.0.0.1:6380), no credentials (foreground)
+#   make bench-gateway  rmq-gateway vs moto's server: msgs/s, CPU per message, latency
+#               (~3 min); writes scripts/results/bench_gateway.md
 #   make test-gateway-js  the gateway driven by @aws-sdk/client-sqs v3 and sqs-consumer
 #               (gateway/test; part of `make test`; the Python ones are in tests/)
 #   make bench-node  the Node worker vs a hand-written loop vs BullMQ (~2 min); writes
@@ -214,10 +216,15 @@ soak: build
 GATEWAY_LISTEN ?= 127.0.0.1:9324
 GATEWAY_REDIS  ?= redis://127.0.0.1:6380
 
-.PHONY: gateway test-gateway-js
+.PHONY: gateway test-gateway-js bench-gateway
 gateway: build
 	@echo "rmq-gateway on http://$(GATEWAY_LISTEN) against $(GATEWAY_REDIS) (start it with make run); Ctrl-C stops it"
 	target/release/rmq-gateway --listen $(GATEWAY_LISTEN) --redis $(GATEWAY_REDIS)
 
 test-gateway-js: deps build
 	cd gateway && npm test
+
+# rmq-gateway vs moto_server (PyPI: moto[server]): msgs/s, server CPU per message, send ->
+# receive latency; writes scripts/results/bench_gateway.md (~3 min).
+bench-gateway: deps build
+	$(PYTHON) scripts/bench_gateway.py $(BENCH_ARGS)

@@ -92,6 +92,6 @@ class Gateway:
         return f"http://127.0.0.1:{self.port}"
 
     def sqs(self, key="test", secret="test", region="us-east-1", **config):
-        cfg = Config(retries={"max_attempts": 1}, read_timeout=60, **config)
+        cfg = Config(retries={"total_max_attempts": 1}, read_timeout=60, **config)
         return boto3.client("sqs", endpoint_url=self.url, region_name=region,
                             aws_access_key_id=key, aws_secret_access_key=secret, config=cfg)

@@ -191,6 +191,24 @@ def test_visibility_expiry_counts_and_stale_handles(r, sqs):
     assert r.zcard("prepare{q}") == 0 and r.zcard("q") == 0
 
 
+def test_stale_handle_never_ends_an_unrecorded_later_delivery(r, sqs):
+    """A later delivery taken by anything but the gateway's receive (a blocking POP before
+    its record is written, a plain RMQ.POP) is not ended by an earlier delivery's handle."""
+    url = sqs.create_queue(QueueName="q")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="m")
+    old = sqs.receive_message(QueueUrl=url, VisibilityTimeout=1)["Messages"][0]
+    deadline = time.monotonic() + 30
+    got = None
+    while time.monotonic() < deadline and not got:
+        got = r.execute_command("RMQ.POP", "q", "LEASE", 60000)
+        time.sleep(0.05)
+    assert got and got[0][1] == 2
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=old["ReceiptHandle"])
+    with pytest.raises(ClientError):
+        sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=old["ReceiptHandle"], VisibilityTimeout=0)
+    assert r.zcard("prepare{q}") == 1
+
+
 def test_forged_handles_refused(sqs):
     url = sqs.create_queue(QueueName="q")["QueueUrl"]
     other = sqs.create_queue(QueueName="other")["QueueUrl"]
@@ -524,3 +542,20 @@ def test_grafana_panel_uses_exported_metrics(gw, sqs):
     used = set(re.findall(r"\brmq_gateway_[a-z_]+", exprs))
     assert {"rmq_gateway_requests_total", "rmq_gateway_long_polls", "rmq_gateway_request_seconds_bucket"} <= used
     assert used <= exported, used - exported
+
+
+def test_slow_headers_are_cut_off_without_harm_to_others(gw, sqs):
+    """A client whose headers take over 10 s is disconnected; others are served meanwhile."""
+    import socket
+    s = socket.create_connection(("127.0.0.1", gw.port))
+    s.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nX-Amz-Target: AmazonSQS.ListQueues\r\n")
+    t0 = time.monotonic()
+    sqs.create_queue(QueueName="meanwhile")
+    assert time.monotonic() - t0 < 5
+    s.settimeout(30)
+    data = s.recv(4096)
+    # Closed (or answered with an error) around the 10 s header timeout, never served.
+    assert time.monotonic() - t0 >= 9
+    assert data == b"" or data.startswith(b"HTTP/1.1 408")
+    s.close()
+    assert sqs.get_queue_url(QueueName="meanwhile")["QueueUrl"].endswith("/meanwhile")

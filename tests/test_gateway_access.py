@@ -111,8 +111,17 @@ def test_redis_user_acls(r, signed):
     good = signed.sqs(key="AKIDGOOD", secret="s3cretGOOD")
     good.create_queue(QueueName="private")
     limited = signed.sqs(key="AKIDLIMITED", secret="s3cretLIMITED")
-    url = limited.create_queue(QueueName="pub1")["QueueUrl"]
+    created = limited.create_queue(QueueName="pub1")
+    assert created["ResponseMetadata"]["RetryAttempts"] == 0
+    url = created["QueueUrl"]
+    policy = dict(zip(*[iter(r.execute_command("RMQ.POLICY", "pub1", "GET"))] * 2))
+    assert policy[b"retries"] == 1000
     limited.send_message(QueueUrl=url, MessageBody="ok")
+    # A queue it may not use: refused, and nothing of it is made.
+    with pytest.raises(ClientError) as e:
+        limited.create_queue(QueueName="secret")
+    assert code(e) == "AccessDenied"
+    assert r.keys("*secret*") == []
     purl = url.replace("pub1", "private")
     with pytest.raises(ClientError) as e:
         limited.send_message(QueueUrl=purl, MessageBody="no")
@@ -139,6 +148,15 @@ def test_start_refusals(server, tmp_path):
     assert "cannot reach Redis" in g.output()
     g = Gateway(server, extra=["--account", "12"]).launch()
     assert g.wait_exit() not in (None, 0)
+    g = Gateway(server, extra=["--threads", "0"]).launch()
+    assert g.wait_exit() not in (None, 0)
+    g = Gateway(server, extra=["--threads", "1"]).start()
+    try:
+        url = g.sqs().create_queue(QueueName="one-thread")["QueueUrl"]
+        g.sqs().send_message(QueueUrl=url, MessageBody="x")
+        assert g.sqs().receive_message(QueueUrl=url)["Messages"][0]["Body"] == "x"
+    finally:
+        assert g.stop() == 0
     # With credentials, any address.
     g = Gateway(server, credentials="AKIDGOOD s3cretGOOD\n", listen=f"0.0.0.0:{free_port()}").launch()
     try:

@@ -198,15 +198,22 @@ fn retries_of(policy: &Option<crate::redrive::Policy>) -> i64 {
     policy.as_ref().map_or(crate::redrive::NO_REDRIVE_RETRIES, |p| p.max_receive_count - 1)
 }
 
-/// Stores settable attributes, and on creation or a RedrivePolicy change the module policy
-/// it implies and the redrive source list, in one MULTI.
-async fn apply_attributes(caller: &Caller, name: &str, attrs: &BTreeMap<String, String>, now_s: i64, creating: bool) -> SqsResult<()> {
-    let mut conn = caller.backend.conn.clone();
-    let mut pipe = redis::pipe();
-    pipe.atomic();
-    let mut fields: Vec<(&str, String)> = attrs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-    fields.push(("LastModifiedTimestamp", now_s.to_string()));
-    pipe.hset_multiple(store::meta_key(name), &fields).ignore();
+/// What a creation writes besides the attributes: the receipt-handle key and the tags.
+struct Creation<'a> {
+    hkey: String,
+    tags: &'a BTreeMap<String, String>,
+}
+
+/// Stores settable attributes — on creation with the queue's other keys, its module policy
+/// and its redrive entry; later the policy and entry when RedrivePolicy changes — in one
+/// MULTI, so a refused write (an ACL) leaves nothing half made.
+async fn apply_attributes(
+    caller: &Caller,
+    name: &str,
+    attrs: &BTreeMap<String, String>,
+    now_s: i64,
+    creation: Option<Creation<'_>>,
+) -> SqsResult<()> {
     let redrive = match attrs.get("RedrivePolicy") {
         Some(v) => Some(crate::redrive::parse(v)?),
         None => None,
@@ -221,14 +228,35 @@ async fn apply_attributes(caller: &Caller, name: &str, attrs: &BTreeMap<String, 
             ));
         }
     }
-    if creating || redrive.is_some() {
+    let key = store::meta_key(name);
+    let mut pipe = redis::pipe();
+    pipe.atomic();
+    if let Some(c) = &creation {
+        // HSETNX: of two concurrent creations, both keep the first one's key and time.
+        pipe.hset_nx(&key, "hkey", &c.hkey).ignore().hset_nx(&key, "CreatedTimestamp", now_s).ignore();
+        if !c.tags.is_empty() {
+            let pairs: Vec<(&String, &String)> = c.tags.iter().collect();
+            pipe.hset_multiple(store::tags_key(name), &pairs).ignore();
+        }
+    }
+    let mut fields: Vec<(&str, String)> = attrs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    fields.push(("LastModifiedTimestamp", now_s.to_string()));
+    pipe.hset_multiple(&key, &fields).ignore();
+    if creation.is_some() || redrive.is_some() {
         let policy = redrive.unwrap_or(None);
         pipe.cmd("RMQ.POLICY").arg(name).arg("SET").arg("retries").arg(retries_of(&policy)).ignore();
+        // The global source list is touched only by queues that have (or had) a policy.
         match &policy {
-            Some(p) => pipe.hset(crate::redrive::SOURCES, name, &p.target).ignore(),
-            None => pipe.hdel(crate::redrive::SOURCES, name).ignore(),
-        };
+            Some(p) => {
+                pipe.hset(crate::redrive::SOURCES, name, &p.target).ignore();
+            }
+            None if creation.is_none() => {
+                pipe.hdel(crate::redrive::SOURCES, name).ignore();
+            }
+            None => {}
+        }
     }
+    let mut conn = caller.backend.conn.clone();
     pipe.query_async::<()>(&mut conn).await?;
     Ok(())
 }
@@ -263,16 +291,8 @@ async fn create_queue(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult
             Err(SqsError::queue_name_exists("A queue already exists with the same name and a different value for attribute(s)"))
         };
     }
-    let now_s = now_ms() / 1000;
     let hkey = hex::encode(uuid::Uuid::new_v4().as_bytes()) + &hex::encode(uuid::Uuid::new_v4().as_bytes());
-    // HSETNX on the MAC key first: of two concurrent creations, both keep the same key.
-    let _: bool = conn.hset_nx(&key, "hkey", &hkey).await?;
-    let _: bool = conn.hset_nx(&key, "CreatedTimestamp", now_s).await?;
-    apply_attributes(caller, &name, &attrs, now_s, true).await?;
-    if !tags.is_empty() {
-        let pairs: Vec<(&String, &String)> = tags.iter().collect();
-        let _: () = conn.hset_multiple(store::tags_key(&name), &pairs).await?;
-    }
+    apply_attributes(caller, &name, &attrs, now_ms() / 1000, Some(Creation { hkey, tags: &tags })).await?;
     Ok(json!({"QueueUrl": url}))
 }
 
@@ -462,7 +482,7 @@ async fn set_queue_attributes(caller: &Caller, input: &Value) -> SqsResult<Value
     let q = load_queue(caller, queue_of_url(input)?).await?;
     let attrs = string_map(input, "Attributes")?;
     check_attributes(&attrs, q.fifo(), false)?;
-    apply_attributes(caller, &q.name, &attrs, now_ms() / 1000, false).await?;
+    apply_attributes(caller, &q.name, &attrs, now_ms() / 1000, None).await?;
     Ok(json!({}))
 }
 
@@ -771,8 +791,16 @@ async fn receive_message(gw: &Gateway, caller: &Caller, input: &Value) -> SqsRes
     // A lease of 0 is not an RMQ lease: 1 ms makes the message visible again at once.
     let lease = (vt * 1000).max(1);
     let mut conn = caller.backend.conn.clone();
-    let mut got: Vec<(Vec<u8>, i64)> =
-        caller.backend.receive.key(&q.name).key(store::records_key(&q.name)).arg(count).arg(lease).invoke_async(&mut conn).await?;
+    let mut got: Vec<(Vec<u8>, i64)> = caller
+        .backend
+        .receive
+        .key(&q.name)
+        .key(store::records_key(&q.name))
+        .key(store::prepare_key(&q.name))
+        .arg(count)
+        .arg(lease)
+        .invoke_async(&mut conn)
+        .await?;
     if got.is_empty() && wait > 0 {
         got = long_poll(gw, caller, &q, count, lease, wait).await?;
     }
@@ -796,7 +824,7 @@ async fn long_poll(gw: &Gateway, caller: &Caller, q: &Queue, count: i64, lease: 
     let got = got.unwrap_or_default();
     if !got.is_empty() {
         let mut inv = caller.backend.record.prepare_invoke();
-        inv.key(&q.name).key(store::records_key(&q.name));
+        inv.key(&q.name).key(store::records_key(&q.name)).key(store::prepare_key(&q.name));
         for (raw, d) in &got {
             inv.arg(raw.as_slice()).arg(*d);
         }
@@ -858,36 +886,44 @@ fn received(q: &Queue, raw: &[u8], deliveries: i64, sys_wanted: &[String], attr_
 
 // ---- ending and extending deliveries ----
 
-/// Ends the delivery a handle names; a handle of an ended delivery ends nothing.
-async fn delete_one(caller: &Caller, q: &Queue, handle: &str) -> SqsResult<()> {
-    let (raw, d) = read_handle(q, handle)?;
+/// Ends the deliveries the handles name (already read), in one script call; a handle of an
+/// ended delivery ends nothing.
+async fn delete_deliveries(caller: &Caller, q: &Queue, named: &[(Vec<u8>, u32)]) -> SqsResult<()> {
+    if named.is_empty() {
+        return Ok(());
+    }
+    let mut inv = caller.backend.delete.prepare_invoke();
+    inv.key(&q.name).key(store::records_key(&q.name)).key(store::prepare_key(&q.name));
+    for (raw, d) in named {
+        inv.arg(raw.as_slice()).arg(*d);
+    }
     let mut conn = caller.backend.conn.clone();
-    let _: i64 = caller.backend.delete.key(&q.name).key(store::records_key(&q.name)).arg(raw).arg(d).invoke_async(&mut conn).await?;
+    let _: Vec<i64> = inv.invoke_async(&mut conn).await?;
     Ok(())
 }
 
 async fn delete_message(caller: &Caller, input: &Value) -> SqsResult<Value> {
     let q = load_queue(caller, queue_of_url(input)?).await?;
-    delete_one(caller, &q, required(input, "ReceiptHandle")?).await?;
+    let named = read_handle(&q, required(input, "ReceiptHandle")?)?;
+    delete_deliveries(caller, &q, &[named]).await?;
     Ok(json!({}))
 }
 
 async fn delete_message_batch(caller: &Caller, input: &Value) -> SqsResult<Value> {
     let q = load_queue(caller, queue_of_url(input)?).await?;
     let entries = batch_entries(input)?;
-    let (mut ok, mut failures) = (Vec::new(), Vec::new());
+    let (mut ids, mut named, mut failures) = (Vec::new(), Vec::new(), Vec::new());
     for (id, e) in entries {
-        let r = match required(e, "ReceiptHandle") {
-            Ok(h) => delete_one(caller, &q, h).await,
-            Err(err) => Err(err),
-        };
-        match r {
-            Ok(()) => ok.push(json!({"Id": id})),
-            Err(err) if err.sender_fault() => failures.push(failed(&id, &err)),
-            Err(err) => return Err(err),
+        match required(e, "ReceiptHandle").and_then(|h| read_handle(&q, h)) {
+            Ok(n) => {
+                ids.push(json!({"Id": id}));
+                named.push(n);
+            }
+            Err(err) => failures.push(failed(&id, &err)),
         }
     }
-    Ok(json!({"Successful": ok, "Failed": failures}))
+    delete_deliveries(caller, &q, &named).await?;
+    Ok(json!({"Successful": ids, "Failed": failures}))
 }
 
 async fn change_one(caller: &Caller, q: &Queue, handle: &str, timeout: i64) -> SqsResult<()> {
@@ -898,6 +934,7 @@ async fn change_one(caller: &Caller, q: &Queue, handle: &str, timeout: i64) -> S
         .visibility
         .key(&q.name)
         .key(store::records_key(&q.name))
+        .key(store::prepare_key(&q.name))
         .arg(raw)
         .arg(d)
         .arg(timeout * 1000)

@@ -68,7 +68,8 @@ impl SqsError {
 /// cannot answer now is retryable `ServiceUnavailable`; anything else is internal.
 impl From<redis::RedisError> for SqsError {
     fn from(e: redis::RedisError) -> SqsError {
-        if e.code() == Some("NOPERM") {
+        // A refusal inside MULTI or a script arrives wrapped (EXECABORT, a script error).
+        if e.code() == Some("NOPERM") || e.to_string().contains("NOPERM") {
             return SqsError::access_denied("the access key's Redis user may not use this queue");
         }
         if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_cluster_error() {

@@ -38,6 +38,11 @@ pub struct Args {
     /// The base of queue URLs (default http://ADDR:PORT).
     #[arg(long)]
     public_url: Option<String>,
+    /// Worker threads (default: one per core). On a small shared machine 1 costs less CPU
+    /// per message (scripts/results/bench_gateway.md); gateways are stateless, so more
+    /// processes scale too.
+    #[arg(long)]
+    threads: Option<std::num::NonZeroUsize>,
 }
 
 fn parse_account(s: &str) -> Result<String, String> {
@@ -51,7 +56,11 @@ fn parse_account(s: &str) -> Result<String, String> {
 fn main() -> ExitCode {
     let args = Args::parse();
     tracing_subscriber::fmt().with_writer(std::io::stderr).with_target(false).init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = args.threads {
+        builder.worker_threads(n.get());
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("rmq-gateway: cannot start the runtime: {e}");

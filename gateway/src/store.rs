@@ -2,7 +2,7 @@
 //! pool of dedicated ones for long polls, per Redis user) and the scripts that keep each
 //! action atomic on the server. Every key of queue `N` is tagged `{N}`:
 //! `rmqgw:q{N}` (attributes, hash), `rmqgw:t{N}` (tags, hash), `rmqgw:s{N}` (sequence),
-//! `rmqgw:r{N}` (the delivery a receipt handle may end, per message), `rmqgw:d{N}:<id>`
+//! `rmqgw:r{N}` (the delivery a receipt handle may end, per message: count and lease deadline), `rmqgw:d{N}:<id>`
 //! (FIFO deduplication, 5 minutes).
 
 use std::sync::{Arc, Mutex};
@@ -26,6 +26,9 @@ pub fn seq_key(q: &str) -> String {
 }
 pub fn records_key(q: &str) -> String {
     format!("rmqgw:r{{{q}}}")
+}
+pub fn prepare_key(q: &str) -> String {
+    format!("prepare{{{q}}}")
 }
 pub fn dedup_key(q: &str, id: &str) -> String {
     use sha2::Digest;
@@ -69,45 +72,68 @@ end
 return out
 "#;
 
-/// Takes up to ARGV[1] messages under a lease of ARGV[2] ms and records each delivery's
-/// count as the one its receipt handle may end.
+// A delivery is recorded as "<delivery count>:<lease deadline>" (the deadline as
+// `prepare{N}` holds it). The count tells a delivery from the message's later ones; the
+// deadline closes the gap between a blocking POP and its record: until the new delivery is
+// recorded, the old record's deadline (long past) no longer matches `prepare{N}`.
+
+/// Takes up to ARGV[1] messages under a lease of ARGV[2] ms and records each delivery as
+/// the one its receipt handle may end.
 pub static RECEIVE: &str = r#"
 local got = redis.call('RMQ.POP', KEYS[1], 'COUNT', ARGV[1], 'LEASE', ARGV[2])
 if not got then return {} end
 for _, e in ipairs(got) do
-  redis.call('HSET', KEYS[2], redis.sha1hex(e[1]), e[2])
+  local deadline = redis.call('ZSCORE', KEYS[3], e[1])
+  redis.call('HSET', KEYS[2], redis.sha1hex(e[1]), e[2] .. ':' .. deadline)
 end
 return got
 "#;
 
-/// Records deliveries taken by a blocking POP (ARGV: message, count, …).
+/// Records deliveries taken by a blocking POP (ARGV: message, count, …), those still in
+/// flight.
 pub static RECORD: &str = r#"
 for i = 1, #ARGV, 2 do
-  redis.call('HSET', KEYS[2], redis.sha1hex(ARGV[i]), ARGV[i+1])
+  local deadline = redis.call('ZSCORE', KEYS[3], ARGV[i])
+  if deadline then
+    redis.call('HSET', KEYS[2], redis.sha1hex(ARGV[i]), ARGV[i+1] .. ':' .. deadline)
+  end
 end
 return #ARGV / 2
 "#;
 
-/// Ends the named delivery (ARGV: message, delivery count) only if it is the message's
-/// current one: a stale receipt handle ends nothing. Reply: 1 ended, 0 not.
+/// Ends the named deliveries (ARGV: message, delivery count, …), each only if it is the
+/// message's current one: a stale receipt handle ends nothing. Reply: 1 ended / 0 not, per
+/// delivery.
 pub static DELETE: &str = r#"
-local f = redis.sha1hex(ARGV[1])
-if redis.call('HGET', KEYS[2], f) ~= ARGV[2] then return 0 end
-redis.call('HDEL', KEYS[2], f)
-return redis.call('RMQ.ACK', KEYS[1], ARGV[1])
+local out = {}
+for i = 1, #ARGV, 2 do
+  local f = redis.sha1hex(ARGV[i])
+  local deadline = redis.call('ZSCORE', KEYS[3], ARGV[i])
+  if deadline and redis.call('HGET', KEYS[2], f) == ARGV[i+1] .. ':' .. deadline then
+    redis.call('HDEL', KEYS[2], f)
+    out[#out+1] = redis.call('RMQ.ACK', KEYS[1], ARGV[i])
+  else
+    out[#out+1] = 0
+  end
+end
+return out
 "#;
 
 /// Sets the named delivery's visibility (ARGV: message, delivery count, ms): ms > 0 extends
-/// its lease, 0 makes it visible now. Reply: 1, or 0 when that delivery is not in flight.
+/// its lease (and its record), 0 makes it visible now. Reply: 1, or 0 when that delivery is
+/// not in flight.
 pub static VISIBILITY: &str = r#"
 local f = redis.sha1hex(ARGV[1])
-if redis.call('HGET', KEYS[2], f) ~= ARGV[2] then return 0 end
+local deadline = redis.call('ZSCORE', KEYS[3], ARGV[1])
+if not deadline or redis.call('HGET', KEYS[2], f) ~= ARGV[2] .. ':' .. deadline then return 0 end
 if ARGV[3] == '0' then
-  if redis.call('RMQ.NACK', KEYS[1], ARGV[1]) then redis.call('HDEL', KEYS[2], f); return 1 end
-  return 0
+  redis.call('RMQ.NACK', KEYS[1], ARGV[1])
+  redis.call('HDEL', KEYS[2], f)
+  return 1
 end
-if redis.call('RMQ.EXTEND', KEYS[1], ARGV[1], ARGV[3]) then return 1 end
-return 0
+redis.call('RMQ.EXTEND', KEYS[1], ARGV[1], ARGV[3])
+redis.call('HSET', KEYS[2], f, ARGV[2] .. ':' .. redis.call('ZSCORE', KEYS[3], ARGV[1]))
+return 1
 "#;
 
 /// The connections of one Redis user (or of the URL's).
