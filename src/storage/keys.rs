@@ -245,26 +245,24 @@ pub fn note_absent(q: &[u8], db: i32, absent: [bool; LAZY.len()]) {
 /// that queue's keys of its class are no longer known absent there; if `meta{Q}`, its
 /// header is read anew.
 pub fn created(q: &[u8], id: KeyId, db: i32) {
-    if let Some(e) = cache().get_mut(q) {
-        e.big[id as usize] &= !db_bit(db);
-        if let Some(class) = lazy_class(id) {
-            e.absent[class] &= !db_bit(db);
-        }
-        if id == KeyId::Meta && e.header.as_ref().is_some_and(|(d, _)| *d == db) {
-            e.header = None;
-        }
-    }
+    made(q, id, Some(db));
 }
 
 /// A command is about to write tagged key `id` of queue `q` in a database not known (seen
 /// by the command filter): `created` in every database.
 pub fn made_anywhere(q: &[u8], id: KeyId) {
+    made(q, id, None);
+}
+
+/// `created` in database `db`, or in every one (None).
+fn made(q: &[u8], id: KeyId, db: Option<i32>) {
+    let bits = db.map_or(!0, db_bit);
     if let Some(e) = cache().get_mut(q) {
-        e.big[id as usize] = 0;
+        e.big[id as usize] &= !bits;
         if let Some(class) = lazy_class(id) {
-            e.absent[class] = 0;
+            e.absent[class] &= !bits;
         }
-        if id == KeyId::Meta {
+        if id == KeyId::Meta && e.header.as_ref().is_some_and(|(d, _)| db.is_none_or(|db| *d == db)) {
             e.header = None;
         }
     }
