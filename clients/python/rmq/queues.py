@@ -15,6 +15,7 @@ TWO53 = 2 ** 53
 MIN_AT = 946_684_800_000          # 2000-01-01 in Unix ms: smaller AT values are refused
 MAX_GROUP_BYTES = 1024
 MAX_COUNT = 10_000
+MAX_REPLAY = 2 ** 62
 TWO31 = 2 ** 31
 
 #: RMQ.POLICY fields: keyword name -> (field name on the wire, lowest, highest value).
@@ -26,6 +27,7 @@ POLICY_FIELDS = {
     "backoff_max_ms": ("backoff-max-ms", 0, TWO31),
     "rate": ("rate", 0, 10 ** 9),
     "rate_window_ms": ("rate-window-ms", 1, TWO31),
+    "paused": ("paused", 0, 1),
 }
 
 #: RMQ.INFO fields that hold a time (summed over queues as the earliest, not added up).
@@ -62,13 +64,13 @@ def route(topic: str, slots: int, basis: Data) -> str:
     return f"{topic}_{zlib.crc32(to_bytes(basis)) % check_slots(slots)}"
 
 
-def _mode(range_ms: Optional[int], priority: Optional[int], at: Optional[int],
+def _mode(range_: Optional[int], priority: Optional[int], at: Optional[int],
           delay: Optional[int]) -> list:
     """The PUSH mode arguments; exactly one mode, with a value in its bounds."""
-    given = [(k, v) for k, v in (("RANGE", range_ms), ("PRIORITY", priority), ("AT", at),
+    given = [(k, v) for k, v in (("RANGE", range_), ("PRIORITY", priority), ("AT", at),
                                  ("DELAY", delay)) if v is not None]
     if len(given) != 1:
-        raise ValueError("push needs exactly one of range_ms, priority, at, delay "
+        raise ValueError("push needs exactly one of range, priority, at, delay "
                          f"(got {', '.join(k for k, _ in given) or 'none'})")
     kind, value = given[0]
     bounds = {"RANGE": (1, MAX_MS), "PRIORITY": (-TWO53, TWO53), "AT": (MIN_AT, TWO53),
@@ -118,6 +120,8 @@ def _policy_args(fields: dict[str, int]) -> list:
         if name not in POLICY_FIELDS:
             raise ValueError(f"unknown policy field {name!r} (known: {', '.join(POLICY_FIELDS)})")
         wire, low, high = POLICY_FIELDS[name]
+        if name == "paused" and isinstance(value, bool):
+            value = int(value)
         args += [wire, _int(name, value, low, high)]
     return args
 
@@ -171,6 +175,21 @@ class _Target:
         """RMQ.POLICY Q RESET on every queue; returns how many had a policy."""
         return sum(run_all(self.client, [("RMQ.POLICY", q, "RESET") for q in self.queues]))
 
+    def pause(self) -> None:
+        """Stop deliveries (RMQ.POLICY Q SET paused 1) on every queue: pushes, ACK, NACK and
+        leases go on; blocked consumers wait until resume()."""
+        self.set_policy(paused=1)
+
+    def resume(self) -> None:
+        """Deliver again (RMQ.POLICY Q SET paused 0) on every queue."""
+        self.set_policy(paused=0)
+
+    def replay(self, count: Optional[int] = None) -> int:
+        """RMQ.REPLAY on every queue: dead messages back to waiting (at most `count` per
+        queue); returns how many."""
+        extra = [] if count is None else ["COUNT", _int("count", count, 1, MAX_REPLAY)]
+        return sum(run_all(self.client, [("RMQ.REPLAY", q, *extra) for q in self.queues]))
+
     def schedules(self) -> list[Schedule]:
         """RMQ.SCHEDULE Q LIST of every queue, by queue then name."""
         replies = run_all(self.client, [("RMQ.SCHEDULE", q, "LIST") for q in self.queues])
@@ -203,13 +222,13 @@ class Queue(_Target):
     def __repr__(self) -> str:
         return f"rmq.Queue({self.name!r})"
 
-    def push(self, *messages: Data, range_ms: Optional[int] = None,
+    def push(self, *messages: Data, range: Optional[int] = None,
              priority: Optional[int] = None, at: Optional[int] = None,
              delay: Optional[int] = None, group: Optional[Data] = None) -> int:
-        """RMQ.PUSH: exactly one of `range_ms`, `priority`, `at` (Unix ms), `delay` (ms);
+        """RMQ.PUSH: exactly one of `range` (ms), `priority`, `at` (Unix ms), `delay` (ms);
         `group` puts every message in that group. Returns how many were newly added (the
         others merged into a waiting copy). Bad arguments raise before anything is sent."""
-        mode, group_b, msgs = _mode(range_ms, priority, at, delay), _group(group), _messages(messages)
+        mode, group_b, msgs = _mode(range, priority, at, delay), _group(group), _messages(messages)
         return self._push_all({self.name: msgs}, mode, group_b)
 
     def pop(self, count: int = 1, lease_ms: Optional[int] = None,
@@ -232,20 +251,20 @@ class Queue(_Target):
         """RMQ.POLICY Q GET: every field's effective value (names with underscores)."""
         return self._policies()[self.name]
 
-    def schedule(self, name: Data, message: Data, *, every_ms: Optional[int] = None,
+    def schedule(self, name: Data, message: Data, *, every: Optional[int] = None,
                  cron: Optional[str] = None, tz: Optional[str] = None,
                  priority: Optional[int] = None, delay: Optional[int] = None,
-                 range_ms: Optional[int] = None, group: Optional[Data] = None,
+                 range: Optional[int] = None, group: Optional[Data] = None,
                  times: Optional[int] = None, start: Optional[int] = None,
                  end: Optional[int] = None) -> int:
-        """RMQ.SCHEDULE Q SET: the server pushes `message` every `every_ms` ms or as the
+        """RMQ.SCHEDULE Q SET: the server pushes `message` every `every` ms or as the
         cron expression `cron` says in zone `tz` (default UTC), with exactly one of
-        `priority`, `delay` (ms after each firing time), `range_ms`; `times` ends it after
+        `priority`, `delay` (ms after each firing time), `range` (ms); `times` ends it after
         that many firings, `start`/`end` (Unix ms) bound it. Replaces a schedule of the same
         name. Returns the first firing time (Unix ms)."""
         return self.client.execute_command(*set_args(
-            self.name, name, message, every_ms=every_ms, cron=cron, tz=tz, priority=priority,
-            delay=delay, range_ms=range_ms, group=group, times=times, start=start, end=end))
+            self.name, name, message, every=every, cron=cron, tz=tz, priority=priority,
+            delay=delay, range=range, group=group, times=times, start=start, end=end))
 
 
 class Topic(_Target):
@@ -265,7 +284,7 @@ class Topic(_Target):
         """The queue that `basis` routes to (RMQ.ROUTE, computed locally)."""
         return route(self.name, self.slots, basis)
 
-    def push(self, *messages: Data, range_ms: Optional[int] = None,
+    def push(self, *messages: Data, range: Optional[int] = None,
              priority: Optional[int] = None, at: Optional[int] = None,
              delay: Optional[int] = None, group: Optional[Data] = None,
              basis: Optional[Data] = None) -> int:
@@ -273,7 +292,7 @@ class Topic(_Target):
         `group` when given (so a group stays in one queue and is consumed serially); else
         each message by its own content, one PUSH per queue (in one pipeline: atomic per
         queue, not across queues). Returns how many were newly added."""
-        mode, group_b, msgs = _mode(range_ms, priority, at, delay), _group(group), _messages(messages)
+        mode, group_b, msgs = _mode(range, priority, at, delay), _group(group), _messages(messages)
         key = basis if basis is not None else group_b
         by_queue: dict[str, list[bytes]] = {}
         for m in msgs:
@@ -281,12 +300,16 @@ class Topic(_Target):
         return self._push_all(by_queue, mode, group_b)
 
     def pop(self, count: int = 1, lease_ms: Optional[int] = None,
-            block_ms: Optional[int] = None, node: Any = None) -> list[Message]:
+            block_ms: Optional[int] = None, node: Any = None,
+            quantum: Optional[int] = None) -> list[Message]:
         """RMQ.TPOP: up to `count` messages from any of the topic's queues on one server
-        (round-robin over the queues). On a cluster pass `node` (a primary's ClusterNode):
-        TPOP takes only from the queues that node serves."""
+        (round-robin over the queues, `quantum` messages per queue per turn, default 1). On a
+        cluster pass `node` (a primary's ClusterNode): TPOP takes only from the queues that
+        node serves."""
         args = ["RMQ.TPOP", self.name, self.slots, "COUNT", _int("count", count, 1, MAX_COUNT)]
         args += _lease_block(lease_ms, block_ms)
+        if quantum is not None:
+            args += ["QUANTUM", _int("quantum", quantum, 1, MAX_COUNT)]
         start = time.monotonic()
         if is_cluster(self.client):
             if node is None:

@@ -44,10 +44,10 @@ def _int(name: str, value: Any, low: int, high: int) -> int:
     return value
 
 
-def set_args(queue: str, name: Data, message: Data, every_ms: Optional[int] = None,
+def set_args(queue: str, name: Data, message: Data, every: Optional[int] = None,
              cron: Optional[str] = None, tz: Optional[str] = None,
              priority: Optional[int] = None, delay: Optional[int] = None,
-             range_ms: Optional[int] = None, group: Optional[Data] = None,
+             range: Optional[int] = None, group: Optional[Data] = None,
              times: Optional[int] = None, start: Optional[int] = None,
              end: Optional[int] = None) -> list:
     """The RMQ.SCHEDULE Q SET command; what can be checked here raises before anything is
@@ -56,21 +56,21 @@ def set_args(queue: str, name: Data, message: Data, every_ms: Optional[int] = No
     if not n or len(n) > MAX_NAME_BYTES:
         raise ValueError(f"a schedule name is 1 to {MAX_NAME_BYTES} bytes")
     args: list = ["RMQ.SCHEDULE", queue, "SET", n]
-    if (every_ms is None) == (cron is None):
-        raise ValueError("schedule needs exactly one of every_ms, cron")
-    if every_ms is not None:
+    if (every is None) == (cron is None):
+        raise ValueError("schedule needs exactly one of every, cron")
+    if every is not None:
         if tz is not None:
-            raise ValueError("tz goes with cron, not every_ms")
-        args += ["EVERY", _int("every_ms", every_ms, 1, MAX_EVERY)]
+            raise ValueError("tz goes with cron, not every")
+        args += ["EVERY", _int("every", every, 1, MAX_EVERY)]
     else:
         args += ["CRON", cron] + ([] if tz is None else ["TZ", tz])
     for opt, v, low in (("START", start, MIN_AT), ("END", end, MIN_AT), ("TIMES", times, 1)):
         if v is not None:
             args += [opt, _int(opt.lower(), v, low, TWO53)]
-    modes = [(k, v) for k, v in (("RANGE", range_ms), ("PRIORITY", priority), ("DELAY", delay))
+    modes = [(k, v) for k, v in (("RANGE", range), ("PRIORITY", priority), ("DELAY", delay))
              if v is not None]
     if len(modes) != 1:
-        raise ValueError("schedule needs exactly one of range_ms, priority, delay")
+        raise ValueError("schedule needs exactly one of range, priority, delay")
     kind, value = modes[0]
     bounds = {"RANGE": (1, MAX_MS), "PRIORITY": (-TWO53, TWO53), "DELAY": (0, MAX_MS)}[kind]
     args += [kind, _int(kind.lower(), value, *bounds)]

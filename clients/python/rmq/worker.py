@@ -34,7 +34,7 @@ class WorkerStats:
     failed: int = 0      #: handlers that raised or ran out of time (message back to waiting)
     dead: int = 0        #: messages sent to dead (rmq.Dead raised, or retries used up)
     extended: int = 0    #: automatic lease extensions (RMQ.EXTEND)
-    timed_out: int = 0   #: handlers given up on after max_runtime (also counted failed/dead)
+    timed_out: int = 0   #: handlers given up on after max_runtime_ms (also counted failed/dead)
     released: int = 0    #: deliveries still running at the end of a stop's grace, nacked
     lost: int = 0        #: acks/nacks too late (lease had run out) or failing: redelivered
 
@@ -76,12 +76,13 @@ class Worker:
     queue's retry backoff, or dead once its retries are used up); raising rmq.Dead sends it
     straight to dead. Each message is taken under a lease of `lease_ms`, extended
     (RMQ.EXTEND) every third of a lease while its handler runs. A handler still running
-    after `max_runtime` seconds is nacked and its outcome ignored; its thread is replaced (a
+    after `max_runtime_ms` is nacked and its outcome ignored; its thread is replaced (a
     Python thread cannot be killed). `run()` blocks until `stop()`, SIGINT or SIGTERM; then
-    the worker stops taking messages, gives running handlers `grace` seconds, and nacks
-    those still running (nothing is left in flight). Messages are taken with BLOCK
-    `block_ms` (so a stop is noticed within it) and only as many as there are free handlers.
-    With `metrics_port`, the counters are served for Prometheus (needs prometheus_client).
+    the worker stops taking messages, gives running handlers `grace_ms`, and nacks those
+    still running (nothing is left in flight). Messages are taken with BLOCK `block_ms` (so
+    a stop is noticed within it) and only as many as there are free handlers; from a Topic,
+    `quantum` messages per queue per turn (RMQ.TPOP QUANTUM, default 1). With
+    `metrics_port`, the counters are served for Prometheus (needs prometheus_client).
     ACKs are sent by one thread, for all the handlers that finished meanwhile (one RMQ.ACK
     per queue, pipelined). Delivery is at least once: an ACK or NACK that cannot reach the
     server is retried a few times, after which the lease runs out and the message is
@@ -89,26 +90,29 @@ class Worker:
     """
 
     def __init__(self, source: Union[Queue, Topic], handler: Handler, *, concurrency: int = 8,
-                 lease_ms: int = 30_000, max_runtime: Optional[float] = None,
-                 grace: float = 30.0, block_ms: int = 1000,
+                 lease_ms: int = 30_000, max_runtime_ms: Optional[int] = None,
+                 grace_ms: int = 30_000, block_ms: int = 1000, quantum: Optional[int] = None,
                  metrics_port: Optional[int] = None, name: str = "rmq") -> None:
         if not isinstance(source, (Queue, Topic)):
             raise TypeError(f"source must be an rmq.Queue or rmq.Topic, got {source!r}")
-        for label, value, high in (("concurrency", concurrency, MAX_COUNT),
-                                   ("lease_ms", lease_ms, MAX_MS), ("block_ms", block_ms, MAX_MS)):
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
-                raise ValueError(f"{label} must be an integer from 1 to {high}, got {value!r}")
-        if max_runtime is not None and max_runtime <= 0:
-            raise ValueError(f"max_runtime must be > 0 seconds, got {max_runtime!r}")
-        if grace < 0:
-            raise ValueError(f"grace must be >= 0 seconds, got {grace!r}")
+        checks = [("concurrency", concurrency, 1, MAX_COUNT), ("lease_ms", lease_ms, 1, MAX_MS),
+                  ("block_ms", block_ms, 1, MAX_MS), ("grace_ms", grace_ms, 0, MAX_MS)]
+        if max_runtime_ms is not None:
+            checks.append(("max_runtime_ms", max_runtime_ms, 1, MAX_MS))
+        if quantum is not None:
+            if not isinstance(source, Topic):
+                raise TypeError("quantum is for a Topic (RMQ.TPOP)")
+            checks.append(("quantum", quantum, 1, MAX_COUNT))
+        for label, value, low, high in checks:
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ValueError(f"{label} must be an integer from {low} to {high}, got {value!r}")
         timeout = _socket_timeout(source.client)
         if timeout is not None and timeout <= block_ms / 1000:
             raise ValueError(f"the client's socket_timeout ({timeout}s) must be longer than "
                              f"block_ms ({block_ms} ms), or blocking pops time out")
         self.source, self.handler, self.name = source, handler, name
         self.concurrency, self.lease_ms, self.block_ms = concurrency, lease_ms, block_ms
-        self.max_runtime, self.grace = max_runtime, grace
+        self.max_runtime_ms, self.grace_ms, self.quantum = max_runtime_ms, grace_ms, quantum
         self.metrics_port = metrics_port
         if metrics_port is not None:
             _prometheus()                            # fail now, not in run()
@@ -200,8 +204,7 @@ class Worker:
         if isinstance(self.source, Topic) and is_cluster(self.source.client):
             self._sync_loops()
         else:
-            src, lease = self.source, self.lease_ms
-            self._start_loop("server", lambda n, block: src.pop(n, lease, block))
+            self._start_loop("server", lambda n, block: self._pop(n, block))
 
     def _supervise(self) -> None:
         """Wait for stop; on a cluster, follow the topology (failovers, new primaries)."""
@@ -229,7 +232,7 @@ class Worker:
             thread.join(self.block_ms / 1000 + 10)
             if thread.is_alive():
                 log.warning("%s: %s did not stop", self.name, thread.name)
-        deadline = time.monotonic() + self.grace
+        deadline = time.monotonic() + self.grace_ms / 1000
         with self._lock:
             while self._inflight and time.monotonic() < deadline:
                 self._changed.wait(deadline - time.monotonic())
@@ -270,8 +273,13 @@ class Worker:
                 node = client.get_node(node_name=name)
                 if node is None:
                     raise redis.ConnectionError(f"node {name} left the cluster")
-                return topic.pop(n, self.lease_ms, block, node=node)
+                return self._pop(n, block, node)
             self._start_loop(name, fetch)
+
+    def _pop(self, n: int, block_ms: Optional[int], node: Any = None) -> list[Message]:
+        if isinstance(self.source, Topic):
+            return self.source.pop(n, self.lease_ms, block_ms, node=node, quantum=self.quantum)
+        return self.source.pop(n, self.lease_ms, block_ms)
 
     def _start_loop(self, name: str, fetch: Fetch) -> None:
         done = threading.Event()
@@ -424,7 +432,7 @@ class Worker:
                 self._changed.notify_all()
 
     def _abandon(self, d: _Delivery, stopping: bool) -> None:
-        """Give up on a delivery: at a stop (nack it, due again now) or after max_runtime
+        """Give up on a delivery: at a stop (nack it, due again now) or after max_runtime_ms
         (nack it as failed, start a thread in place of the one still stuck in it)."""
         with self._lock:
             if d.state not in ("queued", "running"):
@@ -436,8 +444,8 @@ class Worker:
             log.warning("%s: %r still running at the end of the grace period; nacked",
                         self.name, msg)
         else:
-            log.error("%s: handler for %r ran longer than max_runtime (%ss); nacked",
-                      self.name, msg, self.max_runtime)
+            log.error("%s: handler for %r ran longer than max_runtime_ms (%d ms); nacked",
+                      self.name, msg, self.max_runtime_ms)
         if msg._claim():
             try:
                 if stopping:                 # not the message's fault: due again at once
@@ -455,15 +463,16 @@ class Worker:
     # -- leases ---------------------------------------------------------------------
     def _keep(self) -> None:
         """Extend the lease of every delivery a third of a lease after its last extension;
-        give up on handlers past max_runtime."""
+        give up on handlers past max_runtime_ms."""
         lease_s = self.lease_ms / 1000
+        max_runtime = None if self.max_runtime_ms is None else self.max_runtime_ms / 1000
         while not self._keeper_done.wait(min(0.25, lease_s / 6)):
             now = time.monotonic()
             with self._lock:
                 pending = [d for d in self._inflight if d.state in ("queued", "running")]
             for d in pending:
-                if (self.max_runtime is not None and d.state == "running"
-                        and now - d.started > self.max_runtime):
+                if (max_runtime is not None and d.state == "running"
+                        and now - d.started > max_runtime):
                     self._abandon(d, stopping=False)
                 elif (d.msg._lease_end is not None and not d.msg.settled
                       and now >= d.msg._lease_end - lease_s * 2 / 3):

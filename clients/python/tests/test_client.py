@@ -65,12 +65,12 @@ def test_bad_queue_names_are_refused(name: Any) -> None:
 
 @pytest.mark.parametrize("kwargs", [
     {},                                             # no mode
-    {"priority": 1, "range_ms": 5},                 # two modes
+    {"priority": 1, "range": 5},                 # two modes
     {"at": 1767225600000, "delay": 0},
-    {"range_ms": 0}, {"range_ms": -1}, {"range_ms": 1.5}, {"range_ms": True},
+    {"range": 0}, {"range": -1}, {"range": 1.5}, {"range": True},
     {"priority": 2 ** 53 + 1}, {"priority": -(2 ** 53) - 1}, {"priority": "1"},
     {"at": 1767225600}, {"at": 2 ** 53 + 1},        # seconds, beyond 2^53
-    {"delay": -1}, {"delay": 2 ** 52 + 1}, {"range_ms": 2 ** 52 + 1},
+    {"delay": -1}, {"delay": 2 ** 52 + 1}, {"range": 2 ** 52 + 1},
     {"priority": 1, "group": ""}, {"priority": 1, "group": b"g" * 1025},
 ])
 def test_bad_push_arguments_raise_before_sending(kwargs: dict) -> None:
@@ -94,8 +94,8 @@ def test_bounds_that_are_accepted() -> None:
     q.push("m", priority=-(2 ** 53))
     q.push("m", at=946684800000)
     q.push("m", delay=0)
-    q.push("m", range_ms=1, group=b"g" * 1024)
-    q.push("m", range_ms=2 ** 52)
+    q.push("m", range=1, group=b"g" * 1024)
+    q.push("m", range=2 ** 52)
     q.push("m", delay=2 ** 52)
     assert [c[2:4] for c in q.client.calls] == [
         ("PRIORITY", 2 ** 53), ("PRIORITY", -(2 ** 53)), ("AT", 946684800000), ("DELAY", 0),
@@ -109,6 +109,12 @@ def test_bad_pop_and_settle_arguments_raise_before_sending() -> None:
         for target in (q, t):
             with pytest.raises((ValueError, TypeError)):
                 target.pop(**kwargs)
+    for quantum in (0, 10_001, 1.5):
+        with pytest.raises((ValueError, TypeError)):
+            t.pop(quantum=quantum)
+    for count in (0, -1, 2 ** 62 + 1, 1.5):
+        with pytest.raises((ValueError, TypeError)):
+            t.replay(count)
     assert q.client.calls == [] and t.client.calls == []
     m = rmq.Message(Recorder(), "q", b"m", 1)
     for ms in (0, -5, 2 ** 52 + 1, 1.5):
@@ -138,6 +144,22 @@ def test_set_policy_is_sent_to_every_slot() -> None:
                               for i in range(4)]
 
 
+def test_pause_resume_replay_and_quantum_are_sent_as_the_commands_say() -> None:
+    t = rmq.Topic(Recorder(1), "t", 2)
+    t.pause()
+    t.resume()
+    t.replay()
+    t.replay(5)
+    assert t.client.calls == [
+        *[("RMQ.POLICY", f"t_{i}", "SET", "paused", 1) for i in range(2)],
+        *[("RMQ.POLICY", f"t_{i}", "SET", "paused", 0) for i in range(2)],
+        *[("RMQ.REPLAY", f"t_{i}") for i in range(2)],
+        *[("RMQ.REPLAY", f"t_{i}", "COUNT", 5) for i in range(2)]]
+    t = rmq.Topic(Recorder(None), "t", 2)
+    assert t.pop(count=3, quantum=2) == []
+    assert t.client.calls == [("RMQ.TPOP", "t", 2, "COUNT", 3, "QUANTUM", 2)]
+
+
 # -- what a push sends ------------------------------------------------------------------
 
 def test_topic_push_routes_each_message_by_itself_one_push_per_queue() -> None:
@@ -154,7 +176,7 @@ def test_topic_push_routes_each_message_by_itself_one_push_per_queue() -> None:
 def test_topic_push_with_basis_or_group_uses_one_queue() -> None:
     t = rmq.Topic(Recorder(), "orders", 16)
     t.push("order-1001:paid", "x", delay=900_000, group="order-1001", basis="item:42")
-    t.push("a", "b", "c", range_ms=5, group="order-1001")
+    t.push("a", "b", "c", range=5, group="order-1001")
     assert t.client.calls == [
         ("RMQ.PUSH", "orders_13", "DELAY", 900_000, "GROUP", b"order-1001", b"order-1001:paid", b"x"),
         ("RMQ.PUSH", t.queue_for("order-1001"), "RANGE", 5, "GROUP", b"order-1001", b"a", b"b", b"c"),
@@ -208,17 +230,17 @@ def test_push_pop_ack_nack_extend(r: redis.Redis) -> None:
 def test_topic_push_lands_where_route_says(r: redis.Redis) -> None:
     t = rmq.Topic(r, "prices", 16)
     msgs = [f"item:{i}" for i in range(100)]
-    assert t.push(*msgs, range_ms=60_000) == 100
+    assert t.push(*msgs, range=60_000) == 100
     for m in msgs:
         assert r.zscore(t.queue_for(m), m) is not None
-    assert t.push("p1", "p2", range_ms=60_000, basis="customer-7") == 2
+    assert t.push("p1", "p2", range=60_000, basis="customer-7") == 2
     assert {m for m in r.zrange(t.queue_for("customer-7"), 0, -1)} >= {b"p1", b"p2"}
 
 
 def test_info_is_summed_over_the_slots(r: redis.Redis) -> None:
     t = rmq.Topic(r, "sum", 8)
-    t.push(*[f"m{i}" for i in range(50)], range_ms=1)
-    t.push(*[f"later{i}" for i in range(7)], range_ms=3_600_000)
+    t.push(*[f"m{i}" for i in range(50)], range=1)
+    t.push(*[f"later{i}" for i in range(7)], range=3_600_000)
     sleep_until_server_ms(r, now_ms(r) + 2)  # every m<i> is due: the counts hold still
     q0 = rmq.Queue(r, t.queue_for("m1"))
     (m,) = q0.pop(lease_ms=60_000, block_ms=2000)

@@ -1,4 +1,4 @@
-"""rmq.Worker in this process: exactly once, lease extension, max_runtime, graceful stop,
+"""rmq.Worker in this process: exactly once, lease extension, max_runtime_ms, graceful stop,
 handler errors, connection loss, counters and metrics.
 
 Each test runs against a Queue (RMQ.POP) and, once the module has RMQ.TPOP, a Topic. Every
@@ -144,12 +144,12 @@ def test_a_handler_past_max_runtime_is_nacked_and_its_late_return_ignored(
     def handle(m: rmq.Message) -> None:
         seen.append(m.deliveries)
         if m.deliveries == 1:
-            release_first.wait(30)                      # hangs past max_runtime
+            release_first.wait(30)                      # hangs past max_runtime_ms
         else:
             second_started.set()
             release_second.wait(30)
 
-    w = start_worker(source, handle, concurrency=1, lease_ms=5000, max_runtime=1.0)
+    w = start_worker(source, handle, concurrency=1, lease_ms=5000, max_runtime_ms=1000)
     assert second_started.wait(30), "the hung delivery was not given up on and redelivered"
     release_first.set()                                 # the first handler returns late...
     time.sleep(0.5)
@@ -175,7 +175,7 @@ def test_graceful_stop_lets_handlers_finish_and_leaves_nothing_in_flight(
         time.sleep(0.4)
         done.append(m.body)
 
-    w = start_worker(source, handle, concurrency=4, lease_ms=30_000, grace=20)
+    w = start_worker(source, handle, concurrency=4, lease_ms=30_000, grace_ms=20_000)
     for _ in range(4):
         assert started.acquire(timeout=30)
     took = w.stop()
@@ -229,7 +229,7 @@ def test_stop_nacks_handlers_still_running_after_grace(
         started.set()
         release.wait(30)
 
-    w = start_worker(source, handle, concurrency=2, lease_ms=30_000, grace=0.5)
+    w = start_worker(source, handle, concurrency=2, lease_ms=30_000, grace_ms=500)
     assert started.wait(30)
     w.stop()
     release.set()
@@ -252,7 +252,7 @@ def test_messages_released_at_a_stop_skip_the_retry_backoff(
         started.set()
         release.wait(30)
 
-    w = start_worker(source, handle, concurrency=1, grace=0.2)
+    w = start_worker(source, handle, concurrency=1, grace_ms=200)
     assert started.wait(30)
     w.stop()
     release.set()
@@ -332,9 +332,14 @@ def test_connection_loss_is_survived(start_server: Callable, make_source: Callab
 def test_worker_arguments_are_checked(r: redis.Redis, server: Any) -> None:
     q = rmq.Queue(r, "args")
     for kwargs in [{"concurrency": 0}, {"concurrency": 10_001}, {"lease_ms": 0},
-                   {"lease_ms": 2 ** 52 + 1}, {"block_ms": 0}, {"max_runtime": 0}, {"grace": -1}]:
+                   {"lease_ms": 2 ** 52 + 1}, {"block_ms": 0}, {"max_runtime_ms": 0},
+                   {"max_runtime_ms": 1.5}, {"grace_ms": -1}, {"grace_ms": 0.5}]:
         with pytest.raises(ValueError):
             rmq.Worker(q, print, **kwargs)
+    with pytest.raises(ValueError):
+        rmq.Worker(rmq.Topic(r, "args", 2), print, quantum=0)
+    with pytest.raises(TypeError):
+        rmq.Worker(q, print, quantum=2)                 # TPOP only
     with pytest.raises(TypeError):
         rmq.Worker("args", print)
     short = rmq.Queue(server.client(socket_timeout=0.5), "args")

@@ -1,7 +1,7 @@
 """A worker process for the tests (started by them, stopped or killed by its pid).
 
     python worker_proc.py --port P (--queue Q | --topic T --slots N) [--concurrency C]
-        [--lease-ms L] [--grace S] [--sleep-ms MIN MAX] [--hang BODY]
+        [--lease-ms L] [--grace-ms MS] [--sleep-ms MIN MAX] [--hang BODY]
 
 Its handler reads the server clock (TIME, µs) when it starts and when it ends and appends
 `body|deliveries|start_us|end_us|pid` to the list `rmqtest:log`; between the two it sleeps
@@ -37,7 +37,7 @@ def main() -> None:
     p.add_argument("--slots", type=int, default=1)
     p.add_argument("--concurrency", type=int, default=4)
     p.add_argument("--lease-ms", type=int, default=30_000)
-    p.add_argument("--grace", type=float, default=30.0)
+    p.add_argument("--grace-ms", type=int, default=30_000)
     p.add_argument("--sleep-ms", type=int, nargs=2, default=(0, 0))
     p.add_argument("--hang")
     a = p.parse_args()
@@ -55,7 +55,7 @@ def main() -> None:
         client.rpush(LOG, b"|".join([msg.body, b"%d|%d|%d|%d" % (msg.deliveries, start, end, pid)]))
 
     worker = rmq.Worker(source, handle, concurrency=a.concurrency, lease_ms=a.lease_ms,
-                        grace=a.grace)
+                        grace_ms=a.grace_ms)
     client.set(f"rmqtest:up:{pid}", 1)
     worker.run()
     print(worker.stats, flush=True)
