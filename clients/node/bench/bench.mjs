@@ -65,7 +65,7 @@ const rmqWorker = (redis) => ({
     w.on("completed", () => { if (++done === N) finished(); });
     const running = w.run();
     await allDone;
-    return async () => { await w.close(); await running; };
+    return async () => { await w.stop(); await running; };
   },
 });
 

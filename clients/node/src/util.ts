@@ -41,10 +41,14 @@ export function int(name: string, value: unknown, low: number, high: number): nu
     throw new TypeError(`${name} must be an integer, got ${String(value)}`);
   }
   if (value < low || value > high) {
-    throw new RangeError(`${name} must be in [${low}, ${high}], got ${value}`);
+    throw new RangeError(`${name} must be in [${exact(low)}, ${exact(high)}], got ${exact(value)}`);
   }
   return value;
 }
+
+/** An integer's every digit (String(2 ** 62) is 4611686018427388000), so that error
+ * messages say the bounds as the other clients and the SPEC do. */
+const exact = (n: number): string => (Number.isSafeInteger(n) ? String(n) : BigInt(n).toString());
 
 /** An options object checked as Python checks keyword arguments: `undefined` is no
  * options, anything but a plain object is a TypeError, and so is an unknown name (a typo

@@ -1,6 +1,7 @@
 /** Worker: consume a Queue or a Topic with concurrent async handlers, leases kept alive. */
 
 import { EventEmitter } from "events";
+import http from "http";
 import { Cluster, Redis, RedisOptions } from "ioredis";
 import { Dead, Message } from "./message";
 import { Queue, Topic } from "./queues";
@@ -26,10 +27,16 @@ export interface WorkerOptions {
   quantum?: number;
   /** stop gracefully on SIGINT and SIGTERM while run() runs (default true) */
   handleSignals?: boolean;
+  /** serve the counters for Prometheus on http://0.0.0.0:<metricsPort>/metrics while run()
+   * runs, under the metric names of the Python worker (default: not served) */
+  metricsPort?: number;
+  /** the `worker` label of the metrics and the prefix of reported errors (default "rmq") */
+  name?: string;
 }
 
 const WORKER_OPTIONS = [
   "concurrency", "leaseMs", "maxRuntimeMs", "graceMs", "blockMs", "quantum", "handleSignals",
+  "metricsPort", "name",
 ];
 
 /** Counters since the worker started. */
@@ -108,12 +115,12 @@ class Slots {
  * up); throwing `Dead` sends it straight to dead. Messages are taken only as far as there
  * are free handlers (TPOP on every primary of a cluster, following failovers and new
  * primaries), under a lease that is extended while the handler runs. `run()` resolves
- * after `close()`, SIGINT or SIGTERM: fetching stops, running handlers get `graceMs`, those
+ * after `stop()`, SIGINT or SIGTERM: fetching stops, running handlers get `graceMs`, those
  * still running then are nacked, and nothing is left in flight.
  *
  * Events: `completed` (msg, result) once acked, `failed` (msg, error) once nacked,
  * `error` (error) for fetch, ack and lease problems (the worker goes on; without an
- * `error` listener they are printed to stderr), `closed` at the end of run().
+ * `error` listener they are printed to stderr), `stopped` at the end of run().
  * Delivery is at least once: an ack that cannot reach the server is retried a few times,
  * after which the lease runs out and the message is delivered again.
  */
@@ -124,6 +131,8 @@ export class Worker extends EventEmitter {
   readonly graceMs: number;
   readonly maxRuntimeMs?: number;
   readonly quantum?: number;
+  readonly metricsPort?: number;
+  readonly name: string;
   private readonly handleSignals: boolean;
   private readonly counters: WorkerStats = {
     processed: 0, failed: 0, dead: 0, extended: 0, timedOut: 0, released: 0, lost: 0,
@@ -160,6 +169,9 @@ export class Worker extends EventEmitter {
       if (!(source instanceof Topic)) throw new TypeError("quantum is for a Topic (RMQ.TPOP)");
       this.quantum = int("quantum", opts.quantum, 1, MAX_COUNT);
     }
+    if (opts.metricsPort !== undefined) this.metricsPort = int("metricsPort", opts.metricsPort, 1, 65535);
+    this.name = opts.name ?? "rmq";
+    if (typeof this.name !== "string") throw new TypeError(`name must be a string, got ${String(opts.name)}`);
     this.handleSignals = opts.handleSignals ?? true;
     if (typeof this.handleSignals !== "boolean") {
       throw new TypeError(`handleSignals must be a boolean, got ${String(opts.handleSignals)}`);
@@ -182,8 +194,9 @@ export class Worker extends EventEmitter {
     return this.inflight.size;
   }
 
-  /** Consume until close() (or SIGINT/SIGTERM), then stop gracefully and resolve. Rejects
-   * if the server cannot serve the worker at all (the module lacks the command). */
+  /** Consume until stop() (or SIGINT/SIGTERM), then stop gracefully and resolve. Rejects
+   * if the server cannot serve the worker at all (the module lacks the command) or the
+   * metrics port cannot be listened on. */
   run(): Promise<void> {
     if (this.running) return Promise.reject(new Error("a Worker runs once; make a new one"));
     this.running = this.consume();
@@ -191,7 +204,7 @@ export class Worker extends EventEmitter {
   }
 
   /** Stop gracefully; resolves once run() has finished (at once if it never ran). */
-  async close(): Promise<void> {
+  async stop(): Promise<void> {
     this.stopping = true;
     this.stopRequested();
     this.slots.wake();
@@ -201,14 +214,16 @@ export class Worker extends EventEmitter {
   // -- start and stop ---------------------------------------------------------------
 
   private async consume(): Promise<void> {
-    const onSignal = (): void => { void this.close(); };
+    const onSignal = (): void => { void this.stop(); };
     if (this.handleSignals) {
       process.on("SIGINT", onSignal);
       process.on("SIGTERM", onSignal);
     }
     const keeper = setInterval(() => this.keep(), Math.min(250, Math.max(10, this.leaseMs / 6)));
     let supervisor: NodeJS.Timeout | undefined;
+    let metrics: http.Server | undefined;
     try {
+      if (this.metricsPort !== undefined) metrics = await serveMetrics(this, this.metricsPort);
       const client = this.source.client;
       if (this.source instanceof Topic && isCluster(client)) {
         this.syncLoops(client);
@@ -223,11 +238,15 @@ export class Worker extends EventEmitter {
       if (supervisor) clearInterval(supervisor);
       await this.shutdown();
       clearInterval(keeper);
+      if (metrics) {
+        const server = metrics;
+        await new Promise((r) => { server.close(r); server.closeAllConnections(); });
+      }
       if (this.handleSignals) {
         process.removeListener("SIGINT", onSignal);
         process.removeListener("SIGTERM", onSignal);
       }
-      this.emit("closed");
+      this.emit("stopped");
     }
     if (this.fatal) throw this.fatal;
   }
@@ -347,7 +366,7 @@ export class Worker extends EventEmitter {
         backoff = BACKOFF_MIN;
       } else if (isUnknownCommand(error)) {
         this.fatal = error;
-        void this.close();
+        void this.stop();
       } else if (!stop()) {
         this.report(new Error(`fetching from ${where} failed: ${(error as Error).message}; retrying in ${backoff} ms`));
         this.topologyDirty = true;
@@ -506,7 +525,7 @@ export class Worker extends EventEmitter {
 
   private report(error: Error): void {
     if (this.listenerCount("error")) this.emit("error", error);
-    else console.error(`rmq-redis worker: ${error.message}`);
+    else console.error(`${this.name}: ${error.message}`);
   }
 }
 
@@ -515,11 +534,11 @@ export interface Worker {
   on(event: "completed", listener: (msg: Message, result: unknown) => void): this;
   on(event: "failed", listener: (msg: Message, error: unknown) => void): this;
   on(event: "error", listener: (error: Error) => void): this;
-  on(event: "closed", listener: () => void): this;
+  on(event: "stopped", listener: () => void): this;
   once(event: "completed", listener: (msg: Message, result: unknown) => void): this;
   once(event: "failed", listener: (msg: Message, error: unknown) => void): this;
   once(event: "error", listener: (error: Error) => void): this;
-  once(event: "closed", listener: () => void): this;
+  once(event: "stopped", listener: () => void): this;
 }
 
 function redisOptions(client: Client): RedisOptions {
@@ -549,5 +568,38 @@ function ready(conn: Client, ms: number): Promise<boolean> {
     const onReady = (): void => done(true);
     const timer = setTimeout(() => done(false), ms);
     conn.once("ready", onReady);
+  });
+}
+
+/** The Prometheus text of `worker`'s counters: the names and help of the Python worker's
+ * (`rmq_worker_<counter>_total`, `rmq_worker_in_flight`), so one dashboard serves both. */
+function metricsText(worker: Worker): string {
+  const label = `{worker="${worker.name.replace(/[\\"\n]/g, (c) => (c === "\n" ? "\\n" : `\\${c}`))}"}`;
+  const lines: string[] = [];
+  for (const [field, value] of Object.entries(worker.stats)) {
+    const snake = field.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+    const metric = `rmq_worker_${snake}`;
+    lines.push(`# HELP ${metric} RMQ worker: ${snake}`, `# TYPE ${metric} counter`, `${metric}_total${label} ${value}`);
+  }
+  lines.push("# HELP rmq_worker_in_flight RMQ worker: messages in flight", "# TYPE rmq_worker_in_flight gauge",
+    `rmq_worker_in_flight${label} ${worker.inFlight}`);
+  return `${lines.join("\n")}\n`;
+}
+
+/** Listen on `port` (all interfaces, as Python's prometheus_client does) for GET /metrics. */
+function serveMetrics(worker: Worker, port: number): Promise<http.Server> {
+  const server = http.createServer((req, res) => {
+    if (req.method !== "GET" || (req.url ?? "").split("?")[0] !== "/metrics") {
+      res.writeHead(404).end();
+      return;
+    }
+    res.writeHead(200, { "Content-Type": "text/plain; version=0.0.4; charset=utf-8" }).end(metricsText(worker));
+  });
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, () => {
+      server.removeListener("error", reject);
+      resolve(server);
+    });
   });
 }

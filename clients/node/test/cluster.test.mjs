@@ -36,7 +36,7 @@ test("commands go straight to their queue's node; a topic spreads over the 3 pri
   const w = new Worker(topic, (m) => { seen.add(m.body.toString()); }, { concurrency: 8, blockMs: 200 });
   const running = w.run();
   await waitFor(() => seen.size === 300, 20000, "every message");
-  await w.close();
+  await w.stop();
   await running;
   const info = await topic.info();
   assert.deepEqual([info.waiting, info.inflight], [0, 0]);
@@ -82,7 +82,7 @@ test("a primary killed (kill -9) during consumption: its replica takes over, not
     const all = [...first, ...second];
     await waitFor(() => all.every((b) => seen.has(b)), 120000, "every message handled after the failover", 200);
   } finally {
-    await w.close();
+    await w.stop();
     await running;
   }
   assert.ok(errors.length >= 1, "the lost primary was reported on `error`");
@@ -99,7 +99,7 @@ test("a Queue on a cluster: blocking POP through a duplicate Cluster client", as
   await sleep(300);
   await q.push(["x", "y"], { delay: 0 });
   await waitFor(() => got.length === 2, 10000, "both messages");
-  await w.close();
+  await w.stop();
   await running;
   assert.deepEqual(got.sort(), ["x", "y"]);
 });

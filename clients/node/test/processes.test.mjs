@@ -60,7 +60,7 @@ test("a worker process killed mid-message: redelivered after the lease, not befo
   }, { concurrency: 2, blockMs: 100 });
   const running = w.run();
   await waitFor(() => got.length === 1, 15000, "the redelivery");
-  await w.close();
+  await w.stop();
   await running;
   assert.equal(got[0][0], "job-1");
   assert.equal(got[0][1], 2, "its second delivery");
@@ -121,7 +121,7 @@ test("a server restart: the worker reconnects (with backoff) and goes on", async
       await q.push(["after"], { delay: 0 });
       await waitFor(() => seen.has("after"), 20000, "a message after the restart");
       assert.ok(errors.length >= 1, "the outage was reported on `error`");
-      await w.close();
+      await w.stop();
       await running;
     } finally {
       c.disconnect();

@@ -1,10 +1,11 @@
 // The Worker in this process against a real server: exactly once, ACK/NACK/Dead, lease
-// extension, max runtime, graceful stop, events, quantum.
+// extension, max runtime, graceful stop, events, quantum, metrics.
 
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
+import http from "node:http";
 import { Queue, Topic, Worker, Dead } from "../dist/index.js";
-import { startServer, sleep, waitFor } from "./support.mjs";
+import { freePort, startServer, sleep, waitFor } from "./support.mjs";
 
 let server;
 let redis;
@@ -21,7 +22,7 @@ async function runUntil(worker, done, timeoutMs = 60000) {
   try {
     await waitFor(done, timeoutMs, "the worker to finish its work");
   } finally {
-    await worker.close();
+    await worker.stop();
     await running;
   }
 }
@@ -132,7 +133,7 @@ test("graceful stop: running handlers finish, nothing is left in flight", async 
   }, { concurrency: 4, blockMs: 200 });
   const running = w.run();
   await waitFor(() => started >= 4, 10000, "handlers to start");
-  await w.close();
+  await w.stop();
   await running;
   assert.equal(finished, started, "every handler that started finished");
   assert.equal(w.stats.processed, started);
@@ -150,7 +151,7 @@ test("graceful stop: a handler still running after graceMs has its message nacke
     { concurrency: 1, graceMs: 200, blockMs: 100 });
   const running = w.run();
   await waitFor(() => signal, 10000, "the handler to start");
-  await w.close();
+  await w.stop();
   await running;
   assert.equal(signal.aborted, true);
   assert.equal(w.stats.released, 1);
@@ -199,6 +200,53 @@ test("bad options and misuse throw", async () => {
   const w = new Worker(q, () => {}, { blockMs: 100 });
   const running = w.run();
   await assert.rejects(w.run(), /runs once/);
-  await w.close();
+  await w.stop();
   await running;
 });
+
+test("metricsPort serves the counters under the Python worker's metric names", async () => {
+  const q = new Queue(redis, "metered");
+  await q.push(["a", "b", "c"], { priority: 1 });
+  const port = await freePort();
+  const w = new Worker(q, () => {}, { concurrency: 2, blockMs: 100, metricsPort: port, name: "metered" });
+  const running = w.run();
+  await waitFor(() => w.stats.processed === 3, 30000, "3 messages");
+  const res = await fetchText(`http://127.0.0.1:${port}/metrics`);
+  assert.equal(res.status, 200);
+  for (const line of [
+    "# TYPE rmq_worker_processed counter", 'rmq_worker_processed_total{worker="metered"} 3',
+    'rmq_worker_failed_total{worker="metered"} 0', 'rmq_worker_timed_out_total{worker="metered"} 0',
+    "# TYPE rmq_worker_in_flight gauge", 'rmq_worker_in_flight{worker="metered"} 0',
+  ]) assert.ok(res.body.split("\n").includes(line), `${line} in\n${res.body}`);
+  assert.equal((await fetchText(`http://127.0.0.1:${port}/other`)).status, 404);
+  await w.stop();
+  await running;
+  await assert.rejects(fetchText(`http://127.0.0.1:${port}/metrics`), "the port is closed after run()");
+});
+
+test("a metrics port that is taken makes run() reject, leaving nothing running", async () => {
+  const port = await freePort();
+  const taken = http.createServer().listen(port);
+  await new Promise((r) => taken.once("listening", r));
+  try {
+    const w = new Worker(new Queue(redis, "metered2"), () => {}, { blockMs: 100, metricsPort: port });
+    await assert.rejects(w.run(), /EADDRINUSE/);
+    assert.equal(w.inFlight, 0);
+  } finally {
+    taken.close();
+  }
+  assert.throws(() => new Worker(new Queue(redis, "m"), () => {}, { metricsPort: 0 }), RangeError);
+  assert.throws(() => new Worker(new Queue(redis, "m"), () => {}, { name: 5 }), /name must be a string/);
+});
+
+/** GET `url`: {status, body}, rejecting when nothing listens. */
+function fetchText(url) {
+  return new Promise((resolve, reject) => {
+    http.get(url, { agent: false }, (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (c) => { body += c; });
+      res.on("end", () => resolve({ status: res.statusCode, body }));
+    }).on("error", reject);
+  });
+}
