@@ -3,27 +3,10 @@
 
 import { crc32 } from "./crc32";
 import { Message } from "./message";
+import { BOUNDS, POLICY_FIELDS } from "./protocol";
 import {
-  Arg, Client, Data, MAX_COUNT, MAX_MS, asMap, checkQueueName, int, options, send, toBuffer,
+  Arg, Client, Data, asMap, checkQueueName, int, options, send, toBuffer,
 } from "./util";
-
-const MAX_SLOTS = 16384;
-const TWO53 = 2 ** 53;
-const TWO31 = 2 ** 31;
-const MIN_AT = 946_684_800_000;   // 2000-01-01 in Unix ms: smaller AT values are refused
-const MAX_GROUP_BYTES = 1024;
-
-/** RMQ.POLICY fields: option name -> [field name on the wire, lowest, highest value]. */
-const POLICY_FIELDS: Record<string, [string, number, number]> = {
-  retries: ["retries", 0, 1000],
-  leaseMs: ["lease-ms", 1, TWO31],
-  maxQueueLength: ["max-queue-length", 0, 2 ** 62],
-  backoffMs: ["backoff-ms", 0, TWO31],
-  backoffMaxMs: ["backoff-max-ms", 0, TWO31],
-  rate: ["rate", 0, 1e9],
-  rateWindowMs: ["rate-window-ms", 1, TWO31],
-  paused: ["paused", 0, 1],
-};
 
 export interface Policy {
   retries?: number;
@@ -116,7 +99,7 @@ const INFO_PICK: Record<string, (a: number, b: number) => number> = {
 
 /** A topic's slot count: a power of two from 1 to 16384. */
 export function checkSlots(slots: unknown): number {
-  const n = int("slots", slots, 1, MAX_SLOTS);
+  const n = int("slots", slots, BOUNDS.slots);
   if (n & (n - 1)) throw new RangeError(`slots must be a power of two, got ${n}`);
   return n;
 }
@@ -127,11 +110,6 @@ export function route(topic: string, slots: number, basis: Data): string {
   return `${topic}_${crc32(toBuffer(basis, "basis")) % checkSlots(slots)}`;
 }
 
-/** Each mode: its word on the wire and the bounds of its value. */
-const MODE_BOUNDS: Record<keyof Mode, [string, number, number]> = {
-  range: ["RANGE", 1, MAX_MS], priority: ["PRIORITY", -TWO53, TWO53],
-  at: ["AT", MIN_AT, TWO53], delay: ["DELAY", 0, MAX_MS],
-};
 const PUSH_MODES = ["range", "priority", "at", "delay"] as const;
 const SCHEDULE_MODES = ["range", "priority", "delay"] as const;
 
@@ -150,8 +128,14 @@ function modeArgs(what: string, mode: Mode, modes: readonly (keyof Mode)[]): Arg
   if (given.length !== 1) {
     throw new TypeError(`a ${what} needs exactly one of ${modes.join(", ")} (got ${given.join(", ") || "none"})`);
   }
-  const [word, low, high] = MODE_BOUNDS[given[0]];
-  return [word, int(given[0], mode[given[0]], low, high)];
+  const name = given[0];
+  return [name.toUpperCase(), int(name, mode[name], BOUNDS[name])];
+}
+
+/** `b` if its length is within `bounds` (a group, a schedule name). */
+function byteLength(what: string, b: Buffer, [low, high]: readonly [number, number]): Buffer {
+  if (b.length < low || b.length > high) throw new RangeError(`${what} must be ${low} to ${high} bytes, got ${b.length}`);
+  return b;
 }
 
 function messageList(messages: Data | Data[]): Buffer[] {
@@ -164,11 +148,7 @@ function messageList(messages: Data | Data[]): Buffer[] {
 
 function groupBuffer(group: Data | undefined): Buffer | undefined {
   if (group === undefined) return undefined;
-  const g = toBuffer(group, "group");
-  if (!g.length || g.length > MAX_GROUP_BYTES) {
-    throw new RangeError(`group must be 1 to ${MAX_GROUP_BYTES} bytes, got ${g.length}`);
-  }
-  return g;
+  return byteLength("group", toBuffer(group, "group"), BOUNDS.groupBytes);
 }
 
 const isGroupWord = (m: Buffer): boolean => m.length === 5 && m.toString("latin1").toLowerCase() === "group";
@@ -195,12 +175,12 @@ function policyArgs(policy: Policy): Arg[] {
   if (!entries.length) throw new TypeError("setPolicy needs at least one field");
   const args: Arg[] = [];
   for (const [name, raw] of entries) {
-    const field = POLICY_FIELDS[name];
-    if (!field) {
+    const bounds = Object.prototype.hasOwnProperty.call(POLICY_FIELDS, name) ? POLICY_FIELDS[name] : undefined;
+    if (!bounds) {
       throw new TypeError(`unknown policy field ${name} (known: ${Object.keys(POLICY_FIELDS).join(", ")})`);
     }
     const value = typeof raw === "boolean" ? Number(raw) : raw;
-    args.push(field[0], int(name, value, field[1], field[2]));
+    args.push(name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`), int(name, value, bounds));
   }
   return args;
 }
@@ -223,20 +203,20 @@ function infoObject(reply: unknown): Info {
 }
 
 function scheduleArgs(name: string, message: Data, opts: ScheduleOptions): Arg[] {
-  if (typeof name !== "string" || !name) throw new TypeError("a schedule needs a non-empty name");
-  const args: Arg[] = ["SET", name];
+  if (typeof name !== "string") throw new TypeError("a schedule's name is a string");
+  const args: Arg[] = ["SET", byteLength("name", Buffer.from(name, "utf8"), BOUNDS.scheduleNameBytes)];
   if ((opts.every === undefined) === (opts.cron === undefined)) {
     throw new TypeError("a schedule needs exactly one of every, cron");
   }
-  if (opts.every !== undefined) args.push("EVERY", int("every", opts.every, 1, 2 ** 41));
+  if (opts.every !== undefined) args.push("EVERY", int("every", opts.every, BOUNDS.every));
   else args.push("CRON", String(opts.cron));
   if (opts.tz !== undefined) {
     if (opts.cron === undefined) throw new TypeError("tz goes with cron");
     args.push("TZ", opts.tz);
   }
-  if (opts.start !== undefined) args.push("START", int("start", opts.start, MIN_AT, TWO53));
-  if (opts.end !== undefined) args.push("END", int("end", opts.end, MIN_AT, TWO53));
-  if (opts.times !== undefined) args.push("TIMES", int("times", opts.times, 1, TWO53));
+  if (opts.start !== undefined) args.push("START", int("start", opts.start, BOUNDS.start));
+  if (opts.end !== undefined) args.push("END", int("end", opts.end, BOUNDS.end));
+  if (opts.times !== undefined) args.push("TIMES", int("times", opts.times, BOUNDS.times));
   args.push(...modeArgs("schedule", opts, SCHEDULE_MODES));
   const group = groupBuffer(opts.group);
   if (group !== undefined) args.push("GROUP", group);
@@ -253,9 +233,9 @@ function scheduleEntries(queue: string, reply: unknown): ScheduleEntry[] {
 }
 
 function lease(opts: PopOptions): Arg[] {
-  const args: Arg[] = ["COUNT", int("count", opts.count ?? 1, 1, MAX_COUNT)];
-  if (opts.leaseMs !== undefined) args.push("LEASE", int("leaseMs", opts.leaseMs, 1, MAX_MS));
-  if (opts.blockMs !== undefined) args.push("BLOCK", int("blockMs", opts.blockMs, 0, MAX_MS));
+  const args: Arg[] = ["COUNT", int("count", opts.count ?? 1, BOUNDS.count)];
+  if (opts.leaseMs !== undefined) args.push("LEASE", int("leaseMs", opts.leaseMs, BOUNDS.leaseMs));
+  if (opts.blockMs !== undefined) args.push("BLOCK", int("blockMs", opts.blockMs, BOUNDS.blockMs));
   return args;
 }
 
@@ -312,7 +292,7 @@ abstract class Target {
   /** RMQ.REPLAY on every queue: dead messages back to waiting (at most `count` per queue);
    * resolves to how many. */
   async replay(count?: number): Promise<number> {
-    const extra: Arg[] = count === undefined ? [] : ["COUNT", int("count", count, 1, 2 ** 62)];
+    const extra: Arg[] = count === undefined ? [] : ["COUNT", int("count", count, BOUNDS.replayCount)];
     const replies = await this.onEach((q) => ["RMQ.REPLAY", [q, ...extra]]);
     return replies.reduce((a: number, r) => a + Number(r), 0);
   }
@@ -422,7 +402,7 @@ export class Topic extends Target {
   async pop(opts: TopicPopOptions = {}, via: Client = this.client): Promise<Message[]> {
     opts = options("pop", opts, TOPIC_POP_OPTIONS);
     const args: Arg[] = [this.name, this.slots, ...lease(opts)];
-    if (opts.quantum !== undefined) args.push("QUANTUM", int("quantum", opts.quantum, 1, MAX_COUNT));
+    if (opts.quantum !== undefined) args.push("QUANTUM", int("quantum", opts.quantum, BOUNDS.quantum));
     const start = Date.now();
     const reply = (await send(via, "RMQ.TPOP", null, args, true)) as [Buffer, Buffer, number][] | null;
     const end = opts.leaseMs === undefined ? null : start + opts.leaseMs;

@@ -2,6 +2,7 @@
  * reply conversion and retried calls. */
 
 import { Cluster, Command, Redis, ReplyError } from "ioredis";
+import { BOUNDS } from "./protocol";
 
 /** Either ioredis client works: every RMQ command but TPOP names its queue as its only
  * key; TPOP is sent to each primary by the worker. */
@@ -11,8 +12,7 @@ export type Data = Buffer | Uint8Array | string;
 export type Arg = string | number | Buffer;
 
 /** Longest duration the module takes (RANGE, DELAY, LEASE, BLOCK, EXTEND), in ms. */
-export const MAX_MS = 2 ** 52;
-export const MAX_COUNT = 10_000;
+export const MAX_MS = BOUNDS.delay[1];
 
 export function isCluster(client: Client): client is Cluster {
   return client instanceof Cluster;
@@ -36,7 +36,7 @@ export function send(client: Client, name: string, key: string | null, args: Arg
   return client.sendCommand(cmd) as Promise<unknown>;
 }
 
-export function int(name: string, value: unknown, low: number, high: number): number {
+export function int(name: string, value: unknown, [low, high]: readonly [number, number]): number {
   if (typeof value !== "number" || !Number.isInteger(value)) {
     throw new TypeError(`${name} must be an integer, got ${String(value)}`);
   }

@@ -10,6 +10,8 @@ import redis
 from redis.cluster import RedisCluster
 from redis.exceptions import ClusterDownError, TryAgainError
 
+from ._protocol import BOUNDS
+
 log = logging.getLogger("rmq")
 
 #: Either client works: commands name their queue as their only key, so a cluster client
@@ -23,7 +25,7 @@ TRANSIENT = (redis.ConnectionError, redis.TimeoutError, ClusterDownError, TryAga
 T = TypeVar("T")
 
 #: Longest duration the module takes (RANGE, DELAY, LEASE, BLOCK, EXTEND), in ms.
-MAX_MS = 2 ** 52
+MAX_MS = BOUNDS["delay"][1]
 
 
 def to_bytes(x: Any) -> bytes:
@@ -35,6 +37,25 @@ def to_bytes(x: Any) -> bytes:
     if isinstance(x, (bytearray, memoryview)):
         return bytes(x)
     raise TypeError(f"expected bytes or str, got {type(x).__name__}")
+
+
+def check_int(name: str, value: Any, low: int, high: int) -> int:
+    """`value` if it is an integer from `low` to `high`: else TypeError (not an integer) or
+    ValueError, worded as the Node client words it."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be in [{low}, {high}], got {value}")
+    return value
+
+
+def check_bytes(name: str, x: Any, bound: str) -> bytes:
+    """`x` as bytes, of a length within BOUNDS[bound] (a group, a schedule name)."""
+    b = to_bytes(x)
+    low, high = BOUNDS[bound]
+    if not low <= len(b) <= high:
+        raise ValueError(f"{name} must be {low} to {high} bytes, got {len(b)}")
+    return b
 
 
 def to_str(x: Any) -> str:

@@ -6,7 +6,8 @@ import threading
 import time
 from typing import Optional
 
-from ._util import MAX_MS, Client, retrying, to_str
+from ._protocol import BOUNDS
+from ._util import Client, check_int, retrying, to_str
 
 
 class Dead(Exception):
@@ -53,8 +54,7 @@ class Message:
     def extend(self, ms: int) -> Optional[int]:
         """RMQ.EXTEND: the lease now ends `ms` from now. Returns the new deadline (server
         Unix ms), or None when the message is no longer in flight (its lease ran out)."""
-        if isinstance(ms, bool) or not isinstance(ms, int) or not 0 < ms <= MAX_MS:
-            raise ValueError(f"extend: ms must be an integer from 1 to 2^52, got {ms!r}")
+        check_int("extend ms", ms, *BOUNDS["extend_ms"])
         start = time.monotonic()
         reply = self._client.execute_command("RMQ.EXTEND", self.queue, self.body, ms)
         if reply is not None:
@@ -71,9 +71,8 @@ class Message:
         """RMQ.NACK: back to waiting (after `delay_ms`, else the queue's retry backoff), or
         to dead with `dead=True` or when its retries are used up. Returns "requeued",
         "dead", or None if it was no longer in flight."""
-        if delay_ms is not None and (isinstance(delay_ms, bool) or not isinstance(delay_ms, int)
-                                     or not 0 <= delay_ms <= MAX_MS):
-            raise ValueError(f"nack: delay_ms must be an integer from 0 to 2^52, got {delay_ms!r}")
+        if delay_ms is not None:
+            check_int("nack delay_ms", delay_ms, *BOUNDS["delay"])
         self._claim_or_raise()
         return self._send_nack(delay_ms, dead)
 

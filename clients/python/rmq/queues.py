@@ -6,29 +6,11 @@ import time
 import zlib
 from typing import Any, Iterable, Optional, Sequence
 
-from ._util import MAX_MS, Client, Data, as_dict, is_cluster, run_all, to_bytes, to_str
+from ._protocol import BOUNDS, POLICY_FIELDS
+from ._util import (Client, Data, as_dict, check_bytes, check_int, is_cluster, run_all, to_bytes,
+                    to_str)
 from .message import Message
 from .schedules import Schedule, parse_list, set_args
-
-MAX_SLOTS = 16384
-TWO53 = 2 ** 53
-MIN_AT = 946_684_800_000          # 2000-01-01 in Unix ms: smaller AT values are refused
-MAX_GROUP_BYTES = 1024
-MAX_COUNT = 10_000
-MAX_REPLAY = 2 ** 62
-TWO31 = 2 ** 31
-
-#: RMQ.POLICY fields: keyword name -> (field name on the wire, lowest, highest value).
-POLICY_FIELDS = {
-    "retries": ("retries", 0, 1000),
-    "lease_ms": ("lease-ms", 1, TWO31),
-    "max_queue_length": ("max-queue-length", 0, 2 ** 62),
-    "backoff_ms": ("backoff-ms", 0, TWO31),
-    "backoff_max_ms": ("backoff-max-ms", 0, TWO31),
-    "rate": ("rate", 0, 10 ** 9),
-    "rate_window_ms": ("rate-window-ms", 1, TWO31),
-    "paused": ("paused", 0, 1),
-}
 
 #: RMQ.INFO fields that hold a time (summed over queues as the earliest, not added up).
 _INFO_TIMES = ("next_due", "next_expiry")
@@ -36,17 +18,9 @@ _INFO_TIMES = ("next_due", "next_expiry")
 _INFO_WORST = ("lag_ms",)
 
 
-def _int(name: str, value: Any, low: Optional[int] = None, high: Optional[int] = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    if (low is not None and value < low) or (high is not None and value > high):
-        raise ValueError(f"{name} must be in [{low}, {high}], got {value}")
-    return value
-
-
 def check_slots(slots: Any) -> int:
     """A topic's slot count: a power of two from 1 to 16384."""
-    _int("slots", slots, 1, MAX_SLOTS)
+    check_int("slots", slots, *BOUNDS["slots"])
     if slots & (slots - 1):
         raise ValueError(f"slots must be a power of two, got {slots}")
     return slots
@@ -73,9 +47,7 @@ def _mode(range_: Optional[int], priority: Optional[int], at: Optional[int],
         raise ValueError("push needs exactly one of range, priority, at, delay "
                          f"(got {', '.join(k for k, _ in given) or 'none'})")
     kind, value = given[0]
-    bounds = {"RANGE": (1, MAX_MS), "PRIORITY": (-TWO53, TWO53), "AT": (MIN_AT, TWO53),
-              "DELAY": (0, MAX_MS)}[kind]
-    return [kind, _int(kind.lower(), value, *bounds)]
+    return [kind, check_int(kind.lower(), value, *BOUNDS[kind.lower()])]
 
 
 def _messages(messages: Sequence[Data]) -> list[bytes]:
@@ -88,12 +60,7 @@ def _messages(messages: Sequence[Data]) -> list[bytes]:
 
 
 def _group(group: Optional[Data]) -> Optional[bytes]:
-    if group is None:
-        return None
-    g = to_bytes(group)
-    if not g or len(g) > MAX_GROUP_BYTES:
-        raise ValueError(f"group must be 1 to {MAX_GROUP_BYTES} bytes, got {len(g)}")
-    return g
+    return None if group is None else check_bytes("group", group, "group_bytes")
 
 
 def _push_commands(queue: str, mode: list, group: Optional[bytes],
@@ -119,10 +86,9 @@ def _policy_args(fields: dict[str, int]) -> list:
     for name, value in fields.items():
         if name not in POLICY_FIELDS:
             raise ValueError(f"unknown policy field {name!r} (known: {', '.join(POLICY_FIELDS)})")
-        wire, low, high = POLICY_FIELDS[name]
         if name == "paused" and isinstance(value, bool):
             value = int(value)
-        args += [wire, _int(name, value, low, high)]
+        args += [name.replace("_", "-"), check_int(name, value, *POLICY_FIELDS[name])]
     return args
 
 
@@ -187,7 +153,7 @@ class _Target:
     def replay(self, count: Optional[int] = None) -> int:
         """RMQ.REPLAY on every queue: dead messages back to waiting (at most `count` per
         queue); returns how many."""
-        extra = [] if count is None else ["COUNT", _int("count", count, 1, MAX_REPLAY)]
+        extra = [] if count is None else ["COUNT", check_int("count", count, *BOUNDS["replay_count"])]
         return sum(run_all(self.client, [("RMQ.REPLAY", q, *extra) for q in self.queues]))
 
     def schedules(self) -> list[Schedule]:
@@ -236,7 +202,7 @@ class Queue(_Target):
         """RMQ.POP: up to `count` messages, each in flight under a lease of `lease_ms`
         (default: the queue's lease-ms); `block_ms` waits for one (0 = forever). Every
         message must then be acked or nacked (or it comes back when its lease runs out)."""
-        args = ["RMQ.POP", self.name, "COUNT", _int("count", count, 1, MAX_COUNT)]
+        args = ["RMQ.POP", self.name, "COUNT", check_int("count", count, *BOUNDS["count"])]
         args += _lease_block(lease_ms, block_ms)
         start = time.monotonic()
         reply = self.client.execute_command(*args)
@@ -306,10 +272,10 @@ class Topic(_Target):
         (round-robin over the queues, `quantum` messages per queue per turn, default 1). On a
         cluster pass `node` (a primary's ClusterNode): TPOP takes only from the queues that
         node serves."""
-        args = ["RMQ.TPOP", self.name, self.slots, "COUNT", _int("count", count, 1, MAX_COUNT)]
+        args = ["RMQ.TPOP", self.name, self.slots, "COUNT", check_int("count", count, *BOUNDS["count"])]
         args += _lease_block(lease_ms, block_ms)
         if quantum is not None:
-            args += ["QUANTUM", _int("quantum", quantum, 1, MAX_COUNT)]
+            args += ["QUANTUM", check_int("quantum", quantum, *BOUNDS["quantum"])]
         start = time.monotonic()
         if is_cluster(self.client):
             if node is None:
@@ -344,7 +310,7 @@ class Topic(_Target):
 def _lease_block(lease_ms: Optional[int], block_ms: Optional[int]) -> list:
     args: list = []
     if lease_ms is not None:
-        args += ["LEASE", _int("lease_ms", lease_ms, 1, MAX_MS)]
+        args += ["LEASE", check_int("lease_ms", lease_ms, *BOUNDS["lease_ms"])]
     if block_ms is not None:
-        args += ["BLOCK", _int("block_ms", block_ms, 0, MAX_MS)]
+        args += ["BLOCK", check_int("block_ms", block_ms, *BOUNDS["block_ms"])]
     return args

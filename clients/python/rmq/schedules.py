@@ -12,12 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-from ._util import MAX_MS, Data, to_bytes, to_str
-
-TWO53 = 2 ** 53
-MIN_AT = 946_684_800_000
-MAX_EVERY = 2 ** 41
-MAX_NAME_BYTES = 1024
+from ._protocol import BOUNDS
+from ._util import Data, check_bytes, check_int, to_bytes, to_str
 
 
 @dataclass(frozen=True)
@@ -36,14 +32,6 @@ class Schedule:
     last: Optional[int]
 
 
-def _int(name: str, value: Any, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    if not low <= value <= high:
-        raise ValueError(f"{name} must be in [{low}, {high}], got {value}")
-    return value
-
-
 def set_args(queue: str, name: Data, message: Data, every: Optional[int] = None,
              cron: Optional[str] = None, tz: Optional[str] = None,
              priority: Optional[int] = None, delay: Optional[int] = None,
@@ -52,33 +40,26 @@ def set_args(queue: str, name: Data, message: Data, every: Optional[int] = None,
              end: Optional[int] = None) -> list:
     """The RMQ.SCHEDULE Q SET command; what can be checked here raises before anything is
     sent (the server checks the cron expression, the zone and the queue's kind)."""
-    n = to_bytes(name)
-    if not n or len(n) > MAX_NAME_BYTES:
-        raise ValueError(f"a schedule name is 1 to {MAX_NAME_BYTES} bytes")
-    args: list = ["RMQ.SCHEDULE", queue, "SET", n]
+    args: list = ["RMQ.SCHEDULE", queue, "SET", check_bytes("name", name, "schedule_name_bytes")]
     if (every is None) == (cron is None):
         raise ValueError("schedule needs exactly one of every, cron")
     if every is not None:
         if tz is not None:
             raise ValueError("tz goes with cron, not every")
-        args += ["EVERY", _int("every", every, 1, MAX_EVERY)]
+        args += ["EVERY", check_int("every", every, *BOUNDS["every"])]
     else:
         args += ["CRON", cron] + ([] if tz is None else ["TZ", tz])
-    for opt, v, low in (("START", start, MIN_AT), ("END", end, MIN_AT), ("TIMES", times, 1)):
+    for opt, v in (("START", start), ("END", end), ("TIMES", times)):
         if v is not None:
-            args += [opt, _int(opt.lower(), v, low, TWO53)]
+            args += [opt, check_int(opt.lower(), v, *BOUNDS[opt.lower()])]
     modes = [(k, v) for k, v in (("RANGE", range), ("PRIORITY", priority), ("DELAY", delay))
              if v is not None]
     if len(modes) != 1:
         raise ValueError("schedule needs exactly one of range, priority, delay")
     kind, value = modes[0]
-    bounds = {"RANGE": (1, MAX_MS), "PRIORITY": (-TWO53, TWO53), "DELAY": (0, MAX_MS)}[kind]
-    args += [kind, _int(kind.lower(), value, *bounds)]
+    args += [kind, check_int(kind.lower(), value, *BOUNDS[kind.lower()])]
     if group is not None:
-        g = to_bytes(group)
-        if not g or len(g) > 1024:
-            raise ValueError("group must be 1 to 1024 bytes")
-        args += ["GROUP", g]
+        args += ["GROUP", check_bytes("group", group, "group_bytes")]
     m = to_bytes(message)
     if not m:
         raise ValueError("a message must not be empty")

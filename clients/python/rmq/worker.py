@@ -13,9 +13,10 @@ import redis
 from redis.cluster import RedisCluster
 from redis.exceptions import RedisClusterException
 
-from ._util import MAX_MS, TRANSIENT, is_cluster, log, retrying, run_all
+from ._protocol import BOUNDS
+from ._util import MAX_MS, TRANSIENT, check_int, is_cluster, log, retrying, run_all
 from .message import Dead, Message
-from .queues import MAX_COUNT, Queue, Topic
+from .queues import Queue, Topic
 
 Handler = Callable[[Message], Any]
 Fetch = Callable[[int, Optional[int]], "list[Message]"]
@@ -95,17 +96,16 @@ class Worker:
                  metrics_port: Optional[int] = None, name: str = "rmq") -> None:
         if not isinstance(source, (Queue, Topic)):
             raise TypeError(f"source must be an rmq.Queue or rmq.Topic, got {source!r}")
-        checks = [("concurrency", concurrency, 1, MAX_COUNT), ("lease_ms", lease_ms, 1, MAX_MS),
-                  ("block_ms", block_ms, 1, MAX_MS), ("grace_ms", grace_ms, 0, MAX_MS)]
+        check_int("concurrency", concurrency, *BOUNDS["count"])
+        check_int("lease_ms", lease_ms, *BOUNDS["lease_ms"])
+        check_int("block_ms", block_ms, 1, MAX_MS)          # 0 would block forever: no stop
+        check_int("grace_ms", grace_ms, 0, MAX_MS)
         if max_runtime_ms is not None:
-            checks.append(("max_runtime_ms", max_runtime_ms, 1, MAX_MS))
+            check_int("max_runtime_ms", max_runtime_ms, 1, MAX_MS)
         if quantum is not None:
             if not isinstance(source, Topic):
                 raise TypeError("quantum is for a Topic (RMQ.TPOP)")
-            checks.append(("quantum", quantum, 1, MAX_COUNT))
-        for label, value, low, high in checks:
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise ValueError(f"{label} must be an integer from {low} to {high}, got {value!r}")
+            check_int("quantum", quantum, *BOUNDS["quantum"])
         timeout = _socket_timeout(source.client)
         if timeout is not None and timeout <= block_ms / 1000:
             raise ValueError(f"the client's socket_timeout ({timeout}s) must be longer than "

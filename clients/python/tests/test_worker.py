@@ -333,8 +333,11 @@ def test_worker_arguments_are_checked(r: redis.Redis, server: Any) -> None:
     q = rmq.Queue(r, "args")
     for kwargs in [{"concurrency": 0}, {"concurrency": 10_001}, {"lease_ms": 0},
                    {"lease_ms": 2 ** 52 + 1}, {"block_ms": 0}, {"max_runtime_ms": 0},
-                   {"max_runtime_ms": 1.5}, {"grace_ms": -1}, {"grace_ms": 0.5}]:
+                   {"grace_ms": -1}]:
         with pytest.raises(ValueError):
+            rmq.Worker(q, print, **kwargs)
+    for kwargs in [{"max_runtime_ms": 1.5}, {"grace_ms": 0.5}, {"concurrency": True}]:
+        with pytest.raises(TypeError):      # ms are integers, as everywhere in the client
             rmq.Worker(q, print, **kwargs)
     with pytest.raises(ValueError):
         rmq.Worker(rmq.Topic(r, "args", 2), print, quantum=0)
