@@ -18,31 +18,40 @@ def camel(name: str) -> str:
     return head + "".join(w.capitalize() for w in rest)
 
 
-def python(p: dict) -> str:
-    def table(d: dict) -> str:
-        return "".join(f"    {k!r}: ({lo}, {hi}),\n" for k, (lo, hi) in d.items())
-    return (f'"""{NOTE}"""\n\n'
-            f"#: [lowest, highest] accepted value of each argument (durations ms, times Unix ms).\n"
-            f"BOUNDS: dict[str, tuple[int, int]] = {{\n{table(p['bounds'])}}}\n\n"
-            f"#: RMQ.POLICY fields by keyword name (the wire name with '-' for '_'), with bounds.\n"
-            f"POLICY_FIELDS: dict[str, tuple[int, int]] = {{\n{table(p['policy_fields'])}}}\n")
+# Each client's file: its note line, how it names a key, how it writes one entry, and the
+# documentation, opening and closing lines of its two tables (a Java client adds its own).
+TARGETS = {
+    "python/rmq/_protocol.py": {
+        "note": '"""{}"""', "name": str, "entry": "    {key!r}: ({lo}, {hi}),",
+        "bounds": ("#: [lowest, highest] accepted value of each argument (durations ms, times Unix ms).",
+                   "BOUNDS: dict[str, tuple[int, int]] = {", "}"),
+        "policy_fields": ("#: RMQ.POLICY fields by keyword name (the wire name with '-' for '_'), with bounds.",
+                          "POLICY_FIELDS: dict[str, tuple[int, int]] = {", "}"),
+    },
+    "node/src/protocol.ts": {
+        "note": "// {}", "name": camel, "entry": "  {key}: [{lo}, {hi}],",
+        "bounds": ("/** [lowest, highest] accepted value of each argument (durations ms, times Unix ms). */",
+                   "export const BOUNDS = {", "} as const;"),
+        "policy_fields": ("/** RMQ.POLICY fields by option name (camelCase of the wire name), with bounds. */",
+                          "export const POLICY_FIELDS: Record<string, readonly [number, number]> = {", "};"),
+    },
+}
 
 
-def typescript(p: dict) -> str:
-    def table(d: dict) -> str:
-        return "".join(f"  {camel(k)}: [{lo}, {hi}],\n" for k, (lo, hi) in d.items())
-    return (f"// {NOTE}\n\n"
-            f"/** [lowest, highest] accepted value of each argument (durations ms, times Unix ms). */\n"
-            f"export const BOUNDS = {{\n{table(p['bounds'])}}} as const;\n\n"
-            f"/** RMQ.POLICY fields by option name (camelCase of the wire name), with bounds. */\n"
-            f"export const POLICY_FIELDS: Record<string, readonly [number, number]> = {{\n"
-            f"{table(p['policy_fields'])}}};\n")
+def render(target: dict, p: dict) -> str:
+    lines = [target["note"].format(NOTE)]
+    for table in ("bounds", "policy_fields"):
+        doc, opening, closing = target[table]
+        lines += ["", doc, opening]
+        lines += [target["entry"].format(key=target["name"](k), lo=lo, hi=hi)
+                  for k, (lo, hi) in p[table].items()]
+        lines.append(closing)
+    return "\n".join(lines) + "\n"
 
 
 def main() -> int:
     p = json.loads((HERE / "protocol.json").read_text())
-    outputs = {HERE / "python" / "rmq" / "_protocol.py": python(p),
-               HERE / "node" / "src" / "protocol.ts": typescript(p)}
+    outputs = {HERE / path: render(target, p) for path, target in TARGETS.items()}
     stale = [path for path, text in outputs.items()
              if not path.exists() or path.read_text() != text]
     if "--check" in sys.argv[1:]:
