@@ -13,7 +13,7 @@ import threading
 import time
 import urllib.request
 from collections import Counter
-from typing import Any, Callable, Iterator, Union
+from typing import Any, Callable, Iterator, Optional, Union
 
 import pytest
 import redis
@@ -368,3 +368,22 @@ def test_metrics_endpoint(r: redis.Redis, start_worker: Callable) -> None:
     assert 'rmq_worker_processed_total{worker="metered"} 3.0' in text
     assert 'rmq_worker_in_flight{worker="metered"} 0.0' in text
     w.stop()
+
+
+def test_quantum_goes_to_every_tpop(r: redis.Redis, start_worker: Callable) -> None:
+    require(r, "tpop")
+    topic = rmq.Topic(r, "quant", 4)
+    topic.push(*[f"q{i}" for i in range(40)], delay=0)
+    quanta: list[Optional[int]] = []
+    pop = topic.pop
+
+    def spy(*args: Any, **kwargs: Any) -> list[rmq.Message]:
+        quanta.append(kwargs.get("quantum"))
+        return pop(*args, **kwargs)
+    topic.pop = spy  # type: ignore[method-assign]
+    seen: set[bytes] = set()
+    w = start_worker(topic, lambda m: seen.add(m.body), concurrency=8, quantum=4)
+    wait_for(lambda: len(seen) == 40, timeout=30, what="40 messages")
+    w.stop()
+    assert quanta and set(quanta) == {4}
+    assert counts(topic) == {"waiting": 0, "inflight": 0, "dead": 0}
