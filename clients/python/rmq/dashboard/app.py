@@ -10,6 +10,7 @@ import redis
 from flask import Flask, Response, abort, jsonify, redirect, render_template, request, url_for
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from .._protocol import POLICY_FIELDS
 from . import security, text
 from .sampler import Sampler
 from .source import Source, valid_name
@@ -17,9 +18,8 @@ from .source import Source, valid_name
 PER_PAGE = 50
 MAX_PER_PAGE = 500
 DEAD_PER_PAGE = 50
-#: RMQ.POLICY fields the policy form edits (paused has its own buttons).
-POLICY_FORM_FIELDS = ("retries", "lease-ms", "max-queue-length", "backoff-ms",
-                      "backoff-max-ms", "rate", "rate-window-ms")
+#: RMQ.POLICY fields the policy form edits, by their wire names (paused has its own buttons).
+POLICY_FORM_FIELDS = tuple(f.replace("_", "-") for f in POLICY_FIELDS if f != "paused")
 
 
 def _int_arg(name: str, default: int, low: int, high: int) -> int:
