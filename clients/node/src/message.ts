@@ -69,7 +69,7 @@ export class Message {
   /** RMQ.EXTEND: the lease now ends `ms` from now. Resolves to the new deadline (server
    * Unix ms), or null when the message is no longer in flight (its lease ran out). */
   async extend(ms: number): Promise<number | null> {
-    int("extend ms", ms, BOUNDS.extendMs);
+    int("extend ms", ms, ...BOUNDS.extendMs);
     const start = Date.now();
     const reply = (await send(this.client, "RMQ.EXTEND", this.queue, [this.queue, this.body, ms])) as number | null;
     this.leaseEnd = reply === null ? null : start + ms;
@@ -88,7 +88,7 @@ export class Message {
    * null if it was no longer in flight. */
   async nack(opts: NackOptions = {}): Promise<"requeued" | "dead" | null> {
     opts = options("nack", opts, ["delayMs", "dead"]);
-    if (opts.delayMs !== undefined) int("nack delayMs", opts.delayMs, BOUNDS.delay);
+    if (opts.delayMs !== undefined) int("nack delayMs", opts.delayMs, ...BOUNDS.delay);
     this.claimOrThrow();
     return this.sendNack(opts);
   }

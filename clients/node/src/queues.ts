@@ -99,7 +99,7 @@ const INFO_PICK: Record<string, (a: number, b: number) => number> = {
 
 /** A topic's slot count: a power of two from 1 to 16384. */
 export function checkSlots(slots: unknown): number {
-  const n = int("slots", slots, BOUNDS.slots);
+  const n = int("slots", slots, ...BOUNDS.slots);
   if (n & (n - 1)) throw new RangeError(`slots must be a power of two, got ${n}`);
   return n;
 }
@@ -129,7 +129,8 @@ function modeArgs(what: string, mode: Mode, modes: readonly (keyof Mode)[]): Arg
     throw new TypeError(`a ${what} needs exactly one of ${modes.join(", ")} (got ${given.join(", ") || "none"})`);
   }
   const name = given[0];
-  return [name.toUpperCase(), int(name, mode[name], BOUNDS[name])];
+  const [low, high] = BOUNDS[name];
+  return [name.toUpperCase(), int(name, mode[name], low, high)];
 }
 
 /** `b` if its length is within `bounds` (a group, a schedule name). */
@@ -180,7 +181,7 @@ function policyArgs(policy: Policy): Arg[] {
       throw new TypeError(`unknown policy field ${name} (known: ${Object.keys(POLICY_FIELDS).join(", ")})`);
     }
     const value = typeof raw === "boolean" ? Number(raw) : raw;
-    args.push(name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`), int(name, value, bounds));
+    args.push(name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`), int(name, value, ...bounds));
   }
   return args;
 }
@@ -208,15 +209,15 @@ function scheduleArgs(name: string, message: Data, opts: ScheduleOptions): Arg[]
   if ((opts.every === undefined) === (opts.cron === undefined)) {
     throw new TypeError("a schedule needs exactly one of every, cron");
   }
-  if (opts.every !== undefined) args.push("EVERY", int("every", opts.every, BOUNDS.every));
+  if (opts.every !== undefined) args.push("EVERY", int("every", opts.every, ...BOUNDS.every));
   else args.push("CRON", String(opts.cron));
   if (opts.tz !== undefined) {
     if (opts.cron === undefined) throw new TypeError("tz goes with cron");
     args.push("TZ", opts.tz);
   }
-  if (opts.start !== undefined) args.push("START", int("start", opts.start, BOUNDS.start));
-  if (opts.end !== undefined) args.push("END", int("end", opts.end, BOUNDS.end));
-  if (opts.times !== undefined) args.push("TIMES", int("times", opts.times, BOUNDS.times));
+  if (opts.start !== undefined) args.push("START", int("start", opts.start, ...BOUNDS.start));
+  if (opts.end !== undefined) args.push("END", int("end", opts.end, ...BOUNDS.end));
+  if (opts.times !== undefined) args.push("TIMES", int("times", opts.times, ...BOUNDS.times));
   args.push(...modeArgs("schedule", opts, SCHEDULE_MODES));
   const group = groupBuffer(opts.group);
   if (group !== undefined) args.push("GROUP", group);
@@ -233,9 +234,9 @@ function scheduleEntries(queue: string, reply: unknown): ScheduleEntry[] {
 }
 
 function lease(opts: PopOptions): Arg[] {
-  const args: Arg[] = ["COUNT", int("count", opts.count ?? 1, BOUNDS.count)];
-  if (opts.leaseMs !== undefined) args.push("LEASE", int("leaseMs", opts.leaseMs, BOUNDS.leaseMs));
-  if (opts.blockMs !== undefined) args.push("BLOCK", int("blockMs", opts.blockMs, BOUNDS.blockMs));
+  const args: Arg[] = ["COUNT", int("count", opts.count ?? 1, ...BOUNDS.count)];
+  if (opts.leaseMs !== undefined) args.push("LEASE", int("leaseMs", opts.leaseMs, ...BOUNDS.leaseMs));
+  if (opts.blockMs !== undefined) args.push("BLOCK", int("blockMs", opts.blockMs, ...BOUNDS.blockMs));
   return args;
 }
 
@@ -292,7 +293,7 @@ abstract class Target {
   /** RMQ.REPLAY on every queue: dead messages back to waiting (at most `count` per queue);
    * resolves to how many. */
   async replay(count?: number): Promise<number> {
-    const extra: Arg[] = count === undefined ? [] : ["COUNT", int("count", count, BOUNDS.replayCount)];
+    const extra: Arg[] = count === undefined ? [] : ["COUNT", int("count", count, ...BOUNDS.replayCount)];
     const replies = await this.onEach((q) => ["RMQ.REPLAY", [q, ...extra]]);
     return replies.reduce((a: number, r) => a + Number(r), 0);
   }
@@ -402,7 +403,7 @@ export class Topic extends Target {
   async pop(opts: TopicPopOptions = {}, via: Client = this.client): Promise<Message[]> {
     opts = options("pop", opts, TOPIC_POP_OPTIONS);
     const args: Arg[] = [this.name, this.slots, ...lease(opts)];
-    if (opts.quantum !== undefined) args.push("QUANTUM", int("quantum", opts.quantum, BOUNDS.quantum));
+    if (opts.quantum !== undefined) args.push("QUANTUM", int("quantum", opts.quantum, ...BOUNDS.quantum));
     const start = Date.now();
     const reply = (await send(via, "RMQ.TPOP", null, args, true)) as [Buffer, Buffer, number][] | null;
     const end = opts.leaseMs === undefined ? null : start + opts.leaseMs;

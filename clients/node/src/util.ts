@@ -36,7 +36,7 @@ export function send(client: Client, name: string, key: string | null, args: Arg
   return client.sendCommand(cmd) as Promise<unknown>;
 }
 
-export function int(name: string, value: unknown, [low, high]: readonly [number, number]): number {
+export function int(name: string, value: unknown, low: number, high: number): number {
   if (typeof value !== "number" || !Number.isInteger(value)) {
     throw new TypeError(`${name} must be an integer, got ${String(value)}`);
   }

@@ -161,16 +161,16 @@ export class Worker extends EventEmitter {
     }
     if (typeof handler !== "function") throw new TypeError("handler must be a function");
     opts = options("Worker", opts, WORKER_OPTIONS);
-    this.concurrency = int("concurrency", opts.concurrency ?? 8, BOUNDS.count);
-    this.leaseMs = int("leaseMs", opts.leaseMs ?? 30_000, BOUNDS.leaseMs);
-    this.blockMs = int("blockMs", opts.blockMs ?? 1000, [1, MAX_MS]);   // 0 would block forever: no stop
-    this.graceMs = int("graceMs", opts.graceMs ?? 30_000, [0, MAX_MS]);
-    if (opts.maxRuntimeMs !== undefined) this.maxRuntimeMs = int("maxRuntimeMs", opts.maxRuntimeMs, [1, MAX_MS]);
+    this.concurrency = int("concurrency", opts.concurrency ?? 8, ...BOUNDS.count);
+    this.leaseMs = int("leaseMs", opts.leaseMs ?? 30_000, ...BOUNDS.leaseMs);
+    this.blockMs = int("blockMs", opts.blockMs ?? 1000, 1, MAX_MS);   // 0 would block forever: no stop
+    this.graceMs = int("graceMs", opts.graceMs ?? 30_000, 0, MAX_MS);
+    if (opts.maxRuntimeMs !== undefined) this.maxRuntimeMs = int("maxRuntimeMs", opts.maxRuntimeMs, 1, MAX_MS);
     if (opts.quantum !== undefined) {
       if (!(source instanceof Topic)) throw new TypeError("quantum is for a Topic (RMQ.TPOP)");
-      this.quantum = int("quantum", opts.quantum, BOUNDS.quantum);
+      this.quantum = int("quantum", opts.quantum, ...BOUNDS.quantum);
     }
-    if (opts.metricsPort !== undefined) this.metricsPort = int("metricsPort", opts.metricsPort, [1, 65535]);
+    if (opts.metricsPort !== undefined) this.metricsPort = int("metricsPort", opts.metricsPort, 1, 65535);
     this.name = opts.name ?? "rmq";
     if (typeof this.name !== "string") throw new TypeError(`name must be a string, got ${String(opts.name)}`);
     this.handleSignals = opts.handleSignals ?? true;
