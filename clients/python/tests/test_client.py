@@ -130,7 +130,7 @@ def test_bad_pop_and_settle_arguments_raise_before_sending() -> None:
 @pytest.mark.parametrize("kwargs", [
     {}, {"retries": 1001}, {"retries": -1}, {"lease_ms": 0}, {"rate": 10 ** 9 + 1},
     {"rate_window_ms": 0}, {"backoff_ms": 2 ** 31 + 1}, {"backoff_ms": 1.5}, {"unknown": 1},
-    {"lease-ms": 5},
+    {"lease-ms": 5}, {"paused": 2}, {"paused": "yes"},
 ])
 def test_bad_policy_fields_raise_before_sending(kwargs: dict) -> None:
     t = rmq.Topic(Recorder(), "t", 4)
@@ -157,6 +157,9 @@ def test_pause_resume_replay_and_quantum_are_sent_as_the_commands_say() -> None:
         *[("RMQ.POLICY", f"t_{i}", "SET", "paused", 0) for i in range(2)],
         *[("RMQ.REPLAY", f"t_{i}") for i in range(2)],
         *[("RMQ.REPLAY", f"t_{i}", "COUNT", 5) for i in range(2)]]
+    t = rmq.Topic(Recorder(b"OK"), "t", 1)
+    t.set_policy(paused=True)                       # a bool is taken for paused, as in Node
+    assert t.client.calls == [("RMQ.POLICY", "t_0", "SET", "paused", 1)]
     t = rmq.Topic(Recorder(None), "t", 2)
     assert t.pop(count=3, quantum=2) == []
     assert t.client.calls == [("RMQ.TPOP", "t", 2, "COUNT", 3, "QUANTUM", 2)]
