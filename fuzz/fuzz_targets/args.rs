@@ -6,7 +6,7 @@
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use rmq::args::{self, PolicyOp, MAX_GROUP_BYTES, MAX_POP_COUNT, MAX_RELATIVE};
+use rmq::args::{self, PolicyOp, MAX_GROUP_BYTES, MAX_POP_COUNT, MAX_QUANTUM, MAX_RELATIVE};
 use rmq::core::kind::{PushMode, MAX_EXACT, MIN_AT};
 use rmq::core::num::parse_int;
 use rmq::core::policy::Policy;
@@ -21,6 +21,7 @@ const WORDS: &[&str] = &[
     "lease",
     "BLOCK",
     "LIMIT",
+    "QUANTUM",
     "DEAD",
     "SET",
     "get",
@@ -207,12 +208,14 @@ fuzz_target!(|inp: Input| {
             Err(e) => Some(e),
         },
         2 => match args::tpop(&a) {
-            Ok((slots, p)) => {
-                check_pop(&p);
-                assert!(slots.is_power_of_two() && slots <= 16384, "{slots}");
-                let mut again = vec![q.to_vec(), slots.to_string().into_bytes()];
-                again.extend(pop_words(&p));
-                assert_eq!(args::tpop(&refs(&again)), Ok((slots, p)));
+            Ok(t) => {
+                check_pop(&t.pop);
+                assert!(t.slots.is_power_of_two() && t.slots <= 16384, "{t:?}");
+                assert!((1..=MAX_QUANTUM as usize).contains(&t.quantum), "{t:?}");
+                let mut again = vec![q.to_vec(), t.slots.to_string().into_bytes()];
+                again.extend(pop_words(&t.pop));
+                again.extend([b("QUANTUM"), t.quantum.to_string().into_bytes()]);
+                assert_eq!(args::tpop(&refs(&again)), Ok(t));
                 None
             }
             Err(e) => Some(e),
