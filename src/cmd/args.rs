@@ -17,6 +17,7 @@ pub const MAX_POP_COUNT: i64 = 10_000;
 /// Most messages RMQ.TPOP takes from one queue per turn.
 pub const MAX_QUANTUM: i64 = 10_000;
 pub const DEFAULT_PENDING: usize = 100;
+
 // The bounds of the commands' integer arguments (the push modes' are in `kind`, the
 // schedules' in `cron_schedule`, the policy fields' in `policy`).
 const COUNT: Bound = Bound::new("COUNT", 1, MAX_POP_COUNT, Unit::Count);
@@ -60,6 +61,10 @@ pub(crate) struct Given<'a> {
 /// The options of `table` in `args[*at..]`, in any order, each where its table has it (None
 /// when absent), read until the end or an argument that names one of `stop` (`*at` is
 /// left there). An option given twice: the last one counts.
+// The reader is inlined into each parser, so that the command's table is a constant there
+// and the keyword comparisons compile as hand-written ones would (PUSH's parse costs what
+// it did before the reader: scripts/profile_commands.py).
+#[inline(always)]
 pub(crate) fn options<'a, const N: usize>(
     args: &[&'a [u8]],
     at: &mut usize,
@@ -88,6 +93,7 @@ fn all_options<'a, const N: usize>(args: &[&'a [u8]], table: &[Opt; N]) -> Resul
 
 /// An option's value (`next`: the argument after its keyword), and how many arguments the
 /// option takes.
+#[inline(always)]
 fn read<'a>(opt: &Opt, next: Option<&'a [u8]>) -> Result<(Given<'a>, usize)> {
     if let Opt::Flag(_) = opt {
         return Ok((Given { raw: b"", int: 0 }, 1));
@@ -101,6 +107,7 @@ fn read<'a>(opt: &Opt, next: Option<&'a [u8]>) -> Result<(Given<'a>, usize)> {
 }
 
 /// Which of the alternatives in `table` `arg` names (a push's mode, an operation).
+#[inline(always)]
 pub(crate) fn which(arg: &[u8], table: &[Opt]) -> Result<usize> {
     table.iter().position(|o| is(arg, o.word())).ok_or_else(|| {
         let words: Vec<&str> = table.iter().map(Opt::word).collect();
@@ -110,6 +117,7 @@ pub(crate) fn which(arg: &[u8], table: &[Opt]) -> Result<usize> {
 }
 
 /// An integer argument within its bound.
+#[inline(always)]
 pub(crate) fn int(b: &Bound, val: &[u8]) -> Result<i64> {
     parse_int(val).map_or(Err(RmqError::OutOfBounds(*b)), |v| b.check(v))
 }
