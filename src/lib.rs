@@ -17,4 +17,4 @@ mod module;
 mod runtime;
 mod storage;
 
-pub use cmd::args;
+pub use cmd::{args, schedule_args};

@@ -7,8 +7,8 @@ import socket
 import pytest
 import redis
 
-from helpers import (MIN_AT, dead, expect_error_unchanged, nack, pop, prep, push, snapshot,
-                     zs)
+from helpers import (MIN_AT, dead, expect_error_unchanged, nack, now_ms, pop, prep, push,
+                     rmq_info, snapshot, zs)
 
 QUEUE_COMMANDS = ["RMQ.PUSH", "RMQ.POP", "RMQ.ACK", "RMQ.NACK", "RMQ.SWEEP", "RMQ.EXTEND",
                   "RMQ.CANCEL", "RMQ.REPLAY", "RMQ.INFO", "RMQ.PENDING"]
@@ -64,6 +64,83 @@ def test_errors_are_err_replies(server, r):
     r.set("str", "x")
     line = _raw_first_line(server, "RMQ.PUSH", "str", "PRIORITY", "1", "m")
     assert line.startswith(b"-WRONGTYPE"), line
+
+
+# Each integer option out of its bound, with the exact text docs/COMMANDS.md gives (clients
+# match on them): one per bound, as every text is derived from its bound.
+BOUND_TEXTS = [
+    (("RMQ.PUSH", "q", "RANGE", "0", "m"), "invalid RANGE: must be an integer from 1 to 2^52 (ms)"),
+    (("RMQ.PUSH", "q", "PRIORITY", "9007199254740993", "m"), "invalid PRIORITY: must be an integer with |p| <= 2^53"),
+    (("RMQ.PUSH", "q", "AT", "1700000000", "m"), "invalid AT: must be Unix time in ms from 946684800000 to 2^53"),
+    (("RMQ.PUSH", "q", "DELAY", "-1", "m"), "invalid DELAY: must be an integer from 0 to 2^52 (ms)"),
+    (("RMQ.POP", "q", "COUNT", "10001"), "invalid COUNT: must be an integer from 1 to 10000"),
+    (("RMQ.POP", "q", "LEASE", "x"), "invalid LEASE: must be an integer from 1 to 2^52 (ms)"),
+    (("RMQ.POP", "q", "BLOCK", "-1"), "invalid BLOCK: must be an integer from 0 (forever) to 2^52 (ms)"),
+    (("RMQ.TPOP", "t", "8", "QUANTUM", "0"), "invalid QUANTUM: must be an integer from 1 to 10000"),
+    (("RMQ.NACK", "q", "m", "DELAY", "1.5"), "invalid DELAY: must be an integer from 0 to 2^52 (ms)"),
+    (("RMQ.SWEEP", "q", "LIMIT", "0"), "invalid LIMIT: must be an integer >= 1"),
+    (("RMQ.REPLAY", "q", "COUNT", "0"), "invalid COUNT: must be an integer >= 1"),
+    (("RMQ.PENDING", "q", "COUNT", "1000001"), "invalid COUNT: must be an integer from 1 to 1000000"),
+    (("RMQ.QUEUES", "COUNT", "0"), "invalid COUNT: must be an integer from 1 to 10000"),
+    (("RMQ.POLICY", "q", "SET", "lease-ms", "0"), "invalid lease-ms: must be an integer from 1 to 2147483648"),
+    (("RMQ.POLICY", "q", "SET", "max-queue-length", "-1"),
+     "invalid max-queue-length: must be an integer from 0 to 4611686018427387904"),
+    (("RMQ.SCHEDULE", "q", "SET", "n", "EVERY", "0", "RANGE", "1", "m"), "invalid EVERY: must be an integer from 1 to 2^41 (ms)"),
+    (("RMQ.SCHEDULE", "q", "SET", "n", "EVERY", "5", "START", "5", "RANGE", "1", "m"),
+     "invalid START: must be Unix time in ms from 946684800000 to 2^53"),
+    (("RMQ.SCHEDULE", "q", "SET", "n", "EVERY", "5", "TIMES", "0", "RANGE", "1", "m"), "invalid TIMES: must be an integer from 1 to 2^53"),
+    (("RMQ.POP", "q", "COUNT"), "syntax error: COUNT needs a value"),
+    (("RMQ.QUEUES", "SPEED"), "syntax error: unexpected argument 'SPEED'"),
+    (("RMQ.POLICY", "q", "DROP"), "syntax error: expected SET, GET or RESET, got 'DROP'"),
+    (("RMQ.SCHEDULE", "q", "GET"), "syntax error: expected SET, DEL or LIST, got 'GET'"),
+]
+
+
+@pytest.mark.parametrize("args,text", BOUND_TEXTS, ids=[" ".join(a[:3]) for a, _ in BOUND_TEXTS])
+def test_bound_errors_say_the_documented_text(server, r, args, text):
+    push(r, "q", "PRIORITY", 1, "m")
+    assert _raw_first_line(server, *args) == b"-ERR " + text.encode()
+    expect_error_unchanged(r, *args)
+
+
+def test_an_option_given_twice_counts_with_its_last_value(r):
+    """One rule for every command (docs/COMMANDS.md, Conventions): the last value counts,
+    each value is still checked, and where only one `WORD n` fits, a second is too many."""
+    push(r, "q", "PRIORITY", 1, "a", "b", "c", "d")
+    t0 = now_ms(r)
+    got = pop(r, "q", "COUNT", 1, "LEASE", 1000, "COUNT", 3, "LEASE", 600000)
+    assert len(got) == 3
+    deadlines = [e[2] for e in r.execute_command("RMQ.PENDING", "q")]
+    assert all(t0 + 600000 <= d <= now_ms(r) + 600000 for d in deadlines), deadlines
+    expect_error_unchanged(r, "RMQ.POP", "q", "COUNT", "0", "COUNT", "1", contains="COUNT")
+    # NACK: the second DELAY (0) counts, so the message is ready again at once
+    m = got[0][0]
+    assert nack(r, "q", m, "DELAY", 600000, "DELAY", 0) == b"requeued"
+    assert rmq_info(r, "q")["ready"] == 2
+    # TPOP: COUNT and QUANTUM
+    push(r, "t_0", "PRIORITY", 1, "x", "y", "z")
+    got = r.execute_command("RMQ.TPOP", "t", 1, "QUANTUM", 1, "COUNT", 1, "COUNT", 2, "QUANTUM", 2)
+    assert len(got) == 2
+    # POLICY SET: the pairs apply in order
+    assert r.execute_command("RMQ.POLICY", "q", "SET", "retries", 1, "retries", 5) == b"OK"
+    pol = r.execute_command("RMQ.POLICY", "q", "GET")
+    pol = dict(zip(pol[0::2], pol[1::2])) if isinstance(pol, list) else pol
+    assert pol[b"retries"] == 5
+    # QUEUES: the last COUNT and MATCH
+    for i in range(3):
+        push(r, f"m{i}", "PRIORITY", 1, "x")
+    nxt, names = r.execute_command("RMQ.QUEUES", "MATCH", "nothing*", "COUNT", 1, "MATCH", "m*", "COUNT", 100)
+    assert nxt == b"0" and sorted(names) == [b"m0", b"m1", b"m2"]
+    # SCHEDULE SET: the last EVERY (a repeat was refused before v4's one rule)
+    t0 = now_ms(r)
+    first = r.execute_command("RMQ.SCHEDULE", "q", "SET", "n", "EVERY", 100000, "EVERY", 200000, "PRIORITY", 1, "s")
+    assert t0 + 200000 <= first <= now_ms(r) + 200000
+    [[name, spec, nxt, fired, last]] = r.execute_command("RMQ.SCHEDULE", "q", "LIST")
+    assert (name, spec, nxt, fired, last) == (b"n", b"EVERY 100000 EVERY 200000 PRIORITY 1 s", first, 0, None)
+    # One `WORD n` only: a second is the wrong number of arguments.
+    for cmd in ("RMQ.SWEEP", "RMQ.REPLAY", "RMQ.PENDING"):
+        word = "LIMIT" if cmd == "RMQ.SWEEP" else "COUNT"
+        expect_error_unchanged(r, cmd, "q", word, 1, word, 2, contains="wrong number of arguments")
 
 
 # ---------------------------------------------------------------------------------------
@@ -256,10 +333,17 @@ def test_fuzz_malformed_calls_keep_server_alive(server, r):
                       ("RMQ.NACK", [b"DELAY", b"DEAD"]),
                       ("RMQ.SWEEP", [b"LIMIT"]),
                       ("RMQ.REPLAY", [b"COUNT"]),
-                      ("RMQ.PENDING", [b"COUNT"])):
+                      ("RMQ.PENDING", [b"COUNT"]),
+                      ("RMQ.TPOP", [b"COUNT", b"QUANTUM", b"LEASE"]),
+                      ("RMQ.QUEUES", [b"MATCH", b"COUNT", b"CURSOR"]),
+                      ("RMQ.POLICY", [b"SET", b"GET", b"RESET", b"retries", b"rate", b"paused"]),
+                      ("RMQ.SCHEDULE", [b"SET", b"DEL", b"LIST", b"EVERY", b"CRON", b"TZ", b"START",
+                                        b"END", b"TIMES", b"RANGE", b"GROUP"])):
         for _ in range(120):
             q = rnd.choice(QUEUES)
-            args = [cmd, q]
+            args = [cmd] if cmd == "RMQ.QUEUES" else [cmd, q]
+            if cmd == "RMQ.TPOP":
+                args.append(rnd.choice([b"8", b"3", b"x"]))
             if cmd == "RMQ.NACK":
                 args.append(rnd.choice([b"m", b"f1", b"w1", b"x"]))
             for _ in range(rnd.randrange(0, 5)):

@@ -1,4 +1,4 @@
-//! Command argument parsing (src/cmd/args.rs) and strict integers (core::num) on argument
+//! Command argument parsing (src/cmd/args.rs, src/cmd/schedule_args.rs) and strict integers (core::num) on argument
 //! vectors of arbitrary bytes: no parser panics; whatever one accepts is within the
 //! SPEC's bounds, and printed back in canonical form it parses to the same thing; every
 //! error has its reply text; `parse_int` agrees with the standard parser.
@@ -6,10 +6,11 @@
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use rmq::args::{self, PolicyOp, MAX_GROUP_BYTES, MAX_POP_COUNT, MAX_RELATIVE};
+use rmq::args::{self, PolicyOp, MAX_GROUP_BYTES, MAX_POP_COUNT, MAX_QUANTUM, MAX_RELATIVE};
 use rmq::core::kind::{PushMode, MAX_EXACT, MIN_AT};
 use rmq::core::num::parse_int;
 use rmq::core::policy::Policy;
+use rmq::schedule_args::{self, ScheduleOp};
 
 const WORDS: &[&str] = &[
     "RANGE",
@@ -21,6 +22,19 @@ const WORDS: &[&str] = &[
     "lease",
     "BLOCK",
     "LIMIT",
+    "QUANTUM",
+    "MATCH",
+    "CURSOR",
+    "EVERY",
+    "CRON",
+    "TZ",
+    "START",
+    "END",
+    "TIMES",
+    "DEL",
+    "LIST",
+    "*/5 * * * *",
+    "UTC",
     "DEAD",
     "SET",
     "get",
@@ -170,7 +184,7 @@ fuzz_target!(|inp: Input| {
     check_int(&inp.raw);
     let q = a.first().copied().unwrap_or_default();
     let with_q = |rest: Vec<Vec<u8>>| -> Vec<Vec<u8>> { std::iter::once(q.to_vec()).chain(rest).collect() };
-    let errors = match inp.cmd % 13 {
+    let errors = match inp.cmd % 15 {
         0 => match args::push(&a) {
             Ok(p) => {
                 assert!(valid_queue(q));
@@ -207,12 +221,14 @@ fuzz_target!(|inp: Input| {
             Err(e) => Some(e),
         },
         2 => match args::tpop(&a) {
-            Ok((slots, p)) => {
-                check_pop(&p);
-                assert!(slots.is_power_of_two() && slots <= 16384, "{slots}");
-                let mut again = vec![q.to_vec(), slots.to_string().into_bytes()];
-                again.extend(pop_words(&p));
-                assert_eq!(args::tpop(&refs(&again)), Ok((slots, p)));
+            Ok(t) => {
+                check_pop(&t.pop);
+                assert!(t.slots.is_power_of_two() && t.slots <= 16384, "{t:?}");
+                assert!((1..=MAX_QUANTUM as usize).contains(&t.quantum), "{t:?}");
+                let mut again = vec![q.to_vec(), t.slots.to_string().into_bytes()];
+                again.extend(pop_words(&t.pop));
+                again.extend([b("QUANTUM"), t.quantum.to_string().into_bytes()]);
+                assert_eq!(args::tpop(&refs(&again)), Ok(t));
                 None
             }
             Err(e) => Some(e),
@@ -305,6 +321,30 @@ fuzz_target!(|inp: Input| {
         },
         10 => args::messages(&a, "rmq.ack").err(),
         11 => args::info(&a).err(),
+        12 => match args::queues(&a) {
+            Ok(o) => {
+                assert!((1..=args::MAX_QUEUES_COUNT as usize).contains(&o.count), "{o:?}");
+                let mut again = vec![b("COUNT"), o.count.to_string().into_bytes()];
+                if let Some(p) = o.pattern {
+                    again.extend([b("MATCH"), p.to_vec()]);
+                }
+                if let Some(c) = o.cursor {
+                    again.extend([b("CURSOR"), c.to_vec()]);
+                }
+                assert_eq!(args::queues(&refs(&again)), Ok(o));
+                None
+            }
+            Err(e) => Some(e),
+        },
+        13 => match schedule_args::schedule(&a) {
+            Ok(ScheduleOp::Set { name, spec }) => {
+                assert!(valid_queue(q) && !name.is_empty() && name.len() <= schedule_args::MAX_NAME_BYTES);
+                assert_eq!(spec.check(), Ok(()), "an accepted schedule is within its bounds");
+                None
+            }
+            Ok(_) => None,
+            Err(e) => Some(e),
+        },
         _ => {
             // Policies as stored: decoding anything keeps only valid fields, and is stable.
             let p = Policy::decode(&inp.raw);

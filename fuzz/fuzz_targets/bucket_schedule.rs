@@ -46,7 +46,7 @@ fuzz_target!(|inp: Input| {
     let window = 1 + (inp.window as i64 % (1 << 31));
     let clamp = |t: i64| t.clamp(0, MAX_EXACT);
     let mut now = clamp((inp.start % (MAX_EXACT as u64 + 1)) as i64);
-    let mut b = Bucket::new(now, rate);
+    let mut b = Bucket::new(now, rate, window);
     let mut last = b.available(now, rate, window);
     assert!(last <= 1);
     for op in &inp.bucket {

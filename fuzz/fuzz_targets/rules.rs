@@ -68,6 +68,7 @@ impl LimitsIn {
             backoff_max_ms: self.backoff_max_ms.within(0, 1 << 31),
             rate: 0,
             rate_window_ms: 1000,
+            paused: false,
         }
     }
 }

@@ -1,9 +1,12 @@
 //! Argument parsing for every command, over plain byte slices (no FFI), so every rule on
-//! bad input is unit-tested. Messages are not copied: a parse gives the index where they
-//! start.
+//! bad input is unit-tested. One reader for all of them: a command's options are a table
+//! of `Opt` (a keyword and, for an integer, its `Bound`), read by `options`; every error
+//! text comes from the table (`Bound::must`), and an option given twice follows one rule
+//! everywhere: the last one counts. Messages are not copied: a parse gives the index where
+//! they start.
 
-use crate::core::error::{Result, RmqError};
-use crate::core::kind::{self, check_group, Bound, PushMode, MAX_EXACT};
+use crate::core::error::{Bound, Result, RmqError, Unit};
+use crate::core::kind::{self, check_group, PushMode, MAX_EXACT};
 // Where the fuzz targets (fuzz/) find the bounds they check replies against.
 pub use crate::core::kind::{MAX_GROUP_BYTES, MAX_RELATIVE};
 use crate::core::num::parse_int;
@@ -15,16 +18,108 @@ pub const MAX_POP_COUNT: i64 = 10_000;
 pub const MAX_QUANTUM: i64 = 10_000;
 pub const DEFAULT_PENDING: usize = 100;
 
-pub(crate) fn int_in(opt: &'static str, val: &[u8], min: i64, max: i64, must: &'static str) -> Result<i64> {
-    match parse_int(val) {
-        Some(v) if v >= min && v <= max => Ok(v),
-        _ => Err(RmqError::BadValue(opt, must)),
+// The bounds of the commands' integer arguments (the push modes' are in `kind`, the
+// schedules' in `cron_schedule`, the policy fields' in `policy`).
+const COUNT: Bound = Bound::new("COUNT", 1, MAX_POP_COUNT, Unit::Count);
+const LEASE: Bound = Bound::new("LEASE", 1, MAX_RELATIVE, Unit::Ms);
+const BLOCK: Bound = Bound::new("BLOCK", 0, MAX_RELATIVE, Unit::Timeout);
+const QUANTUM: Bound = Bound::new("QUANTUM", 1, MAX_QUANTUM, Unit::Count);
+const LIMIT: Bound = Bound::new("LIMIT", 1, i64::MAX, Unit::Count);
+const REPLAY_COUNT: Bound = Bound::new("COUNT", 1, i64::MAX, Unit::Count);
+const PENDING_COUNT: Bound = Bound::new("COUNT", 1, 1_000_000, Unit::Count);
+const QUEUES_COUNT: Bound = Bound::new("COUNT", 1, MAX_QUEUES_COUNT, Unit::Count);
+const EXTEND_MS: Bound = Bound::new("EXTEND ms", 1, MAX_RELATIVE, Unit::Ms);
+const CLOCK_SET: Bound = Bound::new("ms", 0, MAX_EXACT, Unit::Count);
+const CLOCK_ADVANCE: Bound = Bound::new("ms", 0, MAX_RELATIVE, Unit::Count);
+
+/// An option a command takes: its keyword (any case) and what follows it.
+pub(crate) enum Opt {
+    /// An integer within a bound, whose name is the keyword.
+    Int(&'static Bound),
+    /// Any string.
+    Str(&'static str),
+    /// The keyword alone.
+    Flag(&'static str),
+}
+
+impl Opt {
+    pub(crate) const fn word(&self) -> &'static str {
+        match self {
+            Opt::Int(b) => b.name,
+            Opt::Str(w) | Opt::Flag(w) => w,
+        }
     }
 }
 
+/// An option as given: its value (empty for a flag) and, for an integer, the number.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Given<'a> {
+    pub raw: &'a [u8],
+    pub int: i64,
+}
+
+/// The options of `table` in `args[*at..]`, in any order, each where its table has it (None
+/// when absent), read until the end or an argument that names one of `stop` (`*at` is
+/// left there). An option given twice: the last one counts.
+// The reader is inlined into each parser, so that the command's table is a constant there
+// and the keyword comparisons compile as hand-written ones would (PUSH's parse costs what
+// it did before the reader: scripts/profile_commands.py).
+#[inline(always)]
+pub(crate) fn options<'a, const N: usize>(
+    args: &[&'a [u8]],
+    at: &mut usize,
+    table: &[Opt; N],
+    stop: &[Opt],
+) -> Result<[Option<Given<'a>>; N]> {
+    let mut got = [None; N];
+    while let Some(&arg) = args.get(*at) {
+        let Some(k) = table.iter().position(|o| is(arg, o.word())) else {
+            if stop.iter().any(|o| is(arg, o.word())) {
+                break;
+            }
+            return Err(syntax(arg));
+        };
+        let (given, used) = read(&table[k], args.get(*at + 1).copied())?;
+        got[k] = Some(given);
+        *at += used;
+    }
+    Ok(got)
+}
+
+/// All of `args` as options of `table`.
+fn all_options<'a, const N: usize>(args: &[&'a [u8]], table: &[Opt; N]) -> Result<[Option<Given<'a>>; N]> {
+    options(args, &mut 0, table, &[])
+}
+
+/// An option's value (`next`: the argument after its keyword), and how many arguments the
+/// option takes.
+#[inline(always)]
+fn read<'a>(opt: &Opt, next: Option<&'a [u8]>) -> Result<(Given<'a>, usize)> {
+    if let Opt::Flag(_) = opt {
+        return Ok((Given { raw: b"", int: 0 }, 1));
+    }
+    let raw = next.ok_or_else(|| RmqError::Syntax(format!("{} needs a value", opt.word())))?;
+    let int = match opt {
+        Opt::Int(b) => int(b, raw)?,
+        _ => 0,
+    };
+    Ok((Given { raw, int }, 2))
+}
+
+/// Which of the alternatives in `table` `arg` names (a push's mode, an operation).
+#[inline(always)]
+pub(crate) fn which(arg: &[u8], table: &[Opt]) -> Result<usize> {
+    table.iter().position(|o| is(arg, o.word())).ok_or_else(|| {
+        let words: Vec<&str> = table.iter().map(Opt::word).collect();
+        let (last, rest) = words.split_last().unwrap_or((&"", &[]));
+        RmqError::Syntax(format!("expected {} or {last}, got '{}'", rest.join(", "), String::from_utf8_lossy(arg)))
+    })
+}
+
 /// An integer argument within its bound.
-pub(crate) fn bounded(b: &Bound, val: &[u8]) -> Result<i64> {
-    int_in(b.opt, val, b.min, b.max, b.must)
+#[inline(always)]
+pub(crate) fn int(b: &Bound, val: &[u8]) -> Result<i64> {
+    parse_int(val).map_or(Err(RmqError::OutOfBounds(*b)), |v| b.check(v))
 }
 
 pub(crate) fn is(arg: &[u8], word: &str) -> bool {
@@ -33,11 +128,6 @@ pub(crate) fn is(arg: &[u8], word: &str) -> bool {
 
 pub(crate) fn syntax(arg: &[u8]) -> RmqError {
     RmqError::Syntax(format!("unexpected argument '{}'", String::from_utf8_lossy(arg)))
-}
-
-/// The value after an option keyword, or a syntax error if it is missing.
-pub(crate) fn value<'a>(args: &[&'a [u8]], i: usize) -> Result<&'a [u8]> {
-    args.get(i + 1).copied().ok_or_else(|| RmqError::Syntax(format!("{} needs a value", String::from_utf8_lossy(args[i]).to_uppercase())))
 }
 
 pub(crate) fn arity(args: &[&[u8]], min: usize, cmd: &'static str) -> Result<()> {
@@ -71,7 +161,8 @@ fn topic(name: &[u8]) -> Result<()> {
     Ok(())
 }
 
-pub const RELATIVE_MUST: &str = "an integer from 1 to 2^52 (ms)";
+/// The push modes, each with the bound of its value.
+pub(crate) const MODES: [Opt; 4] = [Opt::Int(&kind::RANGE), Opt::Int(&kind::PRIORITY), Opt::Int(&kind::AT), Opt::Int(&kind::DELAY)];
 
 /// RMQ.PUSH: the mode, the group and the index of the first message.
 #[derive(Debug, PartialEq, Eq)]
@@ -93,17 +184,13 @@ pub fn push<'a>(args: &[&'a [u8]]) -> Result<PushArgs<'a>> {
 /// The mode at `args[at]`, its value, the optional GROUP and the index of the first
 /// message (RMQ.PUSH, and the push a schedule makes).
 pub(crate) fn push_tail<'a>(args: &[&'a [u8]], at: usize) -> Result<PushArgs<'a>> {
-    let (opt, val) = (args[at], value(args, at)?);
-    let mode = if is(opt, "RANGE") {
-        PushMode::Range(bounded(&kind::RANGE, val)?)
-    } else if is(opt, "PRIORITY") {
-        PushMode::Priority(bounded(&kind::PRIORITY, val)?)
-    } else if is(opt, "AT") {
-        PushMode::At(bounded(&kind::AT, val)?)
-    } else if is(opt, "DELAY") {
-        PushMode::Delay(bounded(&kind::DELAY, val)?)
-    } else {
-        return Err(RmqError::Syntax(format!("expected RANGE, PRIORITY, AT or DELAY, got '{}'", String::from_utf8_lossy(opt))));
+    let k = which(args[at], &MODES)?;
+    let (v, _) = read(&MODES[k], args.get(at + 1).copied())?;
+    let mode = match k {
+        0 => PushMode::Range(v.int),
+        1 => PushMode::Priority(v.int),
+        2 => PushMode::At(v.int),
+        _ => PushMode::Delay(v.int),
     };
     if args.len() >= at + 5 && is(args[at + 2], "GROUP") {
         let g = args[at + 3];
@@ -121,33 +208,19 @@ pub struct PopArgs {
     pub block: Option<i64>,
 }
 
-/// The POP options (COUNT, LEASE, BLOCK) in `args`, in any order, and QUANTUM where
-/// `quantum` is given (RMQ.TPOP: it gets the value, else keeps its default).
-fn pop_options(args: &[&[u8]], mut quantum: Option<&mut usize>) -> Result<PopArgs> {
-    let mut out = PopArgs { count: 1, lease: None, block: None };
-    let mut i = 0;
-    while i < args.len() {
-        let v = value(args, i);
-        if is(args[i], "COUNT") {
-            out.count = int_in("COUNT", v?, 1, MAX_POP_COUNT, "an integer from 1 to 10000")? as usize;
-        } else if is(args[i], "LEASE") {
-            out.lease = Some(int_in("LEASE", v?, 1, MAX_RELATIVE, RELATIVE_MUST)?);
-        } else if is(args[i], "BLOCK") {
-            out.block = Some(int_in("BLOCK", v?, 0, MAX_RELATIVE, "an integer from 0 (forever) to 2^52 (ms)")?);
-        } else if let (true, Some(q)) = (is(args[i], "QUANTUM"), quantum.as_deref_mut()) {
-            *q = int_in("QUANTUM", v?, 1, MAX_QUANTUM, "an integer from 1 to 10000")? as usize;
-        } else {
-            return Err(syntax(args[i]));
-        }
-        i += 2;
-    }
-    Ok(out)
+const POP: [Opt; 3] = [Opt::Int(&COUNT), Opt::Int(&LEASE), Opt::Int(&BLOCK)];
+/// POP's options and QUANTUM.
+const TPOP: [Opt; 4] = [Opt::Int(&COUNT), Opt::Int(&LEASE), Opt::Int(&BLOCK), Opt::Int(&QUANTUM)];
+
+fn pop_args(count: Option<Given>, lease: Option<Given>, block: Option<Given>) -> PopArgs {
+    PopArgs { count: count.map_or(1, |c| c.int as usize), lease: lease.map(|l| l.int), block: block.map(|b| b.int) }
 }
 
 /// RMQ.POP Q [COUNT n] [LEASE ms] [BLOCK ms]
 pub fn pop(args: &[&[u8]]) -> Result<PopArgs> {
     queue(args, "rmq.pop")?;
-    pop_options(&args[1..], None)
+    let [count, lease, block] = all_options(&args[1..], &POP)?;
+    Ok(pop_args(count, lease, block))
 }
 
 /// A topic's number of slots: a power of two from 1 to 16384.
@@ -172,9 +245,8 @@ pub fn tpop(args: &[&[u8]]) -> Result<TpopArgs> {
     arity(args, 2, "rmq.tpop")?;
     topic(args[0])?;
     let slots = slots(args[1])?;
-    let mut quantum = 1;
-    let pop = pop_options(&args[2..], Some(&mut quantum))?;
-    Ok(TpopArgs { slots, pop, quantum })
+    let [count, lease, block, quantum] = all_options(&args[2..], &TPOP)?;
+    Ok(TpopArgs { slots, pop: pop_args(count, lease, block), quantum: quantum.map_or(1, |q| q.int as usize) })
 }
 
 /// RMQ.ACK Q message [message ...] and RMQ.CANCEL: index of the first message.
@@ -190,51 +262,40 @@ pub struct NackArgs {
     pub dead: bool,
 }
 
+const NACK: [Opt; 2] = [Opt::Int(&kind::DELAY), Opt::Flag("DEAD")];
+
 /// RMQ.NACK Q message [DELAY ms] [DEAD]
 pub fn nack(args: &[&[u8]]) -> Result<NackArgs> {
     queue(args, "rmq.nack")?;
     arity(args, 2, "rmq.nack")?;
-    let mut out = NackArgs { delay: None, dead: false };
-    let mut i = 2;
-    while i < args.len() {
-        if is(args[i], "DELAY") {
-            out.delay = Some(bounded(&kind::DELAY, value(args, i)?)?);
-            i += 2;
-        } else if is(args[i], "DEAD") {
-            out.dead = true;
-            i += 1;
-        } else {
-            return Err(syntax(args[i]));
-        }
-    }
-    Ok(out)
+    let [delay, dead] = all_options(&args[2..], &NACK)?;
+    Ok(NackArgs { delay: delay.map(|d| d.int), dead: dead.is_some() })
 }
 
 /// An optional single `WORD n` after Q (SWEEP LIMIT, REPLAY COUNT, PENDING COUNT).
-fn optional_count(args: &[&[u8]], cmd: &'static str, word: &'static str, max: i64, must: &'static str) -> Result<Option<usize>> {
+fn optional_count(args: &[&[u8]], cmd: &'static str, bound: &'static Bound) -> Result<Option<usize>> {
     queue(args, cmd)?;
-    match args.len() {
-        1 => Ok(None),
-        2 => Err(if is(args[1], word) { RmqError::Syntax(format!("{word} needs a value")) } else { syntax(args[1]) }),
-        3 if is(args[1], word) => Ok(Some(int_in(word, args[2], 1, max, must)? as usize)),
-        3 => Err(syntax(args[1])),
-        _ => Err(RmqError::Arity(cmd)),
+    // The syntax allows no more than `WORD n`: more is the wrong number of arguments.
+    if args.len() > 3 {
+        return Err(RmqError::Arity(cmd));
     }
+    let [n] = all_options(&args[1..], &[Opt::Int(bound)])?;
+    Ok(n.map(|n| n.int as usize))
 }
 
 /// RMQ.SWEEP Q [LIMIT n]: None = no limit.
 pub fn sweep(args: &[&[u8]]) -> Result<Option<usize>> {
-    optional_count(args, "rmq.sweep", "LIMIT", i64::MAX, "an integer >= 1")
+    optional_count(args, "rmq.sweep", &LIMIT)
 }
 
 /// RMQ.REPLAY Q [COUNT n]: None = all.
 pub fn replay(args: &[&[u8]]) -> Result<Option<usize>> {
-    optional_count(args, "rmq.replay", "COUNT", i64::MAX, "an integer >= 1")
+    optional_count(args, "rmq.replay", &REPLAY_COUNT)
 }
 
 /// RMQ.PENDING Q [COUNT n]
 pub fn pending(args: &[&[u8]]) -> Result<usize> {
-    Ok(optional_count(args, "rmq.pending", "COUNT", 1_000_000, "an integer from 1 to 1000000")?.unwrap_or(DEFAULT_PENDING))
+    Ok(optional_count(args, "rmq.pending", &PENDING_COUNT)?.unwrap_or(DEFAULT_PENDING))
 }
 
 /// RMQ.EXTEND Q message ms
@@ -243,7 +304,7 @@ pub fn extend(args: &[&[u8]]) -> Result<i64> {
     if args.len() != 3 {
         return Err(RmqError::Arity("rmq.extend"));
     }
-    int_in("EXTEND ms", args[2], 1, MAX_RELATIVE, RELATIVE_MUST)
+    int(&EXTEND_MS, args[2])
 }
 
 /// RMQ.INFO Q
@@ -268,24 +329,16 @@ pub struct QueuesArgs<'a> {
 pub const DEFAULT_QUEUES_COUNT: usize = 100;
 pub const MAX_QUEUES_COUNT: i64 = 10_000;
 
+const QUEUES: [Opt; 3] = [Opt::Str("MATCH"), Opt::Int(&QUEUES_COUNT), Opt::Str("CURSOR")];
+
 /// RMQ.QUEUES [MATCH pattern] [COUNT n] [CURSOR c], options in any order.
 pub fn queues<'a>(args: &[&'a [u8]]) -> Result<QueuesArgs<'a>> {
-    let mut out = QueuesArgs { pattern: None, count: DEFAULT_QUEUES_COUNT, cursor: None };
-    let mut i = 0;
-    while i < args.len() {
-        let v = value(args, i)?;
-        if is(args[i], "MATCH") {
-            out.pattern = Some(v);
-        } else if is(args[i], "COUNT") {
-            out.count = int_in("COUNT", v, 1, MAX_QUEUES_COUNT, "an integer from 1 to 10000")? as usize;
-        } else if is(args[i], "CURSOR") {
-            out.cursor = (v != b"0").then_some(v);
-        } else {
-            return Err(syntax(args[i]));
-        }
-        i += 2;
-    }
-    Ok(out)
+    let [pattern, count, cursor] = all_options(args, &QUEUES)?;
+    Ok(QueuesArgs {
+        pattern: pattern.map(|p| p.raw),
+        count: count.map_or(DEFAULT_QUEUES_COUNT, |c| c.int as usize),
+        cursor: cursor.map(|c| c.raw).filter(|&c| c != b"0"),
+    })
 }
 
 /// What RMQ.POLICY does.
@@ -296,19 +349,19 @@ pub enum PolicyOp {
     Reset,
 }
 
+const POLICY_OPS: [Opt; 3] = [Opt::Flag("SET"), Opt::Flag("GET"), Opt::Flag("RESET")];
+
 /// RMQ.POLICY Q SET field value [field value ...] | GET | RESET; every pair is validated.
+/// A field given twice: the last one counts (the pairs are applied in order).
 pub fn policy(args: &[&[u8]]) -> Result<PolicyOp> {
     queue(args, "rmq.policy")?;
     arity(args, 2, "rmq.policy")?;
-    let op = args[1];
-    if is(op, "GET") || is(op, "RESET") {
+    let op = which(args[1], &POLICY_OPS)?;
+    if op > 0 {
         if args.len() != 2 {
             return Err(syntax(args[2]));
         }
-        return Ok(if is(op, "GET") { PolicyOp::Get } else { PolicyOp::Reset });
-    }
-    if !is(op, "SET") {
-        return Err(RmqError::Syntax(format!("expected SET, GET or RESET, got '{}'", String::from_utf8_lossy(op))));
+        return Ok(if op == 1 { PolicyOp::Get } else { PolicyOp::Reset });
     }
     let pairs = &args[2..];
     if pairs.is_empty() || !pairs.len().is_multiple_of(2) {
@@ -321,11 +374,7 @@ pub fn policy(args: &[&[u8]]) -> Result<PolicyOp> {
                 let known: Vec<&str> = Field::ALL.iter().map(|f| f.name()).collect();
                 RmqError::Syntax(format!("unknown policy field '{}' (known: {})", String::from_utf8_lossy(kv[0]), known.join(", ")))
             })?;
-            let v = f.parse(kv[1]).ok_or_else(|| {
-                let b = f.bounds();
-                RmqError::BadPolicyValue(f.name(), b.min, b.max)
-            })?;
-            Ok((f, v))
+            Ok((f, int(f.bounds(), kv[1])?))
         })
         .collect::<Result<Vec<_>>>()
         .map(PolicyOp::Set)
@@ -335,9 +384,9 @@ pub fn policy(args: &[&[u8]]) -> Result<PolicyOp> {
 pub fn testclock(args: &[&[u8]], now: i64) -> Result<Option<i64>> {
     match args {
         [op] if is(op, "GET") => Ok(None),
-        [op, v] if is(op, "SET") => int_in("ms", v, 0, MAX_EXACT, "an integer from 0 to 2^53").map(Some),
+        [op, v] if is(op, "SET") => int(&CLOCK_SET, v).map(Some),
         [op, v] if is(op, "ADVANCE") => {
-            let ms = int_in("ms", v, 0, MAX_RELATIVE, "an integer from 0 to 2^52")?;
+            let ms = int(&CLOCK_ADVANCE, v)?;
             Ok(Some(now.saturating_add(ms).min(MAX_EXACT)))
         }
         _ => Err(RmqError::Syntax("expected GET, SET ms or ADVANCE ms".into())),

@@ -42,6 +42,7 @@ pub fn push(c: &Call) -> Result<()> {
     let out = rules::push(&mut *q, now_ms(), &lim, a.mode, a.group, c.members(a.first))?;
     pushed(c.ctx, &q, &out);
     reply::int(c.ctx, out.added as i64);
+    q.close();
     Ok(())
 }
 
@@ -57,6 +58,7 @@ pub fn pop(c: &Call) -> Result<()> {
     } else {
         reply::null(c.ctx);
     }
+    q.close();
     Ok(())
 }
 
@@ -83,6 +85,7 @@ pub fn ack(c: &Call) -> Result<()> {
     queue_stats::count(c.ctx, &q, &[(Stat::Acked, n)]);
     events::notify(c.ctx, q.name(), events::ACKED, n > 0);
     reply::int(c.ctx, n as i64);
+    q.close();
     Ok(())
 }
 
@@ -105,6 +108,7 @@ pub fn nack(c: &Call) -> Result<()> {
             }
         }
     }
+    q.close();
     Ok(())
 }
 
@@ -115,6 +119,7 @@ pub fn sweep(c: &Call) -> Result<()> {
     let out = rules::sweep(&mut *q, now_ms(), &lim, limit);
     swept(c.ctx, &q, &out);
     reply::int(c.ctx, out.expired as i64);
+    q.close();
     Ok(())
 }
 
@@ -128,6 +133,7 @@ pub fn extend(c: &Call) -> Result<()> {
         events::notify(c.ctx, q.name(), events::EXTENDED, true);
     }
     reply::opt_int(c.ctx, deadline);
+    q.close();
     Ok(())
 }
 
@@ -138,6 +144,7 @@ pub fn cancel(c: &Call) -> Result<()> {
     queue_stats::count(c.ctx, &q, &[(Stat::Cancelled, n)]);
     events::notify(c.ctx, q.name(), events::CANCELLED, n > 0);
     reply::int(c.ctx, n as i64);
+    q.close();
     Ok(())
 }
 
@@ -148,6 +155,7 @@ pub fn replay(c: &Call) -> Result<()> {
     queue_stats::count(c.ctx, &q, &[(Stat::Replayed, n)]);
     events::notify(c.ctx, q.name(), events::REPLAYED, n > 0);
     reply::int(c.ctx, n as i64);
+    q.close();
     Ok(())
 }
 
@@ -182,6 +190,7 @@ pub fn info(c: &Call) -> Result<()> {
     }
     reply::bytes(c.ctx, b"schedules");
     reply::int(c.ctx, crate::cmd::schedule::count(c.ctx, c.args[0]) as i64);
+    q.close();
     Ok(())
 }
 
@@ -200,6 +209,7 @@ pub fn pending(c: &Call) -> Result<()> {
             None => reply::null(c.ctx),
         }
     }
+    q.close();
     Ok(())
 }
 
@@ -238,6 +248,7 @@ pub fn policy(c: &Call) -> Result<()> {
             reply::int(c.ctx, had as i64);
         }
     }
+    q.close();
     Ok(())
 }
 

@@ -3,6 +3,8 @@
 //! (`handlers`; RMQ.QUEUES in `queues`).
 
 pub mod args;
+#[cfg(test)]
+mod args_walk_tests;
 pub mod handlers;
 pub mod queues;
 pub mod schedule;

@@ -59,7 +59,7 @@ fn set(c: &Call, name: &[u8], spec: Spec) -> Result<()> {
     if spec.message.len() as i64 > max {
         return Err(RmqError::TooLong(max));
     }
-    drop(queue);
+    queue.close();
     let first = spec.first(now_ms()).ok_or_else(|| RmqError::BadSchedule("it never fires (no time matches, or none before END)".into()))?;
     let mut scheds = Schedules::open(c.ctx, q, true)?;
     if let Some(t) = scheds.get(name).and_then(|s| s.state.next) {

@@ -1,7 +1,7 @@
 //! Parsing RMQ.SCHEDULE (pure, like `args`): every rule on bad input is checked here,
 //! before anything is read or written.
 
-use crate::cmd::args::{arity, bounded, is, push_tail, queue, syntax, value};
+use crate::cmd::args::{arity, is, options, push_tail, queue, syntax, which, Opt, MODES};
 use crate::core::cron_schedule::{cron, Spec, Timing, END, EVERY, START, TIMES};
 use crate::core::error::{Result, RmqError};
 
@@ -26,19 +26,18 @@ pub enum ScheduleOp<'a> {
 pub fn schedule<'a>(args: &[&'a [u8]]) -> Result<ScheduleOp<'a>> {
     queue(args, CMD)?;
     arity(args, 2, CMD)?;
-    let op = args[1];
-    if is(op, "LIST") {
-        return match args.get(2) {
-            None => Ok(ScheduleOp::List),
-            Some(a) => Err(syntax(a)),
-        };
-    }
-    if is(op, "DEL") {
-        arity(args, 3, CMD)?;
-        return Ok(ScheduleOp::Del(2));
-    }
-    if !is(op, "SET") {
-        return Err(RmqError::Syntax(format!("expected SET, DEL or LIST, got '{}'", String::from_utf8_lossy(op))));
+    match which(args[1], &OPS)? {
+        2 => {
+            return match args.get(2) {
+                None => Ok(ScheduleOp::List),
+                Some(a) => Err(syntax(a)),
+            }
+        }
+        1 => {
+            arity(args, 3, CMD)?;
+            return Ok(ScheduleOp::Del(2));
+        }
+        _ => {}
     }
     arity(args, 3, CMD)?;
     let name = args[2];
@@ -48,46 +47,20 @@ pub fn schedule<'a>(args: &[&'a [u8]]) -> Result<ScheduleOp<'a>> {
     set(args, name)
 }
 
+const OPS: [Opt; 3] = [Opt::Flag("SET"), Opt::Flag("DEL"), Opt::Flag("LIST")];
+/// The options before the mode (any order; given twice, the last one counts).
+const TIMING: [Opt; 6] = [Opt::Int(&EVERY), Opt::Str("CRON"), Opt::Str("TZ"), Opt::Int(&START), Opt::Int(&END), Opt::Int(&TIMES)];
+
 fn set<'a>(args: &[&'a [u8]], name: &'a [u8]) -> Result<ScheduleOp<'a>> {
-    let (mut every, mut expr, mut zone, mut start, mut end, mut times) = (None, None, None, None, None, None);
     let mut i = 3;
-    let push = loop {
-        let Some(&opt) = args.get(i) else {
-            return Err(RmqError::Syntax("a schedule needs RANGE, PRIORITY or DELAY and a message".into()));
-        };
-        let once = |seen: bool| {
-            if seen {
-                Err(RmqError::Syntax(format!("{} given twice", String::from_utf8_lossy(opt).to_uppercase())))
-            } else {
-                Ok(())
-            }
-        };
-        if is(opt, "EVERY") {
-            once(every.is_some())?;
-            every = Some(bounded(&EVERY, value(args, i)?)?);
-        } else if is(opt, "CRON") {
-            once(expr.is_some())?;
-            expr = Some(value(args, i)?);
-        } else if is(opt, "TZ") {
-            once(zone.is_some())?;
-            zone = Some(value(args, i)?);
-        } else if is(opt, "START") {
-            once(start.is_some())?;
-            start = Some(bounded(&START, value(args, i)?)?);
-        } else if is(opt, "END") {
-            once(end.is_some())?;
-            end = Some(bounded(&END, value(args, i)?)?);
-        } else if is(opt, "TIMES") {
-            once(times.is_some())?;
-            times = Some(bounded(&TIMES, value(args, i)?)? as u64);
-        } else if ["RANGE", "PRIORITY", "DELAY", "AT"].iter().any(|m| is(opt, m)) {
-            // The mode (AT too: the check below refuses it, as it refuses a stored one).
-            break push_tail(args, i)?;
-        } else {
-            return Err(syntax(opt));
-        }
-        i += 2;
-    };
+    let [every, expr, zone, start, end, times] = options(args, &mut i, &TIMING, &MODES)?;
+    if i == args.len() {
+        return Err(RmqError::Syntax("a schedule needs RANGE, PRIORITY or DELAY and a message".into()));
+    }
+    // The mode (AT too: the check below refuses it, as it refuses a stored one).
+    let push = push_tail(args, i)?;
+    let (every, expr, zone) = (every.map(|e| e.int), expr.map(|e| e.raw), zone.map(|z| z.raw));
+    let (start, end, times) = (start.map(|s| s.int), end.map(|e| e.int), times.map(|t| t.int as u64));
     if push.group.is_none() && args.len() - i == 4 && is(args[i + 2], "GROUP") {
         // `... RANGE 1 GROUP g`: read as PUSH would, two messages; surely a missing one.
         return Err(RmqError::Syntax("a schedule needs a message after GROUP g".into()));
@@ -181,6 +154,9 @@ mod tests {
         }
         assert_eq!(parse(&["q", "LIST"]), Ok(ScheduleOp::List));
         assert_eq!(parse(&["q", "del", "a", "b"]), Ok(ScheduleOp::Del(2)));
+        // Given twice, the last one counts (as for every command's options).
+        let s = spec_of(&["q", "SET", "n", "EVERY", "5", "TIMES", "9", "every", "6", "TIMES", "2", "RANGE", "1", "m"]);
+        assert_eq!((&s.timing, s.times), (&Timing::Every(6), Some(2)));
         // Like PUSH: GROUP followed by one argument is the message.
         assert_eq!(spec_of(&["q", "SET", "n", "EVERY", "5", "PRIORITY", "-3", "GROUP"]).message, b"GROUP");
     }
@@ -191,7 +167,6 @@ mod tests {
             (&["EVERY", "0", "RANGE", "1", "m"], "EVERY"),
             (&["EVERY", "2199023255553", "RANGE", "1", "m"], "EVERY"),
             (&["EVERY", "x", "RANGE", "1", "m"], "EVERY"),
-            (&["EVERY", "5", "EVERY", "6", "RANGE", "1", "m"], "twice"),
             (&["EVERY", "5", "CRON", "* * * * *", "RANGE", "1", "m"], "exclude"),
             (&["RANGE", "1", "m"], "EVERY ms or CRON"),
             (&["EVERY", "5", "TZ", "UTC", "RANGE", "1", "m"], "TZ goes with CRON"),

@@ -13,15 +13,14 @@ use chrono_tz::Tz;
 use croner::parser::{CronParser, Seconds, Year};
 use croner::Cron;
 
-use crate::core::error::{Result, RmqError};
-use crate::core::kind::{check_group, Bound, PushMode, MAX_EXACT, MIN_AT};
+use crate::core::error::{Bound, Result, RmqError, Unit};
+use crate::core::kind::{check_group, PushMode, MAX_EXACT, MIN_AT};
 
-const TIME_MUST: &str = "Unix time in ms from 946684800000 to 2^53";
 /// EVERY ms: up to 2^41 ms (about 70 years).
-pub const EVERY: Bound = Bound { opt: "EVERY", min: 1, max: 1 << 41, must: "an integer from 1 to 2^41 (ms)" };
-pub const START: Bound = Bound { opt: "START", min: MIN_AT, max: MAX_EXACT, must: TIME_MUST };
-pub const END: Bound = Bound { opt: "END", min: MIN_AT, max: MAX_EXACT, must: TIME_MUST };
-pub const TIMES: Bound = Bound { opt: "TIMES", min: 1, max: MAX_EXACT, must: "an integer from 1 to 2^53" };
+pub const EVERY: Bound = Bound::new("EVERY", 1, 1 << 41, Unit::Ms);
+pub const START: Bound = Bound::new("START", MIN_AT, MAX_EXACT, Unit::UnixMs);
+pub const END: Bound = Bound::new("END", MIN_AT, MAX_EXACT, Unit::UnixMs);
+pub const TIMES: Bound = Bound::new("TIMES", 1, MAX_EXACT, Unit::Count);
 
 /// A cron expression and the zone it is read in.
 #[derive(Clone, Debug)]
@@ -311,10 +310,9 @@ impl Stored {
     /// TIMES (the schedule would have deleted itself).
     fn check_state(&self) -> Result<()> {
         let (s, st) = (&self.spec, &self.state);
-        let within =
-            Bound { opt: "planned time", min: s.start.unwrap_or(MIN_AT), max: s.end.unwrap_or(MAX_EXACT), must: "within START and END" };
-        for t in [st.next, st.last].into_iter().flatten() {
-            within.check(t)?;
+        let within = s.start.unwrap_or(MIN_AT)..=s.end.unwrap_or(MAX_EXACT);
+        if [st.next, st.last].into_iter().flatten().any(|t| !within.contains(&t)) {
+            return Err(RmqError::BadValue("planned time", "within START and END"));
         }
         if s.times.is_some_and(|n| st.fired >= n) {
             return Err(RmqError::BadSchedule("fired as many TIMES as it may".into()));

@@ -7,10 +7,11 @@ pub enum RmqError {
     WrongType,
     Arity(&'static str),
     Syntax(String),
-    /// An option's value is not an integer in its range: (option, what it must be).
+    /// An argument that is not what it must be (not an integer): (what, what it must be).
     BadValue(&'static str, &'static str),
-    /// A policy field's value is not an integer in its range: (field, min, max).
-    BadPolicyValue(&'static str, i64, i64),
+    /// An integer argument (an option's value, a policy field's) outside its bound, or
+    /// not an integer.
+    OutOfBounds(Bound),
     /// A write on a replica.
     ReadOnly,
     /// The user (named) may not read and write every queue of a topic.
@@ -38,6 +39,75 @@ pub enum RmqError {
 
 pub type Result<T> = std::result::Result<T, RmqError>;
 
+/// The range of an integer argument (an option's value, a policy field, a setting) and how
+/// its error reads: every such error text is derived from its bound (`must`), so a bound
+/// changes in one place, and values read back from keys (schedules, policies) are checked
+/// against the bounds the commands use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bound {
+    /// The option keyword or field name, as the error names it.
+    pub name: &'static str,
+    pub min: i64,
+    pub max: i64,
+    pub unit: Unit,
+}
+
+/// How a bound's error states its range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unit {
+    /// A count: "an integer from min to max", or ">= min" when unbounded above.
+    Count,
+    /// A duration: as a count, then " (ms)".
+    Ms,
+    /// A BLOCK timeout: a duration whose minimum (0) means forever.
+    Timeout,
+    /// An absolute time: "Unix time in ms from min to max".
+    UnixMs,
+    /// A range symmetric about 0 (a priority): "an integer with |p| <= max".
+    Magnitude,
+    /// A policy field or setting: both ends in full decimal, as CONFIG shows them.
+    Setting,
+}
+
+impl Bound {
+    pub const fn new(name: &'static str, min: i64, max: i64, unit: Unit) -> Bound {
+        Bound { name, min, max, unit }
+    }
+
+    /// `v` if it is within the bound.
+    pub fn check(&self, v: i64) -> Result<i64> {
+        if (self.min..=self.max).contains(&v) {
+            Ok(v)
+        } else {
+            Err(RmqError::OutOfBounds(*self))
+        }
+    }
+
+    /// What a value must be, as the error says it.
+    pub fn must(&self) -> String {
+        let (min, max) = (short(self.min), short(self.max));
+        match self.unit {
+            Unit::Count if self.max == i64::MAX => format!("an integer >= {min}"),
+            Unit::Count => format!("an integer from {min} to {max}"),
+            Unit::Ms => format!("an integer from {min} to {max} (ms)"),
+            Unit::Timeout => format!("an integer from {min} (forever) to {max} (ms)"),
+            Unit::UnixMs => format!("Unix time in ms from {min} to {max}"),
+            Unit::Magnitude => format!("an integer with |p| <= {max}"),
+            Unit::Setting => format!("an integer from {} to {}", self.min, self.max),
+        }
+    }
+}
+
+/// A large power of two as 2^k (the protocol's limits: 2^41, 2^52, 2^53), any other
+/// number in decimal.
+fn short(v: i64) -> String {
+    if v >= 1 << 20 && (v as u64).is_power_of_two() {
+        format!("2^{}", v.trailing_zeros())
+    } else {
+        v.to_string()
+    }
+}
+
 impl RmqError {
     /// The full Redis error line (with its `ERR`/`WRONGTYPE` code).
     pub fn message(&self) -> String {
@@ -46,7 +116,7 @@ impl RmqError {
             RmqError::Arity(cmd) => format!("ERR wrong number of arguments for '{cmd}' command"),
             RmqError::Syntax(what) => format!("ERR syntax error: {what}"),
             RmqError::BadValue(opt, must) => format!("ERR invalid {opt}: must be {must}"),
-            RmqError::BadPolicyValue(field, min, max) => format!("ERR invalid {field}: must be an integer from {min} to {max}"),
+            RmqError::OutOfBounds(b) => format!("ERR invalid {}: must be {}", b.name, b.must()),
             RmqError::ReadOnly => "READONLY You can't write against a read only replica.".into(),
             RmqError::NoPerm(user) => {
                 format!("NOPERM User {user} has no permissions to read and write every queue of this topic")
@@ -84,6 +154,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn bounds_state_their_range() {
+        for (b, text) in [
+            (Bound::new("COUNT", 1, 10_000, Unit::Count), "ERR invalid COUNT: must be an integer from 1 to 10000"),
+            (Bound::new("LIMIT", 1, i64::MAX, Unit::Count), "ERR invalid LIMIT: must be an integer >= 1"),
+            (Bound::new("RANGE", 1, 1 << 52, Unit::Ms), "ERR invalid RANGE: must be an integer from 1 to 2^52 (ms)"),
+            (Bound::new("BLOCK", 0, 1 << 52, Unit::Timeout), "ERR invalid BLOCK: must be an integer from 0 (forever) to 2^52 (ms)"),
+            (Bound::new("AT", 946_684_800_000, 1 << 53, Unit::UnixMs), "ERR invalid AT: must be Unix time in ms from 946684800000 to 2^53"),
+            (Bound::new("PRIORITY", -(1 << 53), 1 << 53, Unit::Magnitude), "ERR invalid PRIORITY: must be an integer with |p| <= 2^53"),
+            (Bound::new("lease-ms", 1, 1 << 31, Unit::Setting), "ERR invalid lease-ms: must be an integer from 1 to 2147483648"),
+            (Bound::new("n", 0, 1 << 19, Unit::Count), "ERR invalid n: must be an integer from 0 to 524288"),
+        ] {
+            assert_eq!(b.check(b.min), Ok(b.min));
+            assert_eq!(b.check(b.max), Ok(b.max));
+            for out in [b.min.checked_sub(1), b.max.checked_add(1)].into_iter().flatten() {
+                assert_eq!(b.check(out).unwrap_err().message(), text);
+            }
+        }
+    }
+
+    #[test]
     fn messages_carry_their_code_and_keyword() {
         assert!(RmqError::WrongType.message().starts_with("WRONGTYPE "));
         assert!(RmqError::TryAgain.message().starts_with("TRYAGAIN "));
@@ -94,7 +184,7 @@ mod tests {
             (RmqError::Arity("rmq.pop"), "wrong number of arguments"),
             (RmqError::Syntax("x".into()), "syntax"),
             (RmqError::BadValue("COUNT", "1..10000"), "COUNT"),
-            (RmqError::BadPolicyValue("rate", 0, 9), "rate"),
+            (RmqError::OutOfBounds(Bound::new("rate", 0, 9, Unit::Setting)), "rate"),
             (RmqError::KindMismatch { holds: Kind::Range, pushed: Kind::Fixed }, "kind"),
             (RmqError::EmptyMessage, "empty message"),
             (RmqError::TooLong(3), "max-message-bytes"),

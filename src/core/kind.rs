@@ -1,7 +1,7 @@
 //! The three kinds of queue and how each scores and merges a pushed message, and the
 //! bounds of what a push accepts.
 
-use crate::core::error::{Result, RmqError};
+use crate::core::error::{Bound, Result, RmqError, Unit};
 
 /// A queue's kind, fixed by its first push and kept until it is completely empty.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,30 +59,11 @@ pub const MAX_RELATIVE: i64 = 1 << 52;
 /// Longest group name accepted.
 pub const MAX_GROUP_BYTES: usize = 1024;
 
-/// The range of an integer option and what its error says it must be. The parsers check
-/// arguments against these, and values read back from keys (schedules) are checked
-/// against the same, so a value no command accepts is never acted on.
-pub struct Bound {
-    pub opt: &'static str,
-    pub min: i64,
-    pub max: i64,
-    pub must: &'static str,
-}
-
-impl Bound {
-    pub fn check(&self, v: i64) -> Result<i64> {
-        if (self.min..=self.max).contains(&v) {
-            Ok(v)
-        } else {
-            Err(RmqError::BadValue(self.opt, self.must))
-        }
-    }
-}
-
-pub const RANGE: Bound = Bound { opt: "RANGE", min: 1, max: MAX_RELATIVE, must: "an integer from 1 to 2^52 (ms)" };
-pub const PRIORITY: Bound = Bound { opt: "PRIORITY", min: -MAX_EXACT, max: MAX_EXACT, must: "an integer with |p| <= 2^53" };
-pub const AT: Bound = Bound { opt: "AT", min: MIN_AT, max: MAX_EXACT, must: "Unix time in ms from 946684800000 to 2^53" };
-pub const DELAY: Bound = Bound { opt: "DELAY", min: 0, max: MAX_RELATIVE, must: "an integer from 0 to 2^52 (ms)" };
+// The bounds of the modes' values.
+pub const RANGE: Bound = Bound::new("RANGE", 1, MAX_RELATIVE, Unit::Ms);
+pub const PRIORITY: Bound = Bound::new("PRIORITY", -MAX_EXACT, MAX_EXACT, Unit::Magnitude);
+pub const AT: Bound = Bound::new("AT", MIN_AT, MAX_EXACT, Unit::UnixMs);
+pub const DELAY: Bound = Bound::new("DELAY", 0, MAX_RELATIVE, Unit::Ms);
 
 /// A group name as a push accepts it.
 pub fn check_group(g: &[u8]) -> Result<()> {

@@ -2,6 +2,7 @@
 //! them, and what the rules read from the result (`Limits`): retries, lease, length,
 //! retry backoff and the rate limit.
 
+use crate::core::error::{Bound, Unit};
 use crate::core::num::parse_int;
 
 /// The fields of RMQ.POLICY.
@@ -18,17 +19,11 @@ pub enum Field {
     Paused,
 }
 
-/// A field's name and inclusive bounds.
-pub struct Bounds {
-    pub name: &'static str,
-    pub min: i64,
-    pub max: i64,
-}
-
-pub const RETRIES: Bounds = Bounds { name: "retries", min: 0, max: 1000 };
-pub const LEASE_MS: Bounds = Bounds { name: "lease-ms", min: 1, max: 1 << 31 };
-pub const MAX_QUEUE_LENGTH: Bounds = Bounds { name: "max-queue-length", min: 0, max: 1 << 62 };
-pub const MAX_MESSAGE_BYTES: Bounds = Bounds { name: "max-message-bytes", min: 1, max: 536_870_912 };
+// A field's name and inclusive bounds (shared with the settings of the same name).
+pub const RETRIES: Bound = Bound::new("retries", 0, 1000, Unit::Setting);
+pub const LEASE_MS: Bound = Bound::new("lease-ms", 1, 1 << 31, Unit::Setting);
+pub const MAX_QUEUE_LENGTH: Bound = Bound::new("max-queue-length", 0, 1 << 62, Unit::Setting);
+pub const MAX_MESSAGE_BYTES: Bound = Bound::new("max-message-bytes", 1, 536_870_912, Unit::Setting);
 
 impl Field {
     pub const ALL: [Field; 8] = [
@@ -42,12 +37,12 @@ impl Field {
         Field::Paused,
     ];
 
-    pub fn bounds(self) -> &'static Bounds {
-        const BACKOFF_MS: Bounds = Bounds { name: "backoff-ms", min: 0, max: 1 << 31 };
-        const BACKOFF_MAX_MS: Bounds = Bounds { name: "backoff-max-ms", min: 0, max: 1 << 31 };
-        const RATE: Bounds = Bounds { name: "rate", min: 0, max: 1_000_000_000 };
-        const RATE_WINDOW_MS: Bounds = Bounds { name: "rate-window-ms", min: 1, max: 1 << 31 };
-        const PAUSED: Bounds = Bounds { name: "paused", min: 0, max: 1 };
+    pub fn bounds(self) -> &'static Bound {
+        const BACKOFF_MS: Bound = Bound::new("backoff-ms", 0, 1 << 31, Unit::Setting);
+        const BACKOFF_MAX_MS: Bound = Bound::new("backoff-max-ms", 0, 1 << 31, Unit::Setting);
+        const RATE: Bound = Bound::new("rate", 0, 1_000_000_000, Unit::Setting);
+        const RATE_WINDOW_MS: Bound = Bound::new("rate-window-ms", 1, 1 << 31, Unit::Setting);
+        const PAUSED: Bound = Bound::new("paused", 0, 1, Unit::Setting);
         match self {
             Field::Retries => &RETRIES,
             Field::LeaseMs => &LEASE_MS,

@@ -15,27 +15,30 @@ use crate::runtime::queue_stats::{self, Stat};
 use crate::runtime::{alarm, events, ratelimit, registry, settings, stats, topics, waiters};
 use crate::storage::redis_queue::RedisQueue;
 
-/// A queue opened by a command or the timer. When it closes, consumers blocked on it are
-/// signalled if a change may have made a message deliverable, the timer is told when its
-/// next message comes due, and the topic index learns whether it still has waiting
-/// messages; then its effects are replicated (`RedisQueue`'s drop).
+/// A queue opened by a command or the timer. When it closes (`close`, or dropped on an
+/// early return), consumers blocked on it are signalled if a change may have made a
+/// message deliverable, the timer is told when its next message comes due, and the topic
+/// index learns whether it still has waiting messages; then its effects are replicated
+/// (`RedisQueue`'s drop).
 pub struct Opened {
     ctx: Ctx,
     q: RedisQueue,
     /// The topic index lists it as busy (TPOP found it there): it need not be told again
     /// while the queue keeps waiting messages.
     indexed: bool,
+    /// Already acted on (`close`): the drop that follows does nothing more.
+    closed: bool,
 }
 
 impl Opened {
     pub fn open(ctx: Ctx, name: RStr, write: bool) -> Result<Opened> {
-        Ok(Opened { ctx, q: RedisQueue::open(ctx, name, write)?, indexed: false })
+        Ok(Opened { ctx, q: RedisQueue::open(ctx, name, write)?, indexed: false, closed: false })
     }
 
     /// Opens a queue the topic index lists as busy, at the end of `into`: a handle is a
     /// few hundred bytes, each move a copy, so it is pushed where it is made.
     pub fn open_indexed_into(ctx: Ctx, name: RStr, into: &mut Vec<Opened>) -> Result<()> {
-        into.push(Opened { ctx, q: RedisQueue::open(ctx, name, true)?, indexed: true });
+        into.push(Opened { ctx, q: RedisQueue::open(ctx, name, true)?, indexed: true, closed: false });
         Ok(())
     }
 }
@@ -53,8 +56,17 @@ impl DerefMut for Opened {
     }
 }
 
-impl Drop for Opened {
-    fn drop(&mut self) {
+impl Opened {
+    /// Acts on what the changes did, then replicates them: where a caller needs that done
+    /// at a point (before it opens the queue again, or moves on to the next queue).
+    pub fn close(mut self) {
+        self.finish();
+    }
+
+    fn finish(&mut self) {
+        if std::mem::replace(&mut self.closed, true) {
+            return;
+        }
         if self.q.take_wake() {
             waiters::possibly_deliverable(self.ctx, &self.q);
         }
@@ -71,6 +83,14 @@ impl Drop for Opened {
                 alarm::note_lease(self.ctx, self.q.name().as_ref(), end as i64);
             }
         }
+    }
+}
+
+/// The fallback for a queue not closed by hand (an error returned early, a panic): the
+/// same work, so no change goes unannounced.
+impl Drop for Opened {
+    fn drop(&mut self) {
+        self.finish();
     }
 }
 

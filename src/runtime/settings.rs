@@ -2,7 +2,8 @@
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use crate::core::policy::{self, Bounds, Limits};
+use crate::core::error::Bound;
+use crate::core::policy::{self, Limits};
 use crate::core::store::Store;
 
 const RETRIES_DEFAULT: i64 = 16;
@@ -31,7 +32,7 @@ pub struct Setting {
     pub config: bool,
 }
 
-const fn setting(b: Bounds, var: &'static AtomicI64, default: i64) -> Setting {
+const fn setting(b: Bound, var: &'static AtomicI64, default: i64) -> Setting {
     Setting { name: b.name, var, default, min: b.min, max: b.max, config: true }
 }
 

@@ -130,6 +130,7 @@ fn step(ctx: Ctx) -> Option<Next> {
         if let Ok(mut queue) = Opened::open(ctx, RStr::from_bytes(&q), true) {
             rules::release_holds(&mut *queue, now, CHUNK);
             queue.wake_consumers();
+            queue.close();
         }
     }
     let mut behind = schedules::fire_due(ctx, now, started, STEP_BUDGET);
@@ -153,7 +154,7 @@ fn step(ctx: Ctx) -> Option<Next> {
         if let Some(next) = rules::next_work(&*queue) {
             alarm::note_lease_in(ctx, db, &q, next);
         }
-        drop(queue); // replicates this queue's rollbacks and wakes its consumers
+        queue.close(); // replicates this queue's rollbacks and wakes its consumers
         behind |= started.elapsed() >= STEP_BUDGET;
     }
     // TPOP consumers blocked by hand (cluster mode) whose topic changed.
