@@ -146,7 +146,7 @@ pub fn listed_by(key: &[u8]) -> Option<&[u8]> {
 }
 
 /// Installs database `db`'s names as a keyspace scan found them (after a load, a SWAPDB or
-/// a FLUSH, and when the module is loaded over existing data: `hooks::rescan`); the
+/// a FLUSH, and when the module is loaded over existing data: `derived::rescan`); the
 /// databases after it are dropped until their own scan installs them (and with the first,
 /// the names `noted_by_hand`: the scans see their keys).
 pub fn install(db: usize, names: BTreeSet<Vec<u8>>) {

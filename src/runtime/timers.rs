@@ -3,7 +3,7 @@
 //! expired leases and release ended retry holds of every queue in small time-bounded steps (about half a millisecond, the clock checked every 16
 //! rollbacks), coming back while it is behind, like Redis's active expire cycle. It runs
 //! on primaries only; after a load or a promotion the leases are found again by one scan
-//! of the keyspace (`hooks::rescan`).
+//! of the keyspace (`derived::rescan`).
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
