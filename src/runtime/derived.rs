@@ -23,6 +23,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::core::names::{queue_of, scheduled_queue, KeyId};
 use crate::core::route;
 use crate::core::rules;
 use crate::core::store::{Set, Store};
@@ -30,9 +31,8 @@ use crate::ffi::guard::guard;
 use crate::ffi::hooks::scan_keys;
 use crate::ffi::{Ctx, RStr};
 use crate::runtime::{alarm, cluster, registry, schedules, topics, waiters};
-use crate::storage::keys::{self, queue_of, KeyId};
+use crate::storage::keys;
 use crate::storage::redis_queue::RedisQueue;
-use crate::storage::schedules as sched_keys;
 use crate::storage::{busy, headers};
 
 /// What may have changed without the module.
@@ -147,7 +147,7 @@ pub fn rescan(ctx: Ctx, what: Rescan) {
                 }
                 if primary {
                     queues.extend(scanned_queue(key).map(<[u8]>::to_vec));
-                    scheduled.extend(sched_keys::queue_of(key).map(<[u8]>::to_vec));
+                    scheduled.extend(scheduled_queue(key).map(<[u8]>::to_vec));
                 }
             });
             // Installed before the queues are opened: an opening that expires a key takes

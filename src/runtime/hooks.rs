@@ -18,6 +18,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use redis_module::raw::RedisModuleCtx;
 
+use crate::core::names::{is_queue_name, owner, queue_of, KeyId};
 use crate::core::route;
 use crate::ffi::guard::guard;
 use crate::ffi::hooks::{self, EventName, Filtered, ServerEvent, FLUSH_ENDED, LOADING_ENDED, NOW_PRIMARY};
@@ -26,7 +27,7 @@ use crate::ffi::{timer, Ctx, RStr};
 use crate::runtime::delivery::Opened;
 use crate::runtime::derived::{found, invalidate, Scope, Why};
 use crate::runtime::{acl, cluster, eviction, registry, schedules, topics, waiters};
-use crate::storage::keys::{self, is_queue_name, owner, queue_of, KeyId};
+use crate::storage::keys;
 use crate::storage::redis_queue::RedisQueue;
 use crate::storage::schedules as sched_keys;
 use crate::storage::{effects, headers};

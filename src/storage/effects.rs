@@ -16,9 +16,10 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use redis_module::raw::RedisModuleString;
 
+use crate::core::names::KeyId;
 use crate::ffi::hooks::ServerInfo;
 use crate::ffi::{Ctx, RStr};
-use crate::storage::keys::{KeyId, KeyNames};
+use crate::storage::keys::KeyNames;
 
 const UNKNOWN: u8 = 0;
 const NEEDED: u8 = 1;

@@ -13,6 +13,7 @@ use redis_module::raw;
 use crate::core::codec;
 use crate::core::error::{Result, RmqError};
 use crate::core::kind::Kind;
+use crate::core::names::{KeyId, ALL, KEYS};
 use crate::core::policy::Policy;
 use crate::core::store::{Dead, Flight, Set, Store, Waiting};
 use crate::ffi::call::call;
@@ -21,8 +22,8 @@ use crate::ffi::rstr::Shared;
 use crate::ffi::{Ctx, RStr};
 use crate::storage::busy::{self, Flights, Message};
 use crate::storage::effects::Effects;
-use crate::storage::headers::{self, Header};
-use crate::storage::keys::{self, KeyId, KeyNames, KEYS};
+use crate::storage::headers;
+use crate::storage::keys::{self, Header, KeyNames};
 
 pub struct RedisQueue {
     ctx: Ctx,
@@ -158,10 +159,10 @@ impl RedisQueue {
         let mut absent = known_absent;
         let keys: [OnceCell<Key>; KEYS] = std::array::from_fn(|i| {
             let cell = OnceCell::new();
-            let class = keys::lazy_class(keys::ALL[i]);
+            let class = keys::lazy_class(ALL[i]);
             if class.is_none_or(|c| !absent[c]) {
                 let key = Key::open(ctx, &names[i], write);
-                if let Some(c) = class.filter(|&c| keys::LAZY[c] == keys::ALL[i]) {
+                if let Some(c) = class.filter(|&c| keys::LAZY[c] == ALL[i]) {
                     absent[c] = key.key_type() == KeyType::Empty;
                 }
                 let _ = cell.set(key);
