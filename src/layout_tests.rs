@@ -1,6 +1,6 @@
 //! The layout holds (README, "For contributors"): files depend on each other one way only
 //! (no import circle, even inside a layer), each layer only on those before it
-//! (`core ← ffi ← storage ← runtime ← cmd ← module`).
+//! (`core ← ffi ← storage ← runtime ← cmd ← module`), and `unsafe` appears only in `ffi/`.
 //! Read from the sources, so a change that breaks the layout fails `cargo test`.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -140,6 +140,17 @@ fn no_file_depends_on_itself_through_others() {
     // 4, branch v4-house-args), which changes them anyway.
     circles.retain(|c| c != "core/error.rs -> core/kind.rs -> core/error.rs");
     assert!(circles.is_empty(), "import circles:\n{}", circles.join("\n"));
+}
+
+#[test]
+fn unsafe_is_only_in_ffi() {
+    let mut all = Vec::new();
+    files(&src(), &mut all);
+    for f in all.iter().filter(|f| !f.starts_with("ffi/")) {
+        let text = std::fs::read_to_string(src().join(f)).expect("a readable source file");
+        let code = text.lines().filter(|l| !l.trim_start().starts_with("//"));
+        assert!(!code.into_iter().any(|l| l.contains("unsafe ") || l.contains("unsafe{")), "{f} has `unsafe`");
+    }
 }
 
 #[test]

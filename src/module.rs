@@ -26,7 +26,7 @@ fn info_section(s: &InfoSection) {
 }
 
 fn init(context: &Context, args: &[RedisString]) -> Status {
-    let ctx = Ctx::new(context.ctx);
+    let ctx = Ctx::of(context);
     let raw_args: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
     let values = match settings::parse_module_args(&raw_args) {
         Ok(v) => v,

@@ -13,14 +13,10 @@
 //! commands drop TPOP's permission verdicts. Which events these are, and why no others:
 //! docs/EVENTS.md. What each server event forgets and rebuilds: `derived`.
 
-use std::ffi::c_void;
 use std::sync::{Mutex, MutexGuard};
-
-use redis_module::raw::RedisModuleCtx;
 
 use crate::core::names::{is_queue_name, owner, queue_of, KeyId};
 use crate::core::route;
-use crate::ffi::guard::guard;
 use crate::ffi::hooks::{self, EventName, Filtered, ServerEvent, FLUSH_ENDED, LOADING_ENDED, NOW_PRIMARY};
 use crate::ffi::key::Key;
 use crate::ffi::{timer, Ctx, RStr};
@@ -139,13 +135,9 @@ fn q_deleted(ctx: Ctx, k: &[u8]) {
     }
     let mut deleted = DELETED.lock().unwrap_or_else(|e| e.into_inner());
     if deleted.is_empty() {
-        timer::create(ctx, 0, on_deleted);
+        timer::create(ctx, 0, abandoned);
     }
     deleted.push((ctx.db(), k.to_vec()));
-}
-
-extern "C" fn on_deleted(ctx: *mut RedisModuleCtx, _data: *mut c_void) {
-    guard((), || abandoned(Ctx::new(ctx)));
 }
 
 /// SPEC (RMQ.QUEUES): a queue whose `Q` was deleted by hand, with nothing in flight or

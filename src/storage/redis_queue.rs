@@ -20,7 +20,7 @@ use crate::ffi::call::call;
 use crate::ffi::key::{Key, KeyType};
 use crate::ffi::rstr::Shared;
 use crate::ffi::{Ctx, RStr};
-use crate::storage::busy::{self, Flights, Message};
+use crate::storage::busy::{self, Flights};
 use crate::storage::effects::Effects;
 use crate::storage::headers;
 use crate::storage::keys::{self, Header, KeyNames};
@@ -537,7 +537,7 @@ impl RedisQueue {
             if self.has_message_meta() {
                 self.scan(Set::Prepare, f64::NEG_INFINITY, f64::INFINITY, false, &mut |m, _| {
                     if let Some(g) = self.record(codec::GROUP_FLIGHT, m.as_ref()).and_then(|v| codec::decode_flight(v.as_ref()).group) {
-                        known.start(Message(m), g);
+                        known.start(Shared(m), g);
                     }
                     true
                 });
@@ -806,7 +806,7 @@ impl Store for RedisQueue {
     /// A delivery's group is kept with it until the delivery ends, which frees the group
     /// (`take_flight`, `end_flight`).
     fn set_busy(&mut self, g: Vec<u8>, m: &RStr) {
-        self.flights(|s| s.start(Message(m.clone()), g));
+        self.flights(|s| s.start(Shared(m.clone()), g));
     }
 
     /// Nothing left to do: the delivery's end freed its group.

@@ -53,9 +53,7 @@ impl Schedules {
     fn replicate(&mut self, cmd: &'static CStr, args: &[&RStr]) {
         self.changed = true;
         if effects::needed(self.ctx) {
-            let mut argv = vec![self.name.ptr()];
-            argv.extend(args.iter().map(|a| a.ptr()));
-            self.ctx.replicate(cmd, &argv);
+            self.ctx.replicate(cmd, &self.name, args.iter().copied());
         } else {
             self.ctx.count_change();
         }
