@@ -13,6 +13,8 @@ mod cmd;
 // Public for the fuzz targets (fuzz/), with the argument parsers: both are pure.
 pub mod core;
 mod ffi;
+#[cfg(test)]
+mod layout_tests;
 mod module;
 mod runtime;
 mod storage;

@@ -9,7 +9,7 @@ use crate::cmd::table::{COMMANDS, TEST_COMMANDS};
 use crate::ffi::command;
 use crate::ffi::hooks::{self, InfoSection};
 use crate::ffi::Ctx;
-use crate::runtime::{eviction, hooks as runtime_hooks, settings, stats, timers};
+use crate::runtime::{derived, eviction, hooks as runtime_hooks, settings, stats, timers};
 
 #[cfg(not(any(test, fuzzing)))]
 use redis_module::alloc::RedisAlloc as ModuleAlloc;
@@ -26,7 +26,7 @@ fn info_section(s: &InfoSection) {
 }
 
 fn init(context: &Context, args: &[RedisString]) -> Status {
-    let ctx = Ctx::new(context.ctx);
+    let ctx = Ctx::of(context);
     let raw_args: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
     let values = match settings::parse_module_args(&raw_args) {
         Ok(v) => v,
@@ -78,7 +78,7 @@ fn init(context: &Context, args: &[RedisString]) -> Status {
     // Checked again at every CONFIG SET of the policy (`runtime::hooks`).
     eviction::check(ctx);
     // Loaded at runtime (MODULE LOAD) over existing data: find its queues now.
-    runtime_hooks::rescan(ctx, runtime_hooks::Rescan::All);
+    derived::rescan(ctx, derived::Rescan::All);
     Status::Ok
 }
 

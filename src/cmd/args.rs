@@ -7,6 +7,7 @@
 
 use crate::core::error::{Bound, Result, RmqError, Unit};
 use crate::core::kind::{self, check_group, PushMode, MAX_EXACT};
+use crate::core::names::is_queue_name;
 // Where the fuzz targets (fuzz/) find the bounds they check replies against.
 pub use crate::core::kind::{MAX_GROUP_BYTES, MAX_RELATIVE};
 use crate::core::num::parse_int;
@@ -138,16 +139,9 @@ pub(crate) fn arity(args: &[&[u8]], min: usize, cmd: &'static str) -> Result<()>
     }
 }
 
-/// A queue name (and a topic, whose slots' names must be queue names) is non-empty and
-/// has no braces: its keys' hash tag is `{Q}` (an empty tag `{}` would scatter its keys
-/// over the cluster's slots).
-fn valid_name(name: &[u8]) -> bool {
-    !name.is_empty() && !name.iter().any(|&c| c == b'{' || c == b'}')
-}
-
 pub fn queue(args: &[&[u8]], cmd: &'static str) -> Result<()> {
     arity(args, 1, cmd)?;
-    if !valid_name(args[0]) {
+    if !is_queue_name(args[0]) {
         return Err(RmqError::QueueName);
     }
     Ok(())
@@ -155,7 +149,7 @@ pub fn queue(args: &[&[u8]], cmd: &'static str) -> Result<()> {
 
 /// A topic makes valid queue names (RMQ.TPOP, RMQ.ROUTE).
 fn topic(name: &[u8]) -> Result<()> {
-    if !valid_name(name) {
+    if !is_queue_name(name) {
         return Err(RmqError::TopicName);
     }
     Ok(())

@@ -2,25 +2,19 @@
 //! panic guard and turns errors into error replies.
 
 use crate::cmd::args::{self, PolicyOp};
+use crate::cmd::Call;
 use crate::core::error::{Result, RmqError};
 use crate::core::kind::Kind;
 use crate::core::policy::Field;
 use crate::core::rules::{self, Rollback};
 use crate::core::store::Store;
 use crate::ffi::context::{now_ms, set_test_now};
-use crate::ffi::rstr::Argv;
-use crate::ffi::{reply, Ctx, RStr};
+use crate::ffi::{reply, RStr};
 use crate::runtime::delivery::{pushed, reply_popped, swept, take, Opened};
 use crate::runtime::queue_stats::{self, Stat};
 use crate::runtime::topic_pop::{take_topic, Reply, TopicPop};
 use crate::runtime::{acl, alarm, blocking, cluster, events, ratelimit, settings};
-
-/// One invocation: the context and the arguments after the command name.
-pub struct Call<'a, 'b> {
-    pub ctx: Ctx,
-    pub argv: Argv<'a>,
-    pub args: &'b [&'a [u8]],
-}
+use crate::storage::schedules;
 
 impl Call<'_, '_> {
     fn queue(&self, write: bool) -> Result<Opened> {
@@ -189,7 +183,7 @@ pub fn info(c: &Call) -> Result<()> {
         reply::opt_int(c.ctx, counts.map(|c| c[s as usize] as i64));
     }
     reply::bytes(c.ctx, b"schedules");
-    reply::int(c.ctx, crate::cmd::schedule::count(c.ctx, c.args[0]) as i64);
+    reply::int(c.ctx, schedules::count(c.ctx, c.args[0]) as i64);
     q.close();
     Ok(())
 }

@@ -10,3 +10,14 @@ pub mod queues;
 pub mod schedule;
 pub mod schedule_args;
 pub mod table;
+
+use crate::ffi::rstr::Argv;
+use crate::ffi::Ctx;
+
+/// One invocation: the context and the arguments after the command name (the bodies'
+/// `impl` is in `handlers`).
+pub struct Call<'a, 'b> {
+    pub ctx: Ctx,
+    pub argv: Argv<'a>,
+    pub args: &'b [&'a [u8]],
+}

@@ -6,7 +6,7 @@
 //! (`runtime::cursors`).
 
 use crate::cmd::args;
-use crate::cmd::handlers::Call;
+use crate::cmd::Call;
 use crate::core::error::Result;
 use crate::ffi::acl::User;
 use crate::ffi::{reply, RStr};

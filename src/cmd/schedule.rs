@@ -1,7 +1,7 @@
 //! RMQ.SCHEDULE Q SET | DEL | LIST: a queue's schedules (fired by `runtime::schedules`).
 
-use crate::cmd::handlers::Call;
 use crate::cmd::schedule_args::{self, ScheduleOp};
+use crate::cmd::Call;
 use crate::core::cron_schedule::{Spec, State, Stored};
 use crate::core::error::{Result, RmqError};
 use crate::core::store::Store;
@@ -99,9 +99,4 @@ fn list(ctx: Ctx, q: &[u8]) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// How many schedules queue `q` has (RMQ.INFO).
-pub fn count(ctx: Ctx, q: &[u8]) -> usize {
-    Schedules::open(ctx, q, false).map_or(0, |s| s.count())
 }

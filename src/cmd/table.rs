@@ -5,9 +5,10 @@ use std::ffi::c_int;
 
 use redis_module::raw::{RedisModuleCtx, RedisModuleString};
 
-use crate::cmd::handlers::{self, Call};
+use crate::cmd::handlers;
 use crate::cmd::queues;
 use crate::cmd::schedule;
+use crate::cmd::Call;
 use crate::core::error::{Result, RmqError};
 use crate::ffi::command::{self, arg, many, opt, tok, tok_many, Arg, KeyUse, Spec, Ty};
 use crate::ffi::guard::caught;

@@ -1,6 +1,7 @@
 //! Blocking clients, with typed private data: on keys (RedisModule_BlockClientOnKeys,
 //! served by Redis when a key is signalled), or by hand (RedisModule_BlockClient, served
-//! when the module unblocks it).
+//! when the module unblocks it). What the client's callbacks do is a `Blocked` type's
+//! plain functions, given a `Ctx`; the `extern "C"` trampolines Redis calls are here.
 
 use std::any::Any;
 use std::ffi::{c_int, c_void};
@@ -9,8 +10,35 @@ use redis_module::raw::{self, RedisModuleCtx, RedisModuleString};
 
 use super::{guard::guard, Ctx, RStr};
 
-/// A blocked client's reply or timeout callback.
-pub type CmdFn = extern "C" fn(*mut RedisModuleCtx, *mut *mut RedisModuleString, c_int) -> c_int;
+/// What a blocked client's callbacks do (each its own type, so the trampolines below are
+/// made for it at compile time: the API gives reply and timeout callbacks no data of
+/// their own).
+pub trait Blocked {
+    /// Serves the client (a key was signalled, or the module unblocked it): replies and
+    /// returns true, or returns false to keep waiting (on keys).
+    fn reply(ctx: Ctx) -> bool;
+    /// Its time ran out (or CLIENT UNBLOCK): replies.
+    fn timeout(ctx: Ctx);
+    /// A client blocked by hand went away.
+    fn disconnected(_h: Handle) {}
+}
+
+extern "C" fn reply_with<B: Blocked>(ctx: *mut RedisModuleCtx, _argv: *mut *mut RedisModuleString, _argc: c_int) -> c_int {
+    // SAFETY: the context Redis passed to this callback.
+    let ctx = unsafe { Ctx::new(ctx) };
+    status(guard(true, || B::reply(ctx)))
+}
+
+extern "C" fn timeout_with<B: Blocked>(ctx: *mut RedisModuleCtx, _argv: *mut *mut RedisModuleString, _argc: c_int) -> c_int {
+    // SAFETY: as in `reply_with`.
+    let ctx = unsafe { Ctx::new(ctx) };
+    guard((), || B::timeout(ctx));
+    status(true)
+}
+
+extern "C" fn disconnected_with<B: Blocked>(_ctx: *mut RedisModuleCtx, bc: *mut raw::RedisModuleBlockedClient) {
+    guard((), || B::disconnected(Handle(bc)));
+}
 
 /// What a blocked client carries: the caller's data and what to do with it when the client
 /// leaves (served, timed out or disconnected).
@@ -28,18 +56,10 @@ extern "C" fn free_private(_ctx: *mut RedisModuleCtx, p: *mut c_void) {
     guard((), || (private.on_free)(private.data));
 }
 
-/// Parks the client on `keys` until a callback serves it or `timeout_ms` passes (0 =
-/// never). `on_ready` runs when a key is signalled (return OK when served, ERR to keep
-/// waiting); `on_free` gets `data` back however the client leaves.
-pub fn block_on_keys<T: Any>(
-    ctx: Ctx,
-    keys: &[RStr],
-    timeout_ms: i64,
-    data: T,
-    on_ready: CmdFn,
-    on_timeout: CmdFn,
-    on_free: fn(Box<dyn Any>),
-) {
+/// Parks the client on `keys` until `B::reply` serves it or `timeout_ms` passes (0 =
+/// never); `B::reply` runs when a key is signalled; `on_free` gets `data` back however
+/// the client leaves.
+pub fn block_on_keys<B: Blocked, T: Any>(ctx: Ctx, keys: &[RStr], timeout_ms: i64, data: T, on_free: fn(Box<dyn Any>)) {
     let mut ptrs: Vec<*mut RedisModuleString> = keys.iter().map(RStr::ptr).collect();
     let private = Box::into_raw(Box::new(Private { data: Box::new(data), on_free })) as *mut c_void;
     // SAFETY: a valid command context; Redis retains the key names it keeps; `private` is
@@ -47,8 +67,8 @@ pub fn block_on_keys<T: Any>(
     unsafe {
         rm!(RedisModule_BlockClientOnKeys)(
             ctx.ptr(),
-            Some(on_ready),
-            Some(on_timeout),
+            Some(reply_with::<B>),
+            Some(timeout_with::<B>),
             Some(free_private),
             timeout_ms,
             ptrs.as_mut_ptr(),
@@ -65,15 +85,7 @@ pub struct Handle(*mut raw::RedisModuleBlockedClient);
 // SAFETY: a handle is only used on Redis's main thread (every module callback runs there).
 unsafe impl Send for Handle {}
 
-/// Called when a client blocked by hand disconnects.
-pub type DisconnectFn = extern "C" fn(*mut RedisModuleCtx, *mut raw::RedisModuleBlockedClient);
-
 impl Handle {
-    /// The handle a disconnect callback receives.
-    pub fn from_raw(bc: *mut raw::RedisModuleBlockedClient) -> Handle {
-        Handle(bc)
-    }
-
     /// The handle of the client a reply or timeout callback serves.
     pub fn of(ctx: Ctx) -> Option<Handle> {
         // SAFETY: a valid blocked-client context.
@@ -91,13 +103,14 @@ impl Handle {
     }
 }
 
-/// Blocks the client until the module unblocks it (`Handle::unblock`) or `timeout_ms`
-/// passes (0 = never); `on_disconnect` runs if the client goes away meanwhile.
-pub fn block_client(ctx: Ctx, timeout_ms: i64, on_reply: CmdFn, on_timeout: CmdFn, on_disconnect: DisconnectFn) -> Handle {
+/// Blocks the client until the module unblocks it (`Handle::unblock`; `B::reply` then
+/// runs) or `timeout_ms` passes (0 = never); `B::disconnected` runs if the client goes
+/// away meanwhile.
+pub fn block_client<B: Blocked>(ctx: Ctx, timeout_ms: i64) -> Handle {
     // SAFETY: a valid command context; `free_private` releases what `unblock` passes.
     unsafe {
-        let bc = rm!(RedisModule_BlockClient)(ctx.ptr(), Some(on_reply), Some(on_timeout), Some(free_private), timeout_ms);
-        rm!(RedisModule_SetDisconnectCallback)(bc, Some(on_disconnect));
+        let bc = rm!(RedisModule_BlockClient)(ctx.ptr(), Some(reply_with::<B>), Some(timeout_with::<B>), Some(free_private), timeout_ms);
+        rm!(RedisModule_SetDisconnectCallback)(bc, Some(disconnected_with::<B>));
         Handle(bc)
     }
 }
@@ -122,7 +135,7 @@ pub fn ready_key(ctx: Ctx) -> Option<RStr> {
 }
 
 /// The return value of a blocked client's callback.
-pub fn status(served: bool) -> c_int {
+fn status(served: bool) -> c_int {
     if served {
         raw::REDISMODULE_OK as c_int
     } else {

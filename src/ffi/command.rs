@@ -108,7 +108,8 @@ pub fn run(ctx: *mut RedisModuleCtx, argv: *mut *mut RedisModuleString, argc: c_
     // SAFETY: Redis passes `argc` live arguments that outlive the command call, which
     // outlives `body`.
     let args = unsafe { Argv::new(argv, argc) }.tail();
-    body(Ctx::new(ctx), args);
+    // SAFETY: the context Redis passed to this command.
+    body(unsafe { Ctx::new(ctx) }, args);
     OK
 }
 

@@ -40,11 +40,19 @@ pub fn writes_paused() -> bool {
 }
 
 impl Ctx {
-    pub fn new(p: *mut RedisModuleCtx) -> Ctx {
+    /// # Safety
+    /// `p` is the context Redis passed to the running callback (or a detached one), valid
+    /// while the callback runs.
+    pub(super) unsafe fn new(p: *mut RedisModuleCtx) -> Ctx {
         Ctx(p)
     }
 
-    pub fn ptr(self) -> *mut RedisModuleCtx {
+    /// The context of the module's load (`redis_module!`'s init).
+    pub fn of(context: &redis_module::Context) -> Ctx {
+        Ctx(context.ctx)
+    }
+
+    pub(super) fn ptr(self) -> *mut RedisModuleCtx {
         self.0
     }
 
@@ -127,9 +135,13 @@ impl Ctx {
         unsafe { rm!(RedisModule_NotifyKeyspaceEvent)(self.0, raw::REDISMODULE_NOTIFY_MODULE, event.as_ptr(), key.ptr()) };
     }
 
-    /// Propagates a command to replicas and the AOF (`fmt` "v": the arguments in `argv`).
-    pub fn replicate(self, cmd: &CStr, argv: &[*mut raw::RedisModuleString]) {
-        // SAFETY: a valid context; argv holds live strings for the duration of the call.
+    /// Propagates `cmd key args...` to replicas and the AOF.
+    pub fn replicate<'a>(self, cmd: &CStr, key: &RStr, args: impl ExactSizeIterator<Item = &'a RStr>) {
+        let mut argv = Vec::with_capacity(args.len() + 1);
+        argv.push(key.ptr());
+        argv.extend(args.map(RStr::ptr));
+        // SAFETY: a valid context; argv holds live strings for the duration of the call
+        // (`fmt` "v": the arguments in an array).
         unsafe { rm!(RedisModule_Replicate)(self.0, cmd.as_ptr(), c"v".as_ptr(), argv.as_ptr(), argv.len()) };
     }
 

@@ -38,7 +38,8 @@ macro_rules! event_slots {
             static $slot: OnceLock<EventFn> = OnceLock::new();
             extern "C" fn $tramp(ctx: *mut RedisModuleCtx, _e: raw::RedisModuleEvent, sub: u64, _d: *mut c_void) {
                 if let Some(f) = $slot.get() {
-                    guard((), || f(Ctx::new(ctx), sub));
+                    // SAFETY: the context Redis passed to this event callback.
+                    guard((), || f(unsafe { Ctx::new(ctx) }, sub));
                 }
             }
         )*
@@ -82,7 +83,8 @@ extern "C" fn on_config(ctx: *mut RedisModuleCtx, _e: raw::RedisModuleEvent, _su
                 .map(|n| CStr::from_ptr(*n).to_bytes())
                 .collect()
         };
-        f(Ctx::new(ctx), &names)
+        // SAFETY: the context Redis passed to this event callback.
+        f(unsafe { Ctx::new(ctx) }, &names)
     });
 }
 
@@ -133,7 +135,8 @@ extern "C" fn on_key_event(ctx: *mut RedisModuleCtx, _type: c_int, event: *const
     if let Some(f) = KEY_EVENTS.get() {
         // SAFETY: Redis passes a key name live during the call.
         let key = unsafe { bytes(key) };
-        let (ctx, event) = (Ctx::new(ctx), EventName(event));
+        // SAFETY: the context Redis passed to this notification callback.
+        let (ctx, event) = (unsafe { Ctx::new(ctx) }, EventName(event));
         let moving = event.is_move();
         if moving && event.bytes() == b"move_from" {
             MOVE_SOURCE.store(ctx.db(), Ordering::Relaxed);

@@ -1,5 +1,8 @@
-//! The Redis module API, wrapped: the only place with `unsafe`. Everything above this
-//! layer calls safe functions that take a `Ctx` and `RStr`s.
+//! The Redis module API, wrapped: the only place with `unsafe` (`layout_tests` checks).
+//! Everything above this layer calls safe functions that take a `Ctx` and `RStr`s; what
+//! makes one from a raw pointer is `unsafe` and private to this layer, and every callback
+//! Redis calls (commands, events, timers, blocked clients) is an `extern "C"` trampoline
+//! here that hands a plain function a `Ctx`, behind the panic guard.
 //!
 //! Why the wrappers are sound, once for all of them: every module callback, command and
 //! timer runs on Redis's main thread with the context Redis passed in, which stays valid

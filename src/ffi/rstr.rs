@@ -15,7 +15,7 @@ impl RStr {
     ///
     /// # Safety
     /// `p` must point to a live Redis string.
-    pub unsafe fn retain(p: *mut raw::RedisModuleString) -> RStr {
+    pub(super) unsafe fn retain(p: *mut raw::RedisModuleString) -> RStr {
         // SAFETY: the caller guarantees `p` is live; retaining with a NULL context makes
         // the reference ours until `Drop`.
         unsafe {
@@ -28,7 +28,7 @@ impl RStr {
     ///
     /// # Safety
     /// `p` must be a live string whose one reference passes to the result.
-    pub unsafe fn adopt(p: *mut raw::RedisModuleString) -> RStr {
+    pub(super) unsafe fn adopt(p: *mut raw::RedisModuleString) -> RStr {
         RStr(NonNull::new(p).expect("Redis returned a null string"))
     }
 
@@ -52,7 +52,7 @@ impl RStr {
         }
     }
 
-    pub fn ptr(&self) -> *mut raw::RedisModuleString {
+    pub(super) fn ptr(&self) -> *mut raw::RedisModuleString {
         self.0.as_ptr()
     }
 }
@@ -61,7 +61,7 @@ impl RStr {
 ///
 /// # Safety
 /// `p` must point to a live string that outlives `'a` and is not modified meanwhile.
-pub unsafe fn bytes<'a>(p: *const raw::RedisModuleString) -> &'a [u8] {
+pub(super) unsafe fn bytes<'a>(p: *const raw::RedisModuleString) -> &'a [u8] {
     let mut len = 0usize;
     // SAFETY: `p` is live (caller); StringPtrLen returns its buffer and length.
     let data = unsafe { rm!(RedisModule_StringPtrLen)(p, &mut len) };
@@ -72,13 +72,19 @@ pub unsafe fn bytes<'a>(p: *const raw::RedisModuleString) -> &'a [u8] {
     unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) }
 }
 
-/// A string kept for the life of the process and used only on Redis's main thread (every
-/// module callback runs there), so it may sit in a static.
+/// A string used only on Redis's main thread (every module callback runs there), so it
+/// may sit in a static (a name kept for the life of the process, a delivery in flight).
 pub struct Shared(pub RStr);
 // SAFETY: only ever touched from Redis's main thread (see above).
 unsafe impl Send for Shared {}
 // SAFETY: as for Send.
 unsafe impl Sync for Shared {}
+
+impl AsRef<[u8]> for Shared {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_ref()
+    }
+}
 
 impl AsRef<[u8]> for RStr {
     fn as_ref(&self) -> &[u8] {
@@ -109,7 +115,7 @@ pub struct Argv<'a>(&'a [*mut raw::RedisModuleString]);
 impl<'a> Argv<'a> {
     /// # Safety
     /// `argv` must hold `argc` live strings that outlive `'a` (a command's arguments do).
-    pub unsafe fn new(argv: *mut *mut raw::RedisModuleString, argc: i32) -> Argv<'a> {
+    pub(super) unsafe fn new(argv: *mut *mut raw::RedisModuleString, argc: i32) -> Argv<'a> {
         if argv.is_null() || argc < 1 {
             return Argv(&[]);
         }

@@ -19,17 +19,14 @@
 
 use std::any::Any;
 use std::collections::{BTreeSet, HashMap};
-use std::ffi::c_int;
 use std::sync::{LazyLock, Mutex, MutexGuard};
-
-use redis_module::raw::{RedisModuleBlockedClient, RedisModuleCtx, RedisModuleString};
 
 use crate::core::route::queue_name;
 use crate::core::schedule::QueueId;
 use crate::core::shrink::{shrink, shrink_vec};
-use crate::ffi::block::{self, status, Handle};
+use crate::ffi::block::{self, Blocked, Handle};
 use crate::ffi::context::{now_ms, writes_paused};
-use crate::ffi::guard::{caught, guard};
+use crate::ffi::guard::caught;
 use crate::ffi::{reply, Ctx, RStr};
 use crate::runtime::delivery::{reply_popped, take, Opened};
 use crate::runtime::topic_pop::{reply_topic, take_topic, TopicDelivery, TopicPop};
@@ -74,7 +71,7 @@ pub fn block(ctx: Ctx, q: &Opened, count: usize, lease: i64, timeout_ms: i64) {
     let queue = q.name().as_ref().to_vec();
     waiters::add(db, &queue);
     let data = Waiting { count, lease, db, queue };
-    block::block_on_keys(ctx, &[q.name().clone()], timeout_ms, data, on_ready, on_timeout, on_free);
+    block::block_on_keys::<Pop, _>(ctx, &[q.name().clone()], timeout_ms, data, on_free);
     waiters::schedule_wakeup(ctx, q);
 }
 
@@ -85,7 +82,7 @@ pub fn block_topic(ctx: Ctx, topic: &[u8], want: TopicPop, timeout_ms: i64) {
     let db = ctx.db();
     waiters::add_topic(db, topic, want.slots);
     // No timeout for Redis to keep (0): the module's timer keeps it (see the top).
-    let h = block::block_client(ctx, 0, on_served, on_timeout_by_hand, on_disconnect);
+    let h = block::block_client::<TopicWait>(ctx, 0);
     let deadline = (timeout_ms > 0).then(|| now_ms() + timeout_ms);
     {
         let mut all = by_topic();
@@ -107,47 +104,48 @@ pub fn block_topic(ctx: Ctx, topic: &[u8], want: TopicPop, timeout_ms: i64) {
     }
 }
 
-/// A key was signalled: try the pop again. OK = served (unblocked), ERR = keep waiting.
-extern "C" fn on_ready(ctx: *mut RedisModuleCtx, _argv: *mut *mut RedisModuleString, _argc: c_int) -> c_int {
-    let ctx = Ctx::new(ctx);
-    let served = caught(|| {
-        let w = block::with_data(ctx, |w: &Waiting| w.clone())?;
-        let key = block::ready_key(ctx)?;
-        if writes_paused() {
-            // No change while clients are paused: keep waiting; the timer signals again.
-            alarm::note_due(ctx, key.as_ref(), now_ms() + alarm::PAUSE_RETRY_MS);
-            return Some(false);
-        }
-        let mut q = match Opened::open(ctx, key, true) {
-            Ok(q) => q,
-            Err(e) => {
-                reply::error(ctx, &e.message());
-                return Some(true);
+/// A blocked RMQ.POP.
+struct Pop;
+
+impl Blocked for Pop {
+    /// A key was signalled: try the pop again; true = served (unblocked), false = keep
+    /// waiting.
+    fn reply(ctx: Ctx) -> bool {
+        let served = caught(|| {
+            let w = block::with_data(ctx, |w: &Waiting| w.clone())?;
+            let key = block::ready_key(ctx)?;
+            if writes_paused() {
+                // No change while clients are paused: keep waiting; the timer signals again.
+                alarm::note_due(ctx, key.as_ref(), now_ms() + alarm::PAUSE_RETRY_MS);
+                return Some(false);
             }
-        };
-        let got = take(ctx, &mut q, now_ms(), w.count, w.lease);
-        if got.is_empty() {
-            waiters::schedule_wakeup(ctx, &q);
-            return Some(false);
-        }
-        reply_popped(ctx, &got);
-        Some(true)
-    });
-    match served {
-        Some(Some(served)) => status(served),
-        Some(None) => status(false),
-        None => {
-            reply::error(ctx, "ERR internal error: the blocked pop panicked");
-            status(true)
+            let mut q = match Opened::open(ctx, key, true) {
+                Ok(q) => q,
+                Err(e) => {
+                    reply::error(ctx, &e.message());
+                    return Some(true);
+                }
+            };
+            let got = take(ctx, &mut q, now_ms(), w.count, w.lease);
+            if got.is_empty() {
+                waiters::schedule_wakeup(ctx, &q);
+                return Some(false);
+            }
+            reply_popped(ctx, &got);
+            Some(true)
+        });
+        match served {
+            Some(served) => served.unwrap_or(false),
+            None => {
+                reply::error(ctx, "ERR internal error: the blocked pop panicked");
+                true
+            }
         }
     }
-}
 
-extern "C" fn on_timeout(ctx: *mut RedisModuleCtx, _argv: *mut *mut RedisModuleString, _argc: c_int) -> c_int {
-    guard(status(true), || {
-        reply::null(Ctx::new(ctx));
-        status(true)
-    })
+    fn timeout(ctx: Ctx) {
+        reply::null(ctx);
+    }
 }
 
 /// Called however a key-blocked client leaves: served, timed out or disconnected. It no
@@ -242,35 +240,35 @@ pub fn serve_topics(ctx: Ctx) {
 
 fn drop_data(_data: Box<dyn Any>) {}
 
-/// A blocked TPOP was served: reply with what `serve_topics` took for it (nothing: its
-/// time ran out, nil).
-extern "C" fn on_served(ctx: *mut RedisModuleCtx, _argv: *mut *mut RedisModuleString, _argc: c_int) -> c_int {
-    let ctx = Ctx::new(ctx);
-    let replied = caught(|| {
-        block::with_data(ctx, |got: &Vec<TopicDelivery>| if got.is_empty() { reply::null(ctx) } else { reply_topic(ctx, got) }).is_some()
-    });
-    if replied != Some(true) {
-        reply::error(ctx, "ERR internal error: the blocked pop was served without messages");
-    }
-    status(true)
-}
+/// A blocked RMQ.TPOP.
+struct TopicWait;
 
-/// A blocked TPOP was unblocked by CLIENT UNBLOCK (it has no Redis timeout): nil, and the
-/// module's unblock that Redis expects.
-extern "C" fn on_timeout_by_hand(ctx: *mut RedisModuleCtx, _argv: *mut *mut RedisModuleString, _argc: c_int) -> c_int {
-    let ctx = Ctx::new(ctx);
-    guard(status(true), || {
+impl Blocked for TopicWait {
+    /// Served: reply with what `serve_topics` took for it (nothing: its time ran out, nil).
+    fn reply(ctx: Ctx) -> bool {
+        let replied = caught(|| {
+            block::with_data(ctx, |got: &Vec<TopicDelivery>| if got.is_empty() { reply::null(ctx) } else { reply_topic(ctx, got) })
+                .is_some()
+        });
+        if replied != Some(true) {
+            reply::error(ctx, "ERR internal error: the blocked pop was served without messages");
+        }
+        true
+    }
+
+    /// Unblocked by CLIENT UNBLOCK (it has no Redis timeout): nil, and the module's unblock
+    /// that Redis expects.
+    fn timeout(ctx: Ctx) {
         reply::null(ctx);
         if let Some(h) = Handle::of(ctx) {
             release(h);
         }
-        status(true)
-    })
-}
+    }
 
-/// A blocked TPOP's client went away: the module's unblock that Redis expects.
-extern "C" fn on_disconnect(_ctx: *mut RedisModuleCtx, bc: *mut RedisModuleBlockedClient) {
-    guard((), || release(Handle::from_raw(bc)));
+    /// Its client went away: the module's unblock that Redis expects.
+    fn disconnected(h: Handle) {
+        release(h);
+    }
 }
 
 /// Unblocks a blocked TPOP that leaves without being served (once: a served one is no

@@ -11,48 +11,22 @@
 //! by the command filter) and role changes switch effects on, as CONFIG SET of
 //! `appendonly` may; CONFIG SET of the eviction policy re-checks its warning; ACL
 //! commands drop TPOP's permission verdicts. Which events these are, and why no others:
-//! docs/EVENTS.md.
+//! docs/EVENTS.md. What each server event forgets and rebuilds: `derived`.
 
-use std::collections::BTreeSet;
-use std::ffi::c_void;
 use std::sync::{Mutex, MutexGuard};
 
-use redis_module::raw::RedisModuleCtx;
-
+use crate::core::names::{is_queue_name, owner, queue_of, KeyId};
 use crate::core::route;
-use crate::core::rules;
-use crate::core::store::{Set, Store};
-use crate::ffi::guard::guard;
-use crate::ffi::hooks::{self, scan_keys, EventName, Filtered, ServerEvent, FLUSH_ENDED, LOADING_ENDED, NOW_PRIMARY};
+use crate::ffi::hooks::{self, EventName, Filtered, ServerEvent, FLUSH_ENDED, LOADING_ENDED, NOW_PRIMARY};
 use crate::ffi::key::Key;
 use crate::ffi::{timer, Ctx, RStr};
 use crate::runtime::delivery::Opened;
-use crate::runtime::{acl, alarm, cluster, eviction, registry, schedules, topics, waiters};
-use crate::storage::keys::{self, is_queue_name, owner, queue_of, KeyId};
+use crate::runtime::derived::{found, invalidate, Scope, Why};
+use crate::runtime::{acl, cluster, eviction, registry, schedules, topics, waiters};
+use crate::storage::keys;
 use crate::storage::redis_queue::RedisQueue;
 use crate::storage::schedules as sched_keys;
-use crate::storage::{busy, effects, headers};
-
-/// Tells the timer about queue `q`'s leases and holds, the topic index about its waiting
-/// messages, and its blocked consumers that it may have a deliverable one.
-fn found(ctx: Ctx, q: &[u8]) {
-    if let Ok(queue) = RedisQueue::open(ctx, RStr::from_bytes(q), false) {
-        if let Some(next) = rules::next_work(&queue) {
-            alarm::note_lease(ctx, q, next);
-        }
-        topics::note(ctx.db(), q, queue.len(Set::Store) + queue.len(Set::Hold) > 0);
-        if waiters::has_waiters(ctx.db(), q) {
-            waiters::possibly_deliverable(ctx, &queue);
-        }
-    }
-}
-
-/// The queue a key may belong to: the one a tagged key names, else a key named as a
-/// topic's slot (`Q` itself cannot be told from another key by its name; only those are
-/// worth a look, for the topic index).
-fn scanned_queue(key: &[u8]) -> Option<&[u8]> {
-    queue_of(key).map(|(q, _)| q).or_else(|| route::split(key).map(|_| key))
-}
+use crate::storage::{effects, headers};
 
 /// Another command (ZADD, ZREM, ZUNIONSTORE ...) wrote sorted set `name`, of queue `q`
 /// (`tagged`: as which of its tagged keys): if it is a queue's, the queue's own rules
@@ -78,102 +52,29 @@ fn zset_written(ctx: Ctx, name: &[u8], q: &[u8], tagged: Option<KeyId>) {
     }
 }
 
-/// What a keyspace scan rebuilds: the registry of queue names (any role), and on a
-/// primary the leases, holds, firings and the topic index (replicas neither roll back nor
-/// serve TPOP).
-#[derive(Clone, Copy, PartialEq)]
-pub enum Rescan {
-    All,
-    /// A promotion: the names did not change.
-    TimersAndIndex,
-}
-
-/// Finds every queue of every database in one keyspace scan (after a load, a promotion, a
-/// SWAPDB or a FLUSH).
-pub fn rescan(ctx: Ctx, what: Rescan) {
-    let primary = ctx.is_primary();
-    let names = what == Rescan::All;
-    if !primary && !names {
-        return;
-    }
-    guard((), || {
-        let original = ctx.db();
-        if primary {
-            alarm::clear_leases();
-            alarm::clear_firings();
-            topics::clear();
-        }
-        let mut db = 0;
-        while ctx.select_db(db) {
-            // Queues are opened after the scan: the scan must not see keys change.
-            let (mut listed, mut queues) = (BTreeSet::new(), BTreeSet::new());
-            let mut scheduled: Vec<Vec<u8>> = Vec::new();
-            scan_keys(ctx, &mut |key, _| {
-                if names {
-                    listed.extend(registry::listed_by(key).map(<[u8]>::to_vec));
-                }
-                if primary {
-                    queues.extend(scanned_queue(key).map(<[u8]>::to_vec));
-                    scheduled.extend(sched_keys::queue_of(key).map(<[u8]>::to_vec));
-                }
-            });
-            // Installed before the queues are opened: an opening that expires a key takes
-            // its queue out of the new names.
-            if names {
-                registry::install(db as usize, listed);
-            }
-            for q in queues {
-                found(ctx, &q);
-            }
-            for q in scheduled {
-                schedules::found(ctx, &q);
-            }
-            db += 1;
-        }
-        ctx.select_db(original);
-    });
-}
-
 fn on_loading(ctx: Ctx, sub: u64) {
     if sub == LOADING_ENDED {
-        keys::forget_arrived();
-        busy::forget_all();
-        headers::forget_all();
         effects::reconsider();
-        rescan(ctx, Rescan::All);
+        invalidate(ctx, Scope::All(Why::Loaded));
     }
 }
 
 /// SWAPDB moves queues between databases: find them again. Consumers blocked on the
 /// swapped keys are signalled by Redis itself and note their due times anew.
 fn on_swapdb(ctx: Ctx, _sub: u64) {
-    keys::forget_arrived();
-    busy::forget_all();
-    headers::forget_all();
-    alarm::clear_dues();
-    rescan(ctx, Rescan::All);
+    invalidate(ctx, Scope::All(Why::Swapped));
 }
 
 fn on_flushed(ctx: Ctx, sub: u64) {
     if sub == FLUSH_ENDED {
-        busy::forget_all();
-        headers::forget_all();
-        rescan(ctx, Rescan::All);
+        invalidate(ctx, Scope::All(Why::Flushed));
     }
 }
 
 fn on_role_changed(ctx: Ctx, sub: u64) {
     effects::replicas_from_now();
-    cluster::forget_slots();
     // A replica's memory did not follow the effects it applied.
-    busy::forget_all();
-    headers::forget_all();
-    if sub == NOW_PRIMARY {
-        rescan(ctx, Rescan::TimersAndIndex);
-    } else {
-        // A replica fires nothing.
-        alarm::clear_firings();
-    }
+    invalidate(ctx, Scope::All(if sub == NOW_PRIMARY { Why::Promoted } else { Why::Demoted }));
 }
 
 /// A keyspace event (`hooks::subscribe_key_events`: generic, sorted-set, expiry and
@@ -200,13 +101,7 @@ fn on_key_event(ctx: Ctx, event: &EventName, k: &[u8]) {
         return;
     };
     let (db, id) = (ctx.db(), queue_of(k).map(|(_, id)| id));
-    // Anything done to a queue's tagged key by a command (DEL, RENAME, MOVE, RESTORE, a
-    // ZREM from `prepare{Q}`, an expiry ...) may change which of its groups are busy, and
-    // `meta{Q}` its header: learnt again from the keys.
-    busy::forget(q, db);
-    if id == Some(KeyId::Meta) {
-        headers::forget(q, db);
-    }
+    invalidate(ctx, Scope::Queue { q, db, key: id });
     if gone {
         registry::key_gone(ctx, &RStr::from_bytes(k));
         return;
@@ -240,13 +135,9 @@ fn q_deleted(ctx: Ctx, k: &[u8]) {
     }
     let mut deleted = DELETED.lock().unwrap_or_else(|e| e.into_inner());
     if deleted.is_empty() {
-        timer::create(ctx, 0, on_deleted);
+        timer::create(ctx, 0, abandoned);
     }
     deleted.push((ctx.db(), k.to_vec()));
-}
-
-extern "C" fn on_deleted(ctx: *mut RedisModuleCtx, _data: *mut c_void) {
-    guard((), || abandoned(Ctx::new(ctx)));
 }
 
 /// SPEC (RMQ.QUEUES): a queue whose `Q` was deleted by hand, with nothing in flight or

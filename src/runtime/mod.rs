@@ -10,6 +10,7 @@ pub mod blocking;
 pub mod cluster;
 pub mod cursors;
 pub mod delivery;
+pub mod derived;
 pub mod events;
 pub mod eviction;
 pub mod hooks;

@@ -21,10 +21,10 @@ use std::ops::Bound;
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use crate::core::glob;
+use crate::core::names::{self, owner};
 use crate::core::store::{Set, Store};
 use crate::ffi::key::Key;
 use crate::ffi::{Ctx, RStr};
-use crate::storage::keys::{self, owner};
 use crate::storage::redis_queue::RedisQueue;
 
 /// Queue names by database (index).
@@ -65,7 +65,7 @@ fn present(ctx: Ctx, name: &[u8]) -> bool {
 
 /// Whether queue `q` has any tagged key in the selected database.
 fn has_keys(ctx: Ctx, q: &[u8]) -> bool {
-    keys::tagged_names(q).any(|k| present(ctx, &k))
+    names::tagged_names(q).any(|k| present(ctx, &k))
 }
 
 /// Tagged key `key` was made by another command, or arrived, in the selected database.
@@ -146,7 +146,7 @@ pub fn listed_by(key: &[u8]) -> Option<&[u8]> {
 }
 
 /// Installs database `db`'s names as a keyspace scan found them (after a load, a SWAPDB or
-/// a FLUSH, and when the module is loaded over existing data: `hooks::rescan`); the
+/// a FLUSH, and when the module is loaded over existing data: `derived::rescan`); the
 /// databases after it are dropped until their own scan installs them (and with the first,
 /// the names `noted_by_hand`: the scans see their keys).
 pub fn install(db: usize, names: BTreeSet<Vec<u8>>) {

@@ -11,11 +11,12 @@ use std::time::{Duration, Instant};
 
 use crate::core::cron_schedule::Stored;
 use crate::core::cron_schedule::{After, Spec};
+use crate::core::names;
 use crate::core::rules;
 use crate::ffi::{Ctx, RStr};
 use crate::runtime::delivery::{pushed, Opened};
 use crate::runtime::{alarm, registry, settings, stats};
-use crate::storage::schedules::{self, Schedules};
+use crate::storage::schedules::Schedules;
 
 /// Firings between two looks at the clock.
 const CHUNK: usize = 16;
@@ -98,7 +99,7 @@ fn fire(ctx: Ctx, v: &mut Visit, name: &[u8], t: i64, now: i64) {
 /// maybe the queue's last key (the module's own deletions send no key event).
 pub fn gone_if_last(ctx: Ctx, q: &[u8], scheds: &Schedules) {
     if scheds.count() == 0 {
-        registry::key_gone(ctx, &RStr::from_bytes(&schedules::key_name(q)));
+        registry::key_gone(ctx, &RStr::from_bytes(&names::schedule_key(q)));
     }
 }
 

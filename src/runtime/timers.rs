@@ -3,17 +3,14 @@
 //! expired leases and release ended retry holds of every queue in small time-bounded steps (about half a millisecond, the clock checked every 16
 //! rollbacks), coming back while it is behind, like Redis's active expire cycle. It runs
 //! on primaries only; after a load or a promotion the leases are found again by one scan
-//! of the keyspace (`hooks::rescan`).
+//! of the keyspace (`derived::rescan`).
 
-use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use redis_module::raw::RedisModuleCtx;
-
 use crate::core::rules;
 use crate::ffi::context::{now_ms, writes_paused};
-use crate::ffi::guard::{caught, guard};
+use crate::ffi::guard::caught;
 use crate::ffi::timer::{self, OneShotFn};
 use crate::ffi::{Ctx, RStr};
 use crate::runtime::delivery::{swept, Opened};
@@ -69,30 +66,27 @@ fn queue_or_arm(ctx: Ctx, f: OneShotFn) {
     }
 }
 
-extern "C" fn arm_hop(_data: *mut c_void) {
-    guard((), || match timer::detached() {
+fn arm_hop() {
+    match timer::detached() {
         Some(ctx) => {
             timer::create(ctx, 0, hop);
         }
         None => HOPPING.store(false, Ordering::Relaxed),
-    });
+    }
 }
 
-extern "C" fn hop(ctx: *mut RedisModuleCtx, _data: *mut c_void) {
-    guard((), || queue_or_arm(Ctx::new(ctx), arm_step));
+fn hop(ctx: Ctx) {
+    queue_or_arm(ctx, arm_step);
 }
 
-extern "C" fn arm_step(_data: *mut c_void) {
+fn arm_step() {
     HOPPING.store(false, Ordering::Relaxed);
-    guard((), || {
-        if let Some(ctx) = timer::detached() {
-            alarm::arm(ctx, now_ms());
-        }
-    });
+    if let Some(ctx) = timer::detached() {
+        alarm::arm(ctx, now_ms());
+    }
 }
 
-extern "C" fn tick(ctx: *mut RedisModuleCtx, _data: *mut c_void) {
-    let ctx = Ctx::new(ctx);
+fn tick(ctx: Ctx) {
     alarm::fired();
     let outcome = caught(|| {
         // Blocked TPOPs whose time ran out get nil, on any role (it changes nothing).

@@ -14,14 +14,14 @@ use hashbrown::hash_table::{Entry, HashTable};
 use crate::core::fnv::FnvMap;
 use crate::core::keyed::Keyed;
 use crate::core::shrink::{self, shrink};
-use crate::ffi::RStr;
+use crate::ffi::rstr::Shared;
 
 /// What is known of a queue's grouped deliveries in flight: a group is busy while one of
 /// its deliveries is. Each delivery is found by its group and, through the hashes kept in
 /// `by_message`, by its message (hashbrown's tables: each key hashed once, and an entry
 /// found again by its stored hash, which std's sets cannot). `M`: the message's handle
-/// (`Message`; bytes in the unit tests).
-pub struct Flights<M = Message> {
+/// (the Redis string itself, a reference, no copy; bytes in the unit tests).
+pub struct Flights<M = Shared> {
     /// Each grouped delivery in flight (those with a group record), under its group's hash.
     by_group: HashTable<Delivery<M>>,
     /// Each of them again: its message's hash and its group's (where it is in `by_group`).
@@ -32,19 +32,6 @@ pub struct Flights<M = Message> {
 impl<M> Default for Flights<M> {
     fn default() -> Self {
         Flights { by_group: HashTable::new(), by_message: HashTable::new(), keyed: Keyed::default() }
-    }
-}
-
-/// A delivery's message: the Redis string itself, a reference (no copy).
-pub struct Message(pub RStr);
-
-// SAFETY: Redis runs the module's commands and callbacks, which alone touch this state, on
-// its main thread only (as `rstr::Shared`); the lock is there for Rust's statics.
-unsafe impl Send for Message {}
-
-impl AsRef<[u8]> for Message {
-    fn as_ref(&self) -> &[u8] {
-        self.0.as_ref()
     }
 }
 

@@ -14,11 +14,10 @@ use std::cell::Cell;
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use redis_module::raw::RedisModuleString;
-
+use crate::core::names::KeyId;
 use crate::ffi::hooks::ServerInfo;
 use crate::ffi::{Ctx, RStr};
-use crate::storage::keys::{KeyId, KeyNames};
+use crate::storage::keys::KeyNames;
 
 const UNKNOWN: u8 = 0;
 const NEEDED: u8 = 1;
@@ -168,10 +167,7 @@ impl Effects {
             }
         }
         for g in self.groups.drain(..) {
-            let mut argv: Vec<*mut RedisModuleString> = Vec::with_capacity(g.args.len() + 1);
-            argv.push(names[g.key as usize].ptr());
-            argv.extend(g.args.iter().map(RStr::ptr));
-            ctx.replicate(g.cmd, &argv);
+            ctx.replicate(g.cmd, &names[g.key as usize], g.args.iter());
         }
     }
 }

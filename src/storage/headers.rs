@@ -10,21 +10,7 @@
 //! `RedisQueue::set_header` and adds waiting records only through
 //! `RedisQueue::set_waiting`, which keep its entry.
 
-use crate::core::kind::Kind;
-use crate::core::policy::Policy;
-use crate::storage::keys;
-
-#[derive(Clone, Default)]
-pub struct Header {
-    pub kind: Option<Kind>,
-    /// The kind is in a `kind` field (a queue without a policy; else it is in the policy's).
-    pub kind_field: bool,
-    pub policy: Option<Policy>,
-    /// `meta{Q}` may hold records of waiting copies (`w` fields: a count, a held priority,
-    /// a group). False while it is known to hold none (most queues never have any), so a
-    /// pop need not look each message's record up.
-    pub waiting_records: bool,
-}
+use crate::storage::keys::{self, Header};
 
 /// Remembers the header of queue `q` in `db` (read from, or just written to, its keys),
 /// beside its key names (`keys::names`; a queue out of that cache is not remembered).

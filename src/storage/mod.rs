@@ -1,4 +1,5 @@
-//! The Redis side of storage: a queue's keys (`keys`), the `Store` over them
+//! The Redis side of storage: a queue's keys (`keys`: the name cache; `core::names` makes
+//! the names), the `Store` over them
 //! (`redis_queue`), the busy groups and headers it keeps in memory (`busy`, `headers`) and
 //! the effects every
 //! change sends to replicas and the AOF (`effects`).

@@ -8,26 +8,10 @@ use std::ffi::CStr;
 
 use crate::core::cron_schedule::Stored;
 use crate::core::error::{Result, RmqError};
+use crate::core::names::schedule_key;
 use crate::ffi::key::{Key, KeyType};
 use crate::ffi::{Ctx, RStr};
 use crate::storage::effects;
-
-const PREFIX: &[u8] = b"sched{";
-
-/// The name of queue `q`'s schedule key.
-pub fn key_name(q: &[u8]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(q.len() + PREFIX.len() + 1);
-    v.extend_from_slice(PREFIX);
-    v.extend_from_slice(q);
-    v.push(b'}');
-    v
-}
-
-/// The queue whose schedule key `key` is, if it is one.
-pub fn queue_of(key: &[u8]) -> Option<&[u8]> {
-    let q = key.strip_prefix(PREFIX)?.strip_suffix(b"}")?;
-    (!q.is_empty() && !q.iter().any(|&c| c == b'{' || c == b'}')).then_some(q)
-}
 
 /// A queue's schedule key, open.
 pub struct Schedules {
@@ -43,7 +27,7 @@ const HDEL: &CStr = c"HDEL";
 impl Schedules {
     /// Opens `sched{q}` (for writing if `write`); WRONGTYPE if it holds no hash.
     pub fn open(ctx: Ctx, q: &[u8], write: bool) -> Result<Schedules> {
-        let name = RStr::from_bytes(&key_name(q));
+        let name = RStr::from_bytes(&schedule_key(q));
         let key = Key::open(ctx, &name, write);
         if !matches!(key.key_type(), KeyType::Empty | KeyType::Hash) {
             return Err(RmqError::WrongType);
@@ -69,9 +53,7 @@ impl Schedules {
     fn replicate(&mut self, cmd: &'static CStr, args: &[&RStr]) {
         self.changed = true;
         if effects::needed(self.ctx) {
-            let mut argv = vec![self.name.ptr()];
-            argv.extend(args.iter().map(|a| a.ptr()));
-            self.ctx.replicate(cmd, &argv);
+            self.ctx.replicate(cmd, &self.name, args.iter().copied());
         } else {
             self.ctx.count_change();
         }
@@ -110,17 +92,7 @@ impl Drop for Schedules {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn schedule_keys_name_their_queue() {
-        assert_eq!(key_name(b"q"), b"sched{q}");
-        assert_eq!(queue_of(b"sched{orders}"), Some(&b"orders"[..]));
-        assert_eq!(queue_of(&key_name(b"a\0b")), Some(&b"a\0b"[..]));
-        for other in [&b"sched{}"[..], b"sched{q", b"xsched{q}", b"meta{q}", b"sched{a{b}", b"q"] {
-            assert_eq!(queue_of(other), None, "{}", String::from_utf8_lossy(other));
-        }
-    }
+/// How many schedules queue `q` has (RMQ.INFO; none if `sched{Q}` is no hash).
+pub fn count(ctx: Ctx, q: &[u8]) -> usize {
+    Schedules::open(ctx, q, false).map_or(0, |s| s.count())
 }

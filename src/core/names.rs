@@ -1,0 +1,134 @@
+//! The names of a queue's keys and the rule for a queue's own name, in one place: `Q` and
+//! `prepare{Q}`, `dead{Q}`, `meta{Q}`, `park{Q}`, `parkidx{Q}`, `hold{Q}`, `sched{Q}`, all
+//! tagged `{Q}` so a queue lives in one cluster hash slot. Pure: the argument parsers,
+//! the storage and the event handlers all ask here.
+
+use crate::core::store::Set;
+
+/// A queue's keys, in the order `RedisQueue` keeps them.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum KeyId {
+    Store = 0,
+    Prepare = 1,
+    Dead = 2,
+    Meta = 3,
+    /// Waiting messages held back by their group, scored as in `Q`.
+    Park = 4,
+    /// The group index (parked messages and groups' heads): score a hash of the group,
+    /// member the order key and the message.
+    ParkIndex = 5,
+    /// Priority messages held back by a retry delay, scored by its end.
+    Hold = 6,
+}
+
+pub const KEYS: usize = 7;
+
+/// Every key, in `KeyId` order.
+pub const ALL: [KeyId; KEYS] = [KeyId::Store, KeyId::Prepare, KeyId::Dead, KeyId::Meta, KeyId::Park, KeyId::ParkIndex, KeyId::Hold];
+
+/// The tagged keys' prefixes, in `KeyId` order from `Prepare` on.
+pub const PREFIXES: [&[u8]; KEYS - 1] = [b"prepare", b"dead", b"meta", b"park", b"parkidx", b"hold"];
+
+impl KeyId {
+    pub fn of(set: Set) -> KeyId {
+        match set {
+            Set::Store => KeyId::Store,
+            Set::Prepare => KeyId::Prepare,
+            Set::Dead => KeyId::Dead,
+            Set::Park => KeyId::Park,
+            Set::Hold => KeyId::Hold,
+        }
+    }
+}
+
+/// `prefix{q}`.
+pub fn tagged(prefix: &[u8], q: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(prefix.len() + q.len() + 2);
+    v.extend_from_slice(prefix);
+    v.push(b'{');
+    v.extend_from_slice(q);
+    v.push(b'}');
+    v
+}
+
+/// The queue and the key of it that a key name is, if it is one of a queue's tagged keys
+/// (`Q` itself cannot be told from any other key by its name).
+pub fn queue_of(key: &[u8]) -> Option<(&[u8], KeyId)> {
+    let (at, q) = tagged_by(key, &PREFIXES)?;
+    Some((q, ALL[at + 1]))
+}
+
+/// The index in `prefixes` of the one `key` starts with, followed by `{`, and what it
+/// tags; None unless `key` ends with `}`. Every keyspace event and hash command asks
+/// (`hooks`), mostly about keys of no queue: the first bytes settle those.
+fn tagged_by<'k>(key: &'k [u8], prefixes: &[&[u8]]) -> Option<(usize, &'k [u8])> {
+    let inner = key.strip_suffix(b"}")?;
+    prefixes.iter().enumerate().find_map(|(i, p)| Some((i, inner.strip_prefix(*p)?.strip_prefix(b"{")?)))
+}
+
+/// Tagged keys of a queue kept beside those `RedisQueue` opens: its schedules.
+const OTHER_PREFIXES: [&[u8]; 1] = [b"sched"];
+
+/// Whether `q` can name a queue (and a topic, whose slots' names must be queue names):
+/// non-empty, without braces. Its keys' hash tag is `{Q}`; an empty tag `{}` would scatter
+/// its keys over the cluster's slots.
+pub fn is_queue_name(q: &[u8]) -> bool {
+    !q.is_empty() && !q.iter().any(|&c| c == b'{' || c == b'}')
+}
+
+/// The name of queue `q`'s schedule key, `sched{Q}`.
+pub fn schedule_key(q: &[u8]) -> Vec<u8> {
+    tagged(OTHER_PREFIXES[0], q)
+}
+
+/// The queue whose schedule key `key` is, if it is one.
+pub fn scheduled_queue(key: &[u8]) -> Option<&[u8]> {
+    let q = tagged_by(key, &OTHER_PREFIXES)?.1;
+    is_queue_name(q).then_some(q)
+}
+
+/// The queue whose tagged key `key` is (any of them, its schedules too).
+pub fn owner(key: &[u8]) -> Option<&[u8]> {
+    let q = tagged_by(key, &PREFIXES).or_else(|| tagged_by(key, &OTHER_PREFIXES))?.1;
+    is_queue_name(q).then_some(q)
+}
+
+/// The names of every tagged key queue `q` may have (not `Q` itself).
+pub fn tagged_names(q: &[u8]) -> impl Iterator<Item = Vec<u8>> + '_ {
+    PREFIXES.iter().chain(&OTHER_PREFIXES).map(move |p| tagged(p, q))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tagged_keys_name_their_queue() {
+        assert_eq!(queue_of(b"prepare{q}"), Some((&b"q"[..], KeyId::Prepare)));
+        assert_eq!(queue_of(&tagged(b"prepare", b"a\0b")), Some((&b"a\0b"[..], KeyId::Prepare)));
+        for other in [&b"prepare"[..], b"prepare{q", b"xprepare{q}", b"other{q}"] {
+            assert_eq!(queue_of(other), None);
+        }
+        assert_eq!(queue_of(b"parkidx{orders_3}"), Some((&b"orders_3"[..], KeyId::ParkIndex)));
+        assert_eq!(queue_of(b"meta{q}"), Some((&b"q"[..], KeyId::Meta)));
+        assert_eq!(queue_of(b"q"), None);
+        assert_eq!(owner(b"sched{q}"), Some(&b"q"[..]));
+        assert_eq!(owner(b"dead{q}"), Some(&b"q"[..]));
+        assert_eq!(owner(b"sched{}"), None);
+        assert_eq!(owner(b"q"), None);
+        assert_eq!(tagged_names(b"q").count(), KEYS);
+        for (i, p) in PREFIXES.iter().enumerate() {
+            assert_eq!(queue_of(&tagged(p, b"x")).map(|(_, id)| id as usize), Some(i + 1));
+        }
+    }
+
+    #[test]
+    fn schedule_keys_name_their_queue() {
+        assert_eq!(schedule_key(b"q"), b"sched{q}");
+        assert_eq!(scheduled_queue(b"sched{orders}"), Some(&b"orders"[..]));
+        assert_eq!(scheduled_queue(&schedule_key(b"a\0b")), Some(&b"a\0b"[..]));
+        for other in [&b"sched{}"[..], b"sched{q", b"xsched{q}", b"meta{q}", b"sched{a{b}", b"q"] {
+            assert_eq!(scheduled_queue(other), None, "{}", String::from_utf8_lossy(other));
+        }
+    }
+}

@@ -1,0 +1,244 @@
+//! The `Store` the queue's rules run on, over the queue's keys.
+
+use std::cell::OnceCell;
+
+use redis_module::raw;
+
+use crate::core::codec;
+use crate::core::kind::Kind;
+use crate::core::names::KeyId;
+use crate::core::policy::Policy;
+use crate::core::store::{Dead, Flight, Set, Store, Waiting};
+use crate::ffi::call::call;
+use crate::ffi::key::Key;
+use crate::ffi::rstr::Shared;
+use crate::ffi::RStr;
+use crate::storage::keys::Header;
+use crate::storage::{busy, headers};
+
+use super::encoding::skiplist_at;
+use super::RedisQueue;
+
+impl Store for RedisQueue {
+    type M = RStr;
+
+    fn len(&self, set: Set) -> u64 {
+        self.key(KeyId::of(set)).map_or(0, |k| k.len() as u64)
+    }
+
+    fn score(&self, set: Set, m: &RStr) -> Option<f64> {
+        self.key(KeyId::of(set))?.zscore(m)
+    }
+
+    fn add(&mut self, set: Set, m: &RStr, score: f64) {
+        self.zadd(KeyId::of(set), m, score, 0);
+    }
+
+    /// One lookup instead of `score` then `add`: the member's hash lookup is the main
+    /// cost of a push into a large queue.
+    fn upsert(&mut self, set: Set, m: &RStr, score: f64, replace: bool) -> bool {
+        let flags = self.zadd(KeyId::of(set), m, score, if replace { 0 } else { raw::REDISMODULE_ZADD_NX as i32 });
+        flags & raw::REDISMODULE_ZADD_ADDED as i32 != 0
+    }
+
+    /// A set this command takes past the listpack bound is made a skiplist at its first add
+    /// rather than at its bound (`skiplist_at`): each listpack insert scans the set (a TPOP visit
+    /// to a queue whose `prepare{Q}` had emptied paid ~6,000 instructions an insert).
+    fn will_add(&mut self, set: Set, n: usize) {
+        let len = self.len(set) as usize;
+        let at = skiplist_at(KeyId::of(set));
+        if len < at && len + n >= at {
+            self.grow |= 1 << KeyId::of(set) as u8;
+        }
+    }
+
+    fn rem(&mut self, set: Set, m: &RStr) -> bool {
+        self.zrem(KeyId::of(set), m)
+    }
+
+    fn scan(&self, set: Set, min: f64, max: f64, rev: bool, f: &mut dyn FnMut(RStr, f64) -> bool) {
+        if let Some(k) = self.key(KeyId::of(set)) {
+            k.zscan(min, max, rev, f);
+        }
+    }
+
+    fn count(&self, set: Set, min: f64, max: f64) -> u64 {
+        if self.len(set) == 0 {
+            return 0;
+        }
+        let (lo, hi) = (RStr::from_score(min), RStr::from_score(max));
+        let name = &self.names[KeyId::of(set) as usize];
+        call(self.ctx, c"ZCOUNT", &[name, &lo, &hi]).and_then(|r| r.integer()).map_or(0, |n| n.max(0) as u64)
+    }
+
+    fn park(&mut self, m: &RStr, score: f64, g: &[u8]) {
+        self.zadd(KeyId::Park, m, score, 0);
+        let member = self.index_member(score, m);
+        self.zadd(KeyId::ParkIndex, &member, codec::group_score(g), 0);
+    }
+
+    fn unpark_scored(&mut self, m: &RStr, score: f64) {
+        self.zrem(KeyId::Park, m);
+        self.index_head(m, score, None);
+    }
+
+    fn index_head(&mut self, m: &RStr, score: f64, g: Option<&[u8]>) -> bool {
+        let member = self.index_member(score, m);
+        match g {
+            Some(g) => self.zadd(KeyId::ParkIndex, &member, codec::group_score(g), 0) & raw::REDISMODULE_ZADD_ADDED as i32 != 0,
+            None => self.zrem(KeyId::ParkIndex, &member),
+        }
+    }
+
+    fn best_indexed(&self, g: &[u8]) -> Option<(RStr, f64, bool)> {
+        let index = self.key(KeyId::ParkIndex)?;
+        let h = codec::group_score(g);
+        let mut best = None;
+        // Groups that share a hash share a score: skip the other groups' members.
+        index.zscan(h, h, false, &mut |member, _| {
+            let m = RStr::from_bytes(codec::index_message(member.as_ref()));
+            if self.waiting_record(&m).is_some_and(|v| codec::waiting_group(v.as_ref()) == Some(g)) {
+                let parked = self.score(Set::Park, &m);
+                best = parked.or_else(|| self.score(Set::Store, &m)).map(|sc| (m, sc, parked.is_some()));
+            }
+            best.is_none()
+        });
+        best
+    }
+
+    fn may_have_indexed(&self, g: &[u8]) -> bool {
+        let h = codec::group_score(g);
+        self.key(KeyId::ParkIndex).is_some_and(|index| index.any_in_score_range(h, h))
+    }
+
+    fn kind(&self) -> Option<Kind> {
+        self.header().kind
+    }
+
+    fn set_kind(&mut self, kind: Kind) {
+        let policy = self.stored_policy().clone();
+        self.set_header(Some(kind), policy);
+    }
+
+    fn clear_meta(&mut self) {
+        // Empty: nothing in flight (and no set kept for a queue that is gone).
+        busy::forget(self.names[0].as_ref(), self.ctx.db());
+        if self.has_policy() {
+            let policy = self.stored_policy().clone();
+            self.set_header(None, policy);
+            // Records left by keys deleted by hand around `meta{Q}` would still be read.
+            if !self.has_message_meta() {
+                self.set_waiting_records(false);
+            }
+        } else {
+            if self.key(KeyId::Meta).is_some_and(Key::delete) {
+                self.effects.record(c"DEL", KeyId::Meta, || []);
+                self.touched(KeyId::Meta);
+            }
+            headers::forget(self.names[0].as_ref(), self.ctx.db());
+            self.header = OnceCell::from(Header::default());
+        }
+    }
+
+    fn waiting(&self, m: &RStr) -> Waiting {
+        self.waiting_record(m).map_or_else(Waiting::default, |v| codec::decode_waiting(v.as_ref()))
+    }
+
+    fn set_waiting(&mut self, m: &RStr, w: Option<&Waiting>) {
+        let value = w.filter(|w| **w != Waiting::default()).map(|w| self.encoded(codec::encode_waiting, w));
+        let adds = value.is_some();
+        // Without records, a deletion has nothing to delete.
+        if adds || self.header().waiting_records {
+            self.set_record(codec::WAITING, m.as_ref(), value);
+        }
+        if adds {
+            self.set_waiting_records(true);
+        }
+    }
+
+    fn flight(&self, m: &RStr) -> Flight {
+        let record = || self.record(codec::FLIGHT, m.as_ref()).or_else(|| self.record(codec::GROUP_FLIGHT, m.as_ref()));
+        record().map_or_else(Flight::default, |v| codec::decode_flight(v.as_ref()))
+    }
+
+    fn set_flight(&mut self, m: &RStr, f: Option<&Flight>) {
+        match f {
+            Some(f) => {
+                let tag = if f.group.is_some() { codec::GROUP_FLIGHT } else { codec::FLIGHT };
+                let value = self.flight_value(f);
+                self.set_record(tag, m.as_ref(), Some(value));
+            }
+            None => {
+                self.set_record(codec::FLIGHT, m.as_ref(), None);
+                self.set_record(codec::GROUP_FLIGHT, m.as_ref(), None);
+            }
+        }
+    }
+
+    fn take_flight(&mut self, m: &RStr) -> Flight {
+        self.forget_flight(m);
+        let record = self.take_record(codec::FLIGHT, m).or_else(|| self.take_record(codec::GROUP_FLIGHT, m));
+        record.map_or_else(Flight::default, |v| codec::decode_flight(v.as_ref()))
+    }
+
+    /// Every ACK pays this: a delivery ends in one deletion, with no read, when it has no
+    /// group or its group is known in memory (then freed in the same look-up).
+    fn end_flight(&mut self, m: &RStr) -> Option<Vec<u8>> {
+        if !self.has_message_meta() {
+            return None;
+        }
+        // No waiting record since the queue last had no records: nothing was pushed with a
+        // group, so no delivery has one (nor is any known in memory): no look-up there.
+        if !self.header().waiting_records {
+            self.hset(self.tagged_field(codec::FLIGHT, m.as_ref()), None);
+            return None;
+        }
+        if let Some(group) = self.forget_flight(m) {
+            // Known: a delivery without a group in memory has no group record.
+            let tag = if group.is_some() { codec::GROUP_FLIGHT } else { codec::FLIGHT };
+            self.hset(self.tagged_field(tag, m.as_ref()), None);
+            return group;
+        }
+        if self.hset(self.tagged_field(codec::FLIGHT, m.as_ref()), None) {
+            return None;
+        }
+        // Not known in memory: filled from the records, this one gone, when next needed.
+        self.take_record(codec::GROUP_FLIGHT, m).and_then(|v| codec::decode_flight(v.as_ref()).group)
+    }
+
+    fn dead(&self, m: &RStr) -> Dead {
+        self.record(codec::DEAD, m.as_ref()).map_or_else(Dead::default, |v| codec::decode_dead(v.as_ref()))
+    }
+
+    fn set_dead(&mut self, m: &RStr, d: Option<&Dead>) {
+        let value = d.map(|d| self.encoded(codec::encode_dead, d));
+        self.set_record(codec::DEAD, m.as_ref(), value);
+    }
+
+    fn busy(&self, g: &[u8]) -> bool {
+        self.flights(|s| s.busy(g))
+    }
+
+    /// A delivery's group is kept with it until the delivery ends, which frees the group
+    /// (`take_flight`, `end_flight`).
+    fn set_busy(&mut self, g: Vec<u8>, m: &RStr) {
+        self.flights(|s| s.start(Shared(m.clone()), g));
+    }
+
+    /// Nothing left to do: the delivery's end freed its group.
+    fn set_free(&mut self, _: &[u8]) {}
+
+    fn policy(&self) -> Policy {
+        self.stored_policy().clone().unwrap_or_default()
+    }
+
+    fn set_policy(&mut self, p: Option<&Policy>) -> bool {
+        let had = self.has_policy();
+        // The values it has write nothing (nor signal to WATCH).
+        if p != self.stored_policy().as_ref() {
+            let kind = self.kind();
+            self.set_header(kind, p.cloned());
+        }
+        had
+    }
+}
