@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """RMQ v2 speed targets, with peers side by side in one run (make bench-v2).
 
-Reuses scripts/bench.py (imported): its server start/stop by pid, pinning (redis-server on
+Reuses bench/bench.py (imported): its server start/stop by pid, pinning (redis-server on
 core 0 with `taskset -c 0`, this script and the load driver bench/driver on core 1), the
 driver runner with bounded re-runs of disturbed runs, medians over interleaved rounds
 (`Fig`), the load meter and the speed probe. Two servers run side by side: one with the
@@ -64,7 +64,6 @@ Environment: as bench.py (RMQ_MODULE, REDIS_SERVER, RMQ_BENCH_DRIVER) plus RMQ_M
 import argparse
 import atexit
 import os
-import re
 import shutil
 import signal
 import socket
@@ -77,11 +76,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import bench
+import harness
+from harness import Callgrind
 from bench import Fig, Retries, LoadMeter, fmt, fmt_ratio, log, median, ratio, speed_probe
 
 REPO = bench.REPO
 MODULE_V1 = Path(os.environ.get("RMQ_MODULE_V1", REPO / "target" / "v1" / "librmq.so")).resolve()
-RESULTS = REPO / "scripts" / "results" / "bench_v2.md"
+RESULTS = harness.RESULTS / "bench_v2.md"
 
 # Targets (issues 10, 11, 12, 21).
 T_BACKLOG = 1.5        # usec per POP (and grouped PUSH) with the backlog / without
@@ -145,59 +146,25 @@ class Usec:
         return per_call(cmdstats(c), cmd), dist, {}
 
 
-CALL_LINE = re.compile(r"^\s*([\d,]+)\s.*\?\?\?:call \[")
-
-
 class Instr:
-    """Instructions the server executed (valgrind --tool=callgrind; callgrind_control -z
-    before, -d after): repeatable whatever else the machine does. Two counts: `total`, the
-    whole server (the dump's summary: commands, network I/O, parsing, replies, timers), and
-    `cmd`, the commands alone (the inclusive cost of redis-server's call(), which runs one
-    command: what INFO commandstats times)."""
+    """Instructions the server executed (harness.Callgrind): repeatable whatever else the
+    machine does. Two counts: `total`, the whole server (the dump's summary: commands,
+    network I/O, parsing, replies, timers), and `cmd`, the commands alone (the inclusive
+    cost of redis-server's call(), which runs one command: what INFO commandstats times)."""
     unit = "instr"
 
     def __init__(self, server):
-        self.server = server
-        server.wrapper = ["valgrind", "--tool=callgrind", "--dump-instr=no", "--dump-line=no",
-                          f"--callgrind-out-file={server.tmp}/cg.%p.out"]
+        self.meter = Callgrind(server)
 
-    def _ctl(self, flag):
-        subprocess.run(["callgrind_control", flag, str(self.server.proc.pid)], check=True,
-                       capture_output=True, timeout=120)
-
-    def zero(self):
-        self._ctl("-z")
-
-    def dump(self):
-        """{total, cmd}: instructions since the last zero."""
-        before = set(Path(self.server.tmp).glob("cg.*.out.*"))
-        self._ctl("-d")
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            for f in set(Path(self.server.tmp).glob("cg.*.out.*")) - before:
-                total = next((int(line.split()[1]) for line in f.read_text(errors="replace").splitlines()
-                              if line.startswith("summary:")), None)
-                if total is None:
-                    continue   # still being written
-                ann = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", "--auto=no", str(f)],
-                                     capture_output=True, text=True, timeout=120).stdout
-                cmd = next((int(m.group(1).replace(",", "")) for m in map(CALL_LINE.match, ann.splitlines()) if m), 0)
-                f.unlink()
-                return {"total": total, "cmd": cmd}
-            time.sleep(0.1)
-        raise RuntimeError("callgrind: no dump with a summary within 60 s")
+    def around(self, fn):
+        """fn()'s result and {total, cmd}: the instructions it made the server run."""
+        r, d = self.meter.around(fn, ["call"])
+        return r, {"total": d["total"], "cmd": d["call"]}
 
     def phase(self, c, cmd, calls, fn):
         """As Usec.phase: (whole-server instructions per call, 0, {"cmd": command-only per call})."""
-        self.zero()
-        fn()
-        d = self.dump()
+        _, d = self.around(fn)
         return d["total"] / calls, 0.0, {"cmd": d["cmd"] / calls}
-
-    def around(self, fn):
-        self.zero()
-        r = fn()
-        return r, self.dump()
 
 
 def record(figs, key, who, ph):
@@ -916,7 +883,7 @@ def header(a, m, elapsed, commit):
     return [
         "# RMQ v2 benchmark",
         "",
-        f"Command: `{cmd}` (scripts/bench_v2.py, reusing scripts/bench.py; load driver bench/driver). "
+        f"Command: `{cmd}` (bench/bench_v2.py, reusing bench/bench.py; load driver bench/driver). "
         f"Every figure is the median of {a.rounds} rounds, peers interleaved within each round; ratios are "
         "medians of per-round ratios. The machine is shared and noisy: read ratios, not absolute figures.",
         "",
@@ -1199,8 +1166,7 @@ def main():
         body = T.md() + body[head:] + extra
     md = "\n".join(header(a, m, elapsed, commit) + body)
     out = Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(md + "\n")
+    harness.write_report(out, md)
     print(md)
     print(f"\nwrote {out.relative_to(REPO) if out.is_relative_to(REPO) else out}")
     missed = T.missed()
