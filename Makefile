@@ -31,6 +31,9 @@
 #   make bench-node  the Node worker vs a hand-written loop vs BullMQ (~2 min); writes
 #               scripts/results/bench_node.md.
 #
+# The benchmarks (bench/: one file per target, bench/harness/ their shared parts) and their
+# smoke runs: docs/BENCHMARKS.md. Reports go to scripts/results/.
+#
 # No target stops processes by name: the integration tests start their own servers
 # on free ports and stop them by pid.
 
@@ -153,7 +156,7 @@ bench-timers: build
 # scripts/results/bench_ops.md. Needs valgrind. Bounded (a few minutes).
 .PHONY: bench-ops
 bench-ops: build
-	$(PYTHON) bench/bench_ops.py --base "$(BASE)"
+	$(PYTHON) bench/bench_ops.py --base "$(BASE)" $(BENCH_ARGS)
 
 # Leak and memory-error check under valgrind (scripts/leakcheck.py): churns every command
 # on a redis-server run by valgrind, and runs the unit tests under valgrind. valgrind only
