@@ -1,0 +1,97 @@
+"""The shared harness (bench/harness) that starts every server of the tests and the
+benchmarks: what the benchmarks rely on beyond what the other tests exercise (a server
+without the module, pinning, the callgrind meter, the stats, the report writer, and the
+errors for a missing binary or module)."""
+
+import os
+import shutil
+import socket
+
+import pytest
+import redis
+
+import harness
+from harness.callgrind import Callgrind
+
+
+def test_free_port_is_bindable_with_its_cluster_bus():
+    port = harness.free_port(cluster_bus=True)
+    for p in (port, port + 10000):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", p))
+
+
+def test_bare_server_has_no_module_and_stops_by_pid():
+    s = harness.Server(module=None, tag="rmq-harness").start()
+    try:
+        c = s.client()
+        assert c.ping()
+        assert c.execute_command("MODULE", "LIST") == []
+        with pytest.raises(redis.ResponseError):
+            c.execute_command("RMQ.PUSH", "q", "PRIORITY", 1, "m")
+        pid, d = s.pid, s.dir
+    finally:
+        s.stop()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    assert not os.path.exists(d)
+
+
+@pytest.mark.skipif(shutil.which("taskset") is None, reason="taskset (util-linux) not installed")
+def test_pinned_server_runs_on_its_core():
+    s = harness.Server(pin=0, tag="rmq-harness").start()
+    try:
+        assert os.sched_getaffinity(s.pid) == {0}
+        assert s.client().execute_command("RMQ.PUSH", "q", "PRIORITY", 1, "m") == 1
+        assert s.cpu_seconds() > 0
+    finally:
+        s.stop()
+    assert s.cpu_seconds() == 0
+
+
+def test_missing_module_and_binary_are_harness_errors(monkeypatch, tmp_path):
+    monkeypatch.setenv("RMQ_MODULE", str(tmp_path / "none.so"))
+    with pytest.raises(harness.HarnessError, match="RMQ module not found"):
+        harness.module_path()
+    monkeypatch.setenv("RMQ_SERVER_BIN", str(tmp_path / "no-server"))
+    with pytest.raises(harness.HarnessError, match="not found or not executable"):
+        harness.server_binary()
+
+
+@pytest.mark.skipif(shutil.which("callgrind_control") is None, reason="valgrind not installed")
+def test_callgrind_counts_grow_with_the_work():
+    s = harness.Server(module=None, tag="rmq-harness")
+    meter = Callgrind(s)
+    s.start()
+    try:
+        c = s.client()
+        _, few = meter.around(lambda: [c.set(f"k{i}", "v") for i in range(10)], ["call"])
+        _, many = meter.around(lambda: [c.set(f"k{i}", "v") for i in range(1000)], ["call"])
+        assert 0 < few["call"] < few["total"]
+        # call() runs the commands: 100 times the SETs, tens of times the instructions.
+        assert many["call"] > 20 * few["call"]
+        assert not list(meter.dir.glob("cg.*.out.*")), "count() removes its dumps"
+    finally:
+        s.stop()
+
+
+def test_callgrind_release_runs_the_server_plain_again():
+    s = harness.Server(module=None, tag="rmq-harness")
+    meter = Callgrind(s)
+    assert s.wrapper[0] == "valgrind" and s.start_timeout >= 120
+    meter.release()
+    assert s.wrapper == [] and s.start_timeout == harness.server.START_TIMEOUT
+
+
+def test_median_and_spread_leave_out_missing_rounds():
+    assert harness.median([3, None, 1, 2]) == 2
+    assert harness.median([None]) is None
+    assert harness.spread([1, 2, 3]) == 1.0
+    assert harness.spread([5]) == 0.0
+    assert harness.spread([0, 0]) == 0.0
+
+
+def test_write_report_makes_the_folder_and_ends_in_one_newline(tmp_path):
+    out = harness.write_report(tmp_path / "a" / "r.md", "# title\n\n")
+    assert out.read_text() == "# title\n"
+    assert harness.RESULTS == harness.REPO / "scripts" / "results"
