@@ -93,7 +93,6 @@ class Server(harness.Server):
 
     def __init__(self):
         super().__init__(tag="rmq-bench", pin=SERVER_CORE, client_timeout=120)
-        self.keep = False
 
     def take_module(self, src=None):
         """Loads a private copy of the module (`src`, default MODULE), so a rebuild during
@@ -117,7 +116,7 @@ class Server(harness.Server):
         super().stop(remove_dir=remove_dir)
 
     def cleanup(self):
-        self.stop(remove_dir=not self.keep)
+        self.stop(remove_dir=True)
 
 
 SERVER = Server()

@@ -143,10 +143,10 @@ def server_check(seconds):
     print(f"leak records through the module: {len(leaks)}; memory errors: {len(errors)}")
     for rec in (leaks + errors)[:5]:
         print(rec)
-    if leaks or errors:
+    server.keep = bool(leaks or errors)
+    server.stop()
+    if server.keep:
         print(f"valgrind log kept: {log}")
-    else:
-        shutil.rmtree(server.dir, ignore_errors=True)
     return not leaks and not errors
 
 

@@ -6,6 +6,7 @@ errors for a missing binary or module)."""
 import os
 import shutil
 import socket
+import time
 
 import pytest
 import redis
@@ -37,12 +38,31 @@ def test_bare_server_has_no_module_and_stops_by_pid():
     assert not os.path.exists(d)
 
 
+def test_kept_server_leaves_its_directory_to_look_at():
+    s = harness.Server(module=None, tag="rmq-harness").start()
+    s.keep = True
+    s.stop()
+    try:
+        assert not s.alive()
+        assert "Ready to accept connections" in s.log_text()
+    finally:
+        shutil.rmtree(s.dir)
+
+
 @pytest.mark.skipif(shutil.which("taskset") is None, reason="taskset (util-linux) not installed")
 def test_pinned_server_runs_on_its_core():
     s = harness.Server(pin=0, tag="rmq-harness").start()
     try:
         assert os.sched_getaffinity(s.pid) == {0}
-        assert s.client().execute_command("RMQ.PUSH", "q", "PRIORITY", 1, "m") == 1
+        c = s.client()
+        assert c.execute_command("RMQ.PUSH", "q", "PRIORITY", 1, "m") == 1
+        # The server's CPU time counts in clock ticks: work until one has passed.
+        deadline = time.monotonic() + 60
+        while s.cpu_seconds() == 0 and time.monotonic() < deadline:
+            p = c.pipeline(transaction=False)
+            for i in range(2000):
+                p.execute_command("RMQ.PUSH", "q", "PRIORITY", 1, f"m{i}")
+            p.execute()
         assert s.cpu_seconds() > 0
     finally:
         s.stop()

@@ -112,6 +112,9 @@ class Server:
         self.logfile = os.path.join(self.dir, "server.log")
         self.outfile = os.path.join(self.dir, "stdout.log")
         self.proc = None
+        # Set when something went wrong: stop() then leaves the directory (log, dumps) to
+        # be looked at.
+        self.keep = False
         self._clients = []
         self._conn = None
 
@@ -219,7 +222,8 @@ class Server:
         if remove_dir:
             if self in _live:
                 _live.remove(self)
-            shutil.rmtree(self.dir, ignore_errors=True)
+            if not self.keep:
+                shutil.rmtree(self.dir, ignore_errors=True)
 
     def kill9(self):
         """kill -9 by pid (no shutdown, no save) and reap it; keeps its dir."""
