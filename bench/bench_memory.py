@@ -20,6 +20,7 @@ Prints the table and writes scripts/results/bench_memory.md.
 """
 
 import argparse
+import datetime
 import json
 import os
 import subprocess
@@ -121,6 +122,7 @@ def main():
     server = harness.Server(tag="rmq-bench-memory").start()
     try:
         c = redis.Redis(port=server.port)
+        version = c.info("server")["redis_version"]
         for label, f in [("RMQ waiting", lambda: rmq(c, n)),
                          ("RMQ in flight", lambda: rmq(c, n, popped=True)),
                          ("RMQ grouped waiting (10 messages a group)", lambda: rmq(c, n, groups=True)),
@@ -134,8 +136,10 @@ def main():
     finally:
         server.stop()
     lines = ["# Memory per message of 100 bytes (issue 31)", "",
-             f"`python3 bench/bench_memory.py --messages {n}` — {n:,} distinct messages per peer; "
-             "the sum of MEMORY USAGE (SAMPLES 0) over every key the peer made, per message.", "",
+             f"`python3 bench/bench_memory.py --messages {n}`, "
+             f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, server {version} — {n:,} "
+             "distinct messages per peer; the sum of MEMORY USAGE (SAMPLES 0) over every key the peer made, "
+             "per message.", "",
              "| what | bytes per message | note |", "|---|---|---|"]
     lines += [f"| {label} | {'%.0f' % v if v is not None else '—'} | {note} |" for label, v, note in rows]
     md = "\n".join(lines)
