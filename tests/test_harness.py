@@ -27,7 +27,9 @@ def test_bare_server_has_no_module_and_stops_by_pid():
     try:
         c = s.client()
         assert c.ping()
-        assert c.execute_command("MODULE", "LIST") == []
+        # (Valkey 9 lists its built-in Lua engine as a module.)
+        names = [dict(zip(m[::2], m[1::2]))[b"name"] for m in c.execute_command("MODULE", "LIST")]
+        assert b"rmq" not in names
         with pytest.raises(redis.ResponseError):
             c.execute_command("RMQ.PUSH", "q", "PRIORITY", 1, "m")
         pid, d = s.pid, s.dir
@@ -86,10 +88,14 @@ def test_callgrind_counts_grow_with_the_work():
     try:
         c = s.client()
         _, few = meter.around(lambda: [c.set(f"k{i}", "v") for i in range(10)], ["call"])
-        _, many = meter.around(lambda: [c.set(f"k{i}", "v") for i in range(1000)], ["call"])
-        assert 0 < few["call"] < few["total"]
-        # call() runs the commands: 100 times the SETs, tens of times the instructions.
-        assert many["call"] > 20 * few["call"]
+        _, many = meter.around(lambda: [c.set(f"k{i}", "v") for i in range(2000)], ["call"])
+        # 200 times the SETs: well over ten times the server's instructions, whatever the
+        # event loop and the cron added meanwhile.
+        assert 0 < few["total"] and many["total"] > 10 * few["total"]
+        # Function counts need the binary's symbols (some servers of the matrix are
+        # stripped: then call() is not found and counts 0).
+        if few["call"]:
+            assert few["call"] < few["total"] and many["call"] > 20 * few["call"]
         assert not list(meter.dir.glob("cg.*.out.*")), "count() removes its dumps"
     finally:
         s.stop()
