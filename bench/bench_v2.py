@@ -167,6 +167,20 @@ class Instr:
         return d["total"] / calls, 0.0, {"cmd": d["cmd"] / calls}
 
 
+def tpop_batch_targets(T, tb, a, issue, tpop, target, quantum="", tail=""):
+    """Section 5's targets for the TPOP peer `tpop` against POP: drain msgs/s TPOP / POP,
+    and the pop command's usec per message POP / TPOP (the median of the per-round ratios;
+    None when the rounds do not pair up). Returns both ratios."""
+    rt = tb["msgs_per_s"].ratio(tpop, "pop")
+    T.at_least(issue, f"drain msgs/s, TPOP COUNT {a.count}{quantum} over {a.batch_slots} busy queues / "
+               f"POP COUNT {a.count}{tail}", rt, target)
+    t, p = tb["cmd"].v.get((tpop, "rmq.tpop"), []), tb["cmd"].v.get(("pop", "rmq.pop"), [])
+    ru = median([y / x for x, y in zip(t, p) if x]) if len(t) == len(p) else None
+    T.at_least(issue, f"server usec/msg: POP COUNT {a.count} / TPOP COUNT {a.count}{quantum} (TPOP command only)",
+               ru, target)
+    return rt, ru
+
+
 def record(figs, key, who, ph):
     """Adds a phase's (value, disturbance, extras) to figs[key] and figs[key:extra]."""
     v, dist, extra = ph
@@ -575,6 +589,13 @@ class Targets:
     def add(self, issue, what, value, target, ok, cmd_note=""):
         self.rows.append((issue, what, value, target, "PASS" if ok else "**MISS**", cmd_note))
 
+    def at_least(self, issue, what, r, target):
+        """A ratio `r` that must be at least `target` (None, not measured: a miss)."""
+        self.add(issue, what, fmt_ratio(r), f"≥ {target}×", r is not None and r >= target)
+
+    def at_most(self, issue, what, r, target):
+        self.add(issue, what, fmt_ratio(r), f"≤ {target}×", r is not None and r <= target)
+
     def missed(self):
         return [r for r in self.rows if r[4] != "PASS"]
 
@@ -638,11 +659,9 @@ def build_report(a, bk, gr, cpu, t1, tb, cg, loads):
     u = gr["usec_per_msg"]
     for order in ("adjacent", "interleaved"):
         r = f.ratio(f"grouped, {order}", f"ungrouped, {order}")
-        T.add(21, f"drain msgs/s, 10k groups × 10, {order}: grouped / ungrouped", fmt_ratio(r), f"≥ {T_GROUPED}×",
-              r is not None and r >= T_GROUPED)
+        T.at_least(21, f"drain msgs/s, 10k groups × 10, {order}: grouped / ungrouped", r, T_GROUPED)
         ru = u.ratio(f"ungrouped, {order}", f"grouped, {order}")
-        T.add(21, f"server usec/msg, {order}: ungrouped / grouped (i.e. grouped costs 1/x)", fmt_ratio(ru),
-              f"≥ {T_GROUPED}×", ru is not None and ru >= T_GROUPED)
+        T.at_least(21, f"server usec/msg, {order}: ungrouped / grouped (i.e. grouped costs 1/x)", ru, T_GROUPED)
     out.append(f"### 2. Draining {a.groups:,} groups × {a.per_group} messages (issue 10)\n")
     out.append(f"{a.groups * a.per_group:,} messages pushed first (driver `gfill`; adjacent: group j's "
                f"{a.per_group} messages at PRIORITY groups−j, one after another; interleaved: message k of "
@@ -708,8 +727,8 @@ def build_report(a, bk, gr, cpu, t1, tb, cg, loads):
 
     # 4. TPOP one busy
     r1 = t1["call"].ratio("tpop", "pop")
-    T.add(11, f"usec per RMQ.TPOP ({a.tpop_slots} slots, one non-empty) / RMQ.POP on that queue", fmt_ratio(r1),
-          f"≤ {T_TPOP_ONE}×", r1 is not None and r1 <= T_TPOP_ONE)
+    T.at_most(11, f"usec per RMQ.TPOP ({a.tpop_slots} slots, one non-empty) / RMQ.POP on that queue", r1,
+              T_TPOP_ONE)
     out.append(f"### 4. TPOP on a topic of {a.tpop_slots} slots with one non-empty queue (issue 11)\n")
     out.append(f"Every queue of the topic pushed to once and drained first; then one queue with 1,000 messages "
                f"at PRIORITY 0 and {a.cycles:,} `x:i` at PRIORITY 1, and one TPOP (its message acked and pushed "
@@ -724,14 +743,7 @@ def build_report(a, bk, gr, cpu, t1, tb, cg, loads):
     out.append("")
 
     # 5. TPOP batch
-    rt = tb["msgs_per_s"].ratio("tpop", "pop")
-    T.add(11, f"drain msgs/s, TPOP COUNT {a.count} over {a.batch_slots} busy queues / POP COUNT {a.count} on one",
-          fmt_ratio(rt), f"≥ {T_TPOP_BATCH}×", rt is not None and rt >= T_TPOP_BATCH)
-    tu = [tb["cmd"].v.get(("tpop", "rmq.tpop"), []), tb["cmd"].v.get(("pop", "rmq.pop"), [])]
-    pairs = [y / x for x, y in zip(*tu) if x]
-    ru = median(pairs) if len(tu[0]) == len(tu[1]) else None
-    T.add(11, f"server usec/msg: POP COUNT {a.count} / TPOP COUNT {a.count} (TPOP command only)", fmt_ratio(ru),
-          f"≥ {T_TPOP_BATCH}×", ru is not None and ru >= T_TPOP_BATCH)
+    rt, ru = tpop_batch_targets(T, tb, a, 11, "tpop", T_TPOP_BATCH, tail=" on one")
     out.append(f"### 5. TPOP COUNT {a.count} on a topic of {a.batch_slots} slots, all non-empty (issue 11)\n")
     out.append(f"{a.tpop_messages:,} messages spread evenly over the {a.batch_slots} queues (or all in one queue), drained "
                f"as in 2 by {a.consumers} consumers, each looping {{acks; RMQ.TPOP t {a.batch_slots} COUNT {a.count} | "
@@ -752,13 +764,7 @@ def build_report(a, bk, gr, cpu, t1, tb, cg, loads):
                f"{fmt_ratio(None if ru is None else 1 / ru)}.")
     out.append("")
     # 5b. the same with QUANTUM 100 (issue 21)
-    rq = tb["msgs_per_s"].ratio("tpop q100", "pop")
-    T.add(21, f"drain msgs/s, TPOP COUNT {a.count} QUANTUM 100 over {a.batch_slots} busy queues / POP COUNT {a.count}",
-          fmt_ratio(rq), f"≥ {T_TPOP_QUANTUM}×", rq is not None and rq >= T_TPOP_QUANTUM)
-    qu = [tb["cmd"].v.get(("tpop q100", "rmq.tpop"), []), tb["cmd"].v.get(("pop", "rmq.pop"), [])]
-    rqu = median([y / x for x, y in zip(*qu) if x]) if qu[0] and len(qu[0]) == len(qu[1]) else None
-    T.add(21, f"server usec/msg: POP COUNT {a.count} / TPOP COUNT {a.count} QUANTUM 100 (TPOP command only)",
-          fmt_ratio(rqu), f"≥ {T_TPOP_QUANTUM}×", rqu is not None and rqu >= T_TPOP_QUANTUM)
+    rq, rqu = tpop_batch_targets(T, tb, a, 21, "tpop q100", T_TPOP_QUANTUM, quantum=" QUANTUM 100")
     out.append(f"With `QUANTUM 100` (each queue's turn takes up to 100, issue 21): msgs/s "
                f"{cell(tb['msgs_per_s'], 'tpop q100')}, pop command usec/msg "
                f"{fmt(tb['cmd'].med(('tpop q100', 'rmq.tpop')))}; TPOP QUANTUM 100 / POP: msgs/s {fmt_ratio(rq)}, "
