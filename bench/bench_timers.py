@@ -117,14 +117,10 @@ def pct(sorted_vals, p):
 
 
 def wait_until(pred, timeout, what, interval=0.005):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() >= deadline:
-            raise BenchError(f"timed out after {timeout:.1f} s waiting for {what}")
-        time.sleep(interval)
+    v = harness.poll(pred, timeout, interval)
+    if not v:
+        raise BenchError(f"timed out after {timeout:.1f} s waiting for {what}")
+    return v
 
 
 # ----------------------------------------------------------------------------- server

@@ -77,7 +77,7 @@ from pathlib import Path
 
 import bench
 import harness
-from harness import Callgrind
+from harness import Callgrind, resp
 from bench import Fig, Retries, LoadMeter, fmt, fmt_ratio, log, median, ratio, speed_probe
 
 REPO = bench.REPO
@@ -925,14 +925,6 @@ def wait_blocked_clients(c, n, timeout):
             return True
         time.sleep(0.002)
     return False
-
-
-def resp(*args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
 
 
 def run_tpop_blocked(rounds, clients, figs):

@@ -22,7 +22,7 @@ import redis
 # bench/ last: its scripts must not shadow the tests' modules.
 sys.path.append(str(Path(__file__).resolve().parent.parent / "bench"))
 
-from harness import HarnessError, REPO, Server, free_port  # noqa: E402,F401  (re-exported)
+from harness import HarnessError, REPO, Server, free_port, poll, resp  # noqa: E402,F401  (re-exported)
 from harness import module_path as _module_path  # noqa: E402
 from harness.server import CLIENT_TIMEOUT, START_TIMEOUT, STOP_TIMEOUT, ServerError  # noqa: E402,F401
 

@@ -121,3 +121,24 @@ def test_write_report_makes_the_folder_and_ends_in_one_newline(tmp_path):
     out = harness.write_report(tmp_path / "a" / "r.md", "# title\n\n")
     assert out.read_text() == "# title\n"
     assert harness.RESULTS == harness.REPO / "scripts" / "results"
+
+
+def test_poll_returns_the_first_true_value_or_the_last_one():
+    calls = []
+    assert harness.poll(lambda: calls.append(1) or len(calls) >= 3 and "ok", 10, interval=0) == "ok"
+    assert len(calls) == 3
+    assert harness.poll(lambda: 0, 0.05, interval=0.01) == 0
+
+
+def test_resp_is_what_the_server_reads():
+    assert harness.resp("SET", b"k\r\n", 5) == b"*3\r\n$3\r\nSET\r\n$3\r\nk\r\n\r\n$1\r\n5\r\n"
+    s = harness.Server(module=None, tag="rmq-harness").start()
+    try:
+        with socket.create_connection(("127.0.0.1", s.port), timeout=10) as sk:
+            sk.sendall(harness.resp("SET", b"k\r\n", 5) + harness.resp("GET", b"k\r\n"))
+            got = b""
+            while got.count(b"\r\n") < 3:
+                got += sk.recv(100)
+        assert got == b"+OK\r\n$1\r\n5\r\n"
+    finally:
+        s.stop()

@@ -13,8 +13,8 @@ puts bench/ on sys.path first.
 
 from .callgrind import Callgrind
 from .report import RESULTS, cpu_model, write_report
-from .server import REPO, HarnessError, Server, free_port, module_path, server_binary
+from .server import REPO, HarnessError, Server, free_port, module_path, poll, resp, server_binary
 from .stats import median, spread
 
 __all__ = ["Callgrind", "HarnessError", "REPO", "RESULTS", "Server", "cpu_model", "free_port",
-           "median", "module_path", "server_binary", "spread", "write_report"]
+           "median", "module_path", "poll", "resp", "server_binary", "spread", "write_report"]

@@ -82,6 +82,27 @@ def free_port(cluster_bus=False, avoid=()):
     raise RuntimeError("no free port found")
 
 
+def poll(pred, timeout, interval=0.005):
+    """Calls pred() until it returns a true value or `timeout` seconds have passed; its
+    last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v or time.monotonic() >= deadline:
+            return v
+        time.sleep(interval)
+
+
+def resp(*args):
+    """One command in RESP (an array of bulk strings), for a client written straight on a
+    socket."""
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
 # The module, unless the caller names another or None (a server without it).
 DEFAULT = object()
 
