@@ -31,6 +31,9 @@
 #   make bench-node  the Node worker vs a hand-written loop vs BullMQ (~2 min); writes
 #               scripts/results/bench_node.md.
 #
+# The benchmarks (bench/: one file per target, bench/harness/ their shared parts) and their
+# smoke runs: docs/BENCHMARKS.md. Reports go to scripts/results/.
+#
 # No target stops processes by name: the integration tests start their own servers
 # on free ports and stop them by pid.
 
@@ -99,19 +102,19 @@ test-valkey81: build
 DRIVER_DIR := bench/driver
 BENCH_ARGS ?=
 
-# Then what the module costs commands on other keys (scripts/bench_host.py: callgrind and
+# Then what the module costs commands on other keys (bench/bench_host.py: callgrind and
 # wall, none / a do-nothing event subscriber / RMQ; needs valgrind) and memory per message
-# beside a sorted set, a Stream and BullMQ (scripts/bench_memory.py); --quick passes on.
+# beside a sorted set, a Stream and BullMQ (bench/bench_memory.py); --quick passes on.
 bench: deps build bench-driver
-	$(PYTHON) scripts/bench.py $(BENCH_ARGS)
-	$(PYTHON) scripts/bench_host.py $(filter --quick,$(BENCH_ARGS))
-	$(PYTHON) scripts/bench_memory.py $(filter --quick,$(BENCH_ARGS))
+	$(PYTHON) bench/bench.py $(BENCH_ARGS)
+	$(PYTHON) bench/bench_host.py $(filter --quick,$(BENCH_ARGS))
+	$(PYTHON) bench/bench_memory.py $(filter --quick,$(BENCH_ARGS))
 
 .PHONY: bench-driver
 bench-driver:
 	$(CARGO) build --release --manifest-path $(DRIVER_DIR)/Cargo.toml --target-dir target/bench-driver
 
-# The v2 speed targets (scripts/bench_v2.py): POP/PUSH cost with 100k messages held back by
+# The v2 speed targets (bench/bench_v2.py): POP/PUSH cost with 100k messages held back by
 # a busy group, group throughput vs ungrouped (and Streams, bare sorted sets), v1 (commit
 # bf45ec8, built into target/v1 by scripts/build-v1) vs v2 on ungrouped push/pop/ack, TPOP
 # vs POP, a queue with a policy vs without. Its own redis-servers (v2 and v1) on core 0,
@@ -120,14 +123,14 @@ bench-driver:
 .PHONY: bench-v2
 bench-v2: deps build bench-driver
 	bash scripts/build-v1
-	$(PYTHON) scripts/bench_v2.py $(BENCH_ARGS)
+	$(PYTHON) bench/bench_v2.py $(BENCH_ARGS)
 
-# Scale-out on a real Redis Cluster (scripts/bench_cluster.py; its --help lists every option):
+# Scale-out on a real Redis Cluster (bench/bench_cluster.py; its --help lists every option):
 # clusters of N primaries and a standalone server started on free ports of 127.0.0.1 and
 # stopped by pid, load from the driver's cluster mode, nice'd (the machine is shared).
 .PHONY: bench-cluster
 bench-cluster: deps build bench-driver
-	nice -n 5 $(PYTHON) scripts/bench_cluster.py $(BENCH_ARGS)
+	nice -n 5 $(PYTHON) bench/bench_cluster.py $(BENCH_ARGS)
 
 # Removes build output and test caches. Keeps ./run-data (the AOF of `make run`);
 # delete it by hand to drop the queues stored there.
@@ -142,21 +145,21 @@ clean:
 demo:
 	$(PYTHON) scripts/demo $(DEMO_ARGS)
 
-# Timer and blocking-pop benchmarks (scripts/bench_timers.py): its own redis-server pinned
+# Timer and blocking-pop benchmarks (bench/bench_timers.py): its own redis-server pinned
 # to core 0, load on core 1, stopped by pid; prints a table and writes
 # scripts/results/bench_timers.md. Bounded (< 12 min).
 .PHONY: bench-timers
 bench-timers: build
-	$(PYTHON) scripts/bench_timers.py
-	$(PYTHON) scripts/bench_schedules.py
+	$(PYTHON) bench/bench_timers.py
+	$(PYTHON) bench/bench_schedules.py
 
 # The cost of the per-queue counters, the queue registry and the pause check on push, pop
-# and ack (scripts/bench_ops.py): instructions per message under callgrind against another
+# and ack (bench/bench_ops.py): instructions per message under callgrind against another
 # build of the module, BASE (e.g. main's target/release/librmq.so); writes
 # scripts/results/bench_ops.md. Needs valgrind. Bounded (a few minutes).
 .PHONY: bench-ops
 bench-ops: build
-	$(PYTHON) scripts/bench_ops.py --base "$(BASE)"
+	$(PYTHON) bench/bench_ops.py --base "$(BASE)" $(BENCH_ARGS)
 
 # Leak and memory-error check under valgrind (scripts/leakcheck.py): churns every command
 # on a redis-server run by valgrind, and runs the unit tests under valgrind. valgrind only
@@ -230,4 +233,4 @@ test-gateway-js: deps build
 # rmq-gateway vs moto_server (PyPI: moto[server]): msgs/s, server CPU per message, send ->
 # receive latency; writes scripts/results/bench_gateway.md (~3 min).
 bench-gateway: deps build
-	$(PYTHON) scripts/bench_gateway.py $(BENCH_ARGS)
+	$(PYTHON) bench/bench_gateway.py $(BENCH_ARGS)

@@ -25,7 +25,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -33,14 +32,8 @@ from pathlib import Path
 import redis
 
 REPO = Path(__file__).resolve().parent.parent
-MODULE = Path(os.environ.get("RMQ_MODULE", REPO / "target" / "release" / "librmq.so")).resolve()
-SERVER = os.environ.get("REDIS_SERVER", "redis-server")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, str(REPO / "bench"))
+import harness  # noqa: E402
 
 
 def malloc_of(server):
@@ -121,52 +114,39 @@ def churn(r, server_port, seconds):
 
 
 def server_check(seconds):
-    malloc = malloc_of(SERVER)
+    server_bin = harness.server_binary()
+    malloc = malloc_of(server_bin)
     if malloc != "libc":
-        sys.exit(f"leakcheck: {SERVER} uses malloc={malloc}; valgrind sees only libc malloc: "
+        sys.exit(f"leakcheck: {server_bin} uses malloc={malloc}; valgrind sees only libc malloc: "
                  "build Redis with `make MALLOC=libc` and set REDIS_SERVER")
-    tmp = tempfile.mkdtemp(prefix="rmq-leak-")
-    module = os.path.join(tmp, "librmq.so")
-    shutil.copy2(MODULE, module)
-    port = free_port()
-    log = os.path.join(tmp, "valgrind.log")
-    cmd = ["valgrind", "--leak-check=full", "--show-leak-kinds=definite,indirect", "--num-callers=30",
-           f"--log-file={log}", SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-           "--appendonly", "no", "--dir", tmp, "--loadmodule", module]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    r = redis.Redis(port=port, socket_timeout=60)
+    # valgrind reports the leaks when the server exits: stop() shuts it down (SIGTERM) and
+    # waits for that; the directory (module copy, valgrind.log) stays until it is read.
+    server = harness.Server(tag="rmq-leak", start_timeout=120)
+    log = os.path.join(server.dir, "valgrind.log")
+    server.wrapper = ["valgrind", "--leak-check=full", "--show-leak-kinds=definite,indirect",
+                      "--num-callers=30", f"--log-file={log}"]
+    server.module = os.path.join(server.dir, "librmq.so")
+    shutil.copy2(harness.module_path(), server.module)
     try:
-        for _ in range(600):
-            try:
-                r.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.1)
-        sent = churn(r, port, seconds)
-        try:
-            r.execute_command("SHUTDOWN", "NOSAVE")
-        except redis.ConnectionError:
-            pass
-        proc.wait(timeout=120)
+        server.start()
+        sent = churn(server.client(socket_timeout=60, protocol=None), server.port, seconds)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        server.stop(remove_dir=False)
     text = Path(log).read_text(errors="replace")
     records = re.split(r"\n==\d+== \n", text)
     leaks = [rec for rec in records if ("definitely lost" in rec or "indirectly lost" in rec) and "librmq" in rec]
     # Memory errors (invalid reads or writes, uninitialised values, bad frees) anywhere.
     errors = [rec for rec in records if re.search(r"Invalid (read|write|free)|uninitialised|Mismatched free", rec)]
     summary = "\n".join(ln for ln in text.splitlines() if "lost:" in ln or "ERROR SUMMARY" in ln)
-    print(f"server: {SERVER} (malloc=libc) under valgrind; {sent} commands of churn in {seconds} s")
+    print(f"server: {server_bin} (malloc=libc) under valgrind; {sent} commands of churn in {seconds} s")
     print(summary)
     print(f"leak records through the module: {len(leaks)}; memory errors: {len(errors)}")
     for rec in (leaks + errors)[:5]:
         print(rec)
-    if leaks or errors:
+    server.keep = bool(leaks or errors)
+    server.stop()
+    if server.keep:
         print(f"valgrind log kept: {log}")
-    else:
-        shutil.rmtree(tmp, ignore_errors=True)
     return not leaks and not errors
 
 

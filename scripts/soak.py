@@ -29,6 +29,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from fuzz_support import (ClusterTarget, Fuzzer, FuzzFailure, MODULE_ARGS,  # noqa: E402
                           Standalone, new_server)
 from server_bin import server_binary, server_name  # noqa: E402
+from harness import RESULTS  # noqa: E402  (server_support put bench/ on sys.path)
 
 STANDALONE_FAULTS = {"reload": 2, "restart": 2, "kill9": 2, "rdb": 1, "promote": 2}
 
@@ -72,7 +73,7 @@ def main():
     ap.add_argument("--seconds", type=float, default=float(os.environ.get("SOAK_SECONDS", 3600)))
     ap.add_argument("--steps", type=int, default=int(os.environ.get("SOAK_STEPS", 3000)))
     ap.add_argument("--first-seed", type=int, default=None)
-    ap.add_argument("--out", default=str(REPO / "scripts" / "results" / "soak.md"))
+    ap.add_argument("--out", default=str(RESULTS / "soak.md"))
     a = ap.parse_args()
     first = a.first_seed if a.first_seed is not None else random.SystemRandom().randrange(1, 2 ** 30)
     t0 = time.monotonic()

@@ -5,6 +5,8 @@ import time
 import pytest
 import redis
 
+from server_support import poll
+
 TWO53 = 2 ** 53
 MIN_AT = 946684800000
 # tolerance (ms) when comparing a time-based score with the server clock read around a call
@@ -133,15 +135,8 @@ def assert_time_score(score, t0, t1, offset, what="score"):
     assert lo <= score <= hi, f"{what} {score} not in [{lo}, {hi}] (now + {offset})"
 
 
-def wait_until(pred, timeout, interval=0.005):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() >= deadline:
-            return v
-        time.sleep(interval)
+# pred() until true or timed out; its last value.
+wait_until = poll
 
 
 def wait_due(r, ms_after_now):

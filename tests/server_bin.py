@@ -5,11 +5,11 @@ the test matrix (`scripts/install-server redis-7.0|redis-8.2|valkey-8.1|valkey-9
                      `scripts/install-server valkey-9.1`; default `redis-server` on PATH.
     REDIS_SERVER     older name of the same setting (used when RMQ_SERVER_BIN is unset).
 
-`server_binary()` returns an absolute path and fails the current test (pytest.fail) when
-the binary cannot be found.  `server_name()` says which server it is ("redis"/"valkey"),
-`server_version()` its version as a tuple, e.g. (8, 2, 3), and `server_label()` both
-("Redis 8.2.3"), so that a test can skip or adapt where servers genuinely differ (saying
-why in the skip message).
+`server_binary()` (harness.server_binary, bench/harness/server.py, picks it) returns an
+absolute path and fails the current test (pytest.fail) when the binary cannot be found.
+`server_name()` says which server it is ("redis"/"valkey"), `server_version()` its version
+as a tuple, e.g. (8, 2, 3), and `server_label()` both ("Redis 8.2.3"), so that a test can
+skip or adapt where servers genuinely differ (saying why in the skip message).
 """
 
 import os
@@ -20,19 +20,16 @@ from functools import lru_cache
 
 import pytest
 
-
-def _configured():
-    return os.environ.get("RMQ_SERVER_BIN") or os.environ.get("REDIS_SERVER") or "redis-server"
+import server_support  # noqa: F401  (puts bench/ on sys.path)
+from harness import HarnessError  # noqa: E402
+from harness import server_binary as _server_binary  # noqa: E402
 
 
 def server_binary():
-    name = _configured()
-    exe = name if os.sep in name and os.path.isfile(name) else shutil.which(name)
-    if not exe or not os.access(exe, os.X_OK):
-        pytest.fail(f"server binary {name!r} not found or not executable (set RMQ_SERVER_BIN, "
-                    f"or install redis-server; scripts/install-server prints the others' paths)",
-                    pytrace=False)
-    return os.path.abspath(exe)
+    try:
+        return _server_binary()
+    except HarnessError as e:
+        pytest.fail(str(e), pytrace=False)
 
 
 @lru_cache(maxsize=None)

@@ -1,295 +1,37 @@
-"""The test server processes: the one implementation behind every server the tests start.
+"""The test server processes: harness.server (bench/harness/server.py) is the one
+implementation behind every server the tests and the benchmarks start; this module gives it
+to the tests under the names they import, with pytest's failure for a missing module, and
+the tests' own waits.
 
-Each `Server` is one redis-server (or Valkey: see server_bin.py, the one place that picks
-the binary) started here, on a free port on 127.0.0.1, with its own temporary --dir and
-the RMQ module loaded.  It is stopped, killed, paused and resumed only through the pid of
-the process started here -- never by name.  It can be restarted on the same port and dir
-(gracefully or after a kill -9), paused (SIGSTOP) and run with persistence, replication or
-cluster options.  conftest.py's fixtures (`server`, `start_server`, `start_failing_server`)
-and cluster_support.Cluster start their servers through it.
+Each `Server` is one redis-server (or Valkey: see server_bin.py) started on a free port on
+127.0.0.1, with its own temporary --dir and the RMQ module loaded, stopped, killed, paused
+and resumed only through its pid -- never by name.  conftest.py's fixtures (`server`,
+`start_server`, `start_failing_server`) and cluster_support.Cluster start their servers
+through it.
 
 Environment: RMQ_MODULE (module path), RMQ_SERVER_BIN (server binary, see server_bin.py).
 """
 
-import atexit
-import os
-import shutil
-import signal
-import socket
-import subprocess
-import tempfile
+import sys
 import time
 from pathlib import Path
 
 import pytest
 import redis
 
-from server_bin import server_binary
+# bench/ last: its scripts must not shadow the tests' modules.
+sys.path.append(str(Path(__file__).resolve().parent.parent / "bench"))
 
-REPO = Path(__file__).resolve().parent.parent
-START_TIMEOUT = 20.0
-STOP_TIMEOUT = 10.0
-CLIENT_TIMEOUT = 15
-
-_live = []
+from harness import HarnessError, REPO, Server, free_port, poll, resp  # noqa: E402,F401  (re-exported)
+from harness import module_path as _module_path  # noqa: E402
+from harness.server import CLIENT_TIMEOUT, START_TIMEOUT, STOP_TIMEOUT, ServerError  # noqa: E402,F401
 
 
 def module_path():
-    p = Path(os.environ.get("RMQ_MODULE", REPO / "target" / "release" / "librmq.so")).resolve()
-    if not p.is_file():
-        pytest.fail(f"RMQ module not found at {p}: run `cargo build --release` or set RMQ_MODULE",
-                    pytrace=False)
-    return str(p)
-
-
-def _bindable(port):
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
-
-
-def free_port(cluster_bus=False, avoid=()):
-    """A free TCP port on 127.0.0.1; with cluster_bus, port + 10000 is free too."""
-    for _ in range(200):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port in avoid or (port + 10000) in avoid:
-            continue
-        if cluster_bus and (port + 10000 > 65535 or not _bindable(port + 10000)):
-            continue
-        return port
-    raise RuntimeError("no free port found")
-
-
-class ServerError(RuntimeError):
-    pass
-
-
-class Server:
-    """One server process with the RMQ module loaded.
-
-    conf: extra `--name value` arguments (a list of strings), appended last so they override
-    the defaults (no RDB saves, no AOF).  client_timeout: default socket timeout (s) of the
-    clients made by client().
-    """
-
-    def __init__(self, conf=(), module_args=(), port=None, cluster_bus=False, tag="rmq",
-                 client_timeout=CLIENT_TIMEOUT):
-        self.conf = [str(a) for a in conf]
-        self.module_args = [str(a) for a in module_args]
-        self.fixed_port = port is not None
-        self.port = port
-        self.cluster_bus = cluster_bus
-        self.client_timeout = client_timeout
-        self.dir = tempfile.mkdtemp(prefix=f"{tag}-")
-        self.logfile = os.path.join(self.dir, "server.log")
-        self.outfile = os.path.join(self.dir, "stdout.log")
-        self.proc = None
-        self._clients = []
-        self._conn = None
-
-    # -- lifecycle -------------------------------------------------------------------
-    def argv(self):
-        return [server_binary(),
-                "--port", str(self.port), "--bind", "127.0.0.1",
-                "--dir", self.dir, "--logfile", self.logfile, "--daemonize", "no",
-                "--save", "", "--appendonly", "no",
-                "--loadmodule", module_path(), *self.module_args,
-                *self.conf]
-
-    def _spawn(self):
-        out = open(self.outfile, "ab")
-        try:
-            self.proc = subprocess.Popen(self.argv(), stdout=out, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, cwd=self.dir)
-        finally:
-            out.close()
-        if self not in _live:
-            _live.append(self)
-
-    def launch(self):
-        """Start the process on a free port (or the fixed one) without waiting for it: for a
-        server expected to exit by itself (see wait_exit()); start() waits for PING."""
-        if not self.fixed_port:
-            self.port = free_port(cluster_bus=self.cluster_bus)
-        self._spawn()
-        return self
-
-    def start(self):
-        """Start on a free port (or the fixed one) and wait until it answers PING."""
-        return self._spawn_until_ready(attempts=1 if self.fixed_port else 5, new_port=True)
-
-    def _spawn_until_ready(self, attempts, new_port, pause=0.0):
-        """Spawn (through launch() when new_port, else on the same port) and wait until PING
-        answers; when the port turns out to be taken ("Address already in use" in this
-        attempt's log), stop by pid and try again, up to `attempts` times."""
-        for attempt in range(attempts):
-            marks = self._log_sizes()
-            if new_port:
-                self.launch()
-            else:
-                self._spawn()
-            try:
-                self.wait_ready()
-                return self
-            except ServerError:
-                in_use = "Address already in use" in self.log_text(since=marks)
-                self.stop(remove_dir=False)
-                if not in_use or attempt == attempts - 1:
-                    raise
-                time.sleep(pause)
-        raise ServerError(f"could not start the server in {attempts} attempts")
-
-    def wait_ready(self, timeout=START_TIMEOUT):
-        """Wait until PING answers (a server still loading its data answers LOADING)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise ServerError(f"server exited with code {self.proc.returncode} during "
-                                  f"startup:\n{self.log_tail()}")
-            try:
-                c = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1,
-                                socket_connect_timeout=1, protocol=2)
-                try:
-                    if c.ping():
-                        return
-                finally:
-                    c.close()
-            except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
-                pass
-            except redis.ResponseError as e:  # e.g. LOADING on some versions
-                if "LOADING" not in str(e):
-                    raise
-            time.sleep(0.02)
-        raise ServerError(f"server did not answer PING within {timeout}s:\n{self.log_tail()}")
-
-    def _close_clients(self):
-        self._conn = None
-        for c in self._clients:
-            try:
-                c.close()
-            except Exception:
-                pass
-        self._clients = []
-
-    def stop(self, remove_dir=True):
-        """SIGTERM by pid, wait, SIGKILL if it does not exit in time."""
-        self._close_clients()
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                os.kill(self.proc.pid, signal.SIGCONT)  # in case it was paused
-                self.proc.send_signal(signal.SIGTERM)
-                self.proc.wait(timeout=STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=STOP_TIMEOUT)
-            except ProcessLookupError:
-                pass
-        if remove_dir:
-            if self in _live:
-                _live.remove(self)
-            shutil.rmtree(self.dir, ignore_errors=True)
-
-    def kill9(self):
-        """kill -9 by pid (no shutdown, no save) and reap it; keeps its dir."""
-        self._close_clients()
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(timeout=STOP_TIMEOUT)
-
-    kill = kill9
-
-    def wait_exit(self, timeout=START_TIMEOUT):
-        """Wait for the process to exit by itself; return its exit code, or None if it is
-        still running after `timeout` seconds."""
-        try:
-            return self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return None
-
-    def pause(self):
-        os.kill(self.proc.pid, signal.SIGSTOP)
-
-    def resume(self):
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGCONT)
-
-    def restart(self, graceful=True, downtime=0.0):
-        """Stop (SIGTERM, or kill -9 when graceful=False), stay down `downtime` seconds and
-        start again on the same port and dir with the same arguments; wait until it answers
-        PING.  (With `--save ""`, a graceful stop writes no RDB: call SAVE first to keep
-        data without AOF.)"""
-        if graceful:
-            self.stop(remove_dir=False)
-        else:
-            self.kill9()
-        if downtime:
-            time.sleep(downtime)
-        # same port: the old listening socket may linger for a moment after a kill
-        return self._spawn_until_ready(attempts=50, new_port=False, pause=0.1)
-
-    def alive(self):
-        return self.proc is not None and self.proc.poll() is None
-
-    # -- access ----------------------------------------------------------------------
-    @property
-    def pid(self):
-        return self.proc.pid if self.proc else None
-
-    @property
-    def addr(self):
-        return f"127.0.0.1:{self.port}"
-
-    def client(self, **kw):
-        """redis.Redis(decode_responses=False). RESP2 unless protocol=3 is passed (redis-py
-        8 would otherwise negotiate RESP3; the RESP3 shapes are tested explicitly)."""
-        opts = dict(host="127.0.0.1", port=self.port, decode_responses=False,
-                    socket_timeout=self.client_timeout, socket_connect_timeout=5, protocol=2)
-        opts.update(kw)
-        c = redis.Redis(**opts)
-        self._clients.append(c)
-        return c
-
-    def conn(self):
-        """One shared client of this server (made again after a restart)."""
-        if self._conn is None:
-            self._conn = self.client(socket_timeout=5)
-        return self._conn
-
-    def _log_sizes(self):
-        return [os.path.getsize(p) if os.path.exists(p) else 0
-                for p in (self.logfile, self.outfile)]
-
-    def log_text(self, since=None):
-        """The server log and its stdout/stderr (from the offsets `since`, as returned by
-        _log_sizes(), when given)."""
-        parts = []
-        for i, p in enumerate((self.logfile, self.outfile)):
-            if os.path.exists(p):
-                with open(p, "rb") as f:
-                    if since:
-                        f.seek(since[i])
-                    parts.append(f.read().decode("utf-8", "replace"))
-        return "\n".join(parts)
-
-    def log_tail(self, n=3000):
-        return self.log_text()[-n:]
-
-    def __repr__(self):
-        return f"<Server pid={self.pid} port={self.port} dir={self.dir}>"
-
-
-@atexit.register
-def _stop_all():
-    for s in list(_live):
-        try:
-            s.stop()
-        except Exception:
-            pass
+    try:
+        return _module_path()
+    except HarnessError as e:
+        pytest.fail(str(e), pytrace=False)
 
 
 def info_section(c, section):

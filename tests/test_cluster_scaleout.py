@@ -1,5 +1,5 @@
 """Resharding and failover under load: a short slice of `make bench-cluster`, run by the same
-code (scripts/bench_cluster.py, load from bench/driver's cluster mode, built by `make test`).
+code (bench/bench_cluster.py, load from bench/driver's cluster mode, built by `make test`).
 
 Every message the driver pushes is unique and checked: nothing a PUSH reply acknowledged may
 be lost, and nothing may be delivered twice unless its delivery count shows a lease ran out
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("bench_cluster", REPO / "scripts" / "bench_cluster.py")
+_spec = importlib.util.spec_from_file_location("bench_cluster", REPO / "bench" / "bench_cluster.py")
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
 

@@ -224,7 +224,7 @@ def test_timer_leaves_unexpired_leases(r):
 
 def test_timer_large_backlog_small_steps(r):
     # SPEC: a backlog is rolled back by the timer within 1 s of expiry, in small steps.
-    # The steps' length in time is a benchmark figure (scripts/bench_timers.py), not a test
+    # The steps' length in time is a benchmark figure (bench/bench_timers.py), not a test
     # assertion; here we check the work was split into many steps and nothing was lost.
     n = 20000
     msgs = [b"b%06d" % i for i in range(n)]

@@ -23,6 +23,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from helpers import dead, info_rmq, now_ms, prep, wait_until
+from server_support import resp
 
 BLOCK_SOCKET_TIMEOUT = 30
 
@@ -140,20 +141,12 @@ def start_blocked(server, r, q, *args, expect=None, db=0):
     return t
 
 
-def _resp(*args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
-
-
 class RawBlocked:
     """A bare TCP connection that sends one command and is then left (or dropped)."""
 
     def __init__(self, server, *args):
         self.sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
-        self.sock.sendall(_resp(*args))
+        self.sock.sendall(resp(*args))
 
     def read_some(self, timeout=0.2):
         self.sock.settimeout(timeout)

@@ -1,4 +1,4 @@
-/* The floor of issue 31 item 7 (scripts/bench_host.py): a module that subscribes to the
+/* The floor of issue 31 item 7 (bench/bench_host.py): a module that subscribes to the
  * keyspace event classes RMQ follows (generic, sorted set, expired, evicted) and does
  * nothing with them, so a server loading it pays only Redis's own dispatch of those events
  * to a module. With the argument "v3" it subscribes to the classes RMQ v3 followed (those

@@ -1,4 +1,4 @@
-//! Mode `cluster` (make bench-cluster, scripts/bench_cluster.py): a topic driven over every
+//! Mode `cluster` (make bench-cluster, bench/bench_cluster.py): a topic driven over every
 //! primary of a Redis Cluster (or one standalone server, which then owns every slot).
 //!
 //! - The slot map comes from CLUSTER SLOTS; every thread keeps one connection per primary.

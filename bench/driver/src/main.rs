@@ -1,4 +1,4 @@
-//! Load driver for `make bench` (scripts/bench.py runs it; see its header).
+//! Load driver for `make bench` (bench/bench.py runs it; see its header).
 //!
 //!   rmq-bench-driver MODE --url redis://127.0.0.1:PORT/ --peer rmq|lua|streams|zset|ping [options]
 //!

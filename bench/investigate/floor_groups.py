@@ -49,9 +49,6 @@ ungrouped / layout and ungrouped / ideal; RMQ's own work per message on top of R
 """
 
 import argparse
-import shutil
-import tempfile
-from pathlib import Path
 
 from profile_tpop import BareMeter
 
@@ -81,8 +78,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=40, help="rounds of 100 messages measured")
     ap.add_argument("--callgrind", action="store_true", help="count instructions (else commandstats usec)")
     a = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="rmq-floor-groups-"))
-    meter = BareMeter(tmp, a.callgrind)
+    meter = BareMeter(a.callgrind)
     c = meter.c
     try:
         fill(c, a.groups, a.per_group)
@@ -114,7 +110,6 @@ def main():
             print(f"floor: ungrouped / {peer} = {total['ungrouped'] / total[peer]:.3f}")
     finally:
         meter.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def fill(c, groups, per_group):

@@ -29,113 +29,53 @@ issue's targets.
 """
 
 import argparse
-import glob
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
-import redis
 
-REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import harness  # noqa: E402
+from harness.callgrind import Callgrind, inclusive, total  # noqa: E402
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def bare_server(tmp, args, wrap=()):
-    """redis-server in `tmp` on a free port, with more arguments `args`, run by the command
-    `wrap` (e.g. valgrind) if given; its process and port once it answers."""
-    port = free_port()
-    proc = subprocess.Popen([*wrap, "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--appendonly", "no", "--dir", str(tmp), *args],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(200):
-        try:
-            redis.Redis(port=port).ping()
-            break
-        except redis.exceptions.ConnectionError:
-            time.sleep(0.1)
-    return proc, port
-
-
-def callgrind_server(tmp, args):
-    """redis-server under `valgrind --tool=callgrind` in `tmp` on a free port, with more
-    arguments `args`; its process, its dump file's base name and port once it answers."""
-    out = tmp / "cg.out"
-    proc, port = bare_server(tmp, args, ["valgrind", "--tool=callgrind", "--dump-instr=no",
-                                         f"--callgrind-out-file={out}"])
-    return proc, out, port
-
-
-def dump(proc, out, name):
-    """Has callgrind write what it counted since it was last zeroed (`callgrind_control
-    -z`) as `name`; the dump's path."""
-    before = set(glob.glob(f"{out}.*"))
-    subprocess.run(["callgrind_control", "-d", name, str(proc.pid)], check=True, capture_output=True)
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        new = sorted(set(glob.glob(f"{out}.*")) - before)
-        if new and "summary:" in Path(new[-1]).read_text(errors="replace"):
-            return new[-1]
-        time.sleep(0.2)
-    raise RuntimeError("callgrind: no dump within 60 s")
-
-
-def inclusive(f, fns):
-    """Inclusive instructions of redis-server's functions `fns` in dump `f`."""
-    ann = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", f],
-                         capture_output=True, text=True, check=True).stdout
-    return [next((int(line.split()[0].replace(",", "")) for line in ann.splitlines() if f"???:{fn} [" in line), 0)
-            for fn in fns]
+REPO = harness.REPO
 
 
 class BareMeter:
-    """A plain redis-server (no module) on a free port in `tmp`, under callgrind when
-    `callgrind`, that tells what pipelined commands cost: call() instructions, or INFO
-    commandstats usec (CONFIG RESETSTAT first). For the floor scripts."""
+    """A plain redis-server (no module) on a free port, under callgrind when `callgrind`,
+    that tells what pipelined commands cost: call() instructions, or INFO commandstats usec
+    (CONFIG RESETSTAT first). For the floor scripts."""
 
-    def __init__(self, tmp, callgrind):
-        self.callgrind = callgrind
-        if callgrind:
-            self.proc, self.out, port = callgrind_server(tmp, [])
-        else:
-            self.proc, port = bare_server(tmp, [])
-        self.c = redis.Redis(port=port)
+    def __init__(self, callgrind):
+        self.server = harness.Server(module=None, tag="rmq-floor")
+        self.callgrind = Callgrind(self.server) if callgrind else None
+        self.server.start()
+        self.c = self.server.client(protocol=None)
         self.unit = "instructions (call())" if callgrind else "usec (commandstats)"
 
     def measure(self, name, commands):
         """What `commands` (pipelined) cost, and their replies."""
+        def run():
+            p = self.c.pipeline(transaction=False)
+            for cmd in commands:
+                p.execute_command(*cmd)
+            return p.execute()
+
         if self.callgrind:
-            subprocess.run(["callgrind_control", "-z", str(self.proc.pid)], check=True, capture_output=True)
-        else:
-            self.c.config_resetstat()
-        p = self.c.pipeline(transaction=False)
-        for cmd in commands:
-            p.execute_command(*cmd)
-        replies = p.execute()
-        if self.callgrind:
-            f = dump(self.proc, self.out, name)
-            v = inclusive(f, ["call"])[0]
-            Path(f).unlink()
-        else:
-            v = sum(s["usec"] for k, s in self.c.info("commandstats").items() if k != "cmdstat_config")
-        return v, replies
+            replies, got = self.callgrind.around(run, ["call"])
+            return got["call"], replies
+        self.c.config_resetstat()
+        replies = run()
+        return sum(s["usec"] for k, s in self.c.info("commandstats").items() if k != "cmdstat_config"), replies
 
     def fmt(self, v):
         return f"{v:,.0f}" if self.callgrind else f"{v:.3f}"
 
     def stop(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=60)
+        self.server.stop()
 
 
 def main():
@@ -150,29 +90,31 @@ def main():
     for tool in ("valgrind", "callgrind_control", "callgrind_annotate", "redis-server"):
         if shutil.which(tool) is None:
             raise SystemExit(f"profile_tpop: {tool} not found")
-    tmp = Path(tempfile.mkdtemp(prefix="rmq-profile-"))
-    mod = tmp / "librmq.so"
-    shutil.copy(a.module, mod)
-    proc, out, port = callgrind_server(tmp, ["--loadmodule", str(mod)])
+    server = harness.Server(tag="rmq-profile")
+    # A private copy: a rebuild meanwhile changes nothing.
+    server.module = Path(server.dir) / "librmq.so"
+    shutil.copy(a.module, server.module)
+    meter = Callgrind(server)
+    server.start()
+    port = server.port
     try:
-        c = redis.Redis(port=port)
+        c = server.client(protocol=None)
         per_call = {}
 
         def measure(name, run, timeout=False):
             """Counts what run() makes the server do; run returns how many calls (or
             messages) to divide by. Returns the command-only and whole-server figures."""
-            subprocess.run(["callgrind_control", "-z", str(proc.pid)], check=True, capture_output=True)
+            meter.zero()
             n = run()
-            f = dump(proc, out, name)
+            f = meter.dump(name)
             v = sum(inclusive(f, ["call", "moduleBlockedClientTimedOut"] if timeout else ["call"]))
-            total = next(int(line.split()[1]) for line in Path(f).read_text(errors="replace").splitlines()
-                         if line.startswith("summary:"))
+            whole = total(f)
             if a.annotate:
                 os.makedirs(a.annotate, exist_ok=True)
                 shutil.move(f, Path(a.annotate) / f"cg_{name}.out")
             else:
                 os.unlink(f)
-            return v / n, total / n
+            return v / n, whole / n
 
         def phase(name, cmd, n, timeout=False):
             c.execute_command(*cmd)
@@ -236,16 +178,7 @@ def main():
                       f"{p['drainpop'] / p['draintq' + q]:.3f}, server "
                       f"{p['drainpop:server'] / p['draintq' + q + ':server']:.3f} (target >= {target})")
     finally:
-        try:
-            redis.Redis(port=port).shutdown(nosave=True)
-        except redis.exceptions.RedisError:
-            pass
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        shutil.rmtree(tmp, ignore_errors=True)
+        server.stop()
     return 0
 
 

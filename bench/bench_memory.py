@@ -20,22 +20,19 @@ Prints the table and writes scripts/results/bench_memory.md.
 """
 
 import argparse
+import datetime
 import json
 import os
 import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
 import redis
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from profile_tpop import bare_server  # noqa: E402
+import harness
 
-REPO = Path(__file__).resolve().parent.parent
-MODULE = Path(os.environ.get("RMQ_MODULE", REPO / "target/release/librmq.so"))
+REPO = harness.REPO
 NODE_DIR = REPO / "clients/node"
-RESULTS = REPO / "scripts/results/bench_memory.md"
+RESULTS = harness.RESULTS / "bench_memory.md"
 SIZE = 100
 BATCH = 100
 
@@ -122,31 +119,31 @@ def main():
     a = ap.parse_args()
     n = 10_000 if a.quick else a.messages
     rows = []
-    with tempfile.TemporaryDirectory(prefix="rmq-bench-memory-") as t:
-        proc, port = bare_server(Path(t), ["--loadmodule", str(MODULE)])
-        try:
-            c = redis.Redis(port=port)
-            for label, f in [("RMQ waiting", lambda: rmq(c, n)),
-                             ("RMQ in flight", lambda: rmq(c, n, popped=True)),
-                             ("RMQ grouped waiting (10 messages a group)", lambda: rmq(c, n, groups=True)),
-                             ("bare sorted set", lambda: zset(c, n)),
-                             ("Stream entry", lambda: stream(c, n))]:
-                c.flushall()
-                rows.append((label, f() / n, ""))
+    server = harness.Server(tag="rmq-bench-memory").start()
+    try:
+        c = redis.Redis(port=server.port)
+        version = c.info("server")["redis_version"]
+        for label, f in [("RMQ waiting", lambda: rmq(c, n)),
+                         ("RMQ in flight", lambda: rmq(c, n, popped=True)),
+                         ("RMQ grouped waiting (10 messages a group)", lambda: rmq(c, n, groups=True)),
+                         ("bare sorted set", lambda: zset(c, n)),
+                         ("Stream entry", lambda: stream(c, n))]:
             c.flushall()
-            total, note = bullmq(port, c, n)
-            rows.append(("BullMQ job", total / n if total is not None else None, note))
-        finally:
-            proc.terminate()
-            proc.wait(timeout=60)
+            rows.append((label, f() / n, ""))
+        c.flushall()
+        total, note = bullmq(server.port, c, n)
+        rows.append(("BullMQ job", total / n if total is not None else None, note))
+    finally:
+        server.stop()
     lines = ["# Memory per message of 100 bytes (issue 31)", "",
-             f"`python3 scripts/bench_memory.py --messages {n}` — {n:,} distinct messages per peer; "
-             "the sum of MEMORY USAGE (SAMPLES 0) over every key the peer made, per message.", "",
+             f"`python3 bench/bench_memory.py --messages {n}`, "
+             f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, server {version} — {n:,} "
+             "distinct messages per peer; the sum of MEMORY USAGE (SAMPLES 0) over every key the peer made, "
+             "per message.", "",
              "| what | bytes per message | note |", "|---|---|---|"]
     lines += [f"| {label} | {'%.0f' % v if v is not None else '—'} | {note} |" for label, v, note in rows]
     md = "\n".join(lines)
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(md + "\n")
+    harness.write_report(a.out, md)
     print(md)
 
 

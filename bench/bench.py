@@ -33,7 +33,7 @@ has a timeout and the whole run a watchdog (--budget seconds). Exit status 1 on 
 missed targets are reported (FAIL) but do not fail the run unless --strict is given.
 
 Environment: RMQ_MODULE (module, default <repo>/target/release/librmq.so) and RMQ_MODULE_NOTE
-(what it was built from, for the report), REDIS_SERVER (binary, default redis-server on
+(what it was built from, for the report), RMQ_SERVER_BIN or REDIS_SERVER (binary, default redis-server on
 PATH), RMQ_BENCH_DRIVER (driver binary). The server loads a private copy of the module, so a
 rebuild during the run changes nothing.
 """
@@ -47,24 +47,22 @@ import os
 import platform
 import shutil
 import signal
-import socket
-import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 import redis
 
-from sysinfo import cpu_model
+import harness
+from harness import cpu_model, median, spread
+from harness.server import ServerError
 
 REPO = Path(__file__).resolve().parent.parent
 MODULE = Path(os.environ.get("RMQ_MODULE", REPO / "target" / "release" / "librmq.so")).resolve()
 DRIVER = Path(os.environ.get("RMQ_BENCH_DRIVER", REPO / "target" / "bench-driver" / "release" / "rmq-bench-driver")).resolve()
-REDIS_SERVER = os.environ.get("REDIS_SERVER", "redis-server")
-RESULTS = REPO / "scripts" / "results" / "bench.md"
+RESULTS = harness.RESULTS / "bench.md"
 SERVER_CORE = 0
 LOAD_CORE = 1
 
@@ -88,84 +86,37 @@ def log(*a):
 # ------------------------------------------------------------------------------------------
 # The server.
 
-class Server:
+class Server(harness.Server):
+    """The server under load: harness.Server pinned to SERVER_CORE, stopped without losing
+    its directory (it may start again; cleanup() removes it, unless a failure asked to
+    `keep` its log), its clients with redis-py's own protocol choice and a long timeout."""
+
     def __init__(self):
-        self.proc = None
-        self.port = None
-        self.tmp = tempfile.mkdtemp(prefix="rmq-bench-")
-        self.module = None
-        self.keep = False
-        # Run redis-server under this (e.g. ["valgrind", "--tool=callgrind", …]).
-        self.wrapper = []
+        super().__init__(tag="rmq-bench", pin=SERVER_CORE, client_timeout=120)
 
     def take_module(self, src=None):
         """Loads a private copy of the module (`src`, default MODULE), so a rebuild during
         the run (the work tree may be shared) cannot change what is measured. Returns its
         sha256 (first 12)."""
-        self.module = os.path.join(self.tmp, "librmq.so")
+        self.module = os.path.join(self.dir, "librmq.so")
         shutil.copy2(src or MODULE, self.module)
         with open(self.module, "rb") as f:
             return hashlib.sha256(f.read()).hexdigest()[:12]
 
     def start(self):
-        for attempt in range(3):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-            s.close()
-            cmd = ["taskset", "-c", str(SERVER_CORE), *self.wrapper, REDIS_SERVER,
-                   "--port", str(self.port), "--bind", "127.0.0.1",
-                   "--save", "", "--appendonly", "no",
-                   "--dir", self.tmp, "--logfile", os.path.join(self.tmp, "redis.log"),
-                   "--loadmodule", self.module or str(MODULE)]
-            self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            deadline = time.time() + (60 if self.wrapper else 10)
-            while time.time() < deadline:
-                if self.proc.poll() is not None:
-                    break
-                try:
-                    if self.client().ping():
-                        return
-                except redis.exceptions.ConnectionError:
-                    time.sleep(0.05)
-            self.stop()
-            log(f"bench: redis-server did not come up on port {self.port} (attempt {attempt + 1})")
-        raise SystemExit(f"bench: could not start redis-server; see {self.tmp}/redis.log")
+        try:
+            return super().start()
+        except ServerError as e:
+            raise SystemExit(f"bench: could not start redis-server: {e}")
 
     def client(self):
-        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=120)
+        return super().client(protocol=None)
 
-    @property
-    def url(self):
-        return f"redis://127.0.0.1:{self.port}/"
-
-    def cpu_seconds(self):
-        """utime + stime of the server process (all its threads), seconds."""
-        if self.proc is None or self.proc.poll() is not None:
-            return 0.0
-        try:
-            with open(f"/proc/{self.proc.pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / CLK_TCK
-        except OSError:
-            return 0.0
+    def stop(self, remove_dir=False):
+        super().stop(remove_dir=remove_dir)
 
     def cleanup(self):
-        self.stop()
-        if not self.keep:
-            shutil.rmtree(self.tmp, ignore_errors=True)
-
-    def stop(self):
-        """Stops the server this script started, by its pid."""
-        p = self.proc
-        if p is None or p.poll() is not None:
-            return
-        p.terminate()
-        try:
-            p.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(timeout=10)
+        self.stop(remove_dir=True)
 
 
 SERVER = Server()
@@ -254,7 +205,7 @@ def server_diagnosis():
     """What the server looks like after a driver failed: is it answering, what is it doing."""
     lines = [f"server pid {SERVER.proc.pid if SERVER.proc else '?'}, "
              f"{'exited ' + str(SERVER.proc.poll()) if SERVER.proc and SERVER.proc.poll() is not None else 'running'}; "
-             f"log and module copy kept in {SERVER.tmp}"]
+             f"log and module copy kept in {SERVER.dir}"]
     SERVER.keep = True
     try:
         c = redis.Redis(host="127.0.0.1", port=SERVER.port, socket_timeout=3)
@@ -267,11 +218,7 @@ def server_diagnosis():
         lines.append("CLIENT LIST: " + str(c.execute_command("CLIENT", "LIST")))
     except redis.exceptions.RedisError as e:
         lines.append(f"server does not answer: {e!r}")
-    try:
-        with open(os.path.join(SERVER.tmp, "redis.log")) as f:
-            lines.append("redis.log tail:\n" + "".join(f.readlines()[-20:]))
-    except OSError:
-        pass
+    lines.append("server log tail:\n" + "\n".join(SERVER.log_text().splitlines()[-20:]))
     return "\n".join(lines)
 
 
@@ -391,19 +338,6 @@ def speed_probe(section):
 
 # ------------------------------------------------------------------------------------------
 # Helpers for figures.
-
-def median(xs):
-    xs = [x for x in xs if x is not None]
-    return statistics.median(xs) if xs else None
-
-
-def spread(xs):
-    xs = [x for x in xs if x is not None]
-    if len(xs) < 2:
-        return 0.0
-    m = statistics.median(xs)
-    return (max(xs) - min(xs)) / m if m else 0.0
-
 
 class Fig:
     """One figure measured over rounds: peer -> list of values, each with the disturbance of
@@ -605,7 +539,7 @@ def machine_info(others_before, top_before):
             mem = f"{kb / 1024 / 1024:.1f} GiB"
     except (OSError, ValueError, IndexError):
         pass
-    ver = subprocess.run([REDIS_SERVER, "--version"], capture_output=True, text=True).stdout.strip()
+    ver = subprocess.run([harness.server_binary(), "--version"], capture_output=True, text=True).stdout.strip()
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "nproc": os.cpu_count(),
@@ -905,7 +839,7 @@ def header_md(a, m, elapsed, commit):
     return "\n".join([
         "# RMQ benchmark",
         "",
-        f"Command: `{cmd}` (scripts/bench.py; load driver bench/driver; Lua peer bench/lua). "
+        f"Command: `{cmd}` (bench/bench.py; load driver bench/driver; Lua peer bench/lua). "
         f"Every figure is the median of {a.rounds} rounds; peers interleaved within each round.",
         "",
         *machine_rows(m),
@@ -1043,8 +977,7 @@ def main():
     body, summary = build_report(a, m, cpu, mem, e2e, lat, scale, loads, elapsed, commit)
     md = header_md(a, m, elapsed, commit) + body
     out = Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(md + "\n")
+    harness.write_report(out, md)
     print(md)
     print(f"\nwrote {out.relative_to(REPO) if out.is_relative_to(REPO) else out}")
     missed = []

@@ -44,7 +44,10 @@ from pathlib import Path
 import redis
 from redis.crc import key_slot
 
-REPO = Path(__file__).resolve().parent.parent
+import harness
+from harness.callgrind import Callgrind
+
+REPO = harness.REPO
 sys.path.insert(0, str(REPO / "tests"))
 
 from cluster_support import Cluster, parse_info  # noqa: E402  (the tests' harness)
@@ -52,7 +55,7 @@ from server_bin import cli_binary  # noqa: E402
 from server_support import Server  # noqa: E402
 
 DRIVER = REPO / "target" / "bench-driver" / "release" / "rmq-bench-driver"
-RESULTS = REPO / "scripts" / "results"
+RESULTS = harness.RESULTS
 HASH_SLOTS = 16384
 
 
@@ -184,31 +187,18 @@ def wait_serving(node, timeout=60):
 
 def callgrind_ir(node, run):
     """Restart `node` under callgrind, zero its counters, run `run()`, dump, and return
-    (instructions executed by the server during run(), run()'s result)."""
-    out = os.path.join(node.dir, "callgrind.out")
-    plain = node.argv
-    node.argv = lambda: ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *plain()]
-    node.restart(graceful=True)
-    wait_serving(node)
-    ctl = lambda *a: subprocess.run(["callgrind_control", *a, str(node.pid)],  # noqa: E731
-                                    capture_output=True, timeout=60, check=True)
-    ctl("-z")
-    result = run()
-    ctl("-d")
-    ir = None
-    for _ in range(100):
-        dumps = [p for p in Path(node.dir).glob("callgrind.out.*")]
-        if dumps:
-            for line in dumps[0].read_text(errors="replace").splitlines():
-                if line.startswith("summary:"):
-                    ir = int(line.split()[1])
-            if ir is not None:
-                break
-        time.sleep(0.1)
-    node.argv = plain
-    if not ir:
+    (instructions executed by the server during run(), run()'s result); the node runs
+    without valgrind again from its next restart."""
+    meter = Callgrind(node)
+    try:
+        node.restart(graceful=True)
+        wait_serving(node)
+        result, got = meter.around(run)
+    finally:
+        meter.release()
+    if not got["total"]:
         raise RuntimeError(f"no instructions in the callgrind dump of {node.dir}")
-    return ir, result
+    return got["total"], result
 
 
 def scale_run(n, args):

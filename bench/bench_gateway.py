@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """rmq-gateway side by side with moto's server (the peer a Python user would otherwise run).
 
-    python3 scripts/bench_gateway.py [--workers 4] [--rounds 3] [--seconds 10]
+    python3 bench/bench_gateway.py [--workers 4] [--rounds 3] [--seconds 10]
 
 Its own redis-server with the module (tests/server_support.Server), its own rmq-gateway
 (tests/gateway_support.Gateway) and its own `moto_server`, each on a free 127.0.0.1 port and
@@ -28,16 +28,17 @@ import sys
 import threading
 import time
 import urllib.request
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+import harness
+from harness import Server, free_port
+
+REPO = harness.REPO
 sys.path.insert(0, str(REPO / "tests"))
 
 import boto3  # noqa: E402
 from botocore.config import Config  # noqa: E402
 
 from gateway_support import Gateway  # noqa: E402
-from server_support import Server, free_port  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -208,7 +209,7 @@ def main():
     lines = [
         "# rmq-gateway vs moto_server",
         "",
-        f"`python3 scripts/bench_gateway.py --workers {args.workers} --rounds {args.rounds} --seconds {args.seconds:g}"
+        f"`python3 bench/bench_gateway.py --workers {args.workers} --rounds {args.rounds} --seconds {args.seconds:g}"
         f"{f' --gateway-threads {args.gateway_threads}' if args.gateway_threads else ''}`, "
         f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores shared with other work "
         f"(load average {os.getloadavg()[0]:.1f} at the end). Medians of {args.rounds} rounds.",
@@ -231,8 +232,8 @@ def main():
               f"memory grew by {idle['rss_mib']:.1f} MiB, its CPU while they waited was {idle['cpu_pct']:.1f}% of a core, "
               f"Redis held {idle['redis_clients']} more connections; {idle['answered']} were answered (empty) when their time ran out."]
     suffix = f"_threads{args.gateway_threads}" if args.gateway_threads else ""
-    out = REPO / "scripts" / "results" / f"bench_gateway{suffix}.md"
-    out.write_text("\n".join(lines) + "\n")
+    out = harness.RESULTS / f"bench_gateway{suffix}.md"
+    harness.write_report(out, "\n".join(lines))
     print("\n".join(lines))
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """RMQ v2 speed targets, with peers side by side in one run (make bench-v2).
 
-Reuses scripts/bench.py (imported): its server start/stop by pid, pinning (redis-server on
+Reuses bench/bench.py (imported): its server start/stop by pid, pinning (redis-server on
 core 0 with `taskset -c 0`, this script and the load driver bench/driver on core 1), the
 driver runner with bounded re-runs of disturbed runs, medians over interleaved rounds
 (`Fig`), the load meter and the speed probe. Two servers run side by side: one with the
@@ -64,7 +64,6 @@ Environment: as bench.py (RMQ_MODULE, REDIS_SERVER, RMQ_BENCH_DRIVER) plus RMQ_M
 import argparse
 import atexit
 import os
-import re
 import shutil
 import signal
 import socket
@@ -77,11 +76,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import bench
+import harness
+from harness import Callgrind, resp
 from bench import Fig, Retries, LoadMeter, fmt, fmt_ratio, log, median, ratio, speed_probe
 
 REPO = bench.REPO
 MODULE_V1 = Path(os.environ.get("RMQ_MODULE_V1", REPO / "target" / "v1" / "librmq.so")).resolve()
-RESULTS = REPO / "scripts" / "results" / "bench_v2.md"
+RESULTS = harness.RESULTS / "bench_v2.md"
 
 # Targets (issues 10, 11, 12, 21).
 T_BACKLOG = 1.5        # usec per POP (and grouped PUSH) with the backlog / without
@@ -145,59 +146,39 @@ class Usec:
         return per_call(cmdstats(c), cmd), dist, {}
 
 
-CALL_LINE = re.compile(r"^\s*([\d,]+)\s.*\?\?\?:call \[")
-
-
 class Instr:
-    """Instructions the server executed (valgrind --tool=callgrind; callgrind_control -z
-    before, -d after): repeatable whatever else the machine does. Two counts: `total`, the
-    whole server (the dump's summary: commands, network I/O, parsing, replies, timers), and
-    `cmd`, the commands alone (the inclusive cost of redis-server's call(), which runs one
-    command: what INFO commandstats times)."""
+    """Instructions the server executed (harness.Callgrind): repeatable whatever else the
+    machine does. Two counts: `total`, the whole server (the dump's summary: commands,
+    network I/O, parsing, replies, timers), and `cmd`, the commands alone (the inclusive
+    cost of redis-server's call(), which runs one command: what INFO commandstats times)."""
     unit = "instr"
 
     def __init__(self, server):
-        self.server = server
-        server.wrapper = ["valgrind", "--tool=callgrind", "--dump-instr=no", "--dump-line=no",
-                          f"--callgrind-out-file={server.tmp}/cg.%p.out"]
+        self.meter = Callgrind(server)
 
-    def _ctl(self, flag):
-        subprocess.run(["callgrind_control", flag, str(self.server.proc.pid)], check=True,
-                       capture_output=True, timeout=120)
-
-    def zero(self):
-        self._ctl("-z")
-
-    def dump(self):
-        """{total, cmd}: instructions since the last zero."""
-        before = set(Path(self.server.tmp).glob("cg.*.out.*"))
-        self._ctl("-d")
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            for f in set(Path(self.server.tmp).glob("cg.*.out.*")) - before:
-                total = next((int(line.split()[1]) for line in f.read_text(errors="replace").splitlines()
-                              if line.startswith("summary:")), None)
-                if total is None:
-                    continue   # still being written
-                ann = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", "--auto=no", str(f)],
-                                     capture_output=True, text=True, timeout=120).stdout
-                cmd = next((int(m.group(1).replace(",", "")) for m in map(CALL_LINE.match, ann.splitlines()) if m), 0)
-                f.unlink()
-                return {"total": total, "cmd": cmd}
-            time.sleep(0.1)
-        raise RuntimeError("callgrind: no dump with a summary within 60 s")
+    def around(self, fn):
+        """fn()'s result and {total, cmd}: the instructions it made the server run."""
+        r, d = self.meter.around(fn, ["call"])
+        return r, {"total": d["total"], "cmd": d["call"]}
 
     def phase(self, c, cmd, calls, fn):
         """As Usec.phase: (whole-server instructions per call, 0, {"cmd": command-only per call})."""
-        self.zero()
-        fn()
-        d = self.dump()
+        _, d = self.around(fn)
         return d["total"] / calls, 0.0, {"cmd": d["cmd"] / calls}
 
-    def around(self, fn):
-        self.zero()
-        r = fn()
-        return r, self.dump()
+
+def tpop_batch_targets(T, tb, a, issue, tpop, target, quantum="", tail=""):
+    """Section 5's targets for the TPOP peer `tpop` against POP: drain msgs/s TPOP / POP,
+    and the pop command's usec per message POP / TPOP (the median of the per-round ratios;
+    None when the rounds do not pair up). Returns both ratios."""
+    rt = tb["msgs_per_s"].ratio(tpop, "pop")
+    T.at_least(issue, f"drain msgs/s, TPOP COUNT {a.count}{quantum} over {a.batch_slots} busy queues / "
+               f"POP COUNT {a.count}{tail}", rt, target)
+    t, p = tb["cmd"].v.get((tpop, "rmq.tpop"), []), tb["cmd"].v.get(("pop", "rmq.pop"), [])
+    ru = median([y / x for x, y in zip(t, p) if x]) if len(t) == len(p) else None
+    T.at_least(issue, f"server usec/msg: POP COUNT {a.count} / TPOP COUNT {a.count}{quantum} (TPOP command only)",
+               ru, target)
+    return rt, ru
 
 
 def record(figs, key, who, ph):
@@ -608,6 +589,13 @@ class Targets:
     def add(self, issue, what, value, target, ok, cmd_note=""):
         self.rows.append((issue, what, value, target, "PASS" if ok else "**MISS**", cmd_note))
 
+    def at_least(self, issue, what, r, target):
+        """A ratio `r` that must be at least `target` (None, not measured: a miss)."""
+        self.add(issue, what, fmt_ratio(r), f"≥ {target}×", r is not None and r >= target)
+
+    def at_most(self, issue, what, r, target):
+        self.add(issue, what, fmt_ratio(r), f"≤ {target}×", r is not None and r <= target)
+
     def missed(self):
         return [r for r in self.rows if r[4] != "PASS"]
 
@@ -671,11 +659,9 @@ def build_report(a, bk, gr, cpu, t1, tb, cg, loads):
     u = gr["usec_per_msg"]
     for order in ("adjacent", "interleaved"):
         r = f.ratio(f"grouped, {order}", f"ungrouped, {order}")
-        T.add(21, f"drain msgs/s, 10k groups × 10, {order}: grouped / ungrouped", fmt_ratio(r), f"≥ {T_GROUPED}×",
-              r is not None and r >= T_GROUPED)
+        T.at_least(21, f"drain msgs/s, 10k groups × 10, {order}: grouped / ungrouped", r, T_GROUPED)
         ru = u.ratio(f"ungrouped, {order}", f"grouped, {order}")
-        T.add(21, f"server usec/msg, {order}: ungrouped / grouped (i.e. grouped costs 1/x)", fmt_ratio(ru),
-              f"≥ {T_GROUPED}×", ru is not None and ru >= T_GROUPED)
+        T.at_least(21, f"server usec/msg, {order}: ungrouped / grouped (i.e. grouped costs 1/x)", ru, T_GROUPED)
     out.append(f"### 2. Draining {a.groups:,} groups × {a.per_group} messages (issue 10)\n")
     out.append(f"{a.groups * a.per_group:,} messages pushed first (driver `gfill`; adjacent: group j's "
                f"{a.per_group} messages at PRIORITY groups−j, one after another; interleaved: message k of "
@@ -741,8 +727,8 @@ def build_report(a, bk, gr, cpu, t1, tb, cg, loads):
 
     # 4. TPOP one busy
     r1 = t1["call"].ratio("tpop", "pop")
-    T.add(11, f"usec per RMQ.TPOP ({a.tpop_slots} slots, one non-empty) / RMQ.POP on that queue", fmt_ratio(r1),
-          f"≤ {T_TPOP_ONE}×", r1 is not None and r1 <= T_TPOP_ONE)
+    T.at_most(11, f"usec per RMQ.TPOP ({a.tpop_slots} slots, one non-empty) / RMQ.POP on that queue", r1,
+              T_TPOP_ONE)
     out.append(f"### 4. TPOP on a topic of {a.tpop_slots} slots with one non-empty queue (issue 11)\n")
     out.append(f"Every queue of the topic pushed to once and drained first; then one queue with 1,000 messages "
                f"at PRIORITY 0 and {a.cycles:,} `x:i` at PRIORITY 1, and one TPOP (its message acked and pushed "
@@ -757,14 +743,7 @@ def build_report(a, bk, gr, cpu, t1, tb, cg, loads):
     out.append("")
 
     # 5. TPOP batch
-    rt = tb["msgs_per_s"].ratio("tpop", "pop")
-    T.add(11, f"drain msgs/s, TPOP COUNT {a.count} over {a.batch_slots} busy queues / POP COUNT {a.count} on one",
-          fmt_ratio(rt), f"≥ {T_TPOP_BATCH}×", rt is not None and rt >= T_TPOP_BATCH)
-    tu = [tb["cmd"].v.get(("tpop", "rmq.tpop"), []), tb["cmd"].v.get(("pop", "rmq.pop"), [])]
-    pairs = [y / x for x, y in zip(*tu) if x]
-    ru = median(pairs) if len(tu[0]) == len(tu[1]) else None
-    T.add(11, f"server usec/msg: POP COUNT {a.count} / TPOP COUNT {a.count} (TPOP command only)", fmt_ratio(ru),
-          f"≥ {T_TPOP_BATCH}×", ru is not None and ru >= T_TPOP_BATCH)
+    rt, ru = tpop_batch_targets(T, tb, a, 11, "tpop", T_TPOP_BATCH, tail=" on one")
     out.append(f"### 5. TPOP COUNT {a.count} on a topic of {a.batch_slots} slots, all non-empty (issue 11)\n")
     out.append(f"{a.tpop_messages:,} messages spread evenly over the {a.batch_slots} queues (or all in one queue), drained "
                f"as in 2 by {a.consumers} consumers, each looping {{acks; RMQ.TPOP t {a.batch_slots} COUNT {a.count} | "
@@ -785,13 +764,7 @@ def build_report(a, bk, gr, cpu, t1, tb, cg, loads):
                f"{fmt_ratio(None if ru is None else 1 / ru)}.")
     out.append("")
     # 5b. the same with QUANTUM 100 (issue 21)
-    rq = tb["msgs_per_s"].ratio("tpop q100", "pop")
-    T.add(21, f"drain msgs/s, TPOP COUNT {a.count} QUANTUM 100 over {a.batch_slots} busy queues / POP COUNT {a.count}",
-          fmt_ratio(rq), f"≥ {T_TPOP_QUANTUM}×", rq is not None and rq >= T_TPOP_QUANTUM)
-    qu = [tb["cmd"].v.get(("tpop q100", "rmq.tpop"), []), tb["cmd"].v.get(("pop", "rmq.pop"), [])]
-    rqu = median([y / x for x, y in zip(*qu) if x]) if qu[0] and len(qu[0]) == len(qu[1]) else None
-    T.add(21, f"server usec/msg: POP COUNT {a.count} / TPOP COUNT {a.count} QUANTUM 100 (TPOP command only)",
-          fmt_ratio(rqu), f"≥ {T_TPOP_QUANTUM}×", rqu is not None and rqu >= T_TPOP_QUANTUM)
+    rq, rqu = tpop_batch_targets(T, tb, a, 21, "tpop q100", T_TPOP_QUANTUM, quantum=" QUANTUM 100")
     out.append(f"With `QUANTUM 100` (each queue's turn takes up to 100, issue 21): msgs/s "
                f"{cell(tb['msgs_per_s'], 'tpop q100')}, pop command usec/msg "
                f"{fmt(tb['cmd'].med(('tpop q100', 'rmq.tpop')))}; TPOP QUANTUM 100 / POP: msgs/s {fmt_ratio(rq)}, "
@@ -916,7 +889,7 @@ def header(a, m, elapsed, commit):
     return [
         "# RMQ v2 benchmark",
         "",
-        f"Command: `{cmd}` (scripts/bench_v2.py, reusing scripts/bench.py; load driver bench/driver). "
+        f"Command: `{cmd}` (bench/bench_v2.py, reusing bench/bench.py; load driver bench/driver). "
         f"Every figure is the median of {a.rounds} rounds, peers interleaved within each round; ratios are "
         "medians of per-round ratios. The machine is shared and noisy: read ratios, not absolute figures.",
         "",
@@ -952,14 +925,6 @@ def wait_blocked_clients(c, n, timeout):
             return True
         time.sleep(0.002)
     return False
-
-
-def resp(*args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
 
 
 def run_tpop_blocked(rounds, clients, figs):
@@ -1199,8 +1164,7 @@ def main():
         body = T.md() + body[head:] + extra
     md = "\n".join(header(a, m, elapsed, commit) + body)
     out = Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(md + "\n")
+    harness.write_report(out, md)
     print(md)
     print(f"\nwrote {out.relative_to(REPO) if out.is_relative_to(REPO) else out}")
     missed = T.missed()

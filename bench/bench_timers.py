@@ -52,7 +52,6 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from array import array
@@ -60,11 +59,13 @@ from pathlib import Path
 
 import redis
 
-from sysinfo import cpu_model
+import harness
+from harness import cpu_model
+from harness.server import ServerError
 
 REPO = Path(__file__).resolve().parent.parent
 MODULE = Path(os.environ.get("RMQ_MODULE", REPO / "target" / "release" / "librmq.so")).resolve()
-RESULTS = REPO / "scripts" / "results" / "bench_timers.md"
+RESULTS = harness.RESULTS / "bench_timers.md"
 SERVER_CORE = 0
 LOAD_CORE = 1
 
@@ -116,100 +117,41 @@ def pct(sorted_vals, p):
 
 
 def wait_until(pred, timeout, what, interval=0.005):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() >= deadline:
-            raise BenchError(f"timed out after {timeout:.1f} s waiting for {what}")
-        time.sleep(interval)
+    v = harness.poll(pred, timeout, interval)
+    if not v:
+        raise BenchError(f"timed out after {timeout:.1f} s waiting for {what}")
+    return v
 
 
 # ----------------------------------------------------------------------------- server
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+class Server(harness.Server):
+    """harness.Server pinned to SERVER_CORE; a server that cannot start is a BenchError.
+    stop() keeps its directory (and log) for the error report; cleanup() removes it."""
 
-
-class Server:
     def __init__(self):
-        self.proc = None
-        self.port = None
-        self.dir = tempfile.mkdtemp(prefix="rmq-bench-timers-")
-        self.log = os.path.join(self.dir, "redis.log")
+        super().__init__(tag="rmq-bench-timers", pin=SERVER_CORE)
 
     def start(self):
-        exe = os.environ.get("REDIS_SERVER") or shutil.which("redis-server")
-        if not exe:
-            raise BenchError("redis-server not found on PATH (set REDIS_SERVER)")
-        if not MODULE.is_file():
-            raise BenchError(f"module not found at {MODULE}: run `cargo build --release` first")
-        taskset = shutil.which("taskset")
-        if not taskset:
+        if shutil.which("taskset") is None:
             raise BenchError("taskset not found (util-linux)")
-        for _attempt in range(5):
-            self.port = free_port()
-            argv = [taskset, "-c", str(SERVER_CORE), exe,
-                    "--port", str(self.port), "--bind", "127.0.0.1",
-                    "--dir", self.dir, "--logfile", self.log,
-                    "--save", "", "--appendonly", "no", "--daemonize", "no",
-                    "--loadmodule", str(MODULE)]
-            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:
-                if self.proc.poll() is not None:
-                    break
-                try:
-                    c = redis.Redis(port=self.port, protocol=2, socket_timeout=2)
-                    c.ping()
-                    c.close()
-                    # taskset execs redis-server: the pid is the server's own.
-                    aff = os.sched_getaffinity(self.proc.pid)
-                    if aff != {SERVER_CORE}:
-                        raise BenchError(f"server affinity is {aff}, expected {{{SERVER_CORE}}}")
-                    return
-                except (redis.ConnectionError, redis.TimeoutError):
-                    time.sleep(0.05)
-            log = self.log_tail()
-            self.stop()
-            if "Address already in use" not in log:
-                raise BenchError(f"redis-server did not start; log tail:\n{log}")
-        raise BenchError("redis-server did not start after 5 attempts (ports in use)")
+        try:
+            super().start()
+        except (harness.HarnessError, ServerError) as e:
+            raise BenchError(f"redis-server did not start: {e}")
+        aff = os.sched_getaffinity(self.pid)
+        if aff != {SERVER_CORE}:
+            raise BenchError(f"server affinity is {aff}, expected {{{SERVER_CORE}}}")
+        return self
 
     def log_tail(self, n=15):
-        try:
-            with open(self.log, errors="replace") as f:
-                return "".join(f.readlines()[-n:])
-        except OSError:
-            return "(no log)"
-
-    def cpu_ticks(self):
-        """utime + stime of the server process, in clock ticks."""
-        with open(f"/proc/{self.proc.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])
-
-    def alive(self):
-        return self.proc is not None and self.proc.poll() is None
+        return "\n".join(self.log_text().splitlines()[-n:])
 
     def stop(self):
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)  # by pid
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        self.proc = None
+        super().stop(remove_dir=False)
 
     def cleanup(self):
-        shutil.rmtree(self.dir, ignore_errors=True)
+        super().stop(remove_dir=True)
 
 
 def client(port, timeout=30):
@@ -1260,7 +1202,7 @@ def render_table(rows):
 
 def render_md(rows, mi, cmd, noise, elapsed, logs, errors):
     md = []
-    md.append("# RMQ timer and blocking benchmarks (`scripts/bench_timers.py`)\n")
+    md.append("# RMQ timer and blocking benchmarks (`bench/bench_timers.py`)\n")
     md.append(f"Command: `{cmd}`  \nRun: {mi['date']}, {elapsed:.0f} s in all.\n")
     md.append("## Machine\n")
     md.append(f"- nproc: {mi['nproc']}; CPU: {mi['cpu']}; kernel {mi['kernel']}")
@@ -1428,7 +1370,7 @@ def main():
         r = client(srv.port)
         version = "redis-server " + r.info("server")["redis_version"]
         try:
-            version = subprocess.run([os.environ.get("REDIS_SERVER") or "redis-server", "--version"],
+            version = subprocess.run([harness.server_binary(), "--version"],
                                      capture_output=True, text=True, timeout=5).stdout.strip()
         except Exception:
             pass
@@ -1509,13 +1451,12 @@ def main():
         rc = 1
     rows = build_table(sw, fx, wk, fx_diag, args.diag_hz, ho, rt)
     elapsed = time.monotonic() - started
-    cmd = "python3 scripts/bench_timers.py" + ("" if len(sys.argv) < 2 else " " + " ".join(sys.argv[1:]))
+    cmd = "python3 bench/bench_timers.py" + ("" if len(sys.argv) < 2 else " " + " ".join(sys.argv[1:]))
     if rows:
         print()
         print(render_table(rows))
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_md(rows, mi, cmd, noise, elapsed, logs, errors))
+    harness.write_report(out, render_md(rows, mi, cmd, noise, elapsed, logs, errors))
     print(f"\nwrote {out} ({elapsed:.0f} s)")
     if errors:
         print("FAILED:\n  " + "\n  ".join(errors), file=sys.stderr)

@@ -6,25 +6,24 @@ the in-flight record RMQ keeps and the bare peer does not (HSET meta, HDEL meta)
 dumps one profile per phase (callgrind_control -z before, -d after). With BATCH=b, each
 command carries b messages (PUSH and ACK with b messages, POP COUNT b, ZADD with b members,
 ZPOPMAX b): N/b commands per phase, so divide by N for the cost per message. Read a phase with
-`callgrind_annotate --inclusive=yes <dir>/cg.<pid>.<k>` and divide by N
-(scripts/results/profile_v3.md has the figures). At the end it prints `call()` (Redis's
+`callgrind_annotate --inclusive=yes <dir>/cg_<phase>.out` and divide by N
+(docs/perf/profile_v3.md has the figures). At the end it prints `call()` (Redis's
 command execution, what INFO commandstats times) per message for each phase, and the
 lifecycle ratios to the bare peer with and without the record.
 
-    python3 scripts/profile_commands.py target/release/librmq.so /tmp/cg 3000
+    python3 bench/investigate/profile_commands.py target/release/librmq.so /tmp/cg 3000
 
 The server runs on a free port and is stopped by its pid.
 """
 
 import os
-import socket
-import subprocess
+import shutil
 import sys
-import time
+from pathlib import Path
 
-import redis
-
-from profile_tpop import inclusive
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/
+import harness  # noqa: E402
+from harness.callgrind import Callgrind, inclusive  # noqa: E402
 
 
 def main():
@@ -32,35 +31,24 @@ def main():
     n = int(sys.argv[3]) if len(sys.argv) > 3 else 3000
     grouped = os.environ.get("GROUPED") == "1"
     batch = int(os.environ.get("BATCH", "1"))
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
     os.makedirs(out, exist_ok=True)
-    server = subprocess.Popen(["valgrind", "--tool=callgrind", "--dump-instr=no", "--dump-line=no",
-                               f"--callgrind-out-file={out}/cg.%p", "redis-server", "--port", str(port),
-                               "--save", "", "--appendonly", "no", "--loadmodule", os.path.abspath(module)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = harness.Server(module=os.path.abspath(module), tag="rmq-profile")
+    meter = Callgrind(server)
+    server.start()
+    per = {}
     try:
-        r = redis.Redis(port=port)
-        deadline = time.time() + 60   # valgrind starts slowly
-        while True:
-            try:
-                r.ping()
-                break
-            except redis.ConnectionError:
-                if time.time() > deadline:
-                    raise
-                time.sleep(0.1)
+        r = server.client(protocol=None)
 
         def phase(name, cmds):
-            subprocess.run(["callgrind_control", "-z", str(server.pid)], capture_output=True, check=True)
+            meter.zero()
             for i in range(0, len(cmds), 100):
                 p = r.pipeline(transaction=False)
                 for c in cmds[i:i + 100]:
                     p.execute_command(*c)
                 p.execute()
-            subprocess.run(["callgrind_control", "-d", name, str(server.pid)], capture_output=True, check=True)
+            kept = shutil.move(meter.dump(name), Path(out) / f"cg_{name}.out")
+            per[name] = inclusive(kept, ["call"])[0] / n
+            print(f"{name:6} call() {per[name]:10,.0f} a message")
 
         # The bare peer's sets and hash begin in their big encodings, as RMQ's keys do (the
         # module converts its own early); else a hash's first 512 fields (listpack) dominate.
@@ -91,20 +79,7 @@ def main():
             phase("zrem", [["ZREM", "zp", *c] for c in chunks])
             phase("hdel", [["HDEL", "h", *c] for c in chunks])
     finally:
-        server.terminate()
-        server.wait(60)
-    summarize(out, server.pid, n)
-
-
-PHASES = ["push", "pop", "ack", "zadd", "zpop", "zprep", "hset", "zrem", "hdel"]
-
-
-def summarize(out, pid, n):
-    """call() instructions per message of each phase (the dumps are numbered in order)."""
-    per = {}
-    for k, name in enumerate(PHASES, start=1):
-        per[name] = inclusive(f"{out}/cg.{pid}.{k}", ["call"])[0] / n
-        print(f"{name:6} call() {per[name]:10,.0f} a message")
+        server.stop()
     rmq = per["push"] + per["pop"] + per["ack"]
     bare = per["zadd"] + per["zpop"] + per["zprep"] + per["zrem"]
     record = per["hset"] + per["hdel"]

@@ -5,7 +5,7 @@ side: `make bench`'s scale phase (driver `fill`, then `scale`: 200 × {100 singl
 the builds alternating. For telling a regression from the machine's spread when the scale
 target (PUSH at 1,000,000 waiting ≤ 2× at 1,000) moves between runs.
 
-  python3 scripts/ab_scale.py --a OLD.so --b target/release/librmq.so [--reps 3]
+  python3 bench/investigate/ab_scale.py --a OLD.so --b target/release/librmq.so [--reps 3]
 """
 
 import argparse
@@ -13,7 +13,7 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/
 import bench  # noqa: E402
 
 

@@ -37,9 +37,6 @@ memory counts too. It needs a quiet machine.
 """
 
 import argparse
-import shutil
-import tempfile
-from pathlib import Path
 
 from profile_tpop import BareMeter
 
@@ -52,8 +49,7 @@ def main():
     ap.add_argument("--wall", action="store_true",
                     help="INFO commandstats usec on a plain server instead of callgrind (the replies not added)")
     a = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="rmq-floor-"))
-    meter = BareMeter(tmp, not a.wall)
+    meter = BareMeter(not a.wall)
     try:
         c, measure = meter.c, meter.measure
 
@@ -110,7 +106,6 @@ def main():
         print(f"floor: POP/TPOP QUANTUM 1 = {meter.fmt(pop)} / {meter.fmt(tpop)} = {pop / tpop:.3f}")
     finally:
         meter.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -41,12 +41,12 @@ from pathlib import Path
 
 import redis
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from profile_tpop import bare_server, callgrind_server, dump, inclusive  # noqa: E402
+import harness
+from harness.callgrind import Callgrind, inclusive
 
 REPO = Path(__file__).resolve().parent.parent
 MODULE = Path(os.environ.get("RMQ_MODULE", REPO / "target/release/librmq.so"))
-RESULTS = REPO / "scripts/results/bench_host.md"
+RESULTS = harness.RESULTS / "bench_host.md"
 COMMANDS = ["set", "get", "incr", "lpush", "hset", "sadd", "zadd"]
 # Commands whose events the module follows: bounded by the floor, not by no module.
 WATCHED = {"zadd"}
@@ -114,42 +114,39 @@ def send(c, cmd, keys, pipeline):
         p.execute()
 
 
-def callgrind_pass(tmp, cfgs, n, pipelines):
+def callgrind_pass(cfgs, n, pipelines):
     """{(config, cmd, pipeline): (call() per command, processCommand() per command)}."""
     keys = [f"key:{i:012d}" for i in range(n)]
     random.Random(31).shuffle(keys)
     out = {}
     for name, args in cfgs.items():
-        d = tmp / f"cg-{name}"
-        d.mkdir()
-        proc, dumpfile, port = callgrind_server(d, [*args, *QUIET])
+        server = harness.Server(module=None, conf=[*args, *QUIET], tag=f"rmq-host-cg-{name}")
+        meter = Callgrind(server)
+        server.start()
         try:
-            c = redis.Redis(port=port)
+            c = redis.Redis(port=server.port)
             for p in pipelines:
                 for cmd in COMMANDS:
                     c.flushall()
-                    subprocess.run(["callgrind_control", "-z", str(proc.pid)], check=True, capture_output=True)
+                    meter.zero()
                     send(c, cmd, keys, p)
-                    f = dump(proc, dumpfile, f"{cmd}-{p}")
+                    f = meter.dump(f"{cmd}-{p}")
                     call, process = inclusive(f, ["call", "processCommand"])
                     Path(f).unlink()
                     out[(name, cmd, p)] = (call / n, process / n)
                     log(f"  callgrind {name:5} {cmd:5} -P {p:2}: call() {call / n:7,.0f}, "
                         f"processCommand() {process / n:7,.0f} per command")
         finally:
-            proc.terminate()
-            proc.wait(timeout=120)
+            server.stop()
     return out
 
 
-def wall_pass(tmp, cfgs, rounds, n, pipelines):
+def wall_pass(cfgs, rounds, n, pipelines):
     """{(config, cmd, pipeline): ([usec_per_call per round], [requests/s per round])}."""
     servers = {}
     for name, args in cfgs.items():
-        d = tmp / f"wall-{name}"
-        d.mkdir()
-        proc, port = bare_server(d, args, ["taskset", "-c", SERVER_CORE])
-        servers[name] = (proc, port, redis.Redis(port=port))
+        server = harness.Server(module=None, conf=args, pin=SERVER_CORE, tag=f"rmq-host-{name}").start()
+        servers[name] = (server, server.port, redis.Redis(port=server.port))
     out = {}
     try:
         names = list(cfgs)
@@ -168,9 +165,8 @@ def wall_pass(tmp, cfgs, rounds, n, pipelines):
                         q.append(rps)
             log(f"  wall round {r + 1}/{rounds} done")
     finally:
-        for proc, _, _ in servers.values():
-            proc.terminate()
-            proc.wait(timeout=60)
+        for server, _, _ in servers.values():
+            server.stop()
     return out
 
 
@@ -184,7 +180,7 @@ def report(cg, wall, cfgs, pipelines, a):
     lines = [
         "# Host overhead: commands on keys that are not queues (issue 31 item 7)",
         "",
-        f"`python3 scripts/bench_host.py --rounds {a.rounds} --cg-commands {a.cg_commands}"
+        f"`python3 bench/bench_host.py --rounds {a.rounds} --cg-commands {a.cg_commands}"
         f"{' --base ' + str(a.base) if a.base else ''}` — commands on new keys; callgrind: "
         f"{a.cg_commands:,} commands per row, the same keys in the same order on every server; wall: "
         f"{a.rounds} alternating rounds of redis-benchmark -r 10000000 ({a.wall_commands:,} commands, "
@@ -258,9 +254,9 @@ def main():
         tmp = Path(t)
         cfgs = configs(tmp, a.base)
         log("bench_host: callgrind …")
-        cg = callgrind_pass(tmp, cfgs, a.cg_commands, pipelines)
+        cg = callgrind_pass(cfgs, a.cg_commands, pipelines)
         log("bench_host: wall …")
-        wall = wall_pass(tmp, cfgs, a.rounds, {16: a.wall_commands, 1: a.wall_commands // 4}, pipelines)
+        wall = wall_pass(cfgs, a.rounds, {16: a.wall_commands, 1: a.wall_commands // 4}, pipelines)
     md, missed = report(cg, wall, cfgs, pipelines, a)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(md + "\n")

@@ -151,9 +151,9 @@ def row(name, vals, fmt, target=None, ok=None):
 def render(lat, burst, mi, elapsed):
     lines = [
         SECTION_START,
-        "## Schedules (`scripts/bench_schedules.py`)",
+        "## Schedules (`bench/bench_schedules.py`)",
         "",
-        f"Command: `python3 scripts/bench_schedules.py` (run by `make bench-timers`).  ",
+        f"Command: `python3 bench/bench_schedules.py` (run by `make bench-timers`).  ",
         f"Run: {mi['date']}, {elapsed:.0f} s; module `{mi['module']}` (sha256 {mi['module_sha']}…), "
         f"repo HEAD {mi['git']}; {mi['redis']}; server pinned to core 0, load and probe to core 1; "
         f"load average at start {' '.join(mi['loadavg_start'])}. Shared machine: other sessions "

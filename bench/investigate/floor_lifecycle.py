@@ -18,16 +18,19 @@ command, or 1 with --batch 1; pipelined by 100 commands):
 and prints each peer's server usec per message (median of --rounds rounds, the peers'
 order turning each round) and the medians of the per-round ratios RMQ/bare, RMQ/record.
 
-    python3 scripts/floor_lifecycle.py [--messages 50000] [--batch 100] [--rounds 5]
+    python3 bench/investigate/floor_lifecycle.py [--messages 50000] [--batch 100] [--rounds 5]
 
 The module is bench.py's (RMQ_MODULE, default target/release/librmq.so).
 """
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
-import bench
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/
+import bench  # noqa: E402
 
 
 def pipelined(r, cmds):

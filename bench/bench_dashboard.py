@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How the dashboard holds up with many queues: 100, 10,000 and 100,000 queues, side by side.
 
-    python3 scripts/bench_dashboard.py [--queues 10000,100000] [--rounds 15]
+    python3 bench/bench_dashboard.py [--queues 10000,100000] [--rounds 15]
 
 Its own redis-server with the module (tests/server_support.Server: a free port, stopped by
 pid) and its own `python -m rmq dashboard` (tests/dashboard_support.Dashboard). For a small
@@ -32,14 +32,15 @@ import statistics
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+import harness
+from harness import Server
+
+REPO = harness.REPO
 for p in (REPO / "tests", REPO / "clients/python", REPO / "clients/python/tests"):
     sys.path.insert(0, str(p))
 
 from dashboard_support import Dashboard  # noqa: E402
-from server_support import Server  # noqa: E402
 
 from rmq.dashboard.sampler import Sampler  # noqa: E402
 from rmq.dashboard.source import Source  # noqa: E402
@@ -176,9 +177,9 @@ def main() -> int:
                 f"{'met' if worst <= target else 'MISSED'}; slowest single scrape while "
                 f"sampling {got[n][f'{BUSY}{suffix}: slowest ms']:.0f} ms")
     text = "\n".join([
-        "# Dashboard with many queues (`scripts/bench_dashboard.py`)",
+        "# Dashboard with many queues (`bench/bench_dashboard.py`)",
         "",
-        f"Command: `python3 scripts/bench_dashboard.py --queues {args.queues} "
+        f"Command: `python3 bench/bench_dashboard.py --queues {args.queues} "
         f"--rounds {args.rounds}`  ",
         f"Run: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC, "
         f"{time.time() - started:.0f} s in all; load average at start "
@@ -202,8 +203,8 @@ def main() -> int:
         *verdicts,
         "",
     ])
-    out = REPO / "scripts/results/bench_dashboard.md"
-    out.write_text(text)
+    out = harness.RESULTS / "bench_dashboard.md"
+    harness.write_report(out, text)
     print(text)
     return 0
 

@@ -27,7 +27,7 @@ import bench
 import bench_v2
 from bench import log, median
 
-RESULTS = bench.REPO / "scripts" / "results" / "bench_ops.md"
+RESULTS = bench.harness.RESULTS / "bench_ops.md"
 TARGET = 1.03
 PHASES = ("push", "pop", "ack")
 
@@ -51,7 +51,7 @@ def measure(servers, n, rounds):
 def report(figs, a, names):
     base, on, off = names
     lines = [
-        "# Observability cost on the hot path (scripts/bench_ops.py)\n",
+        "# Observability cost on the hot path (bench/bench_ops.py)\n",
         f"Instructions per message (callgrind), median of {a.rounds} rounds, {a.messages:,} messages per "
         "phase on one queue; **cmd** = the commands alone (redis-server's call()), **total** = the whole "
         f"server. base = `{a.base}`; ops = this tree; ops/base target ≤ {TARGET}×.\n",
@@ -105,7 +105,7 @@ def main():
     text, worst = report(figs, a, names)
     print(text)
     if not a.no_write:
-        RESULTS.write_text(text)
+        bench.harness.write_report(RESULTS, text)
     return 0 if worst <= TARGET else 1
 
 

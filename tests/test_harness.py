@@ -1,0 +1,144 @@
+"""The shared harness (bench/harness) that starts every server of the tests and the
+benchmarks: what the benchmarks rely on beyond what the other tests exercise (a server
+without the module, pinning, the callgrind meter, the stats, the report writer, and the
+errors for a missing binary or module)."""
+
+import os
+import shutil
+import socket
+import time
+
+import pytest
+import redis
+
+import harness
+from harness.callgrind import Callgrind
+
+
+def test_free_port_is_bindable_with_its_cluster_bus():
+    port = harness.free_port(cluster_bus=True)
+    for p in (port, port + 10000):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", p))
+
+
+def test_bare_server_has_no_module_and_stops_by_pid():
+    s = harness.Server(module=None, tag="rmq-harness").start()
+    try:
+        c = s.client()
+        assert c.ping()
+        # (Valkey 9 lists its built-in Lua engine as a module.)
+        names = [dict(zip(m[::2], m[1::2]))[b"name"] for m in c.execute_command("MODULE", "LIST")]
+        assert b"rmq" not in names
+        with pytest.raises(redis.ResponseError):
+            c.execute_command("RMQ.PUSH", "q", "PRIORITY", 1, "m")
+        pid, d = s.pid, s.dir
+    finally:
+        s.stop()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    assert not os.path.exists(d)
+
+
+def test_kept_server_leaves_its_directory_to_look_at():
+    s = harness.Server(module=None, tag="rmq-harness").start()
+    s.keep = True
+    s.stop()
+    try:
+        assert not s.alive()
+        assert "Ready to accept connections" in s.log_text()
+    finally:
+        shutil.rmtree(s.dir)
+
+
+@pytest.mark.skipif(shutil.which("taskset") is None, reason="taskset (util-linux) not installed")
+def test_pinned_server_runs_on_its_core():
+    s = harness.Server(pin=0, tag="rmq-harness").start()
+    try:
+        assert os.sched_getaffinity(s.pid) == {0}
+        c = s.client()
+        assert c.execute_command("RMQ.PUSH", "q", "PRIORITY", 1, "m") == 1
+        # The server's CPU time counts in clock ticks: work until one has passed.
+        deadline = time.monotonic() + 60
+        while s.cpu_seconds() == 0 and time.monotonic() < deadline:
+            p = c.pipeline(transaction=False)
+            for i in range(2000):
+                p.execute_command("RMQ.PUSH", "q", "PRIORITY", 1, f"m{i}")
+            p.execute()
+        assert s.cpu_seconds() > 0
+    finally:
+        s.stop()
+    assert s.cpu_seconds() == 0
+
+
+def test_missing_module_and_binary_are_harness_errors(monkeypatch, tmp_path):
+    monkeypatch.setenv("RMQ_MODULE", str(tmp_path / "none.so"))
+    with pytest.raises(harness.HarnessError, match="RMQ module not found"):
+        harness.module_path()
+    monkeypatch.setenv("RMQ_SERVER_BIN", str(tmp_path / "no-server"))
+    with pytest.raises(harness.HarnessError, match="not found or not executable"):
+        harness.server_binary()
+
+
+@pytest.mark.skipif(shutil.which("callgrind_control") is None, reason="valgrind not installed")
+def test_callgrind_counts_grow_with_the_work():
+    s = harness.Server(module=None, tag="rmq-harness")
+    meter = Callgrind(s)
+    s.start()
+    try:
+        c = s.client()
+        _, few = meter.around(lambda: [c.set(f"k{i}", "v") for i in range(10)], ["call"])
+        _, many = meter.around(lambda: [c.set(f"k{i}", "v") for i in range(2000)], ["call"])
+        # 200 times the SETs: well over ten times the server's instructions, whatever the
+        # event loop and the cron added meanwhile.
+        assert 0 < few["total"] and many["total"] > 10 * few["total"]
+        # Function counts need the binary's symbols (some servers of the matrix are
+        # stripped: then call() is not found and counts 0).
+        if few["call"]:
+            assert few["call"] < few["total"] and many["call"] > 20 * few["call"]
+        assert not list(meter.dir.glob("cg.*.out.*")), "count() removes its dumps"
+    finally:
+        s.stop()
+
+
+def test_callgrind_release_runs_the_server_plain_again():
+    s = harness.Server(module=None, tag="rmq-harness")
+    meter = Callgrind(s)
+    assert s.wrapper[0] == "valgrind" and s.start_timeout >= 120
+    meter.release()
+    assert s.wrapper == [] and s.start_timeout == harness.server.START_TIMEOUT
+
+
+def test_median_and_spread_leave_out_missing_rounds():
+    assert harness.median([3, None, 1, 2]) == 2
+    assert harness.median([None]) is None
+    assert harness.spread([1, 2, 3]) == 1.0
+    assert harness.spread([5]) == 0.0
+    assert harness.spread([0, 0]) == 0.0
+
+
+def test_write_report_makes_the_folder_and_ends_in_one_newline(tmp_path):
+    out = harness.write_report(tmp_path / "a" / "r.md", "# title\n\n")
+    assert out.read_text() == "# title\n"
+    assert harness.RESULTS == harness.REPO / "scripts" / "results"
+
+
+def test_poll_returns_the_first_true_value_or_the_last_one():
+    calls = []
+    assert harness.poll(lambda: calls.append(1) or len(calls) >= 3 and "ok", 10, interval=0) == "ok"
+    assert len(calls) == 3
+    assert harness.poll(lambda: 0, 0.05, interval=0.01) == 0
+
+
+def test_resp_is_what_the_server_reads():
+    assert harness.resp("SET", b"k\r\n", 5) == b"*3\r\n$3\r\nSET\r\n$3\r\nk\r\n\r\n$1\r\n5\r\n"
+    s = harness.Server(module=None, tag="rmq-harness").start()
+    try:
+        with socket.create_connection(("127.0.0.1", s.port), timeout=10) as sk:
+            sk.sendall(harness.resp("SET", b"k\r\n", 5) + harness.resp("GET", b"k\r\n"))
+            got = b""
+            while got.count(b"\r\n") < 3:
+                got += sk.recv(100)
+        assert got == b"+OK\r\n$1\r\n5\r\n"
+    finally:
+        s.stop()
