@@ -63,8 +63,17 @@ fn scanned_queue(key: &[u8]) -> Option<&[u8]> {
 fn zset_written(ctx: Ctx, name: &[u8], q: &[u8], tagged: Option<KeyId>) {
     // Most sorted sets are no queue's: their names settle it before anything is looked up.
     let slot = route::split(q).is_some();
-    let watched = slot || (waiters::anyone_blocked() && waiters::has_waiters(ctx.db(), q));
-    if !watched || !ctx.is_primary() {
+    if slot || waiters::anyone_blocked() {
+        queue_zset_written(ctx, name, q, tagged, slot);
+    }
+}
+
+/// `zset_written` for a name that may be a queue's (`slot`: a topic's). Apart, so that the
+/// usual write (no queue's) pays no more than the names' check (the keyspace callback is
+/// inside every ZADD on the server).
+#[inline(never)]
+fn queue_zset_written(ctx: Ctx, name: &[u8], q: &[u8], tagged: Option<KeyId>, slot: bool) {
+    if !(slot || waiters::has_waiters(ctx.db(), q)) || !ctx.is_primary() {
         return;
     }
     let waiting_set = matches!(tagged, None | Some(KeyId::Hold));
@@ -185,6 +194,12 @@ fn on_key_event(ctx: Ctx, event: &EventName, k: &[u8]) {
         // The usual event: a sorted set's write, settled by its name.
         return zset_written(ctx, k, k, None);
     }
+    key_event(ctx, event, k, zset, tagged);
+}
+
+/// `on_key_event` for any other event, apart from the usual one's few instructions.
+#[inline(never)]
+fn key_event(ctx: Ctx, event: &EventName, k: &[u8], zset: bool, tagged: Option<&[u8]>) {
     let event = event.bytes();
     let gone = matches!(event, b"del" | b"expired" | b"evicted" | b"rename_from" | b"move_from");
     let arrived = matches!(event, b"restore" | b"rename_to" | b"move_to" | b"copy_to");
