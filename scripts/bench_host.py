@@ -57,6 +57,12 @@ SERVER_CORE, LOAD_CORE = "0", "1"
 # does with its duration (the slow log past 10 ms, latency histograms) would count
 # instructions that depend on the machine's load, not on the server.
 QUIET = ["--slowlog-log-slower-than", "-1", "--latency-tracking", "no"]
+# Work done on wall-clock timers that lands inside call() whenever a command allocates or
+# looks a key up: jemalloc's purging of freed pages (its decay) and the cron's incremental
+# rehashing. Off under callgrind, so that a row's count is the same run to run (with them
+# it moved by up to 3%).
+CG_QUIET = ["--activerehashing", "no"]
+CG_ENV = {"MALLOC_CONF": "dirty_decay_ms:-1,muzzy_decay_ms:-1"}
 
 
 def log(*a):
@@ -124,7 +130,12 @@ def callgrind_pass(tmp, cfgs, n, pipelines):
     for name, args in cfgs.items():
         d = tmp / f"cg-{name}"
         d.mkdir()
-        proc, dumpfile, port = callgrind_server(d, [*args, *QUIET])
+        os.environ.update(CG_ENV)
+        try:
+            proc, dumpfile, port = callgrind_server(d, [*args, *QUIET, *CG_QUIET])
+        finally:
+            for k in CG_ENV:
+                os.environ.pop(k, None)
         try:
             c = redis.Redis(port=port)
             for p in pipelines:
@@ -194,8 +205,9 @@ def report(cg, wall, cfgs, pipelines, a):
         f"-P 1: {a.wall_commands // 4:,}). Server: "
         f"`{subprocess.run(['redis-server', '--version'], capture_output=True, text=True).stdout.strip()}`.",
         "",
-        "Instructions per command inside call() (the command and the keyspace events it fires: the "
-        "issue's measure), inside processCommand() (call() and what precedes it, among which the "
+        "Instructions per command (the servers under callgrind with jemalloc's decay and active "
+        "rehashing off: wall-clock-driven work that moved the counts run to run) inside call() (the "
+        "command and the keyspace events it fires: the issue's measure), inside processCommand() (call() and what precedes it, among which the "
         "command filters) and inside moduleCallCommandFilters() (the filters alone); wall: INFO "
         "commandstats usec_per_call (the command and its events) and redis-benchmark requests/s "
         "(everything), medians.",
