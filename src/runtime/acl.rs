@@ -33,8 +33,8 @@ static VERDICTS: LazyLock<Mutex<Verdicts>> = LazyLock::new(Mutex::default);
 const MAX_VERDICTS: usize = 10_000;
 
 /// A command that may change ACL rules, or the user of the client that sends it (AUTH,
-/// HELLO … AUTH, RESET), is about to run. Every command passes here: the length decides
-/// most of them.
+/// HELLO … AUTH, RESET), is about to run (the command filter's first look at the name lets
+/// these through).
 pub fn rules_may_change(command: &[u8]) {
     let (rules, user) = match command.len() {
         3 => (command.eq_ignore_ascii_case(b"acl"), false),

@@ -37,8 +37,17 @@ use crate::storage::{effects, headers};
 fn zset_written(ctx: Ctx, name: &[u8], q: &[u8], tagged: Option<KeyId>) {
     // Most sorted sets are no queue's: their names settle it before anything is looked up.
     let slot = route::split(q).is_some();
-    let watched = slot || (waiters::anyone_blocked() && waiters::has_waiters(ctx.db(), q));
-    if !watched || !ctx.is_primary() {
+    if slot || waiters::anyone_blocked() {
+        queue_zset_written(ctx, name, q, tagged, slot);
+    }
+}
+
+/// `zset_written` for a name that may be a queue's (`slot`: a topic's). Apart, so that the
+/// usual write (no queue's) pays no more than the names' check (the keyspace callback is
+/// inside every ZADD on the server).
+#[inline(never)]
+fn queue_zset_written(ctx: Ctx, name: &[u8], q: &[u8], tagged: Option<KeyId>, slot: bool) {
+    if !(slot || waiters::has_waiters(ctx.db(), q)) || !ctx.is_primary() {
         return;
     }
     let waiting_set = matches!(tagged, None | Some(KeyId::Hold));
@@ -86,6 +95,12 @@ fn on_key_event(ctx: Ctx, event: &EventName, k: &[u8]) {
         // The usual event: a sorted set's write, settled by its name.
         return zset_written(ctx, k, k, None);
     }
+    key_event(ctx, event, k, zset, tagged);
+}
+
+/// `on_key_event` for any other event, apart from the usual one's few instructions.
+#[inline(never)]
+fn key_event(ctx: Ctx, event: &EventName, k: &[u8], zset: bool, tagged: Option<&[u8]>) {
     let event = event.bytes();
     let gone = matches!(event, b"del" | b"expired" | b"evicted" | b"rename_from" | b"move_from");
     let arrived = matches!(event, b"restore" | b"rename_to" | b"move_to" | b"copy_to");
@@ -160,25 +175,43 @@ fn abandoned(ctx: Ctx) {
     ctx.select_db(original);
 }
 
-/// Sees each command before it runs (every command on the server: the name's first letter
-/// and the first key's last byte settle nearly all at once): SYNC and PSYNC, so
-/// propagation is on before a replica's initial snapshot is taken and its backlog begins;
-/// commands that may change ACL rules; CLUSTER commands, which may change the slots this
-/// node serves; and commands whose first key is a queue's tagged key (HSET meta{Q} or SET
-/// dead{Q} by hand, in a script, or a primary's effects on a replica), whose keyspace
-/// events the module does not follow (`named_by_hand`).
+/// Sees each command before it runs (every command on the server: its name's length, first
+/// and last letters and the first key's last byte settle nearly all at once): SYNC and
+/// PSYNC, so propagation is on before a replica's initial snapshot is taken and its backlog
+/// begins; commands that may change ACL rules or a client's user; CLUSTER commands, which
+/// may change the slots this node serves; and commands whose first key is a queue's tagged
+/// key (HSET meta{Q} or SET dead{Q} by hand, in a script, or a primary's effects on a
+/// replica), whose keyspace events the module does not follow (`named_by_hand`). No server
+/// or keyspace event tells of these (docs/EVENTS.md).
 fn on_command(cmd: &Filtered) {
-    let Some(name) = cmd.arg(0) else { return };
-    match name.first().map(u8::to_ascii_lowercase) {
-        Some(b's' | b'p') if name.eq_ignore_ascii_case(b"sync") || name.eq_ignore_ascii_case(b"psync") => effects::replicas_from_now(),
-        Some(b'c') if name.eq_ignore_ascii_case(b"cluster") => cluster::forget_slots(),
-        Some(b'e') if name.eq_ignore_ascii_case(b"exec") => named().made_again(),
-        _ => {}
+    if let Some(name) = cmd.arg(0).filter(|n| may_be_watched(n)) {
+        watched(name);
     }
-    acl::rules_may_change(name);
     if let Some(key) = cmd.arg(1).filter(|k| k.last() == Some(&b'}')) {
         named_by_hand(key);
     }
+}
+
+/// Whether command `name` may be one `watched` acts on (ACL, AUTH, EXEC, SYNC, HELLO,
+/// PSYNC, RESET, CLUSTER), by its length and its first and last letters: SET, GET, SADD
+/// and nearly every other command stop here, before any comparison.
+fn may_be_watched(name: &[u8]) -> bool {
+    let (Some(first), Some(last)) = (name.first(), name.last()) else { return false };
+    matches!(
+        (name.len(), first | 0x20, last | 0x20),
+        (3, b'a', b'l') | (4, b'a', b'h') | (4, b'e' | b's', b'c') | (5, b'h', b'o') | (5, b'p', b'c') | (5, b'r', b't') | (7, b'c', b'r')
+    )
+}
+
+fn watched(name: &[u8]) {
+    if name.eq_ignore_ascii_case(b"sync") || name.eq_ignore_ascii_case(b"psync") {
+        effects::replicas_from_now();
+    } else if name.eq_ignore_ascii_case(b"cluster") {
+        cluster::forget_slots();
+    } else if name.eq_ignore_ascii_case(b"exec") {
+        named().made_again();
+    }
+    acl::rules_may_change(name);
 }
 
 /// A command is about to write (perhaps make) tagged key `key`: its queue may be new to the
@@ -255,4 +288,26 @@ pub fn subscribe(ctx: Ctx) -> bool {
         effects::replicas_from_now();
     }
     servers && config && keys
+}
+
+#[cfg(test)]
+mod tests {
+    use super::may_be_watched;
+
+    #[test]
+    fn the_filter_lets_through_every_command_it_acts_on_in_any_case() {
+        for name in ["acl", "auth", "exec", "sync", "hello", "psync", "reset", "cluster"] {
+            for spelt in [name.to_string(), name.to_uppercase(), name[..1].to_uppercase() + &name[1..]] {
+                assert!(may_be_watched(spelt.as_bytes()), "{spelt}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_filter_stops_other_commands_at_the_name() {
+        for name in ["set", "GET", "sadd", "SREM", "incr", "hset", "lpush", "zadd", "EVAL", "echo", "", "a", "rmq.push", "client", "config"]
+        {
+            assert!(!may_be_watched(name.as_bytes()), "{name}");
+        }
+    }
 }
