@@ -1,6 +1,6 @@
 //! Every error a command can answer, and its text, in one place.
 
-use crate::core::kind::{Kind, PushMode};
+use crate::core::message_kind::{Kind, PushMode};
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum RmqError {
