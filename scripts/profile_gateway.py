@@ -10,6 +10,7 @@ extensions, so the sha2 crate runs its portable code here: the SHA-256 share (re
 handle MACs) is larger than on the real CPU.
 
     python3 scripts/profile_gateway.py [--rounds 200] [--native-rounds 2000]
+    python3 scripts/profile_gateway.py --compare OTHER_BINARY [--repeats 3]
 """
 
 import argparse
@@ -17,6 +18,7 @@ import datetime
 import os
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -52,13 +54,13 @@ def cpu_ticks(pid):
     return int(fields[11]), int(fields[12])
 
 
-def run(rounds, out_file=None):
+def run(rounds, out_file=None, binary=None):
     """Drives a gateway (under callgrind when out_file is given); returns the messages
     consumed and the gateway's (user, system) seconds while it served them."""
     srv = Server().start()
     port = free_port()
     log = tempfile.NamedTemporaryFile(prefix="rmq-gw-prof-", suffix=".log", delete=False)
-    argv = [str(REPO / "target" / "release" / "rmq-gateway"), "--listen", f"127.0.0.1:{port}",
+    argv = [binary or str(REPO / "target" / "release" / "rmq-gateway"), "--listen", f"127.0.0.1:{port}",
             "--redis", f"redis://{srv.addr}", "--threads", "1"]
     if out_file:
         argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}"] + argv
@@ -104,13 +106,34 @@ def inclusive(out_file):
     return rows
 
 
+def compare(args):
+    this = str(REPO / "target" / "release" / "rmq-gateway")
+    per_msg = {this: [], args.compare: []}
+    for _ in range(args.repeats):
+        for binary in per_msg:
+            n, (user, system) = run(args.native_rounds, binary=binary)
+            per_msg[binary].append((1e6 * user / n, 1e6 * (user + system) / n))
+    print(f"`python3 scripts/profile_gateway.py --compare {args.compare} --repeats {args.repeats} "
+          f"--native-rounds {args.native_rounds}`: gateway CPU µs per message (user / user + kernel)")
+    for binary, runs in per_msg.items():
+        runs_text = ", ".join(f"{u:.0f} / {t:.0f}" for u, t in runs)
+        print(f"- {binary}: {runs_text}; medians {statistics.median(u for u, _ in runs):.1f} / "
+              f"{statistics.median(t for _, t in runs):.1f}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=200)
     ap.add_argument("--native-rounds", type=int, default=2000,
                     help="rounds of the native run that splits CPU into user and kernel time")
     ap.add_argument("--out", default=str(REPO / "scripts" / "results" / "profile_gateway.md"))
+    ap.add_argument("--compare", metavar="BINARY",
+                    help="instead: native CPU per message of target/release/rmq-gateway and "
+                         "BINARY, runs alternating (--repeats each), medians side by side")
+    ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
+    if args.compare:
+        return compare(args)
     with tempfile.TemporaryDirectory() as d:
         cg = os.path.join(d, "callgrind.out")
         consumed, _ = run(args.rounds, cg)
