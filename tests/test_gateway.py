@@ -505,6 +505,9 @@ def test_message_move_task_back_to_the_source(r, sqs):
     with pytest.raises(ClientError) as e:
         sqs.cancel_message_move_task(TaskHandle=handle)
     assert code(e) == "ResourceNotFoundException"
+    # Deleting the dead-letter queue removes its task's state too.
+    sqs.delete_queue(QueueUrl=url.replace("/src", "/dlq"))
+    assert r.keys("*{dlq}*") == []
 
 
 def test_message_move_task_cancel(r, sqs):
