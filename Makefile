@@ -5,7 +5,8 @@
 #               tests (pytest) against Redis 7.0 and then Valkey 9.1, and the module's
 #               integration tests (tests/) against Redis 8.2 and Valkey 8.1 too
 #   make fuzz   cargo fuzz targets in fuzz/ (parsers, codec, routing, rate limiter and
-#               schedule, the queue rules against their model), FUZZ_SECONDS (default 60)
+#               schedule, the queue rules against their model) and gateway/fuzz (the
+#               gateway's request reading and SigV4), FUZZ_SECONDS (default 60)
 #               each, one at a time under nice; installs cargo-fuzz if missing. Not part
 #               of `make test`.
 #   make soak   the model-based live fuzzer (tests/fuzz_support.py) over many seeds for
@@ -198,7 +199,7 @@ bench-node: deps build
 # and runs faster without; built so, the targets need no nightly flag (checked with
 # cargo-fuzz 0.13 on stable). RUSTC_BOOTSTRAP=1 lets the stable toolchain take the -Z
 # flags cargo fuzz passes otherwise (e.g. -Zsanitizer=address for `-s address`). Inputs found go to fuzz/corpus/<target> (ignored by git), crashes to
-# fuzz/artifacts/<target>.
+# fuzz/artifacts/<target>. Then gateway/fuzz's `request` target (its own crate) likewise.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= args codec route bucket_schedule rules
 .PHONY: fuzz
@@ -208,6 +209,8 @@ fuzz:
 		mkdir -p corpus/$$t && \
 		RUSTC_BOOTSTRAP=1 nice -n 10 $(CARGO) fuzz run -s none $$t corpus/$$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; \
 	done
+	cd gateway/fuzz && mkdir -p corpus/request && \
+		RUSTC_BOOTSTRAP=1 nice -n 10 $(CARGO) fuzz run -s none request corpus/request -- -max_total_time=$(FUZZ_SECONDS)
 
 # Model-based live fuzzing for hours (scripts/soak.py): seed after seed of random command
 # sequences with restarts, promotions and (every fourth seed, on a 3-primary cluster) slot

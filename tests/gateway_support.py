@@ -27,8 +27,11 @@ def gateway_path():
 
 
 class Gateway:
-    def __init__(self, server, credentials=None, extra=(), listen=None, redis_url=None):
-        self.redis_url = redis_url or f"redis://{server.addr}"
+    def __init__(self, server, credentials=None, extra=(), listen=None, redis_url=None,
+                 cluster_seeds=None):
+        """`cluster_seeds` (a list of redis:// URLs) starts it with --cluster, not --redis."""
+        self.cluster_seeds = cluster_seeds
+        self.redis_url = None if cluster_seeds else (redis_url or f"redis://{server.addr}")
         self.credentials = credentials
         self.extra = [str(a) for a in extra]
         self.listen = listen
@@ -38,8 +41,11 @@ class Gateway:
         self.outfile = os.path.join(self.dir, "out.log")
 
     def argv(self):
-        argv = [gateway_path(), "--listen", self.listen or f"127.0.0.1:{self.port}",
-                "--redis", self.redis_url]
+        argv = [gateway_path(), "--listen", self.listen or f"127.0.0.1:{self.port}"]
+        if self.cluster_seeds:
+            argv += ["--cluster", ",".join(self.cluster_seeds)]
+        else:
+            argv += ["--redis", self.redis_url]
         if self.credentials is not None:
             path = os.path.join(self.dir, "credentials")
             with open(path, "w") as f:

@@ -4,7 +4,10 @@ Redis users behind access keys, presigned URLs, the start refusal rules and the 
 import datetime
 import json
 import os
+import socket
 import subprocess
+import threading
+import time
 import urllib.error
 import urllib.request
 from unittest import mock
@@ -146,6 +149,12 @@ def test_start_refusals(server, tmp_path):
     g = Gateway(server, redis_url=f"redis://127.0.0.1:{free_port()}").launch()
     assert g.wait_exit() not in (None, 0)
     assert "cannot reach Redis" in g.output()
+    g = Gateway(server, cluster_seeds=[f"redis://127.0.0.1:{free_port()}"]).launch()
+    assert g.wait_exit() not in (None, 0)
+    assert "cannot reach the Redis Cluster at redis://127.0.0.1:" in g.output()
+    g = Gateway(server, extra=["--cluster", f"redis://{server.addr}"]).launch()
+    assert g.wait_exit() not in (None, 0)
+    assert "'--redis <REDIS>' cannot be used with '--cluster <CLUSTER>'" in g.output()
     g = Gateway(server, extra=["--account", "12"]).launch()
     assert g.wait_exit() not in (None, 0)
     g = Gateway(server, extra=["--threads", "0"]).launch()
@@ -205,3 +214,65 @@ def test_presigned_query_string(signed):
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(r)
     assert e.value.code == 403
+
+
+def raw_exchange(gw, head, chunks=(), pause=0.0):
+    """Sends `head` and `chunks` on a socket of its own (a send the gateway cuts short is
+    fine) and returns (the answer's first bytes, the socket) for the caller to close."""
+    s = socket.create_connection(("127.0.0.1", gw.port))
+    s.settimeout(60)
+    try:
+        s.sendall(head)
+        for c in chunks:
+            s.sendall(c)
+            time.sleep(pause)
+    except OSError:
+        pass
+    try:
+        return s.recv(4096), s
+    except OSError:
+        return b"", s
+
+
+def test_oversized_requests_refused_without_harm_to_others(start_gateway):
+    gw = start_gateway()
+    sqs = gw.sqs()
+    # A chunked body (no Content-Length to refuse it by) is cut off past 2 MiB.
+    head = (b"POST / HTTP/1.1\r\nHost: x\r\nX-Amz-Target: AmazonSQS.ListQueues\r\n"
+            b"Content-Type: application/x-amz-json-1.0\r\nTransfer-Encoding: chunked\r\n\r\n")
+    chunk = b"%x\r\n%s\r\n" % (64 * 1024, b"x" * 64 * 1024)
+    answer, s = raw_exchange(gw, head, [chunk] * 48 + [b"0\r\n\r\n"])
+    s.close()
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    # Headers of 1 MiB: refused too (hyper's header limit), not buffered.
+    answer, s = raw_exchange(gw, b"POST / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (1 << 20) + b"\r\n\r\n")
+    s.close()
+    assert answer == b"" or answer.startswith(b"HTTP/1.1 431"), answer[:200]
+    sqs.create_queue(QueueName="still-served")
+    assert sqs.list_queues()["QueueUrls"] == [f"{gw.url}/000000000000/still-served"]
+
+
+def test_slow_body_is_cut_off_without_harm_to_others(start_gateway):
+    """A client that sends its headers, then its body a byte at a time, is answered 408
+    after 10 s; meanwhile others are served at once."""
+    gw = start_gateway()
+    body = b'{"QueueNamePrefix": "x"}'
+    head = (b"POST / HTTP/1.1\r\nHost: x\r\nX-Amz-Target: AmazonSQS.ListQueues\r\n"
+            b"Content-Type: application/x-amz-json-1.0\r\nContent-Length: %d\r\n\r\n" % len(body))
+    result = {}
+    t0 = time.monotonic()
+    slow = threading.Thread(target=lambda: result.update(
+        answer=raw_exchange(gw, head, [bytes([b]) for b in body], pause=1.0)))
+    slow.start()
+    sqs = gw.sqs()
+    for i in range(3):
+        t = time.monotonic()
+        sqs.create_queue(QueueName=f"meanwhile{i}")
+        assert time.monotonic() - t < 5
+    slow.join(timeout=60)
+    answer, s = result["answer"]
+    s.close()
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+    # Cut off around the 10 s body timeout, well before it could have finished (24 s).
+    assert 9 <= time.monotonic() - t0 < 24
+    assert len(gw.sqs().list_queues(QueueNamePrefix="meanwhile")["QueueUrls"]) == 3

@@ -1,8 +1,8 @@
 //! The SQS actions: validate as SQS does, then one or two Redis round trips (the queue's
 //! attributes, then the action's script or command).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, OnceLock};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64URL;
 use base64::Engine;
@@ -12,6 +12,7 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::errors::{SqsError, SqsResult};
+use crate::input::{batch_entries, int_field, parse_attrs, queue_of_url, required, str_field, string_list, string_map, valid_queue_name};
 use crate::md5s;
 use crate::message::{self, Attribute, Stored};
 use crate::server::Gateway;
@@ -50,74 +51,6 @@ pub async fn dispatch(gw: &Gateway, caller: &Caller, action: &str, input: &Value
     }
 }
 
-// ---- input helpers ----
-
-fn str_field<'a>(input: &'a Value, name: &str) -> SqsResult<Option<&'a str>> {
-    match input.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(SqsError::serialization(format!("{name} must be a string"))),
-    }
-}
-
-fn required<'a>(input: &'a Value, name: &str) -> SqsResult<&'a str> {
-    str_field(input, name)?.ok_or_else(|| SqsError::missing_parameter(format!("The request must contain the parameter {name}.")))
-}
-
-fn int_field(input: &Value, name: &str, lo: i64, hi: i64) -> SqsResult<Option<i64>> {
-    match input.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => match v.as_i64() {
-            Some(n) if (lo..=hi).contains(&n) => Ok(Some(n)),
-            _ => Err(SqsError::invalid_parameter_value(format!(
-                "Value for parameter {name} is invalid. Reason: must be between {lo} and {hi}."
-            ))),
-        },
-    }
-}
-
-fn string_list(input: &Value, name: &str) -> SqsResult<Vec<String>> {
-    match input.get(name) {
-        None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::Array(a)) => a
-            .iter()
-            .map(|v| v.as_str().map(str::to_string).ok_or_else(|| SqsError::serialization(format!("{name} must be a list of strings"))))
-            .collect(),
-        Some(_) => Err(SqsError::serialization(format!("{name} must be a list"))),
-    }
-}
-
-fn string_map(input: &Value, name: &str) -> SqsResult<BTreeMap<String, String>> {
-    match input.get(name) {
-        None | Some(Value::Null) => Ok(BTreeMap::new()),
-        Some(Value::Object(m)) => m
-            .iter()
-            .map(|(k, v)| {
-                v.as_str()
-                    .map(|s| (k.clone(), s.to_string()))
-                    .ok_or_else(|| SqsError::serialization(format!("{name} values must be strings")))
-            })
-            .collect(),
-        Some(_) => Err(SqsError::serialization(format!("{name} must be a map"))),
-    }
-}
-
-pub fn valid_queue_name(name: &str) -> bool {
-    let base = name.strip_suffix(".fifo").unwrap_or(name);
-    !base.is_empty() && name.len() <= 80 && base.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-}
-
-/// The queue a QueueUrl names: its last path segment.
-fn queue_of_url(input: &Value) -> SqsResult<String> {
-    let url = required(input, "QueueUrl")?;
-    let name = url.trim_end_matches('/').rsplit('/').next().unwrap_or("");
-    if valid_queue_name(name) {
-        Ok(name.to_string())
-    } else {
-        Err(SqsError::queue_does_not_exist("The specified queue does not exist."))
-    }
-}
-
 fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
@@ -129,6 +62,9 @@ fn now_ms() -> i64 {
 struct Queue {
     name: String,
     attrs: HashMap<String, String>,
+    /// The receipt handles' MAC with its key set up, made once per request: the key setup
+    /// hashes two blocks, as much as a short message, for every handle otherwise.
+    mac: OnceLock<Hmac<Sha256>>,
 }
 
 impl Queue {
@@ -163,7 +99,7 @@ async fn load_queue(caller: &Caller, name: String) -> SqsResult<Queue> {
     if attrs.is_empty() {
         return Err(SqsError::queue_does_not_exist("The specified queue does not exist."));
     }
-    Ok(Queue { name, attrs })
+    Ok(Queue { name, attrs, mac: OnceLock::new() })
 }
 
 /// Checks settable attributes as SQS does; `creating` allows FifoQueue.
@@ -205,8 +141,8 @@ struct Creation<'a> {
 }
 
 /// Stores settable attributes — on creation with the queue's other keys, its module policy
-/// and its redrive entry; later the policy and entry when RedrivePolicy changes — in one
-/// MULTI, so a refused write (an ACL) leaves nothing half made.
+/// and its redrive entry; later the policy and entry when RedrivePolicy changes — the
+/// queue's keys in one MULTI, so a refused write (an ACL) leaves nothing half made.
 async fn apply_attributes(
     caller: &Caller,
     name: &str,
@@ -239,25 +175,29 @@ async fn apply_attributes(
             pipe.hset_multiple(store::tags_key(name), &pairs).ignore();
         }
     }
+    let mut redrive_entry = None;
     let mut fields: Vec<(&str, String)> = attrs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
     fields.push(("LastModifiedTimestamp", now_s.to_string()));
     pipe.hset_multiple(&key, &fields).ignore();
     if creation.is_some() || redrive.is_some() {
         let policy = redrive.unwrap_or(None);
         pipe.cmd("RMQ.POLICY").arg(name).arg("SET").arg("retries").arg(retries_of(&policy)).ignore();
-        // The global source list is touched only by queues that have (or had) a policy.
-        match &policy {
-            Some(p) => {
-                pipe.hset(crate::redrive::SOURCES, name, &p.target).ignore();
-            }
-            None if creation.is_none() => {
-                pipe.hdel(crate::redrive::SOURCES, name).ignore();
-            }
-            None => {}
-        }
+        redrive_entry = Some(policy);
     }
     let mut conn = caller.backend.conn.clone();
+    // The global source list lives in another cluster slot than the queue, so it is written
+    // on its own, and only by queues that have (or had) a policy: an entry before the MULTI
+    // (a user who may not write it is refused before anything is made; an entry left by a
+    // failed MULTI names a queue with nothing dead), its removal after.
+    if let Some(Some(p)) = &redrive_entry {
+        let _: () = conn.hset(crate::redrive::SOURCES, name, &p.target).await?;
+    }
     pipe.query_async::<()>(&mut conn).await?;
+    if let Some(None) = &redrive_entry {
+        if creation.is_none() {
+            let _: () = conn.hdel(crate::redrive::SOURCES, name).await?;
+        }
+    }
     Ok(())
 }
 
@@ -319,17 +259,9 @@ async fn list_queues(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult<
         None => None,
     };
     let mut conn = caller.backend.conn.clone();
-    let mut names = Vec::new();
-    let mut cursor = 0u64;
-    loop {
-        let (next, keys): (u64, Vec<String>) =
-            redis::cmd("SCAN").arg(cursor).arg("MATCH").arg("rmqgw:q{*}").arg("COUNT").arg(1000).query_async(&mut conn).await?;
-        names.extend(keys.into_iter().filter_map(|k| k.strip_prefix("rmqgw:q{").and_then(|k| k.strip_suffix('}')).map(str::to_string)));
-        if next == 0 {
-            break;
-        }
-        cursor = next;
-    }
+    let keys = conn.scan("rmqgw:q{*}").await?;
+    let mut names: Vec<String> =
+        keys.into_iter().filter_map(|k| k.strip_prefix("rmqgw:q{").and_then(|k| k.strip_suffix('}')).map(str::to_string)).collect();
     names.retain(|n| n.starts_with(prefix) && after.as_ref().is_none_or(|a| n > a));
     names.sort();
     names.dedup();
@@ -356,10 +288,14 @@ async fn delete_queue(caller: &Caller, input: &Value) -> SqsResult<Value> {
         store::seq_key(&q.name),
         store::records_key(&q.name),
         crate::redrive::moving_key(&q.name),
+        // A running move task sees its state gone and stops.
+        crate::movetask::task_key(&q.name),
     ]);
     let mut pipe = redis::pipe();
-    pipe.atomic().del(keys).ignore().hdel(crate::redrive::SOURCES, &q.name).ignore();
+    pipe.atomic().del(keys).ignore();
     pipe.query_async::<()>(&mut conn).await?;
+    // Another slot (see apply_attributes); an entry left behind names a queue with nothing dead.
+    let _: () = conn.hdel(crate::redrive::SOURCES, &q.name).await?;
     Ok(json!({}))
 }
 
@@ -528,13 +464,6 @@ struct Outgoing {
     stored: Stored,
 }
 
-fn parse_attrs(input: &Value, name: &str) -> SqsResult<BTreeMap<String, Attribute>> {
-    match input.get(name) {
-        None | Some(Value::Null) => Ok(BTreeMap::new()),
-        Some(v) => serde_json::from_value(v.clone()).map_err(|e| SqsError::invalid_parameter_value(format!("{name}: {e}"))),
-    }
-}
-
 fn outgoing(q: &Queue, caller: &Caller, entry: &Value) -> SqsResult<Outgoing> {
     let body = required(entry, "MessageBody")?;
     if body.is_empty() {
@@ -659,36 +588,6 @@ async fn send_message(caller: &Caller, input: &Value) -> SqsResult<Value> {
     Ok(Value::Object(send_result(&q, &e, id, *seq)))
 }
 
-/// A batch's entries after the batch-wide checks SQS makes (count, distinct valid ids).
-fn batch_entries(input: &Value) -> SqsResult<Vec<(String, &Value)>> {
-    let entries = match input.get("Entries") {
-        Some(Value::Array(a)) => a,
-        None | Some(Value::Null) => return Err(SqsError::missing_parameter("The request must contain the parameter Entries.")),
-        Some(_) => return Err(SqsError::serialization("Entries must be a list")),
-    };
-    if entries.is_empty() {
-        return Err(SqsError::empty_batch_request("There should be at least one entry in the request."));
-    }
-    if entries.len() > 10 {
-        return Err(SqsError::too_many_entries("Maximum number of entries per request are 10."));
-    }
-    let mut seen = HashSet::new();
-    let mut out = Vec::new();
-    for e in entries {
-        let id = required(e, "Id")?;
-        if id.is_empty() || id.len() > 80 || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
-            return Err(SqsError::invalid_batch_entry_id(
-                "A batch entry id can only contain alphanumeric characters, hyphens and underscores. It can be at most 80 letters long.",
-            ));
-        }
-        if !seen.insert(id) {
-            return Err(SqsError::batch_ids_not_distinct(format!("Id {id} repeated.")));
-        }
-        out.push((id.to_string(), e));
-    }
-    Ok(out)
-}
-
 fn failed(id: &str, e: &SqsError) -> Value {
     json!({"Id": id, "SenderFault": e.sender_fault(), "Code": e.code, "Message": e.message})
 }
@@ -744,7 +643,7 @@ fn make_handle(q: &Queue, raw: &[u8], deliveries: i64) -> String {
 
 fn handle_mac(q: &Queue, data: &[u8]) -> [u8; 16] {
     // HMAC takes a key of any length.
-    let mut m = <Hmac<Sha256> as KeyInit>::new_from_slice(&q.handle_key()).unwrap_or_else(|_| unreachable!());
+    let mut m = q.mac.get_or_init(|| <Hmac<Sha256> as KeyInit>::new_from_slice(&q.handle_key()).unwrap_or_else(|_| unreachable!())).clone();
     m.update(data);
     let full = m.finalize().into_bytes();
     let mut out = [0u8; 16];
@@ -982,7 +881,7 @@ mod tests {
     use super::*;
 
     fn queue() -> Queue {
-        Queue { name: "q1".into(), attrs: HashMap::from([("hkey".to_string(), "00112233".to_string())]) }
+        Queue { name: "q1".into(), attrs: HashMap::from([("hkey".to_string(), "00112233".to_string())]), mac: OnceLock::new() }
     }
 
     #[test]
@@ -998,15 +897,5 @@ mod tests {
         assert_eq!(read_handle(&q, &B64URL.encode(raw)).unwrap_err().code, "ReceiptHandleIsInvalid");
         assert_eq!(read_handle(&q, "not base64!").unwrap_err().code, "ReceiptHandleIsInvalid");
         assert_eq!(read_handle(&q, "").unwrap_err().code, "ReceiptHandleIsInvalid");
-    }
-
-    #[test]
-    fn queue_names() {
-        assert!(valid_queue_name("a-b_C9"));
-        assert!(valid_queue_name("x.fifo"));
-        assert!(!valid_queue_name(".fifo"));
-        assert!(!valid_queue_name("a.b"));
-        assert!(!valid_queue_name(&"a".repeat(81)));
-        assert!(!valid_queue_name("a{b}"));
     }
 }

@@ -2,15 +2,14 @@
 //! GATEWAY.md; the differences from SQS are listed in the README.
 
 mod actions;
-mod errors;
-mod md5s;
-mod message;
 mod metrics;
 mod movetask;
 mod redrive;
 mod server;
-mod sigv4;
 mod store;
+
+// The pure parts live in the library (src/lib.rs), which the fuzz targets call too.
+use rmq_gateway::{errors, input, md5s, message, sigv4};
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -26,6 +25,9 @@ pub struct Args {
     /// The Redis server with the RMQ module: redis://[user:pass@]host:port[/db].
     #[arg(long, default_value = "redis://127.0.0.1:6379")]
     redis: String,
+    /// Redis Cluster seed nodes instead of --redis: URL[,URL…].
+    #[arg(long, conflicts_with = "redis", value_delimiter = ',')]
+    cluster: Option<Vec<String>>,
     /// Access keys, one per line: ACCESS_KEY_ID SECRET_ACCESS_KEY [REDIS_USER REDIS_PASSWORD].
     #[arg(long, env = "RMQ_GATEWAY_CREDENTIALS")]
     credentials: Option<std::path::PathBuf>,
@@ -43,6 +45,15 @@ pub struct Args {
     /// processes scale too.
     #[arg(long)]
     threads: Option<std::num::NonZeroUsize>,
+}
+
+impl Args {
+    fn target(&self) -> store::Target {
+        match &self.cluster {
+            Some(seeds) => store::Target::Cluster(seeds.clone()),
+            None => store::Target::Single(self.redis.clone()),
+        }
+    }
 }
 
 fn parse_account(s: &str) -> Result<String, String> {

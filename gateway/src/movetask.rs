@@ -19,14 +19,14 @@ use crate::errors::{SqsError, SqsResult};
 use crate::message;
 use crate::store::Backend;
 
-fn task_key(q: &str) -> String {
+pub fn task_key(q: &str) -> String {
     format!("rmqgw:task{{{q}}}")
 }
 
 /// The queue an ARN names.
 pub fn queue_of_arn(arn: &str) -> Option<&str> {
     let name = arn.rsplit(':').next()?;
-    (arn.starts_with("arn:") && crate::actions::valid_queue_name(name)).then_some(name)
+    (arn.starts_with("arn:") && crate::input::valid_queue_name(name)).then_some(name)
 }
 
 /// Starts a task; `dest` is the destination queue (already resolved), `to_move` the number

@@ -72,7 +72,7 @@ pub fn parse(value: &str) -> SqsResult<Option<Policy>> {
     .filter(|n| (1..=1000).contains(n))
     .ok_or_else(|| invalid("maxReceiveCount must be an integer from 1 to 1000"))?;
     let target = arn.rsplit(':').next().unwrap_or("");
-    if !arn.starts_with("arn:") || !crate::actions::valid_queue_name(target) {
+    if !arn.starts_with("arn:") || !crate::input::valid_queue_name(target) {
         return Err(invalid("deadLetterTargetArn is not a queue ARN"));
     }
     Ok(Some(Policy { target: target.to_string(), max_receive_count: max }))

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::body::Body;
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
@@ -22,8 +22,10 @@ use crate::Args;
 
 /// Request bodies larger than this are refused unread.
 const MAX_BODY: usize = 2 * 1024 * 1024;
-/// How long a client may take to send its headers.
+/// How long a client may take to send its headers, and then its body: a slow sender
+/// (slowloris) must not hold one of the connections for long.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Open connections at most.
 const MAX_CONNECTIONS: usize = 10_000;
 /// How long requests in progress may take to finish after a stop signal.
@@ -64,11 +66,12 @@ pub async fn run(args: Args) -> Result<(), String> {
             args.listen
         ));
     }
-    let default = Backend::connect(&args.redis, None).await.map_err(|e| format!("cannot reach Redis at {}: {e}", args.redis))?;
+    let target = args.target();
+    let default = Backend::connect(&target, None).await.map_err(|e| format!("cannot reach {target}: {e}"))?;
     let mut per_key = HashMap::new();
     for key in credentials.iter().flat_map(Credentials::keys) {
         if let Some(user) = &key.redis_user {
-            let b = Backend::connect(&args.redis, Some(user))
+            let b = Backend::connect(&target, Some(user))
                 .await
                 .map_err(|e| format!("access key {}: cannot connect to Redis as {}: {e}", key.id, user.0))?;
             per_key.insert(key.id.clone(), b);
@@ -87,12 +90,7 @@ pub async fn run(args: Args) -> Result<(), String> {
         metrics: Metrics::default(),
         stopping: stop_rx,
     });
-    let app = Router::new()
-        .route("/health", get(health))
-        .route("/metrics", get(metrics))
-        .fallback(any(sqs))
-        .layer(DefaultBodyLimit::max(MAX_BODY))
-        .with_state(gw.clone());
+    let app = Router::new().route("/health", get(health)).route("/metrics", get(metrics)).fallback(any(sqs)).with_state(gw.clone());
     crate::redrive::spawn(gw.default.clone(), gw.stopping.clone());
     println!("rmq-gateway listening on http://{local}");
     serve(listener, app, stop_tx).await;
@@ -181,8 +179,14 @@ fn error_response(e: &SqsError) -> Response {
     r
 }
 
-async fn sqs(State(gw): State<Arc<Gateway>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+async fn sqs(State(gw): State<Arc<Gateway>>, method: Method, uri: Uri, headers: HeaderMap, body: Body) -> Response {
     let started = Instant::now();
+    let body = match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, MAX_BODY)).await {
+        Ok(Ok(b)) => b,
+        // Over the limit (or cut off by the client, which then reads no answer).
+        Ok(Err(_)) => return (StatusCode::PAYLOAD_TOO_LARGE, "request body over 2 MiB\n").into_response(),
+        Err(_) => return (StatusCode::REQUEST_TIMEOUT, "request body not received in time\n").into_response(),
+    };
     let target = headers.get("x-amz-target").and_then(|v| v.to_str().ok()).unwrap_or("");
     let action = target.strip_prefix("AmazonSQS.").unwrap_or("").to_string();
     let result = handle(&gw, &method, &uri, &headers, &body, &action).await;
@@ -213,14 +217,7 @@ async fn handle(
             "rmq-gateway speaks the AWS JSON 1.0 protocol: POST / with X-Amz-Target: AmazonSQS.<Action>",
         ));
     }
-    let input: serde_json::Value = if body.is_empty() {
-        serde_json::json!({})
-    } else {
-        serde_json::from_slice(body).map_err(|_| SqsError::serialization("The request body is not valid JSON"))?
-    };
-    if !input.is_object() {
-        return Err(SqsError::serialization("The request body must be a JSON object"));
-    }
+    let input = crate::input::parse_body(body)?;
     actions::dispatch(gw, &caller, action, &input).await
 }
 

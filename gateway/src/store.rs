@@ -8,8 +8,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
-use redis::{AsyncConnectionConfig, Client, Script};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::{ClusterClient, ClusterConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+use redis::{Client, Script};
 use tokio::sync::Semaphore;
 
 /// Long polls open at once (each holds a Redis connection while it waits).
@@ -136,11 +139,117 @@ redis.call('HSET', KEYS[2], f, ARGV[2] .. ':' .. redis.call('ZSCORE', KEYS[3], A
 return 1
 "#;
 
+/// Where the queues live: one server, or a Redis Cluster given by seed nodes.
+#[derive(Debug, Clone)]
+pub enum Target {
+    Single(String),
+    Cluster(Vec<String>),
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Single(url) => write!(f, "Redis at {url}"),
+            Target::Cluster(seeds) => write!(f, "the Redis Cluster at {}", seeds.join(",")),
+        }
+    }
+}
+
+/// A connection to the target. Both kinds speak `ConnectionLike`, so every action runs the
+/// same commands and scripts on either: each touches the keys of one queue only, all in
+/// its `{N}` slot, and the cluster connection follows MOVED/ASK and failovers.
+#[derive(Clone)]
+pub enum Conn {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a redis::Cmd) -> redis::RedisFuture<'a, redis::Value> {
+        match self {
+            Conn::Single(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        match self {
+            Conn::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Single(c) => c.get_db(),
+            Conn::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+impl Conn {
+    /// The keys matching `pattern` (SCAN; on a cluster, on every primary).
+    pub async fn scan(&mut self, pattern: &str) -> redis::RedisResult<Vec<String>> {
+        let nodes = match self {
+            Conn::Single(_) => vec![None],
+            Conn::Cluster(c) => {
+                let text: String = redis::cmd("CLUSTER").arg("NODES").query_async(c).await?;
+                primaries(&text).into_iter().map(|(host, port)| Some(SingleNodeRoutingInfo::ByAddress { host, port })).collect()
+            }
+        };
+        let mut keys = Vec::new();
+        for node in nodes {
+            let mut cursor = 0u64;
+            loop {
+                let mut cmd = redis::cmd("SCAN");
+                cmd.arg(cursor).arg("MATCH").arg(pattern).arg("COUNT").arg(1000);
+                let (next, batch): (u64, Vec<String>) = match (&mut *self, &node) {
+                    (Conn::Cluster(c), Some(route)) => {
+                        redis::from_redis_value(c.route_command(cmd, RoutingInfo::SingleNode(route.clone())).await?)?
+                    }
+                    _ => cmd.query_async(self).await?,
+                };
+                keys.extend(batch);
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
+            }
+        }
+        Ok(keys)
+    }
+}
+
+/// The addresses of the primaries serving slots, from CLUSTER NODES text.
+pub fn primaries(nodes: &str) -> Vec<(String, u16)> {
+    nodes
+        .lines()
+        .filter_map(|line| {
+            let parts: Vec<&str> = line.split(' ').collect();
+            let flags = parts.get(2)?;
+            if !flags.split(',').any(|f| f == "master") || flags.contains("fail") || parts.len() < 9 {
+                return None;
+            }
+            let addr = parts.get(1)?.split('@').next()?;
+            let (host, port) = addr.rsplit_once(':')?;
+            Some((host.to_string(), port.parse().ok()?))
+        })
+        .collect()
+}
+
+enum Connector {
+    Single(Client),
+    Cluster(Box<ClusterClient>),
+}
+
 /// The connections of one Redis user (or of the URL's).
 pub struct Backend {
-    client: Client,
-    pub conn: ConnectionManager,
-    idle: Mutex<Vec<MultiplexedConnection>>,
+    connector: Connector,
+    pub conn: Conn,
+    idle: Mutex<Vec<Conn>>,
     polls: Semaphore,
     pub send: Script,
     pub receive: Script,
@@ -149,20 +258,42 @@ pub struct Backend {
     pub visibility: Script,
 }
 
+/// Commands other than long polls answer within this, or fail as retryable.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// A long poll's connection waits at most BLOCK (20 s) for its reply; past this the node is
+/// taken for gone.
+const POLL_RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
+
 impl Backend {
-    pub async fn connect(url: &str, user: Option<&(String, String)>) -> redis::RedisResult<Arc<Backend>> {
-        let mut client = Client::open(url)?;
-        if let Some((u, p)) = user {
-            let info = client.get_connection_info().clone();
-            let settings = info.redis_settings().clone().set_username(u).set_password(p);
-            client = Client::open(info.set_redis_settings(settings))?;
-        }
-        let config = ConnectionManagerConfig::new()
-            .set_response_timeout(Some(Duration::from_secs(10)))
-            .set_connection_timeout(Some(Duration::from_secs(5)));
-        let conn = ConnectionManager::new_with_config(client.clone(), config).await?;
+    pub async fn connect(target: &Target, user: Option<&(String, String)>) -> redis::RedisResult<Arc<Backend>> {
+        let (connector, conn) = match target {
+            Target::Single(url) => {
+                let mut client = Client::open(url.as_str())?;
+                if let Some((u, p)) = user {
+                    let info = client.get_connection_info().clone();
+                    let settings = info.redis_settings().clone().set_username(u).set_password(p);
+                    client = Client::open(info.set_redis_settings(settings))?;
+                }
+                let config = ConnectionManagerConfig::new()
+                    .set_response_timeout(Some(RESPONSE_TIMEOUT))
+                    .set_connection_timeout(Some(CONNECT_TIMEOUT));
+                let conn = ConnectionManager::new_with_config(client.clone(), config).await?;
+                (Connector::Single(client), Conn::Single(conn))
+            }
+            Target::Cluster(seeds) => {
+                let mut builder = ClusterClient::builder(seeds.iter().map(String::as_str)).connection_timeout(CONNECT_TIMEOUT);
+                if let Some((u, p)) = user {
+                    builder = builder.username(u).password(p);
+                }
+                let client = builder.build()?;
+                let config = ClusterConfig::new().set_response_timeout(RESPONSE_TIMEOUT).set_connection_timeout(CONNECT_TIMEOUT);
+                let conn = client.get_async_connection_with_config(config).await?;
+                (Connector::Cluster(Box::new(client)), Conn::Cluster(conn))
+            }
+        };
         Ok(Arc::new(Backend {
-            client,
+            connector,
             conn,
             idle: Mutex::new(Vec::new()),
             polls: Semaphore::new(MAX_LONG_POLLS),
@@ -175,22 +306,27 @@ impl Backend {
     }
 
     /// A dedicated connection for one long poll (returned with `give_back`), or `None` when
-    /// the gateway already holds as many long polls as it allows.
-    pub async fn poll_connection(&self) -> redis::RedisResult<Option<(MultiplexedConnection, tokio::sync::SemaphorePermit<'_>)>> {
+    /// the gateway already holds as many long polls as it allows. A blocking POP on the
+    /// shared connection would hold up every command queued behind it.
+    pub async fn poll_connection(&self) -> redis::RedisResult<Option<(Conn, tokio::sync::SemaphorePermit<'_>)>> {
         let Ok(permit) = self.polls.try_acquire() else { return Ok(None) };
         let pooled = self.idle.lock().ok().and_then(|mut v| v.pop());
-        let conn = match pooled {
-            Some(c) => c,
-            None => {
+        let conn = match (pooled, &self.connector) {
+            (Some(c), _) => c,
+            (None, Connector::Single(client)) => {
                 // The wait is bounded by BLOCK itself (at most 20 s); no client-side timeout.
-                let config = AsyncConnectionConfig::new().set_response_timeout(None).set_connection_timeout(Some(Duration::from_secs(5)));
-                self.client.get_multiplexed_async_connection_with_config(&config).await?
+                let config = ConnectionManagerConfig::new().set_response_timeout(None).set_connection_timeout(Some(CONNECT_TIMEOUT));
+                Conn::Single(ConnectionManager::new_with_config(client.clone(), config).await?)
+            }
+            (None, Connector::Cluster(client)) => {
+                let config = ClusterConfig::new().set_response_timeout(POLL_RESPONSE_TIMEOUT).set_connection_timeout(CONNECT_TIMEOUT);
+                Conn::Cluster(client.get_async_connection_with_config(config).await?)
             }
         };
         Ok(Some((conn, permit)))
     }
 
-    pub fn give_back(&self, conn: MultiplexedConnection) {
+    pub fn give_back(&self, conn: Conn) {
         if let Ok(mut v) = self.idle.lock() {
             v.push(conn);
         }
@@ -198,5 +334,20 @@ impl Backend {
 
     pub fn open_polls(&self) -> usize {
         MAX_LONG_POLLS - self.polls.available_permits()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn primaries_are_the_masters_serving_slots() {
+        let nodes = "a 127.0.0.1:7001@17001 myself,master - 0 0 1 connected 0-5460\n\
+                     b 127.0.0.1:7002@17002 slave a 0 0 1 connected\n\
+                     c 127.0.0.1:7003@17003 master - 0 0 2 connected 5461-10922 [5461-<-x]\n\
+                     d 127.0.0.1:7004@17004 master,fail - 0 0 3 connected 10923-16383\n\
+                     e 127.0.0.1:7005@17005 master - 0 0 4 connected\n";
+        assert_eq!(primaries(nodes), vec![("127.0.0.1".to_string(), 7001), ("127.0.0.1".to_string(), 7003)]);
     }
 }

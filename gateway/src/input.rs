@@ -1,0 +1,148 @@
+//! Reading a request's input: the AWS JSON 1.0 body and its fields, checked as SQS checks
+//! them. Pure (no I/O), so the fuzz target (gateway/fuzz) runs it without a server.
+
+use std::collections::{BTreeMap, HashSet};
+
+use serde_json::Value;
+
+use crate::errors::{SqsError, SqsResult};
+use crate::message::Attribute;
+
+/// The JSON object a request body holds (an empty body is an empty object).
+pub fn parse_body(body: &[u8]) -> SqsResult<Value> {
+    let input: Value = if body.is_empty() {
+        serde_json::json!({})
+    } else {
+        serde_json::from_slice(body).map_err(|_| SqsError::serialization("The request body is not valid JSON"))?
+    };
+    if !input.is_object() {
+        return Err(SqsError::serialization("The request body must be a JSON object"));
+    }
+    Ok(input)
+}
+
+pub fn str_field<'a>(input: &'a Value, name: &str) -> SqsResult<Option<&'a str>> {
+    match input.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(SqsError::serialization(format!("{name} must be a string"))),
+    }
+}
+
+pub fn required<'a>(input: &'a Value, name: &str) -> SqsResult<&'a str> {
+    str_field(input, name)?.ok_or_else(|| SqsError::missing_parameter(format!("The request must contain the parameter {name}.")))
+}
+
+pub fn int_field(input: &Value, name: &str, lo: i64, hi: i64) -> SqsResult<Option<i64>> {
+    match input.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => match v.as_i64() {
+            Some(n) if (lo..=hi).contains(&n) => Ok(Some(n)),
+            _ => Err(SqsError::invalid_parameter_value(format!(
+                "Value for parameter {name} is invalid. Reason: must be between {lo} and {hi}."
+            ))),
+        },
+    }
+}
+
+pub fn string_list(input: &Value, name: &str) -> SqsResult<Vec<String>> {
+    match input.get(name) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| v.as_str().map(str::to_string).ok_or_else(|| SqsError::serialization(format!("{name} must be a list of strings"))))
+            .collect(),
+        Some(_) => Err(SqsError::serialization(format!("{name} must be a list"))),
+    }
+}
+
+pub fn string_map(input: &Value, name: &str) -> SqsResult<BTreeMap<String, String>> {
+    match input.get(name) {
+        None | Some(Value::Null) => Ok(BTreeMap::new()),
+        Some(Value::Object(m)) => m
+            .iter()
+            .map(|(k, v)| {
+                v.as_str()
+                    .map(|s| (k.clone(), s.to_string()))
+                    .ok_or_else(|| SqsError::serialization(format!("{name} values must be strings")))
+            })
+            .collect(),
+        Some(_) => Err(SqsError::serialization(format!("{name} must be a map"))),
+    }
+}
+
+pub fn valid_queue_name(name: &str) -> bool {
+    let base = name.strip_suffix(".fifo").unwrap_or(name);
+    !base.is_empty() && name.len() <= 80 && base.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// The queue a QueueUrl names: its last path segment.
+pub fn queue_of_url(input: &Value) -> SqsResult<String> {
+    let url = required(input, "QueueUrl")?;
+    let name = url.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+    if valid_queue_name(name) {
+        Ok(name.to_string())
+    } else {
+        Err(SqsError::queue_does_not_exist("The specified queue does not exist."))
+    }
+}
+
+pub fn parse_attrs(input: &Value, name: &str) -> SqsResult<BTreeMap<String, Attribute>> {
+    match input.get(name) {
+        None | Some(Value::Null) => Ok(BTreeMap::new()),
+        Some(v) => serde_json::from_value(v.clone()).map_err(|e| SqsError::invalid_parameter_value(format!("{name}: {e}"))),
+    }
+}
+
+/// A batch's entries after the batch-wide checks SQS makes (count, distinct valid ids).
+pub fn batch_entries(input: &Value) -> SqsResult<Vec<(String, &Value)>> {
+    let entries = match input.get("Entries") {
+        Some(Value::Array(a)) => a,
+        None | Some(Value::Null) => return Err(SqsError::missing_parameter("The request must contain the parameter Entries.")),
+        Some(_) => return Err(SqsError::serialization("Entries must be a list")),
+    };
+    if entries.is_empty() {
+        return Err(SqsError::empty_batch_request("There should be at least one entry in the request."));
+    }
+    if entries.len() > 10 {
+        return Err(SqsError::too_many_entries("Maximum number of entries per request are 10."));
+    }
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for e in entries {
+        let id = required(e, "Id")?;
+        if id.is_empty() || id.len() > 80 || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+            return Err(SqsError::invalid_batch_entry_id(
+                "A batch entry id can only contain alphanumeric characters, hyphens and underscores. It can be at most 80 letters long.",
+            ));
+        }
+        if !seen.insert(id) {
+            return Err(SqsError::batch_ids_not_distinct(format!("Id {id} repeated.")));
+        }
+        out.push((id.to_string(), e));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_names() {
+        assert!(valid_queue_name("a-b_C9"));
+        assert!(valid_queue_name("x.fifo"));
+        assert!(!valid_queue_name(".fifo"));
+        assert!(!valid_queue_name("a.b"));
+        assert!(!valid_queue_name(&"a".repeat(81)));
+        assert!(!valid_queue_name("a{b}"));
+    }
+
+    #[test]
+    fn bodies() {
+        assert_eq!(parse_body(b"").unwrap(), serde_json::json!({}));
+        assert_eq!(parse_body(b"{\"a\":1}").unwrap()["a"], 1);
+        assert_eq!(parse_body(b"[1]").unwrap_err().code, "SerializationException");
+        assert_eq!(parse_body(b"{").unwrap_err().code, "SerializationException");
+    }
+}
