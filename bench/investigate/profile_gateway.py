@@ -9,8 +9,8 @@ Instruction counts, not time: stable on a loaded machine. Valgrind hides the CPU
 extensions, so the sha2 crate runs its portable code here: the SHA-256 share (receipt
 handle MACs) is larger than on the real CPU.
 
-    python3 scripts/profile_gateway.py [--rounds 200] [--native-rounds 2000]
-    python3 scripts/profile_gateway.py --compare OTHER_BINARY [--repeats 3]
+    python3 bench/investigate/profile_gateway.py [--rounds 200] [--native-rounds 2000]
+    python3 bench/investigate/profile_gateway.py --compare OTHER_BINARY [--repeats 3]
 """
 
 import argparse
@@ -25,13 +25,15 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/
+import harness  # noqa: E402
+from harness.server import Server, free_port  # noqa: E402
+
+REPO = harness.REPO
 
 import boto3  # noqa: E402
 from botocore.config import Config  # noqa: E402
 
-from server_support import Server, free_port  # noqa: E402
 
 # (label, regex on callgrind_annotate's function column), inclusive counts.
 PARTS = [
@@ -113,7 +115,7 @@ def compare(args):
         for binary in per_msg:
             n, (user, system) = run(args.native_rounds, binary=binary)
             per_msg[binary].append((1e6 * user / n, 1e6 * (user + system) / n))
-    print(f"`python3 scripts/profile_gateway.py --compare {args.compare} --repeats {args.repeats} "
+    print(f"`python3 bench/investigate/profile_gateway.py --compare {args.compare} --repeats {args.repeats} "
           f"--native-rounds {args.native_rounds}`: gateway CPU µs per message (user / user + kernel)")
     for binary, runs in per_msg.items():
         runs_text = ", ".join(f"{u:.0f} / {t:.0f}" for u, t in runs)
@@ -126,7 +128,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=200)
     ap.add_argument("--native-rounds", type=int, default=2000,
                     help="rounds of the native run that splits CPU into user and kernel time")
-    ap.add_argument("--out", default=str(REPO / "scripts" / "results" / "profile_gateway.md"))
+    ap.add_argument("--out", default=str(harness.RESULTS / "profile_gateway.md"))
     ap.add_argument("--compare", metavar="BINARY",
                     help="instead: native CPU per message of target/release/rmq-gateway and "
                          "BINARY, runs alternating (--repeats each), medians side by side")
@@ -143,7 +145,7 @@ def main():
     lines = [
         "# rmq-gateway: instructions per message (callgrind)",
         "",
-        f"`python3 scripts/profile_gateway.py --rounds {args.rounds} --native-rounds {args.native_rounds}`, "
+        f"`python3 bench/investigate/profile_gateway.py --rounds {args.rounds} --native-rounds {args.native_rounds}`, "
         f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC: {args.rounds} rounds of "
         "SendMessageBatch (10), ReceiveMessage (10), DeleteMessageBatch through one gateway "
         f"worker thread; {consumed} messages consumed. Inclusive instruction counts "
