@@ -7,6 +7,7 @@ import zlib
 from typing import Any, Iterable, Optional, Sequence
 
 from ._util import MAX_MS, Client, Data, as_dict, is_cluster, run_all, to_bytes, to_str
+from .durable import Durable, DurableOption, durable_for
 from .message import Message
 from .schedules import Schedule, parse_list, set_args
 
@@ -153,6 +154,8 @@ class _Target:
 
     client: Client
     queues: list[str]
+    #: durable mode of this queue's pushes and of the ACKs of messages taken from it
+    durable: Optional[Durable]
 
     def info_by_queue(self) -> dict[str, dict[str, Any]]:
         """RMQ.INFO of each queue: {queue: {kind, waiting, ready, inflight, dead,
@@ -187,30 +190,36 @@ class _Target:
         return {q: _policy_dict(rep) for q, rep in zip(self.queues, replies)}
 
     def _push_all(self, by_queue: dict[str, list[bytes]], mode: list,
-                  group: Optional[bytes]) -> int:
+                  group: Optional[bytes], durable: DurableOption) -> int:
+        wait = self.durable if durable is None else durable_for(self.client, durable)
         commands = [c for q, msgs in by_queue.items() for c in _push_commands(q, mode, group, msgs)]
-        return sum(run_all(self.client, commands))
+        return sum(run_all(self.client, commands, wait))
 
 
 class Queue(_Target):
-    """One queue: ``rmq.Queue(redis.Redis(...), "prices_3")``."""
+    """One queue: ``rmq.Queue(redis.Redis(...), "prices_3")``. With `durable` (a replica
+    count or an rmq.Durable), pushes and the ACKs of messages taken from it answer only once
+    that many replicas hold them, else raise rmq.NotDurable (see rmq.durable)."""
 
-    def __init__(self, client: Client, name: str) -> None:
+    def __init__(self, client: Client, name: str, *, durable: DurableOption = None) -> None:
         self.client = client
         self.name = check_queue_name(name)
         self.queues = [name]
+        self.durable = durable_for(client, durable)
 
     def __repr__(self) -> str:
         return f"rmq.Queue({self.name!r})"
 
     def push(self, *messages: Data, range_ms: Optional[int] = None,
              priority: Optional[int] = None, at: Optional[int] = None,
-             delay: Optional[int] = None, group: Optional[Data] = None) -> int:
+             delay: Optional[int] = None, group: Optional[Data] = None,
+             durable: DurableOption = None) -> int:
         """RMQ.PUSH: exactly one of `range_ms`, `priority`, `at` (Unix ms), `delay` (ms);
         `group` puts every message in that group. Returns how many were newly added (the
-        others merged into a waiting copy). Bad arguments raise before anything is sent."""
+        others merged into a waiting copy). Bad arguments raise before anything is sent.
+        `durable` overrides the queue's durable mode for this call (0: none)."""
         mode, group_b, msgs = _mode(range_ms, priority, at, delay), _group(group), _messages(messages)
-        return self._push_all({self.name: msgs}, mode, group_b)
+        return self._push_all({self.name: msgs}, mode, group_b, durable)
 
     def pop(self, count: int = 1, lease_ms: Optional[int] = None,
             block_ms: Optional[int] = None) -> list[Message]:
@@ -222,7 +231,8 @@ class Queue(_Target):
         start = time.monotonic()
         reply = self.client.execute_command(*args)
         end = None if lease_ms is None else start + lease_ms / 1000
-        return [Message(self.client, self.name, to_bytes(m), int(d), end) for m, d in reply or ()]
+        return [Message(self.client, self.name, to_bytes(m), int(d), end, self.durable)
+                for m, d in reply or ()]
 
     def info(self) -> dict[str, Any]:
         """RMQ.INFO: {kind, waiting, ready, inflight, dead, next_due, next_expiry, ...}."""
@@ -250,13 +260,15 @@ class Queue(_Target):
 
 class Topic(_Target):
     """A topic of `slots` queues ``<name>_0 … <name>_<slots-1>``:
-    ``rmq.Topic(redis.Redis(...), "orders", slots=16)``."""
+    ``rmq.Topic(redis.Redis(...), "orders", slots=16)``; `durable` as for Queue."""
 
-    def __init__(self, client: Client, name: str, slots: int) -> None:
+    def __init__(self, client: Client, name: str, slots: int, *,
+                 durable: DurableOption = None) -> None:
         self.client = client
         self.name = check_queue_name(name)
         self.slots = check_slots(slots)
         self.queues = [f"{name}_{i}" for i in range(slots)]
+        self.durable = durable_for(client, durable)
 
     def __repr__(self) -> str:
         return f"rmq.Topic({self.name!r}, slots={self.slots})"
@@ -268,8 +280,8 @@ class Topic(_Target):
     def push(self, *messages: Data, range_ms: Optional[int] = None,
              priority: Optional[int] = None, at: Optional[int] = None,
              delay: Optional[int] = None, group: Optional[Data] = None,
-             basis: Optional[Data] = None) -> int:
-        """RMQ.PUSH into the topic, as Queue.push. Routing: by `basis` when given; else by
+             basis: Optional[Data] = None, durable: DurableOption = None) -> int:
+        """RMQ.PUSH into the topic, as Queue.push (`durable` too). Routing: by `basis` when given; else by
         `group` when given (so a group stays in one queue and is consumed serially); else
         each message by its own content, one PUSH per queue (in one pipeline: atomic per
         queue, not across queues). Returns how many were newly added."""
@@ -278,7 +290,7 @@ class Topic(_Target):
         by_queue: dict[str, list[bytes]] = {}
         for m in msgs:
             by_queue.setdefault(self.queue_for(m if key is None else key), []).append(m)
-        return self._push_all(by_queue, mode, group_b)
+        return self._push_all(by_queue, mode, group_b, durable)
 
     def pop(self, count: int = 1, lease_ms: Optional[int] = None,
             block_ms: Optional[int] = None, node: Any = None) -> list[Message]:
@@ -295,7 +307,7 @@ class Topic(_Target):
         else:
             reply = self.client.execute_command(*args)
         end = None if lease_ms is None else start + lease_ms / 1000
-        return [Message(self.client, to_str(q), to_bytes(m), int(d), end)
+        return [Message(self.client, to_str(q), to_bytes(m), int(d), end, self.durable)
                 for q, m, d in reply or ()]
 
     def info(self) -> dict[str, Any]:
