@@ -136,9 +136,17 @@ redis.call('HSET', KEYS[2], f, ARGV[2] .. ':' .. redis.call('ZSCORE', KEYS[3], A
 return 1
 "#;
 
+/// Durable mode (`--durable`): writes wait for this many replicas, at most this long.
+#[derive(Clone, Copy, Debug)]
+pub struct Durable {
+    pub replicas: u32,
+    pub timeout_ms: u64,
+}
+
 /// The connections of one Redis user (or of the URL's).
 pub struct Backend {
     client: Client,
+    pub durable: Option<Durable>,
     pub conn: ConnectionManager,
     idle: Mutex<Vec<MultiplexedConnection>>,
     polls: Semaphore,
@@ -150,7 +158,7 @@ pub struct Backend {
 }
 
 impl Backend {
-    pub async fn connect(url: &str, user: Option<&(String, String)>) -> redis::RedisResult<Arc<Backend>> {
+    pub async fn connect(url: &str, user: Option<&(String, String)>, durable: Option<Durable>) -> redis::RedisResult<Arc<Backend>> {
         let mut client = Client::open(url)?;
         if let Some((u, p)) = user {
             let info = client.get_connection_info().clone();
@@ -163,6 +171,7 @@ impl Backend {
         let conn = ConnectionManager::new_with_config(client.clone(), config).await?;
         Ok(Arc::new(Backend {
             client,
+            durable,
             conn,
             idle: Mutex::new(Vec::new()),
             polls: Semaphore::new(MAX_LONG_POLLS),

@@ -5,7 +5,10 @@ acknowledged push or ACK promised and what happened.
   the queue at the end (waiting, in flight or dead);
 - after_ack: deliveries of a message after an ACK of it was confirmed (durably, when the
   consumer was durable), not counting a message pushed again after that ACK was sent (a
-  producer's retry re-queues consumed content: that is a new message);
+  producer's retry re-queues consumed content: that is a new message), nor one with a push
+  of unknown outcome (the connection lost or timed out: its packets may still reach the
+  server after the heal and queue the content again, as Jepsen's indeterminate operations
+  may take effect at any later time); those are counted apart as after_ack_late_push;
 - duplicates: deliveries beyond the first of a message (at least once allows them: counted);
 - recovery: after each heal, how long until a push was acknowledged again.
 """
@@ -16,6 +19,9 @@ import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Iterable
+
+#: Push errors after which the push may still take effect later (redis-py's names).
+INDETERMINATE = ("ConnectionError", "TimeoutError")
 
 
 def read_events(paths: Iterable[Path]) -> list[dict]:
@@ -34,6 +40,7 @@ def check(events: list[dict], heals: Iterable[float] = ()) -> dict:
     deliveries: dict[str, list[float]] = defaultdict(list)
     confirmed_ack: dict[str, tuple[float, float]] = {}
     present: set[str] = set()
+    unknown: set[str] = set()          # a push of it may land late
     finals = 0
     for e in events:
         ev = e["ev"]
@@ -41,6 +48,8 @@ def check(events: list[dict], heals: Iterable[float] = ()) -> dict:
             last_attempt[e["m"]] = max(last_attempt[e["m"]], e["t1"])
             if e["ok"]:
                 acked.setdefault(e["m"], e["t1"])
+            elif e.get("err") in INDETERMINATE:
+                unknown.add(e["m"])
         elif ev == "deliver":
             deliveries[e["m"]].append(e["t"])
         elif ev == "ack" and e["ok"] and e["confirmed"]:
@@ -49,8 +58,8 @@ def check(events: list[dict], heals: Iterable[float] = ()) -> dict:
             finals += 1
             present.update(e["store"], e["prepare"], e["dead"])
     lost = sorted(m for m in acked if m not in deliveries and m not in present)
-    after_ack = sum(1 for m, (sent, done) in confirmed_ack.items() if last_attempt[m] < sent
-                    for t in deliveries[m] if t > done)
+    late = {m: sum(1 for t in deliveries[m] if t > done)
+            for m, (sent, done) in confirmed_ack.items() if last_attempt[m] < sent}
     ok_times = sorted(acked.values())
     recovery = []
     for h in heals:
@@ -61,7 +70,8 @@ def check(events: list[dict], heals: Iterable[float] = ()) -> dict:
         "lost": len(lost),
         "lost_sample": lost[:5],
         "lost_times": sorted(acked[m] for m in lost),
-        "after_ack": after_ack,
+        "after_ack": sum(n for m, n in late.items() if m not in unknown),
+        "after_ack_late_push": sum(n for m, n in late.items() if m in unknown),
         "duplicates": sum(len(ts) - 1 for ts in deliveries.values() if len(ts) > 1),
         "delivered": len(deliveries),
         "finals": finals,

@@ -13,8 +13,9 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
-from typing import Optional
+from typing import Any, Optional
 
 SUBNET = "10.77.0"
 
@@ -76,8 +77,14 @@ class Lab:
         self.procs: list[subprocess.Popen] = []
         self.namespaces: list[str] = []
         self.dir = tempfile.mkdtemp(prefix="rmq-partition-")
+        self.has_netem: Optional[bool] = None      # probed on first use
+        self._sigterm: Any = None
 
     def __enter__(self) -> "Lab":
+        # A SIGTERM (a CI timeout, a kill by pid) unwinds through __exit__ too, so the
+        # namespaces and processes go; only the main thread may set a handler.
+        if threading.current_thread() is threading.main_thread():
+            self._sigterm = signal.signal(signal.SIGTERM, _terminate)
         self._netns(self.bridge)
         sh("ip", "-n", self.bridge, "link", "add", "br0", "type", "bridge")
         sh("ip", "-n", self.bridge, "link", "set", "br0", "up")
@@ -85,6 +92,8 @@ class Lab:
 
     def __exit__(self, *exc) -> None:
         self.close()
+        if self._sigterm is not None:
+            signal.signal(signal.SIGTERM, self._sigterm)
 
     def _netns(self, name: str) -> None:
         sh("ip", "netns", "add", name)
@@ -119,12 +128,31 @@ class Lab:
             n.run("iptables", "-F", "INPUT")
             n.run("iptables", "-F", "OUTPUT")
 
-    def netem(self, nodes: list, spec: Optional[str]) -> None:
-        """`tc netem` on the nodes' links (e.g. "loss 20% delay 50ms"); None removes it."""
+    def degrade(self, nodes: list, loss_pct: int, delay_ms: int) -> str:
+        """Packet loss and latency on the nodes' links with `tc netem`; on a kernel without
+        sch_netem, the loss alone, by iptables' statistic match on every packet a node
+        receives (cleared by heal()). Returns what was applied."""
+        if self.has_netem is None:
+            n = nodes[0]
+            added = n.run("tc", "qdisc", "add", "dev", "eth0", "root", "netem", "delay", "1ms",
+                          check=False)
+            self.has_netem = added.returncode == 0
+            n.run("tc", "qdisc", "del", "dev", "eth0", "root", check=False)
+        if self.has_netem:
+            for n in nodes:
+                n.run("tc", "qdisc", "add", "dev", "eth0", "root", "netem", "loss",
+                      f"{loss_pct}%", "delay", f"{delay_ms}ms")
+            return f"netem loss {loss_pct}% delay {delay_ms} ms"
+        for n in nodes:
+            n.run("iptables", "-A", "INPUT", "-m", "statistic", "--mode", "random",
+                  "--probability", str(loss_pct / 100), "-j", "DROP")
+        return (f"{loss_pct}% loss by iptables; no {delay_ms} ms latency: this kernel has no "
+                "sch_netem")
+
+    def undegrade(self, nodes: list) -> None:
         for n in nodes:
             n.run("tc", "qdisc", "del", "dev", "eth0", "root", check=False)
-            if spec:
-                n.run("tc", "qdisc", "add", "dev", "eth0", "root", "netem", *spec.split())
+        self.heal()
 
     # -- cleanup ---------------------------------------------------------------------
     def stop(self, proc: subprocess.Popen, timeout: float = 10.0) -> None:
@@ -147,6 +175,10 @@ class Lab:
             sh("ip", "netns", "del", ns, check=False)
         self.namespaces.clear()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _terminate(signum: int, _frame: Any) -> None:
+    raise SystemExit(128 + signum)
 
 
 def wait_until(pred, timeout: float, what: str, interval: float = 0.2):

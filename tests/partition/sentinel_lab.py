@@ -27,6 +27,7 @@ PORT, SENTINEL_PORT = 6379, 26379
 MODES = {
     "async": {"durable": 0, "conf": []},
     "durable 1": {"durable": 1, "conf": []},
+    "durable 2": {"durable": 2, "conf": []},
     "durable 1 + AOF always": {"durable": 1, "aof": True,
                                "conf": ["--appendonly", "yes", "--appendfsync", "always"]},
     "min-replicas-to-write 1": {"durable": 0,
@@ -157,14 +158,17 @@ def split_clients(s: SentinelLab, p: Node) -> None:
     time.sleep(8)
 
 
-def lossy(s: SentinelLab, p: Node) -> None:
+def lossy(s: SentinelLab, p: Node) -> str:
     """20% packet loss and 50 ms latency on every link, under load, for 10 s."""
-    s.lab.netem(s.data + s.clients, "loss 20% delay 50ms")
+    nodes = s.data + s.clients
+    applied = s.lab.degrade(nodes, 20, 50)
     time.sleep(10)
-    s.lab.netem(s.data + s.clients, None)
+    s.lab.undegrade(nodes)
+    return applied
 
 
-SCENARIOS: dict[str, Callable[[SentinelLab, Node], None]] = {
+#: A scenario may return a note on what it could apply (shown with its results).
+SCENARIOS: dict[str, Callable[[SentinelLab, Node], Optional[str]]] = {
     "isolated primary": isolated_primary,
     "primary cut from clients": clients_cut,
     "flapping link": flapping,
@@ -180,13 +184,15 @@ def run_scenario(s: SentinelLab, scenario: str, cycles: int, run_dir: Path,
     run_dir.mkdir(parents=True, exist_ok=True)
     queue = "jobs-" + "".join(ch for ch in scenario if ch.isalnum())
     actors = s.start_actors(queue, run_dir, rate)
-    windows = []
+    windows, notes = [], set()
     try:
         time.sleep(settle)
         for _ in range(cycles):
             primary = s.primary()
             start = time.time()
-            SCENARIOS[scenario](s, primary)
+            note = SCENARIOS[scenario](s, primary)
+            if note:
+                notes.add(note)
             s.lab.heal()
             windows.append((start, time.time()))
             wait_until(s.converged, 90, "one primary with both replicas after the heal")
@@ -203,5 +209,6 @@ def run_scenario(s: SentinelLab, scenario: str, cycles: int, run_dir: Path,
         for _, proc in actors:
             s.lab.stop(proc)
     result = check(read_events(run_dir.glob("*.jsonl")), heals=[w[1] for w in windows])
-    result.update(scenario=scenario, mode=s.mode, cycles=cycles, windows=windows)
+    result.update(scenario=scenario, mode=s.mode, cycles=cycles, windows=windows,
+                  notes=sorted(notes))
     return result
