@@ -102,13 +102,16 @@ test-valkey81: build
 DRIVER_DIR := bench/driver
 BENCH_ARGS ?=
 
-# Then what the module costs commands on other keys (scripts/bench_host.py: callgrind and
+# Then what durable mode costs (scripts/bench_durable.py: msgs/s and p99 push latency, async vs
+# WAIT 1 vs WAITAOF with AOF always, batch 1 and 100, a primary and a replica of its own) and
+# what the module costs commands on other keys (scripts/bench_host.py: callgrind and
 # wall, none / a do-nothing event subscriber / RMQ; needs valgrind) and memory per message
 # beside a sorted set, a Stream and BullMQ (scripts/bench_memory.py); --quick passes on.
 bench: deps build bench-driver
 	$(PYTHON) scripts/bench.py $(BENCH_ARGS)
 	$(PYTHON) scripts/bench_host.py $(filter --quick,$(BENCH_ARGS))
 	$(PYTHON) scripts/bench_memory.py $(filter --quick,$(BENCH_ARGS))
+	$(PYTHON) scripts/bench_durable.py $(filter --quick,$(BENCH_ARGS))
 
 .PHONY: bench-driver
 bench-driver:
