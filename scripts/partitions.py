@@ -42,7 +42,7 @@ def run_mode(server: str, module: str, mode: str, scenarios: list, cycles: int,
             t = time.time()
             r = run_scenario(s, scenario, cycles, work / f"{mode}-{i}".replace(" ", "_"))
             print(f"  {mode:24} {scenario:44} acked {r['acknowledged']:6} lost {r['lost']:4} "
-                  f"after-ack {r['after_ack']:3} (+{r['after_ack_late_push']} late push) dup {r['duplicates']:4} "
+                  f"after-ack {r['after_ack']:3} (+{r['after_ack_repushed']} re-pushed) dup {r['duplicates']:4} "
                   f"recovery {fmt_recovery(r['recovery_s'])} ({time.time() - t:.0f} s)",
                   flush=True)
             out.append(r)
@@ -108,21 +108,22 @@ def write_md(results: list[dict], args, server_label: str, elapsed: float, path:
         "",
         "- **lost**: pushes acknowledged to the producer that no consumer got and that are "
         "not in the queue at the end;",
-        "- **after ack**: deliveries of a message after an ACK of it was confirmed (a "
-        "message pushed again after that ACK is not counted); **late push**: the same, for "
-        "a message one of whose pushes had an unknown outcome (connection lost or timed "
-        "out), which can reach the server after the heal and queue the consumed content "
-        "again (a new copy, delivered again: not an ACK undone);",
+        "- **after ack**: deliveries of a message after an ACK of it was confirmed; "
+        "**re-pushed**: the same, for a message that a push may have queued again (a push "
+        "attempt that ended after the acked copy's POP was sent: a push of content in "
+        "flight adds a new copy, SPEC; or a push of unknown outcome, connection lost or "
+        "timed out, which can reach the server after the heal): a new copy, not an ACK "
+        "undone;",
         "- **duplicates**: deliveries beyond a message's first (at least once allows them);",
         "- **recovery**: from the heal to the next acknowledged push, median / worst.",
         "",
-        "| setting | scenario | cycles | acknowledged | lost | after ack | late push | "
+        "| setting | scenario | cycles | acknowledged | lost | after ack | re-pushed | "
         "duplicates | recovery |",
         "|---|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in results:
         lines.append(f"| {r['mode']} | {r['scenario']} | {r['cycles']} | {r['acknowledged']} | "
-                     f"**{r['lost']}** | {r['after_ack']} | {r['after_ack_late_push']} | "
+                     f"**{r['lost']}** | {r['after_ack']} | {r['after_ack_repushed']} | "
                      f"{r['duplicates']} | "
                      f"{fmt_recovery(r['recovery_s'])} |")
     notes = sorted({n for r in results for n in r["notes"]})

@@ -6,8 +6,8 @@ to --out for the checker.
 producer: pushes unique messages "<name>-<seq>" at --rate per second; a push that fails
 (connection error, NotDurable, NOREPLICAS, READONLY ...) is retried with the same content
 until it is acknowledged or --stop appears. Events: push {m, t0, t1, ok, err}.
-consumer: pops and acks (durably when --durable): deliver {m, t, n}, ack {m, t0, t1, ok,
-confirmed}. Once --drain exists and the queue is empty on the primary (nothing waiting or in
+consumer: pops and acks (durably when --durable): deliver {m, t, n} (t: when the POP
+answered), ack {m, t0, t1, ok, confirmed, popped} (popped: when that POP was sent). Once --drain exists and the queue is empty on the primary (nothing waiting or in
 flight, three times in a row), it writes final {store, prepare, dead} and exits.
 """
 
@@ -20,6 +20,8 @@ import sys
 import time
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 from redis.sentinel import Sentinel
 
 import rmq
@@ -42,8 +44,13 @@ def main() -> None:
     a = ap.parse_args()
     sentinels = [(h, int(p)) for h, p in (s.split(":") for s in a.sentinels.split(","))]
     sentinel = Sentinel(sentinels, socket_timeout=0.5, socket_connect_timeout=0.5)
-    client = sentinel.master_for("rmq", socket_timeout=3.0, socket_connect_timeout=0.5)
-    durable = rmq.Durable(a.durable, timeout_ms=1000, aof=a.aof) if a.durable else None
+    # WAITAOF waits for the replica's periodic (1 s) report of its AOF: a longer timeout
+    wait_ms = 3000 if a.aof else 1000
+    # retry=0: redis-py's own silent resends would hide pushes of unknown outcome from the
+    # checker; every retry here is the loop's own, and logged
+    client = sentinel.master_for("rmq", socket_timeout=wait_ms / 1000 + 2.0,
+                                 socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0))
+    durable = rmq.Durable(a.durable, timeout_ms=wait_ms, aof=a.aof) if a.durable else None
     queue = rmq.Queue(client, a.queue, durable=durable)
     with open(a.out, "a", buffering=1) as out:
         def log(**ev) -> None:
@@ -77,23 +84,26 @@ def produce(a, queue: rmq.Queue, log) -> None:
 def consume(a, queue: rmq.Queue, client: redis.Redis, log) -> None:
     empty = 0
     while True:
+        popped = time.time()
         try:
             msgs = queue.pop(count=20, lease_ms=LEASE_MS)
         except redis.RedisError:
             time.sleep(0.05)
             continue
+        got = time.time()
         for msg in msgs:
             m = msg.body.decode()
-            log(ev="deliver", m=m, t=time.time(), n=msg.deliveries)
+            log(ev="deliver", m=m, t=got, n=msg.deliveries)
             t0 = time.time()
             try:
                 ok = msg.ack()
-                log(ev="ack", m=m, t0=t0, t1=time.time(), ok=ok, confirmed=True)
+                log(ev="ack", m=m, t0=t0, t1=time.time(), ok=ok, confirmed=True, popped=popped)
             except rmq.NotDurable:
-                log(ev="ack", m=m, t0=t0, t1=time.time(), ok=True, confirmed=False)
+                log(ev="ack", m=m, t0=t0, t1=time.time(), ok=True, confirmed=False,
+                    popped=popped)
             except redis.RedisError as e:
                 log(ev="ack", m=m, t0=t0, t1=time.time(), ok=False, confirmed=False,
-                    err=type(e).__name__)
+                    popped=popped, err=type(e).__name__)
         if msgs:
             empty = 0
             continue
