@@ -189,17 +189,26 @@ class _Target:
         replies = run_all(self.client, [("RMQ.POLICY", q, "GET") for q in self.queues])
         return {q: _policy_dict(rep) for q, rep in zip(self.queues, replies)}
 
+    def _wait(self, durable: DurableOption) -> Optional[Durable]:
+        """The durable mode of one call: its own `durable`, else this queue's."""
+        return self.durable if durable is None else durable_for(self.client, durable)
+
     def _push_all(self, by_queue: dict[str, list[bytes]], mode: list,
                   group: Optional[bytes], durable: DurableOption) -> int:
-        wait = self.durable if durable is None else durable_for(self.client, durable)
         commands = [c for q, msgs in by_queue.items() for c in _push_commands(q, mode, group, msgs)]
-        return sum(run_all(self.client, commands, wait))
+        return sum(run_all(self.client, commands, self._wait(durable)))
+
+    def _pop(self, args: list, durable: DurableOption) -> Any:
+        """A POP or TPOP on the client's server; durable, the WAIT behind it (so that what it
+        hands out is not a stale primary's: NotDurable instead, the messages then stay in
+        flight there until their leases run out)."""
+        return run_all(self.client, [tuple(args)], self._wait(durable))[0]
 
 
 class Queue(_Target):
     """One queue: ``rmq.Queue(redis.Redis(...), "prices_3")``. With `durable` (a replica
-    count or an rmq.Durable), pushes and the ACKs of messages taken from it answer only once
-    that many replicas hold them, else raise rmq.NotDurable (see rmq.durable)."""
+    count or an rmq.Durable), its pushes, pops and the ACKs of messages taken from it answer
+    only once that many replicas hold them, else raise rmq.NotDurable (see rmq.durable)."""
 
     def __init__(self, client: Client, name: str, *, durable: DurableOption = None) -> None:
         self.client = client
@@ -222,14 +231,17 @@ class Queue(_Target):
         return self._push_all({self.name: msgs}, mode, group_b, durable)
 
     def pop(self, count: int = 1, lease_ms: Optional[int] = None,
-            block_ms: Optional[int] = None) -> list[Message]:
+            block_ms: Optional[int] = None, durable: DurableOption = None) -> list[Message]:
         """RMQ.POP: up to `count` messages, each in flight under a lease of `lease_ms`
         (default: the queue's lease-ms); `block_ms` waits for one (0 = forever). Every
-        message must then be acked or nacked (or it comes back when its lease runs out)."""
+        message must then be acked or nacked (or it comes back when its lease runs out).
+        In durable mode (the queue's, or `durable` here) it raises rmq.NotDurable when too
+        few replicas confirm the POP: a primary cut off from its replicas may be stale, and
+        handing out its messages could repeat work already acked on a promoted replica."""
         args = ["RMQ.POP", self.name, "COUNT", _int("count", count, 1, MAX_COUNT)]
         args += _lease_block(lease_ms, block_ms)
         start = time.monotonic()
-        reply = self.client.execute_command(*args)
+        reply = self._pop(args, durable)
         end = None if lease_ms is None else start + lease_ms / 1000
         return [Message(self.client, self.name, to_bytes(m), int(d), end, self.durable)
                 for m, d in reply or ()]
@@ -281,10 +293,10 @@ class Topic(_Target):
              priority: Optional[int] = None, at: Optional[int] = None,
              delay: Optional[int] = None, group: Optional[Data] = None,
              basis: Optional[Data] = None, durable: DurableOption = None) -> int:
-        """RMQ.PUSH into the topic, as Queue.push (`durable` too). Routing: by `basis` when given; else by
-        `group` when given (so a group stays in one queue and is consumed serially); else
-        each message by its own content, one PUSH per queue (in one pipeline: atomic per
-        queue, not across queues). Returns how many were newly added."""
+        """RMQ.PUSH into the topic, as Queue.push (`durable` too). Routing: by `basis` when
+        given; else by `group` when given (so a group stays in one queue and is consumed
+        serially); else each message by its own content, one PUSH per queue (in one
+        pipeline: atomic per queue, not across queues). Returns how many were newly added."""
         mode, group_b, msgs = _mode(range_ms, priority, at, delay), _group(group), _messages(messages)
         key = basis if basis is not None else group_b
         by_queue: dict[str, list[bytes]] = {}
@@ -293,10 +305,11 @@ class Topic(_Target):
         return self._push_all(by_queue, mode, group_b, durable)
 
     def pop(self, count: int = 1, lease_ms: Optional[int] = None,
-            block_ms: Optional[int] = None, node: Any = None) -> list[Message]:
+            block_ms: Optional[int] = None, node: Any = None,
+            durable: DurableOption = None) -> list[Message]:
         """RMQ.TPOP: up to `count` messages from any of the topic's queues on one server
         (round-robin over the queues). On a cluster pass `node` (a primary's ClusterNode):
-        TPOP takes only from the queues that node serves."""
+        TPOP takes only from the queues that node serves. `durable` as for Queue.pop."""
         args = ["RMQ.TPOP", self.name, self.slots, "COUNT", _int("count", count, 1, MAX_COUNT)]
         args += _lease_block(lease_ms, block_ms)
         start = time.monotonic()
@@ -305,7 +318,7 @@ class Topic(_Target):
                 raise ValueError("Topic.pop on a cluster needs node= (one of get_primaries())")
             reply = self.client.execute_command(*args, target_nodes=node)
         else:
-            reply = self.client.execute_command(*args)
+            reply = self._pop(args, durable)
         end = None if lease_ms is None else start + lease_ms / 1000
         return [Message(self.client, to_str(q), to_bytes(m), int(d), end, self.durable)
                 for q, m, d in reply or ()]

@@ -112,6 +112,25 @@ def test_durable_ack(pair):
     assert b.settled
 
 
+def test_durable_pop_from_a_primary_without_its_replica_hands_out_nothing(pair):
+    _, rep, pc, rc = pair()
+    q = rmq.Queue(pc, "d:pop", durable=rmq.Durable(1, timeout_ms=TIMEOUT_MS))
+    q.push("a", "b", priority=1)
+    [a] = q.pop(lease_ms=60_000)
+    assert rc.zscore("prepare{d:pop}", a.body) is not None
+    rep.pause()
+    with pytest.raises(rmq.NotDurable) as err:
+        q.pop(lease_ms=60_000)
+    other = b"b" if a.body == b"a" else b"a"
+    assert err.value.replies == [[[other, 1]]]
+    # in flight on the primary all the same, until its lease runs out
+    assert pc.zcard("prepare{d:pop}") == 2
+    assert q.pop(durable=0) == []
+    t = rmq.Topic(pc, "d:tpop", slots=2, durable=rmq.Durable(1, timeout_ms=TIMEOUT_MS))
+    with pytest.raises(rmq.NotDurable):
+        t.pop()
+
+
 def test_worker_acks_durably(pair):
     _, _, pc, rc = pair()
     q = rmq.Queue(pc, "d:worker", durable=1)
