@@ -17,7 +17,8 @@ import rmq
 from rmq.durable import durable_for
 from server_support import Server, wait_replica_synced
 
-TIMEOUT_MS = 300
+TIMEOUT_MS = 300          # while the replica is down: how long each call waits
+UP = rmq.Durable(1, timeout_ms=20_000)   # while it is up: generous, the machine may be busy
 
 
 @pytest.fixture
@@ -48,11 +49,11 @@ def has_waitaof(c) -> bool:
 
 def test_durable_push_is_on_the_replica_when_it_returns(pair):
     _, _, pc, rc = pair()
-    q = rmq.Queue(pc, "d:push", durable=1)
+    q = rmq.Queue(pc, "d:push", durable=UP)
     assert q.push("a", "b", priority=5) == 2
     # no waiting: WAIT answered only after the replica had both
     assert rc.zrange("d:push", 0, -1, withscores=True) == [(b"a", 5.0), (b"b", 5.0)]
-    assert rmq.Queue(pc, "d:push").push("a", priority=7, durable=rmq.Durable(1, 1000)) == 0
+    assert rmq.Queue(pc, "d:push").push("a", priority=7, durable=UP) == 0
     assert rc.zscore("d:push", "a") == 7.0
 
 
@@ -71,7 +72,7 @@ def test_replica_down_raises_not_durable_then_retry_merges(pair):
     rep.resume()
     # the retry merges into the stored copy, and returns once the replica holds it (a
     # generous timeout: the resumed replica first catches up)
-    assert q.push("job-1", priority=3, durable=rmq.Durable(1, 20_000)) == 0
+    assert q.push("job-1", priority=3, durable=UP) == 0
     assert pc.zcard("d:down") == 1
     assert rc.zscore("d:down", "job-1") == 3.0
 
@@ -87,7 +88,7 @@ def test_durable_zero_per_call_overrides_the_queue(pair):
 
 def test_topic_push_waits_after_every_queue(pair):
     _, rep, pc, rc = pair()
-    t = rmq.Topic(pc, "d:topic", slots=4, durable=1)
+    t = rmq.Topic(pc, "d:topic", slots=4, durable=UP)
     msgs = [f"m{i}" for i in range(20)]
     assert t.push(*msgs, priority=1) == 20
     assert sum(rc.zcard(f"d:topic_{i}") for i in range(4)) == 20
@@ -99,14 +100,14 @@ def test_topic_push_waits_after_every_queue(pair):
 
 def test_durable_ack(pair):
     _, rep, pc, rc = pair()
-    q = rmq.Queue(pc, "d:ack", durable=rmq.Durable(1, timeout_ms=TIMEOUT_MS))
+    q = rmq.Queue(pc, "d:ack", durable=UP)
     q.push("a", "b", priority=1)
     a, b = sorted(q.pop(count=2, lease_ms=60_000), key=lambda m: m.body)
     assert a.ack() is True
     assert rc.zscore("prepare{d:ack}", "a") is None and rc.zscore("prepare{d:ack}", "b")
     rep.pause()
     with pytest.raises(rmq.NotDurable) as err:
-        b.ack()
+        b.ack(durable=rmq.Durable(1, TIMEOUT_MS))
     assert err.value.replies == [1]
     assert pc.zscore("prepare{d:ack}", "b") is None    # acked on the primary
     assert b.settled
@@ -114,13 +115,13 @@ def test_durable_ack(pair):
 
 def test_durable_pop_from_a_primary_without_its_replica_hands_out_nothing(pair):
     _, rep, pc, rc = pair()
-    q = rmq.Queue(pc, "d:pop", durable=rmq.Durable(1, timeout_ms=TIMEOUT_MS))
+    q = rmq.Queue(pc, "d:pop", durable=UP)
     q.push("a", "b", priority=1)
     [a] = q.pop(lease_ms=60_000)
     assert rc.zscore("prepare{d:pop}", a.body) is not None
     rep.pause()
     with pytest.raises(rmq.NotDurable) as err:
-        q.pop(lease_ms=60_000)
+        q.pop(lease_ms=60_000, durable=rmq.Durable(1, TIMEOUT_MS))
     other = b"b" if a.body == b"a" else b"a"
     assert err.value.replies == [[[other, 1]]]
     # in flight on the primary all the same, until its lease runs out
@@ -133,7 +134,7 @@ def test_durable_pop_from_a_primary_without_its_replica_hands_out_nothing(pair):
 
 def test_worker_acks_durably(pair):
     _, _, pc, rc = pair()
-    q = rmq.Queue(pc, "d:worker", durable=1)
+    q = rmq.Queue(pc, "d:worker", durable=UP)
     q.push(*[f"w{i}" for i in range(10)], priority=1)
     seen = []
 
