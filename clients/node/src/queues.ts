@@ -72,6 +72,10 @@ export interface TopicPushOptions extends PushOptions {
 export interface PopOptions {
   /** most messages to take (default 1) */
   count?: number;
+  /** this pop's durable mode, instead of the queue's (0: none): too few replicas confirming
+   * the POP rejects with NotDurable instead of handing out what may be a stale primary's
+   * messages (they stay in flight there until their leases run out) */
+  durable?: DurableOption;
   /** lease of each (default: the queue's lease-ms) */
   leaseMs?: number;
   /** wait up to this many ms for a message (0 = forever); default: do not wait */
@@ -148,7 +152,7 @@ const SCHEDULE_MODES = ["range", "priority", "delay"] as const;
  * unknown keyword). */
 const PUSH_OPTIONS = [...PUSH_MODES, "group", "durable"];
 const TOPIC_PUSH_OPTIONS = [...PUSH_OPTIONS, "basis"];
-const POP_OPTIONS = ["count", "leaseMs", "blockMs"];
+const POP_OPTIONS = ["count", "leaseMs", "blockMs", "durable"];
 const TOPIC_POP_OPTIONS = [...POP_OPTIONS, "quantum"];
 const SCHEDULE_OPTIONS = ["every", "cron", "tz", "start", "end", "times", ...SCHEDULE_MODES, "group"];
 const TOPIC_SCHEDULE_OPTIONS = [...SCHEDULE_OPTIONS, "basis"];
@@ -338,6 +342,13 @@ abstract class Target {
     }));
   }
 
+  /** A POP or TPOP on `via`; durable (this call's mode, else the queue's), the WAIT right
+   * behind it on the same connection. */
+  protected async popOn(via: Client, durable: DurableOption, name: string, key: string | null, args: Arg[]): Promise<unknown> {
+    const wait = durable === undefined ? this.durable : durableFor(via, durable);
+    return (await durably(via, wait, name, [send(via, name, key, args, true)]))[0];
+  }
+
   protected async pushAll(byQueue: Map<string, Buffer[]>, mode: Arg[], group: Buffer | undefined,
                           durable: DurableOption): Promise<number> {
     const wait = durable === undefined ? this.durable : durableFor(this.client, durable);
@@ -370,7 +381,7 @@ export class Queue extends Target {
     opts = options("pop", opts, POP_OPTIONS);
     const args = [this.name, ...lease(opts)];
     const start = Date.now();
-    const reply = (await send(via, "RMQ.POP", this.name, args, true)) as [Buffer, number][] | null;
+    const reply = (await this.popOn(via, opts.durable, "RMQ.POP", this.name, args)) as [Buffer, number][] | null;
     const end = opts.leaseMs === undefined ? null : start + opts.leaseMs;
     return (reply || []).map(([m, d]) => new Message(this.client, this.name, m, Number(d), end, this.durable));
   }
@@ -439,7 +450,7 @@ export class Topic extends Target {
     const args: Arg[] = [this.name, this.slots, ...lease(opts)];
     if (opts.quantum !== undefined) args.push("QUANTUM", int("quantum", opts.quantum, 1, MAX_COUNT));
     const start = Date.now();
-    const reply = (await send(via, "RMQ.TPOP", null, args, true)) as [Buffer, Buffer, number][] | null;
+    const reply = (await this.popOn(via, opts.durable, "RMQ.TPOP", null, args)) as [Buffer, Buffer, number][] | null;
     const end = opts.leaseMs === undefined ? null : start + opts.leaseMs;
     return (reply || []).map(([q, m, d]) => new Message(this.client, q.toString(), m, Number(d), end, this.durable));
   }

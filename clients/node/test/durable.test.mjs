@@ -8,7 +8,9 @@ import { Cluster } from "ioredis";
 import { Queue, Topic, Worker, NotDurable } from "../dist/index.js";
 import { Server, startServer, waitFor } from "./support.mjs";
 
-const TIMEOUT_MS = 300;
+const TIMEOUT_MS = 300;   // while the replica is down: how long each call waits
+const UP = { replicas: 1, timeoutMs: 20000 };   // while it is up: generous, the machine is busy
+const DOWN = { replicas: 1, timeoutMs: TIMEOUT_MS };
 let primary;
 let replica;
 let pc;
@@ -36,10 +38,10 @@ async function withReplicaDown(body) {
 }
 
 test("a durable push is on the replica when it resolves", async () => {
-  const q = new Queue(pc, "d:push", { durable: 1 });
+  const q = new Queue(pc, "d:push", { durable: UP });
   assert.equal(await q.push(["a", "b"], { priority: 5 }), 2);
   assert.deepEqual(await rc.zrange("d:push", 0, -1, "WITHSCORES"), ["a", "5", "b", "5"]);
-  assert.equal(await new Queue(pc, "d:push").push("a", { priority: 7, durable: { replicas: 1, timeoutMs: 1000 } }), 0);
+  assert.equal(await new Queue(pc, "d:push").push("a", { priority: 7, durable: UP }), 0);
   assert.equal(await rc.zscore("d:push", "a"), "7");
 });
 
@@ -56,13 +58,13 @@ test("replica down: NotDurable, the push done on the primary; the retry merges",
     // durable 0 for one call: not waited for
     assert.equal(await q.push("job-2", { priority: 3, durable: 0 }), 1);
   });
-  assert.equal(await q.push("job-1", { priority: 3, durable: { replicas: 1, timeoutMs: 20000 } }), 0);
+  assert.equal(await q.push("job-1", { priority: 3, durable: UP }), 0);
   assert.equal(await pc.zcard("d:down"), 2);
   assert.equal(await rc.zscore("d:down", "job-1"), "3");
 });
 
 test("a topic push waits after all its queues", async () => {
-  const t = new Topic(pc, "d:topic", 4, { durable: 1 });
+  const t = new Topic(pc, "d:topic", 4, { durable: UP });
   const msgs = Array.from({ length: 20 }, (_, i) => `m${i}`);
   assert.equal(await t.push(msgs, { priority: 1 }), 20);
   let onReplica = 0;
@@ -71,21 +73,38 @@ test("a topic push waits after all its queues", async () => {
 });
 
 test("durable ack: on the replica when it resolves; NotDurable when the replica is down", async () => {
-  const q = new Queue(pc, "d:ack", { durable: { replicas: 1, timeoutMs: TIMEOUT_MS } });
+  const q = new Queue(pc, "d:ack", { durable: UP });
   await q.push(["a", "b"], { priority: 1 });
   const [a, b] = (await q.pop({ count: 2, leaseMs: 60000 })).sort((x, y) => x.body.compare(y.body));
   assert.equal(await a.ack(), true);
   assert.equal(await rc.zscore("prepare{d:ack}", "a"), null);
   await withReplicaDown(async () => {
-    const err = await b.ack().then(() => null, (e) => e);
+    const err = await b.ack({ durable: DOWN }).then(() => null, (e) => e);
     assert.ok(err instanceof NotDurable, String(err));
     assert.deepEqual(err.replies, [1]);
     assert.equal(await pc.zscore("prepare{d:ack}", "b"), null);
   });
 });
 
+test("durable pop: a primary without its replica hands out nothing", async () => {
+  const q = new Queue(pc, "d:pop", { durable: UP });
+  await q.push(["a", "b"], { priority: 1 });
+  const [a] = await q.pop({ leaseMs: 60000 });
+  assert.notEqual(await rc.zscore("prepare{d:pop}", a.body), null);
+  await withReplicaDown(async () => {
+    const err = await q.pop({ leaseMs: 60000, durable: DOWN }).then(() => null, (e) => e);
+    assert.ok(err instanceof NotDurable, String(err));
+    const other = a.body.toString() === "a" ? "b" : "a";
+    assert.deepEqual(err.replies.map((r) => r.map(([m, d]) => [m.toString(), d])), [[[other, 1]]]);
+    assert.equal(await pc.zcard("prepare{d:pop}"), 2);   // in flight there until the lease ends
+    assert.deepEqual(await q.pop({ durable: 0 }), []);
+    const t = new Topic(pc, "d:tpop", 2, { durable: DOWN });
+    await assert.rejects(t.pop(), NotDurable);
+  });
+});
+
 test("the worker acks durably", async () => {
-  const q = new Queue(pc, "d:worker", { durable: 1 });
+  const q = new Queue(pc, "d:worker", { durable: UP });
   await q.push(Array.from({ length: 10 }, (_, i) => `w${i}`), { priority: 1 });
   const seen = [];
   const worker = new Worker(q, async (msg) => { seen.push(msg.body.toString()); }, { concurrency: 2, blockMs: 200 });
