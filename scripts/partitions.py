@@ -57,6 +57,12 @@ def fmt_recovery(values: list) -> str:
     return text + (f" ({len(values) - len(known)} never)" if len(known) < len(values) else "")
 
 
+#: Scenario labels on the plot.
+SHORT = {"isolated primary": "isolated", "primary cut from clients": "cut from clients",
+         "flapping link": "flapping", "promoted while old primary serves clients": "split",
+         "20% loss + 50 ms latency": "loss"}
+
+
 def plot(results: list[dict], path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
@@ -67,24 +73,28 @@ def plot(results: list[dict], path: Path) -> None:
     for ax, mode in zip(axes[:, 0], modes):
         rs = [r for r in results if r["mode"] == mode]
         t0 = min(min(r["ack_times"], default=time.time()) for r in rs)
-        ends = max(max(r["ack_times"], default=t0) for r in rs)
-        bins = range(int(ends - t0) + 2)
-        acked = [0] * len(bins)
-        lost = [0] * len(bins)
         for r in rs:
+            if not r["ack_times"]:
+                continue
+            # each scenario's own span: between scenarios the actors are set up and drained
+            first, last = int(r["ack_times"][0] - t0), int(r["ack_times"][-1] - t0)
+            acked = [0] * (last - first + 1)
             for t in r["ack_times"]:
-                acked[int(t - t0)] += 1
+                acked[int(t - t0) - first] += 1
+            ax.plot(range(first, last + 1), acked, color="tab:blue", lw=1)
+            ax.text(first, 104, SHORT[r["scenario"]], fontsize=7, va="bottom")
+            lost: dict[int, int] = {}
             for t in r["lost_times"]:
-                lost[int(t - t0)] += 1
+                lost[int(t - t0)] = lost.get(int(t - t0), 0) + 1
+            ax.bar(list(lost), list(lost.values()), color="red", width=1.0)
             for a, b in r["windows"]:
                 ax.axvspan(a - t0, b - t0, color="orange", alpha=0.25, lw=0)
-        ax.plot(list(bins), acked, color="tab:blue", lw=1, label="acknowledged pushes / s")
-        ax.bar(list(bins), lost, color="red", width=1.0,
-               label=f"acknowledged then lost, by ack time ({sum(lost)} in all)")
-        ax.set_title(f"{mode}: scenarios back to back; orange = fault windows", fontsize=10)
+        total = sum(r["lost"] for r in rs)
+        ax.set_title(f"{mode}: acknowledged pushes / s (blue), acknowledged then lost by ack "
+                     f"time (red, {total} in all); orange: faults", fontsize=9, pad=12)
+        ax.set_ylim(0, 115)
         ax.set_ylabel("messages / s")
-        ax.legend(loc="upper right", fontsize=8)
-    axes[-1, 0].set_xlabel("seconds since the setting's first push")
+    axes[-1, 0].set_xlabel("seconds since the setting's first push (scenarios back to back)")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
 
@@ -99,8 +109,8 @@ def write_md(results: list[dict], args, server_label: str, elapsed: float, path:
         "2-core machine. Topology: a primary and two replicas under three Sentinels (quorum "
         "2, down-after 1 s), each node in its own network namespace on one bridge; two client "
         "namespaces, each with a producer (50 pushes/s, every failed push retried with the "
-        "same content) and a consumer (POP COUNT 20, lease 3 s, ACK; durable ACKs in the "
-        "durable settings), all through the Python client and redis-py's Sentinel support. "
+        "same content) and a consumer (POP COUNT 20, lease 3 s, ACK; durable pops and ACKs in "
+        "the durable settings), all through the Python client and redis-py's Sentinel support. "
         "Faults: iptables DROP rules in the nodes' namespaces, `tc netem` for loss and "
         "latency. After each fault is healed the run waits until the Sentinels agree on one "
         "primary with both replicas in sync; at the end the consumers drain the queue and "
