@@ -21,12 +21,22 @@ export interface DurableOptions {
 /** `durable:` as given: a replica count (0: none), or the full options. */
 export type DurableOption = number | DurableOptions | undefined;
 
+const POP_ADVICE = "its messages are not handed out (this primary may be stale); they stay in "
+  + "flight here until their leases run out";
+/** What the caller of each command should do about a NotDurable. */
+const ADVICE: Record<string, string> = {
+  "RMQ.PUSH": "retry (a retried push of the same content merges)",
+  "RMQ.POP": POP_ADVICE,
+  "RMQ.TPOP": POP_ADVICE,
+};
+
 /** The write is done on the primary, but fewer replicas than asked confirmed it in time: a
  * failover now could lose it. Retry the call: a retried push of the same content merges
  * with the stored copy (range: kept as it is; priority and fixed: its score set again), so
  * it adds nothing, except when the copy was consumed in between (the retry then queues the
  * content again) or the primary failed over without it (the retry then stores it). A
- * retried ACK of an acked message resolves false. `replies`: the replies of the commands
+ * retried ACK of an acked message resolves false. A POP or TPOP that is not confirmed hands
+ * out nothing: a primary cut off from its replicas may be stale. `replies`: the replies of the commands
  * before the wait (e.g. how many messages a push added). A ReplyError (the reply of WAIT
  * said so) that `retrying` does not repeat: repeating is the caller's choice. */
 export class NotDurable extends ReplyError {
@@ -34,7 +44,7 @@ export class NotDurable extends ReplyError {
               timeoutMs: number, aof: boolean, readonly replies: unknown[]) {
     super(`${what} is done on the primary but only ${confirmed} of ${wanted} replicas `
       + `${aof ? "wrote to their AOF" : "acknowledged"} it within ${timeoutMs} ms, so a failover `
-      + "now could lose it: retry (a retried push of the same content merges)");
+      + `now could undo it: ${ADVICE[what] ?? "retry"}`);
   }
 
   // ReplyError's `name` is a getter

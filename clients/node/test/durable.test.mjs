@@ -96,6 +96,7 @@ test("durable pop: a primary without its replica hands out nothing", async () =>
     assert.ok(err instanceof NotDurable, String(err));
     const other = a.body.toString() === "a" ? "b" : "a";
     assert.deepEqual(err.replies.map((r) => r.map(([m, d]) => [m.toString(), d])), [[[other, 1]]]);
+    assert.match(err.message, /not handed out/);
     assert.equal(await pc.zcard("prepare{d:pop}"), 2);   // in flight there until the lease ends
     assert.deepEqual(await q.pop({ durable: 0 }), []);
     const t = new Topic(pc, "d:tpop", 2, { durable: DOWN });

@@ -22,6 +22,15 @@ MAX_REPLICAS = 1000
 MAX_TIMEOUT_MS = 2 ** 31
 
 
+#: What the caller of each command should do about a NotDurable.
+_ADVICE = {
+    "RMQ.PUSH": "retry (a retried push of the same content merges)",
+    "RMQ.POP": "its messages are not handed out (this primary may be stale); they stay in "
+               "flight here until their leases run out",
+}
+_ADVICE["RMQ.TPOP"] = _ADVICE["RMQ.POP"]
+
+
 class NotDurable(redis.RedisError):
     """The write is done on the primary, but fewer replicas than asked confirmed it in time:
     it is not safe against a failover yet. Retry the call. A retried push of the same
@@ -29,7 +38,8 @@ class NotDurable(redis.RedisError):
     its score set again), so it adds nothing, except when the copy was consumed in between
     (a retry then pushes the content again) or when the primary failed over and the new one
     never got the write (the retry then stores it, which is the point). A retried ACK of a
-    message already acked answers 0. `replies` holds the replies of the commands before the
+    message already acked answers 0. A POP or TPOP that is not confirmed hands out nothing:
+    a primary cut off from its replicas may be stale. `replies` holds the replies of the commands before the
     wait (e.g. how many messages a push added)."""
 
     def __init__(self, what: str, confirmed: int, wanted: int, timeout_ms: int, aof: bool,
@@ -38,7 +48,7 @@ class NotDurable(redis.RedisError):
         held = "wrote to their AOF" if aof else "acknowledged"
         super().__init__(f"{what} is done on the primary but only {confirmed} of {wanted} "
                          f"replicas {held} it within {timeout_ms} ms, so a failover now could "
-                         "lose it: retry (a retried push of the same content merges)")
+                         f"undo it: {_ADVICE.get(what, 'retry')}")
 
 
 @dataclass(frozen=True)

@@ -124,6 +124,7 @@ def test_durable_pop_from_a_primary_without_its_replica_hands_out_nothing(pair):
         q.pop(lease_ms=60_000, durable=rmq.Durable(1, TIMEOUT_MS))
     other = b"b" if a.body == b"a" else b"a"
     assert err.value.replies == [[[other, 1]]]
+    assert "not handed out" in str(err.value)
     # in flight on the primary all the same, until its lease runs out
     assert pc.zcard("prepare{d:pop}") == 2
     assert q.pop(durable=0) == []
