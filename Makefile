@@ -31,7 +31,7 @@
 #   make partitions  every partition scenario (tests/partition: a primary, 2 replicas and 3
 #               Sentinels in network namespaces; isolated primary, primary cut from clients,
 #               flapping link, promotion while the old primary serves clients, 20% loss +
-#               50 ms) in each setting (async, durable 1, durable 1 + AOF always,
+#               50 ms) in each setting (async, durable 1, durable 2, durable 1 + AOF always,
 #               min-replicas-to-write 1), counted by a queue checker (~15 min, needs root);
 #               writes scripts/results/partitions.md + .png. `make test` runs a 2-cycle slice.
 #   make bench-node  the Node worker vs a hand-written loop vs BullMQ (~2 min); writes
