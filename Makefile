@@ -29,6 +29,12 @@
 #               (~3 min); writes scripts/results/bench_gateway.md
 #   make test-gateway-js  the gateway driven by @aws-sdk/client-sqs v3 and sqs-consumer
 #               (gateway/test; part of `make test`; the Python ones are in tests/)
+#   make partitions  every partition scenario (tests/partition: a primary, 2 replicas and 3
+#               Sentinels in network namespaces; isolated primary, primary cut from clients,
+#               flapping link, promotion while the old primary serves clients, 20% loss +
+#               50 ms) in each setting (async, durable 1, durable 2, durable 1 + AOF always,
+#               min-replicas-to-write 1), counted by a queue checker (~15 min, needs root);
+#               writes scripts/results/partitions.md + .png. `make test` runs a 2-cycle slice.
 #   make bench-node  the Node worker vs a hand-written loop vs BullMQ (~2 min); writes
 #               scripts/results/bench_node.md.
 #
@@ -103,13 +109,16 @@ test-valkey81: build
 DRIVER_DIR := bench/driver
 BENCH_ARGS ?=
 
-# Then what the module costs commands on other keys (bench/bench_host.py: callgrind and
+# Then what durable mode costs (bench/bench_durable.py: msgs/s and p99 push latency, async vs
+# WAIT 1 vs WAITAOF with AOF always, batch 1 and 100, a primary and a replica of its own) and
+# what the module costs commands on other keys (bench/bench_host.py: callgrind and
 # wall, none / a do-nothing event subscriber / RMQ; needs valgrind) and memory per message
 # beside a sorted set, a Stream and BullMQ (bench/bench_memory.py); --quick passes on.
 bench: deps build bench-driver
 	$(PYTHON) bench/bench.py $(BENCH_ARGS)
 	$(PYTHON) bench/bench_host.py $(filter --quick,$(BENCH_ARGS))
 	$(PYTHON) bench/bench_memory.py $(filter --quick,$(BENCH_ARGS))
+	$(PYTHON) bench/bench_durable.py $(filter --quick,$(BENCH_ARGS))
 
 .PHONY: bench-driver
 bench-driver:
@@ -220,6 +229,12 @@ fuzz:
 SOAK_SECONDS ?= 3600
 soak: build
 	SOAK_SECONDS=$(SOAK_SECONDS) nice -n 10 $(PYTHON) scripts/soak.py
+
+# Partition scenarios (scripts/partitions.py, issue #35): namespaces, Sentinels and servers
+# made and stopped by the script itself (by name it created / by pid); Redis 8.2 (WAITAOF).
+.PHONY: partitions
+partitions: deps build
+	nice -n 5 $(PYTHON) scripts/partitions.py $(PARTITION_ARGS)
 
 # --- rmq-gateway (gateway/): the SQS API over RMQ -----------------------------------------
 GATEWAY_LISTEN ?= 127.0.0.1:9324

@@ -114,11 +114,13 @@ class Server:
     the defaults (no RDB saves, no AOF).  client_timeout: default socket timeout (s) of the
     clients made by client().  module: a path, or None for a bare server.  pin: a core to
     run it on (taskset -c).  wrapper: a command the server runs under (e.g. valgrind).
+    binary: a server binary other than server_binary()'s (a benchmark comparing servers).
     """
 
     def __init__(self, conf=(), module_args=(), port=None, cluster_bus=False, tag="rmq",
                  client_timeout=CLIENT_TIMEOUT, module=DEFAULT, pin=None, wrapper=(),
-                 start_timeout=START_TIMEOUT):
+                 start_timeout=START_TIMEOUT, binary=None):
+        self.binary = binary
         self.conf = [str(a) for a in conf]
         self.module_args = [str(a) for a in module_args]
         self.module = module
@@ -143,7 +145,7 @@ class Server:
     def argv(self):
         module = module_path() if self.module is DEFAULT else self.module
         pin = ["taskset", "-c", str(self.pin)] if self.pin is not None else []
-        return [*pin, *self.wrapper, server_binary(),
+        return [*pin, *self.wrapper, self.binary or server_binary(),
                 "--port", str(self.port), "--bind", "127.0.0.1",
                 "--dir", self.dir, "--logfile", self.logfile, "--daemonize", "no",
                 "--save", "", "--appendonly", "no",

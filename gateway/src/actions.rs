@@ -530,6 +530,32 @@ fn outgoing(q: &Queue, caller: &Caller, entry: &Value) -> SqsResult<Outgoing> {
     Ok(Outgoing { delay_ms, group, dedup, stored })
 }
 
+/// Runs a script that changes a queue. In durable mode (`--durable N`) a WAIT follows it in
+/// the same pipeline, on the same connection, so it covers the script's writes; fewer than
+/// N replicas confirming in time is a 503 the SDKs retry (`done` says what the primary
+/// holds already: a retried SendMessage of a standard queue stores a second copy).
+async fn write<T: redis::FromRedisValue>(
+    caller: &Caller,
+    script: &redis::Script,
+    inv: &redis::ScriptInvocation<'_>,
+    done: &str,
+) -> SqsResult<T> {
+    let mut conn = caller.backend.conn.clone();
+    let Some(d) = caller.backend.durable else {
+        return Ok(inv.invoke_async(&mut conn).await?);
+    };
+    // SCRIPT LOAD first: an EVALSHA of a script the server lacks would fail the pipeline.
+    let (_, reply, confirmed): (String, T, u32) =
+        redis::pipe().load_script(script).invoke_script(inv).cmd("WAIT").arg(d.replicas).arg(d.timeout_ms).query_async(&mut conn).await?;
+    if confirmed < d.replicas {
+        return Err(SqsError::service_unavailable(format!(
+            "{done} on the primary but only {confirmed} of {} replicas confirmed within {} ms; retry",
+            d.replicas, d.timeout_ms
+        )));
+    }
+    Ok(reply)
+}
+
 /// Sends checked entries in one script call; per entry its MessageId and sequence number.
 async fn push(caller: &Caller, q: &Queue, entries: &[Outgoing]) -> SqsResult<Vec<(String, u64)>> {
     let mut inv = caller.backend.send.prepare_invoke();
@@ -544,8 +570,7 @@ async fn push(caller: &Caller, q: &Queue, entries: &[Outgoing]) -> SqsResult<Vec
             .arg(if e.dedup.is_some() { "1" } else { "0" })
             .arg(message::encode(&e.stored));
     }
-    let mut conn = caller.backend.conn.clone();
-    let replies: Vec<String> = inv.invoke_async(&mut conn).await?;
+    let replies: Vec<String> = write(caller, &caller.backend.send, &inv, "the messages are stored").await?;
     Ok(entries
         .iter()
         .zip(replies)
@@ -796,8 +821,7 @@ async fn delete_deliveries(caller: &Caller, q: &Queue, named: &[(Vec<u8>, u32)])
     for (raw, d) in named {
         inv.arg(raw.as_slice()).arg(*d);
     }
-    let mut conn = caller.backend.conn.clone();
-    let _: Vec<i64> = inv.invoke_async(&mut conn).await?;
+    let _: Vec<i64> = write(caller, &caller.backend.delete, &inv, "the deliveries are ended").await?;
     Ok(())
 }
 

@@ -17,7 +17,7 @@ use crate::actions::{self, Caller};
 use crate::errors::SqsError;
 use crate::metrics::Metrics;
 use crate::sigv4::{self, Credentials};
-use crate::store::Backend;
+use crate::store::{Backend, Durable};
 use crate::Args;
 
 /// Request bodies larger than this are refused unread.
@@ -67,11 +67,12 @@ pub async fn run(args: Args) -> Result<(), String> {
         ));
     }
     let target = args.target();
-    let default = Backend::connect(&target, None).await.map_err(|e| format!("cannot reach {target}: {e}"))?;
+    let durable = (args.durable > 0).then_some(Durable { replicas: args.durable, timeout_ms: args.durable_timeout_ms });
+    let default = Backend::connect(&target, None, durable).await.map_err(|e| format!("cannot reach {target}: {e}"))?;
     let mut per_key = HashMap::new();
     for key in credentials.iter().flat_map(Credentials::keys) {
         if let Some(user) = &key.redis_user {
-            let b = Backend::connect(&target, Some(user))
+            let b = Backend::connect(&target, Some(user), durable)
                 .await
                 .map_err(|e| format!("access key {}: cannot connect to Redis as {}: {e}", key.id, user.0))?;
             per_key.insert(key.id.clone(), b);

@@ -245,9 +245,17 @@ enum Connector {
     Cluster(Box<ClusterClient>),
 }
 
+/// Durable mode (`--durable`): writes wait for this many replicas, at most this long.
+#[derive(Clone, Copy, Debug)]
+pub struct Durable {
+    pub replicas: u32,
+    pub timeout_ms: u64,
+}
+
 /// The connections of one Redis user (or of the URL's).
 pub struct Backend {
     connector: Connector,
+    pub durable: Option<Durable>,
     pub conn: Conn,
     idle: Mutex<Vec<Conn>>,
     polls: Semaphore,
@@ -266,7 +274,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const POLL_RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Backend {
-    pub async fn connect(target: &Target, user: Option<&(String, String)>) -> redis::RedisResult<Arc<Backend>> {
+    pub async fn connect(target: &Target, user: Option<&(String, String)>, durable: Option<Durable>) -> redis::RedisResult<Arc<Backend>> {
         let (connector, conn) = match target {
             Target::Single(url) => {
                 let mut client = Client::open(url.as_str())?;
@@ -294,6 +302,7 @@ impl Backend {
         };
         Ok(Arc::new(Backend {
             connector,
+            durable,
             conn,
             idle: Mutex::new(Vec::new()),
             polls: Semaphore::new(MAX_LONG_POLLS),

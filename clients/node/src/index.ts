@@ -2,9 +2,11 @@
 
 export { Queue, Topic, route } from "./queues";
 export type {
-  Info, Mode, Policy, PopOptions, PushOptions, ScheduleEntry, ScheduleOptions, TopicPopOptions,
-  TopicPushOptions,
+  Info, Mode, Policy, PopOptions, PushOptions, ScheduleEntry, ScheduleOptions, TargetOptions,
+  TopicPopOptions, TopicPushOptions,
 } from "./queues";
+export { NotDurable } from "./durable";
+export type { DurableOption, DurableOptions } from "./durable";
 export { AlreadySettled, Dead, Message } from "./message";
 export type { NackOptions } from "./message";
 export { Worker } from "./worker";

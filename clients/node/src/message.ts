@@ -1,6 +1,7 @@
 /** A delivered message and the errors a handler throws. */
 
 import { BOUNDS } from "./protocol";
+import { Durable, DurableOption, durableFor, durably } from "./durable";
 import { Arg, Client, int, options, retrying, send } from "./util";
 
 /** Thrown by a handler to send its message straight to dead (`RMQ.NACK … DEAD`) instead
@@ -45,7 +46,8 @@ export class Message {
   private abortReason?: Error;
 
   constructor(private readonly client: Client, readonly queue: string, readonly body: Buffer,
-              readonly deliveries: number, leaseEnd: number | null = null) {
+              readonly deliveries: number, leaseEnd: number | null = null,
+              private readonly durable: Durable | null = null) {
     this.leaseEnd = leaseEnd;
   }
 
@@ -77,10 +79,14 @@ export class Message {
   }
 
   /** RMQ.ACK: true if it was still in flight, false if the ack came too late (the lease had
-   * run out and the message went back to waiting). */
-  async ack(): Promise<boolean> {
+   * run out and the message went back to waiting). In durable mode (its queue's, or
+   * `durable` here; 0: none) it rejects with NotDurable when too few replicas confirm the
+   * ACK: done on the primary, but a failover may deliver the message again. */
+  async ack(opts: { durable?: DurableOption } = {}): Promise<boolean> {
+    const { durable } = options<{ durable?: DurableOption }>("ack", opts, ["durable"]);
+    const wait = durable === undefined ? this.durable : durableFor(this.client, durable);
     this.claimOrThrow();
-    return this.sendAck();
+    return this.sendAck(wait);
   }
 
   /** RMQ.NACK: back to waiting (after `delayMs`, else the queue's retry backoff), or to dead
@@ -109,8 +115,10 @@ export class Message {
   }
 
   /** @internal */
-  async sendAck(): Promise<boolean> {
-    return (await retrying(() => send(this.client, "RMQ.ACK", this.queue, [this.queue, this.body]))) === 1;
+  async sendAck(durable: Durable | null = this.durable): Promise<boolean> {
+    const [acked] = await retrying(() => durably(this.client, durable, "RMQ.ACK",
+      [send(this.client, "RMQ.ACK", this.queue, [this.queue, this.body])]));
+    return acked === 1;
   }
 
   /** @internal */

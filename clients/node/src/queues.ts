@@ -2,6 +2,7 @@
  * RMQ.SCHEDULE. */
 
 import { crc32 } from "./crc32";
+import { Durable, DurableOption, durableFor, durably } from "./durable";
 import { Message } from "./message";
 import { BOUNDS, POLICY_FIELDS } from "./protocol";
 import {
@@ -36,6 +37,14 @@ export interface Mode {
 export interface PushOptions extends Mode {
   /** every message in this group: consumed one at a time, in order */
   group?: Data;
+  /** this push's durable mode, instead of the queue's (0: none) */
+  durable?: DurableOption;
+}
+
+export interface TargetOptions {
+  /** durable mode of the pushes and of the ACKs of messages taken from it: a replica count
+   * or DurableOptions; too few replicas confirming in time rejects with NotDurable */
+  durable?: DurableOption;
 }
 
 export interface TopicPushOptions extends PushOptions {
@@ -46,6 +55,10 @@ export interface TopicPushOptions extends PushOptions {
 export interface PopOptions {
   /** most messages to take (default 1) */
   count?: number;
+  /** this pop's durable mode, instead of the queue's (0: none): too few replicas confirming
+   * the POP rejects with NotDurable instead of handing out what may be a stale primary's
+   * messages (they stay in flight there until their leases run out) */
+  durable?: DurableOption;
   /** lease of each (default: the queue's lease-ms) */
   leaseMs?: number;
   /** wait up to this many ms for a message (0 = forever); default: do not wait */
@@ -115,9 +128,9 @@ const SCHEDULE_MODES = ["range", "priority", "delay"] as const;
 
 /** The option names each call takes (anything else is refused, as Python refuses an
  * unknown keyword). */
-const PUSH_OPTIONS = [...PUSH_MODES, "group"];
+const PUSH_OPTIONS = [...PUSH_MODES, "group", "durable"];
 const TOPIC_PUSH_OPTIONS = [...PUSH_OPTIONS, "basis"];
-const POP_OPTIONS = ["count", "leaseMs", "blockMs"];
+const POP_OPTIONS = ["count", "leaseMs", "blockMs", "durable"];
 const TOPIC_POP_OPTIONS = [...POP_OPTIONS, "quantum"];
 const SCHEDULE_OPTIONS = ["every", "cron", "tz", "start", "end", "times", ...SCHEDULE_MODES, "group"];
 const TOPIC_SCHEDULE_OPTIONS = [...SCHEDULE_OPTIONS, "basis"];
@@ -243,9 +256,12 @@ function lease(opts: PopOptions): Arg[] {
 /** What Queue and Topic share: a client and the queue names they cover. */
 abstract class Target {
   readonly queues: string[];
+  readonly durable: Durable | null;
 
-  protected constructor(readonly client: Client, readonly name: string, queues: string[]) {
+  protected constructor(readonly client: Client, readonly name: string, queues: string[],
+                        opts: TargetOptions) {
     this.queues = queues;
+    this.durable = durableFor(client, options<TargetOptions>("queue", opts, ["durable"]).durable);
   }
 
   /** RMQ.INFO of each queue. */
@@ -307,17 +323,27 @@ abstract class Target {
     }));
   }
 
-  protected async pushAll(byQueue: Map<string, Buffer[]>, mode: Arg[], group: Buffer | undefined): Promise<number> {
+  /** A POP or TPOP on `via`; durable (this call's mode, else the queue's), the WAIT right
+   * behind it on the same connection. */
+  protected async popOn(via: Client, durable: DurableOption, name: string, key: string | null, args: Arg[]): Promise<unknown> {
+    const wait = durable === undefined ? this.durable : durableFor(via, durable);
+    return (await durably(via, wait, name, [send(via, name, key, args, true)]))[0];
+  }
+
+  protected async pushAll(byQueue: Map<string, Buffer[]>, mode: Arg[], group: Buffer | undefined,
+                          durable: DurableOption): Promise<number> {
+    const wait = durable === undefined ? this.durable : durableFor(this.client, durable);
     const sends = [...byQueue].flatMap(([q, msgs]) =>
       pushArgs(q, mode, group, msgs).map((args) => send(this.client, "RMQ.PUSH", q, args)));
-    return (await Promise.all(sends)).reduce((a: number, r) => a + Number(r), 0);
+    return (await durably(this.client, wait, "RMQ.PUSH", sends)).reduce((a: number, r) => a + Number(r), 0);
   }
 }
 
-/** One queue: `new Queue(redis, "prices_3")`. */
+/** One queue: `new Queue(redis, "prices_3")`; `{ durable: 1 }` makes its pushes and acks
+ * durable. */
 export class Queue extends Target {
-  constructor(client: Client, name: string) {
-    super(client, checkQueueName(name), [name]);
+  constructor(client: Client, name: string, opts: TargetOptions = {}) {
+    super(client, checkQueueName(name), [name], opts);
   }
 
   /** RMQ.PUSH: one mode (`range`, `priority`, `at` or `delay`); `group` puts every
@@ -327,7 +353,7 @@ export class Queue extends Target {
     opts = options("push", opts, PUSH_OPTIONS);
     const mode = modeArgs("push", opts, PUSH_MODES);
     const group = groupBuffer(opts.group);
-    return this.pushAll(new Map([[this.name, messageList(messages)]]), mode, group);
+    return this.pushAll(new Map([[this.name, messageList(messages)]]), mode, group, opts.durable);
   }
 
   /** RMQ.POP: up to `count` messages, each in flight under a lease; every one must then be
@@ -336,9 +362,9 @@ export class Queue extends Target {
     opts = options("pop", opts, POP_OPTIONS);
     const args = [this.name, ...lease(opts)];
     const start = Date.now();
-    const reply = (await send(via, "RMQ.POP", this.name, args, true)) as [Buffer, number][] | null;
+    const reply = (await this.popOn(via, opts.durable, "RMQ.POP", this.name, args)) as [Buffer, number][] | null;
     const end = opts.leaseMs === undefined ? null : start + opts.leaseMs;
-    return (reply || []).map(([m, d]) => new Message(this.client, this.name, m, Number(d), end));
+    return (reply || []).map(([m, d]) => new Message(this.client, this.name, m, Number(d), end, this.durable));
   }
 
   async info(): Promise<Info> {
@@ -367,10 +393,10 @@ export class Queue extends Target {
 export class Topic extends Target {
   readonly slots: number;
 
-  constructor(client: Client, name: string, slots: number) {
+  constructor(client: Client, name: string, slots: number, opts: TargetOptions = {}) {
     checkQueueName(name);
     const n = checkSlots(slots);
-    super(client, name, Array.from({ length: n }, (_, i) => `${name}_${i}`));
+    super(client, name, Array.from({ length: n }, (_, i) => `${name}_${i}`), opts);
     this.slots = n;
   }
 
@@ -394,7 +420,7 @@ export class Topic extends Target {
       if (list) list.push(m);
       else byQueue.set(q, [m]);
     }
-    return this.pushAll(byQueue, mode, group);
+    return this.pushAll(byQueue, mode, group, opts.durable);
   }
 
   /** RMQ.TPOP on one server: up to `count` messages from any of the topic's queues it
@@ -405,9 +431,9 @@ export class Topic extends Target {
     const args: Arg[] = [this.name, this.slots, ...lease(opts)];
     if (opts.quantum !== undefined) args.push("QUANTUM", int("quantum", opts.quantum, ...BOUNDS.quantum));
     const start = Date.now();
-    const reply = (await send(via, "RMQ.TPOP", null, args, true)) as [Buffer, Buffer, number][] | null;
+    const reply = (await this.popOn(via, opts.durable, "RMQ.TPOP", null, args)) as [Buffer, Buffer, number][] | null;
     const end = opts.leaseMs === undefined ? null : start + opts.leaseMs;
-    return (reply || []).map(([q, m, d]) => new Message(this.client, q.toString(), m, Number(d), end));
+    return (reply || []).map(([q, m, d]) => new Message(this.client, q.toString(), m, Number(d), end, this.durable));
   }
 
   /** RMQ.INFO summed over the slots as Python's Topic.info sums it: counts added up

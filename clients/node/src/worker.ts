@@ -3,6 +3,7 @@
 import { EventEmitter } from "events";
 import http from "http";
 import { Cluster, Redis, RedisOptions } from "ioredis";
+import { durably } from "./durable";
 import { Dead, Message } from "./message";
 import { BOUNDS } from "./protocol";
 import { Queue, Topic } from "./queues";
@@ -452,8 +453,9 @@ export class Worker extends EventEmitter {
       const client = this.source.client;
       await Promise.all([...byQueue].map(async ([q, bodies]) => {
         try {
-          const acked = Number(await retrying(() => send(client, "RMQ.ACK", q, [q, ...bodies])));
-          this.counters.lost += bodies.length - acked;
+          const [acked] = await retrying(() => durably(client, this.source.durable, "RMQ.ACK",
+            [send(client, "RMQ.ACK", q, [q, ...bodies])]));
+          this.counters.lost += bodies.length - Number(acked);
         } catch (e) {
           this.counters.lost += bodies.length;
           this.report(new Error(`could not ack ${bodies.length} messages on ${q}: ${(e as Error).message}; `

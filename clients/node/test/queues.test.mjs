@@ -64,7 +64,7 @@ test("a schedule without a mode names only the modes a schedule takes (not at)",
 
 test("unknown options of push, pop, schedule and nack are refused (as Python refuses an unknown keyword)", async () => {
   const q = new Queue(redis, "opts-u");
-  await assert.rejects(q.push(["a"], { delay: 0, gruop: "g" }), { name: "TypeError", message: /^unknown push option gruop \(known: range, priority, at, delay, group\)$/ });
+  await assert.rejects(q.push(["a"], { delay: 0, gruop: "g" }), { name: "TypeError", message: /^unknown push option gruop \(known: range, priority, at, delay, group, durable\)$/ });
   await assert.rejects(q.push(["a"], { delay: 0, basis: "b" }), { name: "TypeError", message: /unknown push option basis/ });
   await assert.rejects(q.pop({ cuont: 5 }), { name: "TypeError", message: /unknown pop option cuont/ });
   await assert.rejects(q.pop({ quantum: 2 }), { name: "TypeError", message: /unknown pop option quantum/ });

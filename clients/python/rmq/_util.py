@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable, TypeVar, Union
+from typing import Any, Callable, Optional, TypeVar, Union
 
 import redis
 from redis.cluster import RedisCluster
 from redis.exceptions import ClusterDownError, TryAgainError
 
 from ._protocol import BOUNDS
+from .durable import Durable
 
 log = logging.getLogger("rmq")
 
@@ -73,9 +74,17 @@ def as_dict(reply: Any) -> dict[str, Any]:
     return {to_str(k): (to_str(v) if isinstance(v, bytes) else v) for k, v in items}
 
 
-def run_all(client: Client, commands: list[tuple]) -> list:
+def run_all(client: Client, commands: list[tuple], durable: Optional[Durable] = None) -> list:
     """Run commands, several in one pipeline (not a transaction: on a cluster they may go
-    to different nodes)."""
+    to different nodes). With `durable`, its WAIT follows them in the same pipeline (one
+    connection), so it covers them; NotDurable when too few replicas confirm."""
+    if durable is not None:
+        pipe = client.pipeline(transaction=False)
+        for c in commands + [durable.command()]:
+            pipe.execute_command(*c)
+        *replies, waited = pipe.execute()
+        durable.check(waited, commands[0][0], replies)
+        return replies
     if len(commands) == 1:
         return [client.execute_command(*commands[0])]
     pipe = client.pipeline(transaction=False)

@@ -7,7 +7,8 @@ import time
 from typing import Optional
 
 from ._protocol import BOUNDS
-from ._util import Client, check_int, retrying, to_str
+from ._util import Client, check_int, retrying, run_all, to_str
+from .durable import Durable, DurableOption, durable_for
 
 
 class Dead(Exception):
@@ -30,10 +31,11 @@ class Message:
     lease runs out and the server delivers the message again (at least once).
     """
 
-    __slots__ = ("_client", "body", "queue", "deliveries", "_lease_end", "_lock", "_settled")
+    __slots__ = ("_client", "body", "queue", "deliveries", "_lease_end", "_lock", "_settled",
+                 "_durable")
 
     def __init__(self, client: Client, queue: str, body: bytes, deliveries: int,
-                 lease_end: Optional[float] = None) -> None:
+                 lease_end: Optional[float] = None, durable: Optional[Durable] = None) -> None:
         self._client = client
         self.body = body
         self.queue = queue
@@ -42,6 +44,7 @@ class Message:
         self._lease_end = lease_end
         self._lock = threading.Lock()
         self._settled = False
+        self._durable = durable      # the durable mode of the Queue/Topic it came from
 
     def __repr__(self) -> str:
         body = self.body if len(self.body) <= 80 else self.body[:77] + b"..."
@@ -61,11 +64,15 @@ class Message:
             self._lease_end = start + ms / 1000
         return reply
 
-    def ack(self) -> bool:
+    def ack(self, durable: DurableOption = None) -> bool:
         """RMQ.ACK. True if it was still in flight; False if the ack came too late (the
-        lease had run out and the message went back to waiting)."""
+        lease had run out and the message went back to waiting). In durable mode (its
+        queue's, or `durable` here; 0: none) it raises rmq.NotDurable when too few replicas
+        confirm the ACK: it is done on the primary, but a failover may deliver the message
+        again."""
+        wait = self._durable if durable is None else durable_for(self._client, durable)
         self._claim_or_raise()
-        return self._send_ack()
+        return self._send_ack(wait)
 
     def nack(self, delay_ms: Optional[int] = None, dead: bool = False) -> Optional[str]:
         """RMQ.NACK: back to waiting (after `delay_ms`, else the queue's retry backoff), or
@@ -89,9 +96,9 @@ class Message:
         if not self._claim():
             raise AlreadySettled(f"{self!r} was already acked or nacked")
 
-    def _send_ack(self) -> bool:
+    def _send_ack(self, durable: Optional[Durable]) -> bool:
         return bool(retrying(
-            lambda: self._client.execute_command("RMQ.ACK", self.queue, self.body),
+            lambda: run_all(self._client, [("RMQ.ACK", self.queue, self.body)], durable)[0],
             f"ACK on {self.queue}"))
 
     def _send_nack(self, delay_ms: Optional[int], dead: bool) -> Optional[str]:

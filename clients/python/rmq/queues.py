@@ -9,6 +9,7 @@ from typing import Any, Iterable, Optional, Sequence
 from ._protocol import BOUNDS, POLICY_FIELDS
 from ._util import (Client, Data, as_dict, check_bytes, check_int, is_cluster, run_all, to_bytes,
                     to_str)
+from .durable import Durable, DurableOption, durable_for
 from .message import Message
 from .schedules import Schedule, parse_list, set_args
 
@@ -123,6 +124,8 @@ class _Target:
 
     client: Client
     queues: list[str]
+    #: durable mode of this queue's pushes and of the ACKs of messages taken from it
+    durable: Optional[Durable]
 
     def info_by_queue(self) -> dict[str, dict[str, Any]]:
         """RMQ.INFO of each queue: {queue: {kind, waiting, ready, inflight, dead,
@@ -171,43 +174,62 @@ class _Target:
         replies = run_all(self.client, [("RMQ.POLICY", q, "GET") for q in self.queues])
         return {q: _policy_dict(rep) for q, rep in zip(self.queues, replies)}
 
+    def _wait(self, durable: DurableOption) -> Optional[Durable]:
+        """The durable mode of one call: its own `durable`, else this queue's."""
+        return self.durable if durable is None else durable_for(self.client, durable)
+
     def _push_all(self, by_queue: dict[str, list[bytes]], mode: list,
-                  group: Optional[bytes]) -> int:
+                  group: Optional[bytes], durable: DurableOption) -> int:
         commands = [c for q, msgs in by_queue.items() for c in _push_commands(q, mode, group, msgs)]
-        return sum(run_all(self.client, commands))
+        return sum(run_all(self.client, commands, self._wait(durable)))
+
+    def _pop(self, args: list, durable: DurableOption) -> Any:
+        """A POP or TPOP on the client's server; durable, the WAIT behind it (so that what it
+        hands out is not a stale primary's: NotDurable instead, the messages then stay in
+        flight there until their leases run out)."""
+        return run_all(self.client, [tuple(args)], self._wait(durable))[0]
 
 
 class Queue(_Target):
-    """One queue: ``rmq.Queue(redis.Redis(...), "prices_3")``."""
+    """One queue: ``rmq.Queue(redis.Redis(...), "prices_3")``. With `durable` (a replica
+    count or an rmq.Durable), its pushes, pops and the ACKs of messages taken from it answer
+    only once that many replicas hold them, else raise rmq.NotDurable (see rmq.durable)."""
 
-    def __init__(self, client: Client, name: str) -> None:
+    def __init__(self, client: Client, name: str, *, durable: DurableOption = None) -> None:
         self.client = client
         self.name = check_queue_name(name)
         self.queues = [name]
+        self.durable = durable_for(client, durable)
 
     def __repr__(self) -> str:
         return f"rmq.Queue({self.name!r})"
 
     def push(self, *messages: Data, range: Optional[int] = None,
              priority: Optional[int] = None, at: Optional[int] = None,
-             delay: Optional[int] = None, group: Optional[Data] = None) -> int:
+             delay: Optional[int] = None, group: Optional[Data] = None,
+             durable: DurableOption = None) -> int:
         """RMQ.PUSH: exactly one of `range` (ms), `priority`, `at` (Unix ms), `delay` (ms);
         `group` puts every message in that group. Returns how many were newly added (the
-        others merged into a waiting copy). Bad arguments raise before anything is sent."""
+        others merged into a waiting copy). Bad arguments raise before anything is sent.
+        `durable` overrides the queue's durable mode for this call (0: none)."""
         mode, group_b, msgs = _mode(range, priority, at, delay), _group(group), _messages(messages)
-        return self._push_all({self.name: msgs}, mode, group_b)
+        return self._push_all({self.name: msgs}, mode, group_b, durable)
 
     def pop(self, count: int = 1, lease_ms: Optional[int] = None,
-            block_ms: Optional[int] = None) -> list[Message]:
+            block_ms: Optional[int] = None, durable: DurableOption = None) -> list[Message]:
         """RMQ.POP: up to `count` messages, each in flight under a lease of `lease_ms`
         (default: the queue's lease-ms); `block_ms` waits for one (0 = forever). Every
-        message must then be acked or nacked (or it comes back when its lease runs out)."""
+        message must then be acked or nacked (or it comes back when its lease runs out).
+        In durable mode (the queue's, or `durable` here) it raises rmq.NotDurable when too
+        few replicas confirm the POP: a primary cut off from its replicas may be stale, and
+        handing out its messages could repeat work already acked on a promoted replica."""
         args = ["RMQ.POP", self.name, "COUNT", check_int("count", count, *BOUNDS["count"])]
         args += _lease_block(lease_ms, block_ms)
         start = time.monotonic()
-        reply = self.client.execute_command(*args)
+        reply = self._pop(args, durable)
         end = None if lease_ms is None else start + lease_ms / 1000
-        return [Message(self.client, self.name, to_bytes(m), int(d), end) for m, d in reply or ()]
+        return [Message(self.client, self.name, to_bytes(m), int(d), end, self.durable)
+                for m, d in reply or ()]
 
     def info(self) -> dict[str, Any]:
         """RMQ.INFO: {kind, waiting, ready, inflight, dead, next_due, next_expiry, ...}."""
@@ -235,13 +257,15 @@ class Queue(_Target):
 
 class Topic(_Target):
     """A topic of `slots` queues ``<name>_0 … <name>_<slots-1>``:
-    ``rmq.Topic(redis.Redis(...), "orders", slots=16)``."""
+    ``rmq.Topic(redis.Redis(...), "orders", slots=16)``; `durable` as for Queue."""
 
-    def __init__(self, client: Client, name: str, slots: int) -> None:
+    def __init__(self, client: Client, name: str, slots: int, *,
+                 durable: DurableOption = None) -> None:
         self.client = client
         self.name = check_queue_name(name)
         self.slots = check_slots(slots)
         self.queues = [f"{name}_{i}" for i in range(slots)]
+        self.durable = durable_for(client, durable)
 
     def __repr__(self) -> str:
         return f"rmq.Topic({self.name!r}, slots={self.slots})"
@@ -253,25 +277,25 @@ class Topic(_Target):
     def push(self, *messages: Data, range: Optional[int] = None,
              priority: Optional[int] = None, at: Optional[int] = None,
              delay: Optional[int] = None, group: Optional[Data] = None,
-             basis: Optional[Data] = None) -> int:
-        """RMQ.PUSH into the topic, as Queue.push. Routing: by `basis` when given; else by
-        `group` when given (so a group stays in one queue and is consumed serially); else
-        each message by its own content, one PUSH per queue (in one pipeline: atomic per
-        queue, not across queues). Returns how many were newly added."""
+             basis: Optional[Data] = None, durable: DurableOption = None) -> int:
+        """RMQ.PUSH into the topic, as Queue.push (`durable` too). Routing: by `basis` when
+        given; else by `group` when given (so a group stays in one queue and is consumed
+        serially); else each message by its own content, one PUSH per queue (in one
+        pipeline: atomic per queue, not across queues). Returns how many were newly added."""
         mode, group_b, msgs = _mode(range, priority, at, delay), _group(group), _messages(messages)
         key = basis if basis is not None else group_b
         by_queue: dict[str, list[bytes]] = {}
         for m in msgs:
             by_queue.setdefault(self.queue_for(m if key is None else key), []).append(m)
-        return self._push_all(by_queue, mode, group_b)
+        return self._push_all(by_queue, mode, group_b, durable)
 
     def pop(self, count: int = 1, lease_ms: Optional[int] = None,
             block_ms: Optional[int] = None, node: Any = None,
-            quantum: Optional[int] = None) -> list[Message]:
+            quantum: Optional[int] = None, durable: DurableOption = None) -> list[Message]:
         """RMQ.TPOP: up to `count` messages from any of the topic's queues on one server
         (round-robin over the queues, `quantum` messages per queue per turn, default 1). On a
         cluster pass `node` (a primary's ClusterNode): TPOP takes only from the queues that
-        node serves."""
+        node serves. `durable` as for Queue.pop."""
         args = ["RMQ.TPOP", self.name, self.slots, "COUNT", check_int("count", count, *BOUNDS["count"])]
         args += _lease_block(lease_ms, block_ms)
         if quantum is not None:
@@ -282,9 +306,9 @@ class Topic(_Target):
                 raise ValueError("Topic.pop on a cluster needs node= (one of get_primaries())")
             reply = self.client.execute_command(*args, target_nodes=node)
         else:
-            reply = self.client.execute_command(*args)
+            reply = self._pop(args, durable)
         end = None if lease_ms is None else start + lease_ms / 1000
-        return [Message(self.client, to_str(q), to_bytes(m), int(d), end)
+        return [Message(self.client, to_str(q), to_bytes(m), int(d), end, self.durable)
                 for q, m, d in reply or ()]
 
     def info(self) -> dict[str, Any]:

@@ -404,7 +404,8 @@ class Worker:
             by_queue.setdefault(d.msg.queue, []).append(d.msg)
         commands = [("RMQ.ACK", q, *(m.body for m in msgs)) for q, msgs in by_queue.items()]
         try:
-            replies = retrying(lambda: run_all(self.source.client, commands), "ACK")
+            replies = retrying(lambda: run_all(self.source.client, commands, self.source.durable),
+                               "ACK")
         except Exception as e:
             self._count("lost", len(done))
             log.error("%s: could not ack %d messages: %s; their leases will run out and they "

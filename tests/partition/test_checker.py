@@ -1,0 +1,47 @@
+"""The partition checker's rules on hand-made histories (no namespaces needed)."""
+
+from checker import check
+
+
+def push(m, t, ok=True, err=None):
+    return {"ev": "push", "m": m, "t0": t - 1, "t1": t, "ok": ok, "err": err}
+
+
+def deliver(m, t, n=1):
+    return {"ev": "deliver", "m": m, "t": t, "n": n}
+
+
+def ack(m, t, confirmed=True, ok=True, popped=None):
+    return {"ev": "ack", "m": m, "t0": t - 1, "t1": t, "ok": ok, "confirmed": confirmed,
+            "popped": t - 2 if popped is None else popped}
+
+
+FINAL = {"ev": "final", "store": ["waiting"], "prepare": ["inflight"], "dead": ["dead"]}
+
+
+def test_lost_is_acknowledged_and_nowhere():
+    r = check([push("got", 1), deliver("got", 2), push("waiting", 1), push("inflight", 1),
+               push("dead", 1), push("gone", 1), push("never-acked", 1, ok=False, err="X"),
+               FINAL])
+    assert (r["acknowledged"], r["lost"], r["lost_sample"]) == (5, 1, ["gone"])
+    assert r["finals"] == 1
+
+
+def test_after_ack_counts_confirmed_acks_of_copies_no_push_may_have_remade():
+    r = check([
+        push("a", 1), deliver("a", 2), ack("a", 4), deliver("a", 6, n=2),          # counted
+        push("b", 1), deliver("b", 2), ack("b", 4, confirmed=False), deliver("b", 6),
+        push("c", 1), deliver("c", 2), ack("c", 4, ok=False), deliver("c", 6),
+        # pushed again after its POP was sent (in flight, so a new copy): re-pushed
+        push("d", 1), deliver("d", 2), push("d", 2.5), ack("d", 4, popped=1.5), deliver("d", 6),
+        # a push of unknown outcome can land any time later: re-pushed
+        push("e", 0.5, ok=False, err="ConnectionError"), push("e", 1), deliver("e", 2),
+        ack("e", 4), deliver("e", 6),
+        FINAL])
+    assert (r["after_ack"], r["after_ack_repushed"]) == (1, 2)
+    assert r["duplicates"] == 5 and r["delivered"] == 5
+
+
+def test_recovery_is_the_first_acknowledged_push_after_each_heal():
+    r = check([push("a", 1), push("b", 5), push("c", 9)], heals=[2, 6, 10])
+    assert r["recovery_s"] == [3, 3, None]
