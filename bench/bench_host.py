@@ -129,14 +129,10 @@ def callgrind_pass(cfgs, n, pipelines):
     random.Random(31).shuffle(keys)
     out = {}
     for name, args in cfgs.items():
-        server = harness.Server(module=None, conf=[*args, *QUIET, *CG_QUIET], tag=f"rmq-host-cg-{name}")
+        server = harness.Server(module=None, conf=[*args, *QUIET, *CG_QUIET], env=CG_ENV,
+                                tag=f"rmq-host-cg-{name}")
         meter = Callgrind(server)
-        os.environ.update(CG_ENV)
-        try:
-            server.start()
-        finally:
-            for k in CG_ENV:
-                os.environ.pop(k, None)
+        server.start()
         try:
             c = redis.Redis(port=server.port)
             for p in pipelines:

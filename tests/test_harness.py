@@ -71,6 +71,21 @@ def test_pinned_server_runs_on_its_core():
     assert s.cpu_seconds() == 0
 
 
+def test_server_env_reaches_the_server_and_nothing_else():
+    # The server rewrites its own /proc environ (its process title): a wrapper that execs it
+    # writes down what it was started with instead.
+    record = 'printf %s "$RMQ_HARNESS_ENV" > started-with; exec "$0" "$@"'
+    s = harness.Server(env={"RMQ_HARNESS_ENV": "on"}, wrapper=["sh", "-c", record],
+                       tag="rmq-harness").start()
+    try:
+        with open(os.path.join(s.dir, "started-with")) as f:
+            assert f.read() == "on"
+        assert s.client().ping()
+        assert "RMQ_HARNESS_ENV" not in os.environ
+    finally:
+        s.stop()
+
+
 def test_missing_module_and_binary_are_harness_errors(monkeypatch, tmp_path):
     monkeypatch.setenv("RMQ_MODULE", str(tmp_path / "none.so"))
     with pytest.raises(harness.HarnessError, match="RMQ module not found"):

@@ -115,12 +115,14 @@ class Server:
     clients made by client().  module: a path, or None for a bare server.  pin: a core to
     run it on (taskset -c).  wrapper: a command the server runs under (e.g. valgrind).
     binary: a server binary other than server_binary()'s (a benchmark comparing servers).
+    env: variables added to this process's environment for the server (e.g. MALLOC_CONF).
     """
 
     def __init__(self, conf=(), module_args=(), port=None, cluster_bus=False, tag="rmq",
                  client_timeout=CLIENT_TIMEOUT, module=DEFAULT, pin=None, wrapper=(),
-                 start_timeout=START_TIMEOUT, binary=None):
+                 start_timeout=START_TIMEOUT, binary=None, env=None):
         self.binary = binary
+        self.env = dict(env or {})
         self.conf = [str(a) for a in conf]
         self.module_args = [str(a) for a in module_args]
         self.module = module
@@ -156,6 +158,7 @@ class Server:
         out = open(self.outfile, "ab")
         try:
             self.proc = subprocess.Popen(self.argv(), stdout=out, stderr=subprocess.STDOUT,
+                                         env={**os.environ, **self.env} if self.env else None,
                                          stdin=subprocess.DEVNULL, cwd=self.dir)
         finally:
             out.close()
