@@ -78,19 +78,16 @@ def run_all(client: Client, commands: list[tuple], durable: Optional[Durable] = 
     """Run commands, several in one pipeline (not a transaction: on a cluster they may go
     to different nodes). With `durable`, its WAIT follows them in the same pipeline (one
     connection), so it covers them; NotDurable when too few replicas confirm."""
-    if durable is not None:
-        pipe = client.pipeline(transaction=False)
-        for c in commands + [durable.command()]:
-            pipe.execute_command(*c)
-        *replies, waited = pipe.execute()
-        durable.check(waited, commands[0][0], replies)
-        return replies
-    if len(commands) == 1:
+    if durable is None and len(commands) == 1:
         return [client.execute_command(*commands[0])]
     pipe = client.pipeline(transaction=False)
-    for c in commands:
+    for c in commands + ([durable.command()] if durable is not None else []):
         pipe.execute_command(*c)
-    return pipe.execute()
+    replies = pipe.execute()
+    if durable is not None:
+        *replies, waited = replies
+        durable.check(waited, commands[0][0], replies)
+    return replies
 
 
 def retrying(call: Callable[[], T], what: str, attempts: int = 4, delay: float = 0.05) -> T:
