@@ -1,7 +1,8 @@
 """Network namespaces for partition tests: every node is a namespace of its own, attached by
 a veth pair to a bridge that lives in one more namespace; every address is inside those
 namespaces (the host's network is not touched). Partitions are iptables DROP rules in the
-nodes' namespaces, loss and latency `tc netem` on their links. Processes run in a namespace
+nodes' namespaces, loss and latency `tc netem` on their links (without sch_netem: loss by
+iptables, latency by delay.py's NFQUEUE delayer). Processes run in a namespace
 through `ip netns exec` (which execs, so the pid we keep is the program's own) and are
 stopped by that pid; close() deletes exactly the namespaces made here, also after a failure.
 """
@@ -16,6 +17,8 @@ import tempfile
 import threading
 import time
 from typing import Any, Optional
+
+import delay
 
 SUBNET = "10.77.0"
 
@@ -78,6 +81,7 @@ class Lab:
         self.namespaces: list[str] = []
         self.dir = tempfile.mkdtemp(prefix="rmq-partition-")
         self.has_netem: Optional[bool] = None      # probed on first use
+        self.delayers: dict[str, subprocess.Popen] = {}    # node name -> delay.py process
         self._sigterm: Any = None
 
     def __enter__(self) -> "Lab":
@@ -130,8 +134,9 @@ class Lab:
 
     def degrade(self, nodes: list, loss_pct: int, delay_ms: int) -> str:
         """Packet loss and latency on the nodes' links with `tc netem`; on a kernel without
-        sch_netem, the loss alone, by iptables' statistic match on every packet a node
-        receives (cleared by heal()). Returns what was applied."""
+        sch_netem, the loss by iptables' statistic match on every packet a node receives
+        (cleared by heal()) and the latency by delay.py on every packet it sends. Returns
+        what was applied."""
         if self.has_netem is None:
             n = nodes[0]
             added = n.run("tc", "qdisc", "add", "dev", "eth0", "root", "netem", "delay", "1ms",
@@ -144,14 +149,20 @@ class Lab:
                       f"{loss_pct}%", "delay", f"{delay_ms}ms")
             return f"netem loss {loss_pct}% delay {delay_ms} ms"
         for n in nodes:
-            n.run("iptables", "-A", "INPUT", "-m", "statistic", "--mode", "random",
-                  "--probability", str(loss_pct / 100), "-j", "DROP")
-        return (f"{loss_pct}% loss by iptables; no {delay_ms} ms latency: this kernel has no "
-                "sch_netem")
+            if loss_pct:
+                n.run("iptables", "-A", "INPUT", "-m", "statistic", "--mode", "random",
+                      "--probability", str(loss_pct / 100), "-j", "DROP")
+            if delay_ms:
+                self.delayers[n.name] = delay.start(n, delay_ms)
+        return (f"{loss_pct}% loss (iptables statistic, on received packets) and {delay_ms} ms "
+                "latency (delay.py: every sent packet held in an NFQUEUE), packet level as no "
+                "sch_netem here")
 
     def undegrade(self, nodes: list) -> None:
         for n in nodes:
             n.run("tc", "qdisc", "del", "dev", "eth0", "root", check=False)
+            if n.name in self.delayers:
+                delay.stop(n, self.delayers.pop(n.name))
         self.heal()
 
     # -- cleanup ---------------------------------------------------------------------
