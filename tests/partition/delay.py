@@ -92,6 +92,15 @@ def _packet_ids(data: bytes):
         off += (length + 3) & ~3
 
 
+class _Stopped(Exception):
+    pass
+
+
+def _stop(*_: Any) -> None:
+    # raised, not flagged: a select() a handler returns to resumes waiting (PEP 475)
+    raise _Stopped
+
+
 def serve(delay_ms: float) -> None:
     sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_NETFILTER)
     # a burst must not overflow the socket (root may exceed rmem_max)
@@ -101,8 +110,7 @@ def serve(delay_ms: float) -> None:
     # metadata only: the verdict needs the id, not the payload
     _configure(sock, _attr(NFQA_CFG_PARAMS, struct.pack("!IB", 0, NFQNL_COPY_META)))
     _configure(sock, _attr(NFQA_CFG_QUEUE_MAXLEN, struct.pack("!I", 1 << 16)))
-    stopping = []
-    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    signal.signal(signal.SIGTERM, _stop)
     print("ready", flush=True)
     delay = delay_ms / 1000
     held: collections.deque = collections.deque()        # (due, packet id), in queue order
@@ -114,28 +122,26 @@ def serve(delay_ms: float) -> None:
         sock.send(_message(NFQNL_MSG_VERDICT_BATCH,
                            _attr(NFQA_VERDICT_HDR, struct.pack("!II", NF_ACCEPT, upto))))
 
-    while not stopping:
-        timeout = max(0.0, held[0][0] - time.monotonic()) if held else None
-        try:
-            readable, _, _ = select.select([sock], [], [], timeout)
-        except InterruptedError:
-            continue
-        if readable:
-            try:
-                data = sock.recv(1 << 20)
-            except OSError:     # ENOBUFS: lost notifications; the next batch verdict covers them
-                data = b""
-            now = time.monotonic()
-            for pid in _packet_ids(data):
-                held.append((now + delay, pid))
-                newest = pid
-        now, due = time.monotonic(), None
-        while held and held[0][0] <= now:
-            due = held.popleft()[1]
-        if due is not None:
-            release(due)
-    if newest is not None:
-        release(newest)
+    try:
+        while True:
+            timeout = max(0.0, held[0][0] - time.monotonic()) if held else None
+            if select.select([sock], [], [], timeout)[0]:
+                try:
+                    data = sock.recv(1 << 20)
+                except OSError:  # ENOBUFS: lost notifications; the next verdict covers them
+                    data = b""
+                now = time.monotonic()
+                for pid in _packet_ids(data):
+                    held.append((now + delay, pid))
+                    newest = pid
+            now, due = time.monotonic(), None
+            while held and held[0][0] <= now:
+                due = held.popleft()[1]
+            if due is not None:
+                release(due)
+    except _Stopped:
+        if newest is not None:
+            release(newest)
 
 
 # -- as a module: the rule and the process in a netlab node -------------------------------
