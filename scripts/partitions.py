@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import statistics
 import subprocess
 import sys
@@ -101,18 +102,24 @@ def plot(results: list[dict], path: Path) -> None:
 
 def write_md(results: list[dict], args, server_label: str, elapsed: float, path: Path) -> None:
     cycles = sum(r["cycles"] for r in results)
+    # a run of some settings or scenarios only says so, and is not `make partitions`
+    filters = "".join(f" --{name} " + " ".join(shlex.quote(v) for v in chosen)
+                      for name, chosen, every in (("modes", args.modes, MODES),
+                                                  ("scenarios", args.scenarios, SCENARIOS))
+                      if chosen != list(every))
+    command = f"`python3 scripts/partitions.py --cycles {args.cycles}{filters}`"
     lines = [
         "# Partitions: acknowledged pushes lost, per durability setting",
         "",
-        f"`make partitions` (`python3 scripts/partitions.py --cycles {args.cycles}`), "
+        f"{command if filters else f'`make partitions` ({command})'}, "
         f"{server_label}, {cycles} fault cycles in {elapsed / 60:.1f} min, on this shared "
         "2-core machine. Topology: a primary and two replicas under three Sentinels (quorum "
         "2, down-after 1 s), each node in its own network namespace on one bridge; two client "
         "namespaces, each with a producer (50 pushes/s, every failed push retried with the "
         "same content) and a consumer (POP COUNT 20, lease 3 s, ACK; durable pops and ACKs in "
         "the durable settings), all through the Python client and redis-py's Sentinel support. "
-        "Faults: iptables DROP rules in the nodes' namespaces, `tc netem` for loss and "
-        "latency. After each fault is healed the run waits until the Sentinels agree on one "
+        "Faults: iptables DROP rules in the nodes' namespaces; loss and latency by `tc netem` "
+        "where the kernel has it, else as noted under the table. After each fault is healed the run waits until the Sentinels agree on one "
         "primary with both replicas in sync; at the end the consumers drain the queue and "
         "read its keys.",
         "",

@@ -155,8 +155,8 @@ class Lab:
             if delay_ms:
                 self.delayers[n.name] = delay.start(n, delay_ms)
         return (f"{loss_pct}% loss (iptables statistic, on received packets) and {delay_ms} ms "
-                "latency (delay.py: every sent packet held in an NFQUEUE), packet level as no "
-                "sch_netem here")
+                "latency (delay.py: every sent packet held that long in an NFQUEUE), both "
+                "packet level, as this kernel has no sch_netem")
 
     def undegrade(self, nodes: list) -> None:
         for n in nodes:

@@ -164,7 +164,7 @@ def lossy(s: SentinelLab, p: Node) -> str:
     applied = s.lab.degrade(nodes, 20, 50)
     time.sleep(10)
     s.lab.undegrade(nodes)
-    return applied
+    return f"in \"20% loss + 50 ms latency\", on every node and client: {applied}"
 
 
 #: A scenario may return a note on what it could apply (shown with its results).
