@@ -28,7 +28,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:             # netlab imports this module
+    from netlab import Node
 
 QUEUE = 0           # queues are per network namespace, so every node can use queue 0
 # mangle, not filter: netlab's cut/heal flush filter INPUT/OUTPUT, which must not drop it
@@ -145,7 +148,7 @@ def serve(delay_ms: float) -> None:
 
 
 # -- as a module: the rule and the process in a netlab node -------------------------------
-def start(node: Any, delay_ms: float) -> Any:
+def start(node: "Node", delay_ms: float) -> subprocess.Popen:
     """Starts the delayer in the node's namespace, then adds the rule (in that order: a
     queued packet with nobody bound would be dropped). Returns the process."""
     log = Path(node.lab.dir) / f"delay-{node.name}.log"
@@ -162,7 +165,7 @@ def start(node: Any, delay_ms: float) -> Any:
     return proc
 
 
-def stop(node: Any, proc: subprocess.Popen) -> None:
+def stop(node: "Node", proc: subprocess.Popen) -> None:
     """The rule first, then the process (which lets what it holds through)."""
     node.run("iptables", "-t", TABLE, "-D", CHAIN, *MATCH, check=False)
     node.lab.stop(proc)
