@@ -125,7 +125,8 @@ def write_md(results: list[dict], args, server_label: str, elapsed: float, path:
         "",
         "- **lost**: pushes acknowledged to the producer that no consumer got and that are "
         "not in the queue at the end;",
-        "- **after ack**: deliveries of a message after an ACK of it was confirmed; "
+        "- **after ack**: deliveries of a message by a POP sent after an ACK of it was "
+        "confirmed (a POP in flight during the ACK may return it); "
         "**re-pushed**: the same, for a message that a push may have queued again (a push "
         "attempt that ended after the acked copy's POP was sent: a push of content in "
         "flight adds a new copy, SPEC; or a push of unknown outcome, connection lost or "
@@ -153,7 +154,8 @@ def write_md(results: list[dict], args, server_label: str, elapsed: float, path:
         lines.append(f"| {mode} | {sum(r['cycles'] for r in rs)} | "
                      f"{sum(r['acknowledged'] for r in rs)} | **{sum(r['lost'] for r in rs)}** | "
                      f"{sum(r['after_ack'] for r in rs)} | {sum(r['duplicates'] for r in rs)} |")
-    lines += ["", "![throughput and acknowledged-but-lost over time](partitions.png)", ""]
+    lines += ["", f"![throughput and acknowledged-but-lost over time]"
+              f"({path.with_suffix('.png').name})", ""]
     path.write_text("\n".join(lines))
 
 

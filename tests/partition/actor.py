@@ -6,9 +6,11 @@ to --out for the checker.
 producer: pushes unique messages "<name>-<seq>" at --rate per second; a push that fails
 (connection error, NotDurable, NOREPLICAS, READONLY ...) is retried with the same content
 until it is acknowledged or --stop appears. Events: push {m, t0, t1, ok, err}.
-consumer: pops and acks (durably when --durable): deliver {m, t, n} (t: when the POP
-answered), ack {m, t0, t1, ok, confirmed, popped} (popped: when that POP was sent). Once --drain exists and the queue is empty on the primary (nothing waiting or in
-flight, three times in a row), it writes final {store, prepare, dead} and exits.
+consumer: pops and acks (durably when --durable): deliver {m, t, n, popped} (t: when the POP
+answered, popped: when it was sent), ack {m, t0, t1, ok, confirmed, popped} (popped: when
+that POP was sent). Once --drain exists and the queue is empty on the primary (nothing
+waiting or in flight, three times in a row), it writes final {store, prepare, dead} and
+exits.
 """
 
 from __future__ import annotations
@@ -93,7 +95,7 @@ def consume(a, queue: rmq.Queue, client: redis.Redis, log) -> None:
         got = time.time()
         for msg in msgs:
             m = msg.body.decode()
-            log(ev="deliver", m=m, t=got, n=msg.deliveries)
+            log(ev="deliver", m=m, t=got, n=msg.deliveries, popped=popped)
             t0 = time.time()
             try:
                 ok = msg.ack()

@@ -3,13 +3,14 @@ acknowledged push or ACK promised and what happened.
 
 - lost: pushes acknowledged to the producer that no consumer ever got and that are not in
   the queue at the end (waiting, in flight or dead);
-- after_ack: deliveries of a message after an ACK of it was confirmed (durably, when the
-  consumer was durable), not counting those a push of the same content may have queued
-  again (after_ack_repushed): a push attempt that ended after the acked copy's POP was sent
-  (SPEC: a push of content in flight adds a new waiting copy; a producer's retry after an
-  error does that), or one of unknown outcome (the connection lost or timed out: its
-  packets may reach the server after the heal, as Jepsen's indeterminate operations may
-  take effect at any later time);
+- after_ack: deliveries of a message by a POP sent after an ACK of it was confirmed
+  (durably, when the consumer was durable; a POP already in flight is concurrent with the
+  ACK and may return the message, as a lease that ran out before the ACK lets it), not
+  counting those a push of the same content may have queued again (after_ack_repushed): a
+  push attempt that ended after the acked copy's POP was sent (SPEC: a push of content in
+  flight adds a new waiting copy; a producer's retry after an error does that), or one of
+  unknown outcome (the connection lost or timed out: its packets may reach the server after
+  the heal, as Jepsen's indeterminate operations may take effect at any later time);
 - duplicates: deliveries beyond the first of a message (at least once allows them: counted);
 - recovery: after each heal, how long until a push was acknowledged again.
 """
@@ -38,7 +39,7 @@ def read_events(paths: Iterable[Path]) -> list[dict]:
 def check(events: list[dict], heals: Iterable[float] = ()) -> dict:
     acked: dict[str, float] = {}
     last_attempt: dict[str, float] = defaultdict(float)
-    deliveries: dict[str, list[float]] = defaultdict(list)
+    deliveries: dict[str, list[float]] = defaultdict(list)    # when each such POP was sent
     confirmed_ack: dict[str, tuple[float, float]] = {}    # ack done, its copy's POP sent
     present: set[str] = set()
     unknown: set[str] = set()          # a push of it may land late
@@ -52,7 +53,7 @@ def check(events: list[dict], heals: Iterable[float] = ()) -> dict:
             elif e.get("err") in INDETERMINATE:
                 unknown.add(e["m"])
         elif ev == "deliver":
-            deliveries[e["m"]].append(e["t"])
+            deliveries[e["m"]].append(e["popped"])
         elif ev == "ack" and e["ok"] and e["confirmed"]:
             confirmed_ack.setdefault(e["m"], (e["t1"], e["popped"]))
         elif ev == "final":

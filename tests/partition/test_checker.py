@@ -7,8 +7,9 @@ def push(m, t, ok=True, err=None):
     return {"ev": "push", "m": m, "t0": t - 1, "t1": t, "ok": ok, "err": err}
 
 
-def deliver(m, t, n=1):
-    return {"ev": "deliver", "m": m, "t": t, "n": n}
+def deliver(m, t, n=1, popped=None):
+    return {"ev": "deliver", "m": m, "t": t, "n": n,
+            "popped": t - 0.5 if popped is None else popped}
 
 
 def ack(m, t, confirmed=True, ok=True, popped=None):
@@ -45,3 +46,12 @@ def test_after_ack_counts_confirmed_acks_of_copies_no_push_may_have_remade():
 def test_recovery_is_the_first_acknowledged_push_after_each_heal():
     r = check([push("a", 1), push("b", 5), push("c", 9)], heals=[2, 6, 10])
     assert r["recovery_s"] == [3, 3, None]
+
+
+def test_after_ack_is_a_pop_sent_after_the_ack_was_confirmed():
+    """A POP in flight while the ACK ran (sent before it was confirmed, answered after, as
+    when the acker's lease ran out first) may return the message: not counted."""
+    r = check([push("a", 1), deliver("a", 2), ack("a", 5), deliver("a", 6, popped=4.9),
+               push("b", 1), deliver("b", 2), ack("b", 5), deliver("b", 6, popped=5.1),
+               FINAL])
+    assert (r["after_ack"], r["after_ack_repushed"]) == (1, 0)
