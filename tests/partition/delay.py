@@ -12,7 +12,7 @@ included.
 
 As a program (`python3 delay.py MS`) it speaks the nfnetlink queue protocol on a raw
 netlink socket (no library to install), prints "ready" once bound, and on SIGTERM lets the
-packets it holds through and exits. As a module, `start(node, ms)` / `stop(lab, handle)`
+packets it holds through and exits. As a module, `start(node, ms)` / `stop(node, proc)`
 add and remove the rule and the process (by pid); netlab's degrade/undegrade use them.
 """
 
@@ -166,8 +166,9 @@ def start(node: "Node", delay_ms: float) -> subprocess.Popen:
 
 
 def stop(node: "Node", proc: subprocess.Popen) -> None:
-    """The rule first, then the process (which lets what it holds through)."""
-    node.run("iptables", "-t", TABLE, "-D", CHAIN, *MATCH, check=False)
+    """The rule first (a rule left without its delayer would drop every packet: a failure
+    to delete it raises), then the process (which lets what it holds through)."""
+    node.run("iptables", "-t", TABLE, "-D", CHAIN, *MATCH)
     node.lab.stop(proc)
     node.lab.procs.remove(proc)
 
