@@ -137,8 +137,9 @@ async function onOwners(cluster: Cluster, durable: Durable, what: string, calls:
     const again: number[] = [];
     let error: unknown;
     await Promise.all([...(await byOwner(cluster, calls, pending))].map(async ([node, group]) => {
-      if (!node) {                    // the slot map names no known primary yet
-        again.push(...group);
+      if (!node) {                    // the slot map names no known primary (yet)
+        if (attempt < CLUSTER_ATTEMPTS) again.push(...group);
+        else error ??= new Error(`no known primary serves the slot of ${calls[group[0]].key}; retry`);
         return;
       }
       const [done, waited] = await waitOn(node, durable, group.map((i) => calls[i]));
@@ -168,6 +169,7 @@ async function onOwners(cluster: Cluster, durable: Durable, what: string, calls:
 /** The indices of `pending` calls by the primary serving their queue (undefined: none known). */
 async function byOwner(cluster: Cluster, calls: Call[], pending: number[]): Promise<Map<Redis | undefined, number[]>> {
   if (!cluster.slots.length) {
+    // a failed connect reaches delayUntilReady's callback
     if (cluster.status === "wait") cluster.connect().catch(() => {});
     await new Promise<void>((resolve, reject) => cluster.delayUntilReady((e) => (e ? reject(e) : resolve())));
   }

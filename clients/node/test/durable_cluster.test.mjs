@@ -138,6 +138,27 @@ test("after a failover the queue's commands follow its new primary", async () =>
   stale.disconnect();
 });
 
+test("a slot map naming no known primary, or the wrong one: read again; raised when it stays so", async () => {
+  const c = cluster.client();
+  const q = new Queue(c, "dsm", { durable: UP });
+  const owner = await cluster.owner("dsm");
+  assert.equal(await q.push("a", { priority: 1 }), 1);   // connected, slot map read
+  const slot = keySlot(Buffer.from("dsm"));
+  c.slots[slot] = ["127.0.0.1:1"];
+  assert.equal(await q.push("b", { priority: 1 }), 1);
+  assert.notEqual(c.slots[slot][0], "127.0.0.1:1");
+  c.slots[slot] = ["127.0.0.1:1"];
+  c.refreshSlotsCache = (done) => done();                // as if no node answered
+  await assert.rejects(q.push("c", { priority: 1 }), /no known primary serves the slot of dsm; retry/);
+  // a map naming another primary: MOVED each time, raised after the attempts
+  const other = c.nodes("master").map((n) => `${n.options.host}:${n.options.port}`)
+    .find((k) => k !== `127.0.0.1:${owner.port}`);
+  c.slots[slot] = [other];
+  await assert.rejects(q.push("c", { priority: 1 }), { message: new RegExp(`^MOVED ${slot} 127.0.0.1:${owner.port}$`) });
+  assert.equal(await owner.client().zscore("dsm", "c"), null);
+  c.disconnect();
+});
+
 test("a durable TPOP on a Cluster client needs a primary's connection", async () => {
   const t = new Topic(rc, "dtp", 4, { durable: UP });
   await assert.rejects(t.pop(), /needs a primary's connection/);
