@@ -9,29 +9,16 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from cluster_support import Cluster
-from gateway_support import Gateway
 from server_support import wait_for
-from test_gateway_cluster import fail_over
+from test_gateway_cluster import fail_over, gateway_on_cluster
 
 TIMEOUT_MS = 2000
 
 
 @pytest.fixture(scope="module")
 def cluster_gw():
-    cl = Cluster(masters=3, replicas=1).start()
-    try:
-        seeds = [f"redis://127.0.0.1:{n.port}" for n, _id, _slots in cl.primaries()]
-        g = Gateway(None, cluster_seeds=seeds,
-                    extra=["--durable", "1", "--durable-timeout-ms", TIMEOUT_MS]).start()
-        try:
-            yield cl, g
-        finally:
-            g.stop()
-    finally:
-        for n in cl.nodes:
-            n.resume()
-        cl.stop()
+    """The cluster and a gateway in durable mode, for the whole module."""
+    yield from gateway_on_cluster(extra=["--durable", "1", "--durable-timeout-ms", TIMEOUT_MS])
 
 
 def retrying(gw):
