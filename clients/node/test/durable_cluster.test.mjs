@@ -187,3 +187,25 @@ test("the Worker on a durable topic: pops on each primary, acks on the queues' p
     assert.equal(await (await reader(replica)).zcard(`prepare{${q}}`), 0, q);
   }
 });
+
+// Last: it leaves the cluster with a primary gone.
+test("a primary killed (kill -9): its promoted replica has no replica, so nothing is confirmed", async () => {
+  const [{ owner, name }] = await onEachPrimary("dk:");
+  const q = new Queue(rc, name, { durable: DOWN });
+  assert.equal(await q.push("before", { priority: 1, durable: UP }), 1);
+  const replica = await replicaOf(owner);
+  await owner.kill9();
+  await waitFor(async () => (await cluster.owner(name)).port === replica.port, 60000, "the replica to take over", 100);
+  const outcomes = [];
+  for (let deadline = Date.now() + 60000; ;) {
+    // a lost connection or CLUSTERDOWN first, then NotDurable: never a confirmation
+    const r = await q.push("after", { priority: 1 }).then(() => "confirmed", (e) => e);
+    outcomes.push(r instanceof Error ? r.name : r);
+    if (r instanceof NotDurable || r === "confirmed" || Date.now() > deadline) break;
+    await new Promise((res) => setTimeout(res, 200));
+  }
+  assert.equal(outcomes.at(-1), "NotDurable", outcomes.join(", "));
+  assert.ok(!outcomes.includes("confirmed"));
+  const pc = replica.client();
+  assert.deepEqual(await pc.zrange(name, 0, -1), ["after", "before"]);
+});
