@@ -130,3 +130,29 @@ def test_a_failover_is_followed(cluster_gw):
     assert reader(owner).zcard(name) == 10
     delete_all(sqs, url, 10)
     assert reader(owner).zcard(f"prepare{{{name}}}") == 0
+
+
+def test_a_killed_primary_confirms_nothing_after_its_replica_took_over(cluster_gw):
+    """Last: it leaves the cluster with a primary gone. kill -9 of a queue's primary: its
+    replica takes over with no replica of its own, so sends answer 503, never 200."""
+    cluster, gw = cluster_gw
+    sqs = gw.sqs()
+    name, owner, replica = queues_by_primary(cluster, "dck")[0]
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    send_batch(sqs, url, "before")
+    owner.kill9()
+    wait_for(lambda: replica.conn().info("replication")["role"] == "master", timeout=60,
+             interval=0.1, what="the replica to take over")
+    answers = []        # a lost node or a cluster between states first, then not durable
+    for _ in range(100):
+        try:
+            sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": "0", "MessageBody": "after"}])
+            answers.append((200, ""))
+        except ClientError as e:
+            answers.append((e.response["Error"]["Code"], e.response["Error"]["Message"]))
+            if "0 of 1 replicas" in answers[-1][1]:
+                break
+    assert (200, "") not in answers, answers
+    assert answers[-1][0] == "ServiceUnavailable" and "0 of 1 replicas" in answers[-1][1], answers
+    # stored on the new primary all the same, once per send that reached it
+    assert replica.conn().zcard(name) >= 6
