@@ -21,19 +21,27 @@ VISIBILITY = 30
 RUN_LIMIT = 90
 
 
-@pytest.fixture(scope="module")
-def cluster_gw():
-    """The cluster and a gateway given its primaries as seeds, for the whole module."""
+def gateway_on_cluster(extra=()):
+    """Yields a 3-primary cluster (a replica each) and a gateway given its primaries as
+    seeds and `extra` arguments; stops both (a replica paused by a test resumed first)."""
     cl = Cluster(masters=3, replicas=1).start()
     try:
         seeds = [f"redis://127.0.0.1:{n.port}" for n, _id, _slots in cl.primaries()]
-        g = Gateway(None, cluster_seeds=seeds).start()
+        g = Gateway(None, cluster_seeds=seeds, extra=extra).start()
         try:
             yield cl, g
         finally:
             g.stop()
     finally:
+        for n in cl.nodes:
+            n.resume()
         cl.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster_gw():
+    """The cluster and a gateway, for the whole module."""
+    yield from gateway_on_cluster()
 
 
 @pytest.fixture

@@ -530,12 +530,14 @@ fn outgoing(q: &Queue, caller: &Caller, entry: &Value) -> SqsResult<Outgoing> {
     Ok(Outgoing { delay_ms, group, dedup, stored })
 }
 
-/// Runs a script that changes a queue. In durable mode (`--durable N`) a WAIT follows it in
-/// the same pipeline, on the same connection, so it covers the script's writes; fewer than
-/// N replicas confirming in time is a 503 the SDKs retry (`done` says what the primary
-/// holds already: a retried SendMessage of a standard queue stores a second copy).
+/// Runs a script that changes queue `queue`. In durable mode (`--durable N`) a WAIT follows
+/// it in the same pipeline, on the same connection to the queue's primary, so it covers the
+/// script's writes; fewer than N replicas confirming in time is a 503 the SDKs retry (`done`
+/// says what the primary holds already: a retried SendMessage of a standard queue stores a
+/// second copy).
 async fn write<T: redis::FromRedisValue>(
     caller: &Caller,
+    queue: &str,
     script: &redis::Script,
     inv: &redis::ScriptInvocation<'_>,
     done: &str,
@@ -545,8 +547,8 @@ async fn write<T: redis::FromRedisValue>(
         return Ok(inv.invoke_async(&mut conn).await?);
     };
     // SCRIPT LOAD first: an EVALSHA of a script the server lacks would fail the pipeline.
-    let (_, reply, confirmed): (String, T, u32) =
-        redis::pipe().load_script(script).invoke_script(inv).cmd("WAIT").arg(d.replicas).arg(d.timeout_ms).query_async(&mut conn).await?;
+    let pipe = redis::pipe().load_script(script).invoke_script(inv).cmd("WAIT").arg(d.replicas).arg(d.timeout_ms).to_owned();
+    let (_, reply, confirmed): (String, T, u32) = conn.query_on_owner(queue, &pipe).await?;
     if confirmed < d.replicas {
         return Err(SqsError::service_unavailable(format!(
             "{done} on the primary but only {confirmed} of {} replicas confirmed within {} ms; retry",
@@ -570,7 +572,7 @@ async fn push(caller: &Caller, q: &Queue, entries: &[Outgoing]) -> SqsResult<Vec
             .arg(if e.dedup.is_some() { "1" } else { "0" })
             .arg(message::encode(&e.stored));
     }
-    let replies: Vec<String> = write(caller, &caller.backend.send, &inv, "the messages are stored").await?;
+    let replies: Vec<String> = write(caller, &q.name, &caller.backend.send, &inv, "the messages are stored").await?;
     Ok(entries
         .iter()
         .zip(replies)
@@ -821,7 +823,7 @@ async fn delete_deliveries(caller: &Caller, q: &Queue, named: &[(Vec<u8>, u32)])
     for (raw, d) in named {
         inv.arg(raw.as_slice()).arg(*d);
     }
-    let _: Vec<i64> = write(caller, &caller.backend.delete, &inv, "the deliveries are ended").await?;
+    let _: Vec<i64> = write(caller, &q.name, &caller.backend.delete, &inv, "the deliveries are ended").await?;
     Ok(())
 }
 

@@ -47,9 +47,8 @@ pub struct Args {
     threads: Option<std::num::NonZeroUsize>,
     /// Durable mode: SendMessage(Batch) and DeleteMessage(Batch) answer only once this many
     /// replicas hold the change (WAIT), else a retryable 503 ServiceUnavailable. 0: off.
-    /// Not with --cluster: WAIT counts the replicas of the node it reaches, and a cluster
-    /// pipeline does not promise that is the node that took the write.
-    #[arg(long, default_value_t = 0, conflicts_with = "cluster", value_parser = clap::value_parser!(u32).range(0..=1000))]
+    /// With --cluster, the replicas of the primary serving the queue.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1000))]
     durable: u32,
     /// How long durable mode waits for the replicas (ms).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=2_147_483_648))]

@@ -11,7 +11,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::{ClusterClient, ClusterConfig};
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Client, Script};
 use tokio::sync::Semaphore;
 
@@ -191,6 +191,17 @@ impl ConnectionLike for Conn {
 }
 
 impl Conn {
+    /// Runs `pipe` on one connection to the primary serving `key`'s slot (on a cluster:
+    /// MOVED and failovers followed by sending the whole pipeline again there), so that a
+    /// WAIT in it counts the replicas of the node that took its writes. A cluster pipeline
+    /// would otherwise go wherever its first routable command points.
+    pub async fn query_on_owner<T: redis::FromRedisValue>(&mut self, key: &str, pipe: &redis::Pipeline) -> redis::RedisResult<T> {
+        match self {
+            Conn::Single(c) => pipe.query_async(c).await,
+            Conn::Cluster(c) => pipe.query_async(&mut OnOwner { conn: c, route: Route::with_key(key, SlotAddr::Master) }).await,
+        }
+    }
+
     /// The keys matching `pattern` (SCAN; on a cluster, on every primary).
     pub async fn scan(&mut self, pattern: &str) -> redis::RedisResult<Vec<String>> {
         let nodes = match self {
@@ -220,6 +231,30 @@ impl Conn {
             }
         }
         Ok(keys)
+    }
+}
+
+/// A cluster connection that sends pipelines to one slot's primary.
+struct OnOwner<'a> {
+    conn: &'a mut ClusterConnection,
+    route: Route,
+}
+
+impl ConnectionLike for OnOwner<'_> {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a redis::Cmd) -> redis::RedisFuture<'a, redis::Value> {
+        self.conn.req_packed_command(cmd)
+    }
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        let route = SingleNodeRoutingInfo::SpecificNode(self.route);
+        Box::pin(self.conn.route_pipeline(pipeline.clone(), offset, count, route))
+    }
+    fn get_db(&self) -> i64 {
+        self.conn.get_db()
     }
 }
 

@@ -3,10 +3,12 @@
  * the primary fails before a replica got it. In durable mode the write is followed, on the
  * same connection, by `WAIT n timeout` (or `WAITAOF 1 n timeout` with `aof`), which answers
  * once `n` replicas hold every write that connection made; fewer in time rejects with
- * NotDurable. */
+ * NotDurable. On a Cluster both go to the connection of the primary serving the queue's
+ * slot (WAIT has no key, so the Cluster itself would send it anywhere). */
 
-import { ReplyError } from "ioredis";
-import { Arg, Client, int, isCluster, options } from "./util";
+import { Cluster, Redis, ReplyError } from "ioredis";
+import { keySlot } from "./slot";
+import { Arg, Client, int, isCluster, isTransient, nodeKey, options, send, sleep } from "./util";
 
 export interface DurableOptions {
   /** replicas that must hold the write (1 to 1000) */
@@ -60,7 +62,7 @@ export interface Durable {
 }
 
 /** The Durable a `durable:` option asks for, checked; null for none. */
-export function durableFor(client: Client, value: DurableOption): Durable | null {
+export function durableFor(value: DurableOption): Durable | null {
   if (value === undefined || value === 0) return null;
   const opts: DurableOptions = typeof value === "number" ? { replicas: value }
     : options("durable", value, ["replicas", "timeoutMs", "aof"]);
@@ -70,34 +72,121 @@ export function durableFor(client: Client, value: DurableOption): Durable | null
     aof: opts.aof ?? false,
   };
   if (typeof durable.aof !== "boolean") throw new TypeError(`durable aof must be a boolean, got ${durable.aof}`);
-  // WAIT counts the replicas of one node after one connection's writes; a Cluster sends
-  // each queue's commands to its own node.
-  if (isCluster(client)) throw new TypeError("durable mode needs a Redis client (a primary), not a Cluster");
   return durable;
 }
 
-/** Resolves to the replies of `sends` (commands just issued on `client`, none awaited yet),
- * after, when `durable`, a WAIT issued right behind them on the same connection confirms
- * enough replicas; else rejects with NotDurable. */
+/** One command of a durable call, sent with `send`: `key` is its queue (null: keyless,
+ * TPOP), `buffers` for replies as Buffers. */
+export interface Call {
+  name: string;
+  key: string | null;
+  args: Arg[];
+  buffers?: boolean;
+}
+
+/** Resolves to the replies of `calls` (sent at once, pipelined) after, when `durable`, a
+ * WAIT behind them on the same connection confirms enough replicas; else rejects with
+ * NotDurable. On a Cluster each queue's commands and their WAIT go to its slot's primary. */
 export async function durably(client: Client, durable: Durable | null, what: string,
-                              sends: Promise<unknown>[]): Promise<unknown[]> {
-  if (!durable) return Promise.all(sends);
-  const args: Arg[] = durable.aof ? [1, durable.replicas, durable.timeoutMs] : [durable.replicas, durable.timeoutMs];
-  const wait = client.call(durable.aof ? "WAITAOF" : "WAIT", ...args);
-  const [done, waited] = await Promise.all([Promise.allSettled(sends), wait]);
-  const failed = done.find((d): d is PromiseRejectedResult => d.status === "rejected");
+                              calls: Call[]): Promise<unknown[]> {
+  if (!durable) return Promise.all(calls.map((c) => send(client, c.name, c.key, c.args, c.buffers)));
+  if (isCluster(client)) return onOwners(client, durable, what, calls);
+  const [done, waited] = await waitOn(client, durable, calls);
+  const failed = [...done, waited].find((d): d is PromiseRejectedResult => d.status === "rejected");
   if (failed) throw failed.reason;
+  const confirmed = confirmedBy(durable, (waited as PromiseFulfilledResult<unknown>).value);
   const replies = done.map((d) => (d as PromiseFulfilledResult<unknown>).value);
-  let confirmed: number;
-  if (durable.aof) {
-    const [local, reps] = waited as [number, number];
-    // without the primary's own AOF write no copy is safe yet
-    confirmed = Number(local) < 1 ? 0 : Number(reps);
-  } else {
-    confirmed = Number(waited);
+  if (confirmed < durable.replicas) {
+    throw new NotDurable(what, confirmed, durable.replicas, durable.timeoutMs, durable.aof, replies);
+  }
+  return replies;
+}
+
+type Settled = PromiseSettledResult<unknown>;
+
+/** `calls` and a WAIT right behind them on `conn`: how each call ended, and how the WAIT did. */
+async function waitOn(conn: Redis, durable: Durable, calls: Call[]): Promise<[Settled[], Settled]> {
+  const sends = calls.map((c) => send(conn, c.name, c.key, c.args, c.buffers));
+  const args: Arg[] = durable.aof ? [1, durable.replicas, durable.timeoutMs] : [durable.replicas, durable.timeoutMs];
+  const wait = conn.call(durable.aof ? "WAITAOF" : "WAIT", ...args);
+  const [done, [waited]] = await Promise.all([Promise.allSettled(sends), Promise.allSettled([wait])]);
+  return [done, waited];
+}
+
+/** How many replicas a WAIT (WAITAOF) reply confirms. */
+function confirmedBy(durable: Durable, waited: unknown): number {
+  if (!durable.aof) return Number(waited);
+  const [local, reps] = waited as [number, number];
+  // without the primary's own AOF write no copy is safe yet
+  return Number(local) < 1 ? 0 : Number(reps);
+}
+
+/** Attempts of a Cluster call whose commands a node refused (MOVED after a failover or a
+ * slot move, CLUSTERDOWN, TRYAGAIN: not done there), each after the slot map is read again. */
+const CLUSTER_ATTEMPTS = 5;
+
+/** `durably` on a Cluster: the calls grouped by the primary serving their queue's slot,
+ * each group and its WAIT on that node's connection. A call a node refused is sent again
+ * once the slot map is read again; a lost connection (the call may have been done) is
+ * thrown as it is, after the slot map is read again, for the caller to retry. */
+async function onOwners(cluster: Cluster, durable: Durable, what: string, calls: Call[]): Promise<unknown[]> {
+  const replies: unknown[] = new Array(calls.length);
+  let confirmed = durable.replicas;   // the fewest that any node confirmed
+  let pending = calls.map((_, i) => i);
+  for (let attempt = 1; pending.length; attempt++) {
+    const again: number[] = [];
+    let error: unknown;
+    await Promise.all([...(await byOwner(cluster, calls, pending))].map(async ([node, group]) => {
+      if (!node) {                    // the slot map names no known primary (yet)
+        if (attempt < CLUSTER_ATTEMPTS) again.push(...group);
+        else error ??= new Error(`no known primary serves the slot of ${calls[group[0]].key}; retry`);
+        return;
+      }
+      const [done, waited] = await waitOn(node, durable, group.map((i) => calls[i]));
+      // The WAIT matters once something was written (a node that redirected every call
+      // may be a replica now, which refuses WAIT).
+      if (done.some((d) => d.status === "fulfilled")) {
+        if (waited.status === "rejected") error ??= waited.reason;
+        else confirmed = Math.min(confirmed, confirmedBy(durable, waited.value));
+      }
+      done.forEach((d, j) => {
+        if (d.status === "fulfilled") replies[group[j]] = d.value;
+        else if (d.reason instanceof ReplyError && isTransient(d.reason) && attempt < CLUSTER_ATTEMPTS) again.push(group[j]);
+        else error ??= d.reason;
+      });
+    }));
+    if (error !== undefined || again.length) await refreshSlots(cluster);
+    if (error !== undefined) throw error;
+    if (again.length) await sleep(50 * attempt);
+    pending = again;
   }
   if (confirmed < durable.replicas) {
     throw new NotDurable(what, confirmed, durable.replicas, durable.timeoutMs, durable.aof, replies);
   }
   return replies;
+}
+
+/** The indices of `pending` calls by the primary serving their queue (undefined: none known). */
+async function byOwner(cluster: Cluster, calls: Call[], pending: number[]): Promise<Map<Redis | undefined, number[]>> {
+  if (!cluster.slots.length) {
+    // a failed connect reaches delayUntilReady's callback
+    if (cluster.status === "wait") cluster.connect().catch(() => {});
+    await new Promise<void>((resolve, reject) => cluster.delayUntilReady((e) => (e ? reject(e) : resolve())));
+  }
+  const primaries = new Map(cluster.nodes("master").map((n) => [nodeKey(n), n]));
+  const out = new Map<Redis | undefined, number[]>();
+  for (const i of pending) {
+    const key = calls[i].key;
+    if (key === null) throw new TypeError(`durable ${calls[i].name} on a Cluster needs a primary's connection (\`via\`)`);
+    const owner = cluster.slots[keySlot(Buffer.from(key))]?.[0];
+    const node = owner === undefined ? undefined : primaries.get(owner);
+    const group = out.get(node);
+    if (group) group.push(i);
+    else out.set(node, [i]);
+  }
+  return out;
+}
+
+function refreshSlots(cluster: Cluster): Promise<void> {
+  return new Promise((resolve) => cluster.refreshSlotsCache(() => resolve()));
 }

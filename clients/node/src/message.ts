@@ -84,7 +84,7 @@ export class Message {
    * ACK: done on the primary, but a failover may deliver the message again. */
   async ack(opts: { durable?: DurableOption } = {}): Promise<boolean> {
     const { durable } = options<{ durable?: DurableOption }>("ack", opts, ["durable"]);
-    const wait = durable === undefined ? this.durable : durableFor(this.client, durable);
+    const wait = durable === undefined ? this.durable : durableFor(durable);
     this.claimOrThrow();
     return this.sendAck(wait);
   }
@@ -117,7 +117,7 @@ export class Message {
   /** @internal */
   async sendAck(durable: Durable | null = this.durable): Promise<boolean> {
     const [acked] = await retrying(() => durably(this.client, durable, "RMQ.ACK",
-      [send(this.client, "RMQ.ACK", this.queue, [this.queue, this.body])]));
+      [{ name: "RMQ.ACK", key: this.queue, args: [this.queue, this.body] }]));
     return acked === 1;
   }
 

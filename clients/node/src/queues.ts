@@ -261,7 +261,7 @@ abstract class Target {
   protected constructor(readonly client: Client, readonly name: string, queues: string[],
                         opts: TargetOptions) {
     this.queues = queues;
-    this.durable = durableFor(client, options<TargetOptions>("queue", opts, ["durable"]).durable);
+    this.durable = durableFor(options<TargetOptions>("queue", opts, ["durable"]).durable);
   }
 
   /** RMQ.INFO of each queue. */
@@ -326,16 +326,16 @@ abstract class Target {
   /** A POP or TPOP on `via`; durable (this call's mode, else the queue's), the WAIT right
    * behind it on the same connection. */
   protected async popOn(via: Client, durable: DurableOption, name: string, key: string | null, args: Arg[]): Promise<unknown> {
-    const wait = durable === undefined ? this.durable : durableFor(via, durable);
-    return (await durably(via, wait, name, [send(via, name, key, args, true)]))[0];
+    const wait = durable === undefined ? this.durable : durableFor(durable);
+    return (await durably(via, wait, name, [{ name, key, args, buffers: true }]))[0];
   }
 
   protected async pushAll(byQueue: Map<string, Buffer[]>, mode: Arg[], group: Buffer | undefined,
                           durable: DurableOption): Promise<number> {
-    const wait = durable === undefined ? this.durable : durableFor(this.client, durable);
-    const sends = [...byQueue].flatMap(([q, msgs]) =>
-      pushArgs(q, mode, group, msgs).map((args) => send(this.client, "RMQ.PUSH", q, args)));
-    return (await durably(this.client, wait, "RMQ.PUSH", sends)).reduce((a: number, r) => a + Number(r), 0);
+    const wait = durable === undefined ? this.durable : durableFor(durable);
+    const calls = [...byQueue].flatMap(([q, msgs]) =>
+      pushArgs(q, mode, group, msgs).map((args) => ({ name: "RMQ.PUSH", key: q, args })));
+    return (await durably(this.client, wait, "RMQ.PUSH", calls)).reduce((a: number, r) => a + Number(r), 0);
   }
 }
 

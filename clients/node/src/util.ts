@@ -18,6 +18,11 @@ export function isCluster(client: Client): client is Cluster {
   return client instanceof Cluster;
 }
 
+/** A Cluster's name of one of its nodes, as its slot map (`cluster.slots`) has it. */
+export function nodeKey(node: Redis): string {
+  return `${node.options.host}:${node.options.port}`;
+}
+
 export function toBuffer(x: Data, what = "message"): Buffer {
   if (Buffer.isBuffer(x)) return x;
   if (typeof x === "string") return Buffer.from(x, "utf8");

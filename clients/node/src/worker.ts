@@ -8,7 +8,7 @@ import { Dead, Message } from "./message";
 import { BOUNDS } from "./protocol";
 import { Queue, Topic } from "./queues";
 import {
-  Client, MAX_MS, int, isCluster, isUnknownCommand, options, retrying, send, sleep,
+  Client, MAX_MS, int, isCluster, isUnknownCommand, nodeKey, options, retrying, sleep,
 } from "./util";
 
 export type Handler = (msg: Message) => unknown;
@@ -281,7 +281,7 @@ export class Worker extends EventEmitter {
   /** One fetch loop per primary of the cluster: loops for new primaries, an end to those
    * of nodes that are no longer primaries. */
   private syncLoops(cluster: Cluster): void {
-    const primaries = new Map(cluster.nodes("master").map((n) => [`${n.options.host}:${n.options.port}`, n]));
+    const primaries = new Map(cluster.nodes("master").map((n) => [nodeKey(n), n]));
     for (const [key, loop] of this.loops) {
       if (!primaries.has(key) || loop.ended) {
         loop.done = true;
@@ -454,7 +454,7 @@ export class Worker extends EventEmitter {
       await Promise.all([...byQueue].map(async ([q, bodies]) => {
         try {
           const [acked] = await retrying(() => durably(client, this.source.durable, "RMQ.ACK",
-            [send(client, "RMQ.ACK", q, [q, ...bodies])]));
+            [{ name: "RMQ.ACK", key: q, args: [q, ...bodies] }]));
           this.counters.lost += bodies.length - Number(acked);
         } catch (e) {
           this.counters.lost += bodies.length;

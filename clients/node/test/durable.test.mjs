@@ -4,9 +4,8 @@
 
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { Cluster } from "ioredis";
 import { Queue, Topic, Worker, NotDurable } from "../dist/index.js";
-import { Server, startServer, waitFor } from "./support.mjs";
+import { Server, startServer, waitFor, whileStopped } from "./support.mjs";
 
 const TIMEOUT_MS = 300;   // while the replica is down: how long each call waits
 const UP = { replicas: 1, timeoutMs: 20000 };   // while it is up: generous, the machine is busy
@@ -28,14 +27,7 @@ after(async () => {
   await primary.stop();
 });
 
-async function withReplicaDown(body) {
-  process.kill(replica.proc.pid, "SIGSTOP");
-  try {
-    await body();
-  } finally {
-    process.kill(replica.proc.pid, "SIGCONT");
-  }
-}
+const withReplicaDown = (body) => whileStopped(replica, body);
 
 test("a durable push is on the replica when it resolves", async () => {
   const q = new Queue(pc, "d:push", { durable: UP });
@@ -125,13 +117,6 @@ test("bad durable values throw before anything is sent", async () => {
     await assert.rejects(new Queue(pc, "d:bad").push("m", { priority: 1, durable: bad }), /durable/);
   }
   assert.equal(await pc.exists("d:bad"), 0);
-});
-
-test("durable mode refuses a Cluster client", () => {
-  const cluster = new Cluster([{ host: "127.0.0.1", port: primary.port }], { lazyConnect: true });
-  assert.throws(() => new Queue(cluster, "d:c", { durable: 1 }), /not a Cluster/);
-  assert.equal(new Queue(cluster, "d:c", { durable: 0 }).durable, null);
-  cluster.disconnect();
 });
 
 test("aof: WAITAOF where the server has it, its own error where not", async () => {

@@ -161,6 +161,17 @@ export class Server {
   }
 }
 
+/** Runs `body` while `server` is stopped with SIGSTOP (connected, answering nothing: as if
+ * cut off), then SIGCONT. */
+export async function whileStopped(server, body) {
+  process.kill(server.proc.pid, "SIGSTOP");
+  try {
+    await body();
+  } finally {
+    process.kill(server.proc.pid, "SIGCONT");
+  }
+}
+
 export async function startServer(opts) {
   return new Server(opts).start();
 }
@@ -244,6 +255,17 @@ export class TestCluster {
       }
     } finally { c.disconnect(); }
     throw new Error(`no owner of ${key}`);
+  }
+
+  /** The live replicas of primary `node`. */
+  async replicasOf(node) {
+    const c = node.client();
+    try {
+      const id = await c.cluster("MYID");
+      const lines = await c.cluster("REPLICAS", id);
+      return lines.filter((l) => !/fail/.test(l.split(" ")[2]))
+        .map((l) => this.nodes.find((n) => n.port === Number(l.split(" ")[1].split("@")[0].split(":")[1])));
+    } finally { c.disconnect(); }
   }
 
   client(opts = {}) {
