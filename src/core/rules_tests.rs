@@ -709,3 +709,31 @@ fn has_deliverable_looks_at_the_group_of_an_ended_hold() {
     assert!(has_deliverable(&t, 50));
     assert_eq!(pop(&mut t, 50, 1, 1000).got, vec![(m("x"), 2)]);
 }
+
+#[test]
+fn a_name_ends_only_its_own_delivery() {
+    let now = 1_764_300_000_000;
+    let mut s = MemStore::default();
+    push(&mut s, now, &lim(), PushMode::Priority(1), None, &ms(&["a", "b"])).unwrap();
+    assert_eq!(pop(&mut s, now, 1, now + 10).first_id, None, "a plain pop names nothing");
+    assert!(s.flights.values().all(|f| f.id.is_none()));
+    let out = pop_named(&mut s, now, 5, now + 10);
+    let first = out.first_id.expect("named");
+    assert_eq!(out.got.len(), 1);
+    assert_eq!(named(&s, first), Some(out.got[0].0.clone()));
+    assert_eq!(named(&s, first + 1), None, "a name not given");
+    // Expired and delivered again: the old name no longer names it.
+    assert_eq!(sweep(&mut s, now + 11, &lim(), usize::MAX).expired, 2);
+    let second = pop_named(&mut s, now + 11, 2, now + 20).first_id.unwrap();
+    assert!(second > first);
+    assert_eq!(named(&s, first), None);
+    assert!(named(&s, second).is_some());
+    // Acked by content, the queue empties and forgets its last name: the next names still
+    // follow the clock (`codec::next_delivery_id`), past the earlier ones at a later ms.
+    ack(&mut s, &ms(&["a", "b"]));
+    assert!(s.is_empty() && s.last_id.is_none());
+    push(&mut s, now + 12, &lim(), PushMode::Priority(1), None, &ms(&["b"])).unwrap();
+    let third = pop_named(&mut s, now + 12, 1, now + 30).first_id.unwrap();
+    assert!(third > second);
+    assert_eq!(named(&s, second), None);
+}
