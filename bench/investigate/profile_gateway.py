@@ -39,7 +39,6 @@ from botocore.config import Config  # noqa: E402
 PARTS = [
     ("HTTP + actions (the request handler)", r"server\.rs:<F as axum::handler::Handler"),
     ("ReceiveMessage", r"actions::receive_message::\{\{closure\}\} "),
-    ("DeleteMessageBatch", r"actions::delete_message_batch::\{\{closure\}\} "),
     ("SendMessageBatch: the send script call", r"actions::push::\{\{closure\}\} "),
     ("receipt handle MAC (HMAC-SHA256, make + check)", r"actions::handle_mac \["),
     ("receipt handle check (read_handle)", r"actions::read_handle \["),
