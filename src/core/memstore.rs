@@ -18,8 +18,9 @@ pub struct MemStore {
     pub dead: HashMap<Vec<u8>, Dead>,
     pub busy: HashMap<Vec<u8>, Vec<u8>>,
     pub policy: Option<Policy>,
-    /// The last delivery name given (`name_deliveries`); the names of the deliveries in
-    /// flight are in `flights`.
+    /// The last delivery name given (`name_deliveries`), kept when the queue empties as the
+    /// module keeps it (`storage::last_ids`) until the clock passes it; the names of the
+    /// deliveries in flight are in `flights`.
     pub last_id: Option<u64>,
 }
 
@@ -142,7 +143,6 @@ impl Store for MemStore {
         self.flights.clear();
         self.dead.clear();
         self.busy.clear();
-        self.last_id = None;
     }
     fn waiting(&self, m: &Vec<u8>) -> Waiting {
         self.waiting.get(m).cloned().unwrap_or_default()
