@@ -240,10 +240,19 @@ def test_nothing_is_left_behind_whatever_ends_the_deliveries(r):
     assert r.keys("*") == [b"meta{p}"] and set(r.hkeys("meta{p}")) == {b"policy"}, r.hgetall("meta{p}")
 
 
-def test_deleting_the_queue_drops_its_names(r):
+@pytest.mark.parametrize("how", ["del", "unlink", "expire"])
+def test_deleting_the_queue_drops_its_names(r, how):
     push(r, "q", "DELAY", 0, "a", "b")
     (_, _, i1), (_, _, i2) = pop_ids(r, "q", "COUNT", 2)
-    r.delete("q", "prepare{q}", "meta{q}")
+    keys = ["q", "prepare{q}", "meta{q}"]
+    if how == "del":
+        r.delete(*keys)
+    elif how == "unlink":
+        r.unlink(*keys)
+    else:
+        for k in keys:
+            r.pexpire(k, 1)
+        assert wait_until(lambda: r.dbsize() == 0, timeout=10)
     assert r.dbsize() == 0
     push(r, "q", "DELAY", 0, "a")
     (_, _, i3), = pop_ids(r, "q")
@@ -252,6 +261,17 @@ def test_deleting_the_queue_drops_its_names(r):
     push(r, "q", "DELAY", 0, "a")
     pop_ids(r, "q")
     r.flushall()
+    assert r.dbsize() == 0
+
+
+def test_cancel_leaves_the_delivery_and_its_name(r):
+    """CANCEL removes a waiting copy, never a delivery: the name still ends its delivery."""
+    push(r, "q", "DELAY", 0, "a")
+    (_, _, i), = pop_ids(r, "q")
+    push(r, "q", "DELAY", 0, "a")                 # a waiting copy of the content in flight
+    assert r.execute_command("RMQ.CANCEL", "q", "a") == 1
+    assert names(r, "q") == {i: b"a"}
+    assert ackid(r, "q", i) == 1
     assert r.dbsize() == 0
 
 
