@@ -152,12 +152,15 @@ def wait_due(r, ms_after_now):
 # NOTE: relies on the module reading the real clock (RedisModule_Milliseconds on 7.0).
 POP_EXPIRE_SWEEP = """
 local q = KEYS[1]
-local popped
-if ARGV[1] == '' then
-  popped = redis.call('RMQ.POP', q, 'LEASE', ARGV[2])
-else
-  popped = redis.call('RMQ.POP', q, 'COUNT', ARGV[1], 'LEASE', ARGV[2])
+local pop = {'RMQ.POP', q, 'LEASE', ARGV[2]}
+if ARGV[1] ~= '' then
+  table.insert(pop, 'COUNT')
+  table.insert(pop, ARGV[1])
 end
+if ARGV[5] == 'IDS' then
+  table.insert(pop, 'IDS')
+end
+local popped = redis.call(unpack(pop))
 -- Wait ARGV[3] ms. Valkey freezes TIME inside a script but has os.clock (process CPU
 -- time, never ahead of wall time); Redis 7.0 has no os library but a live TIME.
 local has_clock, clock = pcall(function() return os.clock end)
@@ -178,15 +181,15 @@ return {popped, swept, redis.call('ZCARD', 'prepare{' .. q .. '}')}
 """
 
 
-def pop_expire_sweep(r, q, count="", lease=1, wait_ms=5, limit=""):
-    """Atomically: POP [COUNT count] LEASE lease; wait wait_ms; SWEEP [LIMIT limit].
+def pop_expire_sweep(r, q, count="", lease=1, wait_ms=5, limit="", ids=False):
+    """Atomically: POP [COUNT count] LEASE lease [IDS]; wait wait_ms; SWEEP [LIMIT limit].
 
     Returns (popped entries as list of tuples or None, sweep reply, ZCARD prepare{q} after).
     """
     popped, swept, left = r.eval(POP_EXPIRE_SWEEP, 1, q, str(count), str(lease), str(wait_ms),
-                                 str(limit))
+                                 str(limit), "IDS" if ids else "")
     if popped:
-        popped = [(e[0], e[1]) for e in popped]
+        popped = [tuple(e) for e in popped]
     else:
         popped = None
     return popped, swept, left

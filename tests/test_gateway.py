@@ -209,6 +209,40 @@ def test_stale_handle_never_ends_an_unrecorded_later_delivery(r, sqs):
     assert r.zcard("prepare{q}") == 1
 
 
+def test_handles_are_short_and_name_the_modules_delivery(r, sqs):
+    """A receipt handle names RMQ's delivery id (RMQ.POP ... IDS), not the message: the same
+    34 characters for any body; the gateway keeps no record of its own, and the module's
+    record of the name goes with the delivery."""
+    url = sqs.create_queue(QueueName="q")["QueueUrl"]
+    for body in ("m", "x" * 200_000):
+        sqs.send_message(QueueUrl=url, MessageBody=body)
+        m = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=5)["Messages"][0]
+        assert len(m["ReceiptHandle"]) == 34
+        assert [k for k in r.hkeys("meta{q}") if k[:1] == b"n"] != []
+        assert r.keys("rmqgw:r*") == []
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+        assert r.zcard("prepare{q}") == 0
+        assert [k for k in r.hkeys("meta{q}") if k[:1] == b"n"] == []
+
+
+def test_first_format_handles_are_refused(r, sqs):
+    """Handles of the first format (version 1, carrying the message) are
+    ReceiptHandleIsInvalid after the upgrade, even with a valid MAC (docs/GATEWAY_FORMAT.md)."""
+    import base64
+    import hmac
+    url = sqs.create_queue(QueueName="q")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="m")
+    sqs.receive_message(QueueUrl=url)
+    raw = r.zrange("prepare{q}", 0, 0)[0]
+    key = bytes.fromhex(r.hget("rmqgw:q{q}", "hkey").decode())
+    data = b"\x01" + (1).to_bytes(4, "big") + (1).to_bytes(2, "big") + b"q" + raw
+    old = base64.urlsafe_b64encode(data + hmac.new(key, data, "sha256").digest()[:16]).rstrip(b"=").decode()
+    with pytest.raises(ClientError) as e:
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=old)
+    assert code(e) == "ReceiptHandleIsInvalid"
+    assert r.zcard("prepare{q}") == 1
+
+
 def test_forged_handles_refused(sqs):
     url = sqs.create_queue(QueueName="q")["QueueUrl"]
     other = sqs.create_queue(QueueName="other")["QueueUrl"]

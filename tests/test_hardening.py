@@ -16,12 +16,14 @@ QUEUE_COMMANDS = [
     ("RMQ.PUSH", "DELAY", 0, "m"), ("RMQ.POP",), ("RMQ.ACK", "m"), ("RMQ.NACK", "m"),
     ("RMQ.SWEEP",), ("RMQ.EXTEND", "m", 10), ("RMQ.CANCEL", "m"), ("RMQ.REPLAY",),
     ("RMQ.INFO",), ("RMQ.PENDING",), ("RMQ.POLICY", "GET"),
+    ("RMQ.ACKID", 1), ("RMQ.NACKID", 1), ("RMQ.EXTENDID", 1, 10),
 ]
 
 # What a Redis 7.0 deployment writes instead of `-@write` for RMQ (module commands have no
 # ACL categories there): README, "ACL".
 RMQ_WRITE_COMMANDS = ["rmq.push", "rmq.pop", "rmq.tpop", "rmq.ack", "rmq.nack", "rmq.sweep",
-                      "rmq.extend", "rmq.cancel", "rmq.replay", "rmq.policy"]
+                      "rmq.extend", "rmq.ackid", "rmq.nackid", "rmq.extendid", "rmq.cancel",
+                      "rmq.replay", "rmq.policy"]
 
 
 def rename_queue(r, src, dst, how):
@@ -84,7 +86,7 @@ def test_acl_categories_or_command_rules(server, r):
             r.execute_command("ACL", "SETUSER", "producer", f"-{c}")
     p = server.client(username="producer", password="x")
     for cmd in (("RMQ.PUSH", "q", "DELAY", 0, "m"), ("RMQ.POP", "q"), ("RMQ.ACK", "q", "m"),
-                ("RMQ.TPOP", "t", 8)):
+                ("RMQ.ACKID", "q", 1), ("RMQ.TPOP", "t", 8)):
         with pytest.raises(redis.exceptions.NoPermissionError):
             p.execute_command(*cmd)
     assert rmq_info(p, "q")["kind"] is None, "reads stay allowed"

@@ -16,6 +16,9 @@ COMMANDS = {
     "rmq.nack": (-3, {"write", "fast"}, {"readonly"}),
     "rmq.sweep": (-2, {"write"}, {"readonly"}),
     "rmq.extend": (4, {"write", "fast"}, {"readonly"}),
+    "rmq.ackid": (-3, {"write", "fast"}, {"readonly"}),
+    "rmq.nackid": (-3, {"write", "fast"}, {"readonly"}),
+    "rmq.extendid": (4, {"write", "fast"}, {"readonly"}),
     "rmq.cancel": (-3, {"write"}, {"readonly"}),
     "rmq.replay": (-2, {"write", "denyoom"}, {"readonly"}),
     "rmq.info": (2, {"readonly", "fast"}, {"write"}),
@@ -32,11 +35,14 @@ KEYLESS = {"rmq.route", "rmq.tpop", "rmq.queues"}
 # name -> argument names, in order (top level; PUSH's mode is a oneof)
 ARGUMENTS = {
     "rmq.push": ["queue", "mode", "group", "message"],
-    "rmq.pop": ["queue", "count", "ms", "timeout-ms"],
+    "rmq.pop": ["queue", "count", "ms", "timeout-ms", "ids"],
     "rmq.ack": ["queue", "message"],
     "rmq.nack": ["queue", "message", "ms", "dead"],
     "rmq.sweep": ["queue", "count"],
     "rmq.extend": ["queue", "message", "ms"],
+    "rmq.ackid": ["queue", "id"],
+    "rmq.nackid": ["queue", "id", "ms", "dead"],
+    "rmq.extendid": ["queue", "id", "ms"],
     "rmq.cancel": ["queue", "message"],
     "rmq.replay": ["queue", "count"],
     "rmq.info": ["queue"],
@@ -56,6 +62,9 @@ VALID = {
     "rmq.nack": ["myq", "m", "DELAY", "5", "DEAD"],
     "rmq.sweep": ["myq"],
     "rmq.extend": ["myq", "m", "10"],
+    "rmq.ackid": ["myq", "1", "2"],
+    "rmq.nackid": ["myq", "1", "DELAY", "5", "DEAD"],
+    "rmq.extendid": ["myq", "1", "10"],
     "rmq.cancel": ["myq", "m", "n"],
     "rmq.replay": ["myq", "COUNT", "3"],
     "rmq.info": ["myq"],
@@ -122,7 +131,7 @@ def test_command_docs_argument_details(server):
     assert [(a.get("token"), a["type"]) for a in set_[1]["arguments"]] == [("EVERY", "integer"), (None, "block")]
     popa = _docs(c, "rmq.pop")["arguments"]
     assert [(a.get("token"), a.get("flags")) for a in popa[1:]] == \
-        [("COUNT", ["optional"]), ("LEASE", ["optional"]), ("BLOCK", ["optional"])]
+        [("COUNT", ["optional"]), ("LEASE", ["optional"]), ("BLOCK", ["optional"]), ("IDS", ["optional"])]
     nacka = _docs(c, "rmq.nack")["arguments"]
     assert nacka[2]["token"] == "DELAY" and nacka[2]["flags"] == ["optional"]
     assert nacka[3] == {"name": "dead", "type": "pure-token", "token": "DEAD",

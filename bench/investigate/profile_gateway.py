@@ -9,7 +9,7 @@ Instruction counts, not time: stable on a loaded machine. Valgrind hides the CPU
 extensions, so the sha2 crate runs its portable code here: the SHA-256 share (receipt
 handle MACs) is larger than on the real CPU.
 
-    python3 bench/investigate/profile_gateway.py [--rounds 200] [--native-rounds 2000]
+    python3 bench/investigate/profile_gateway.py [--rounds 200] [--native-rounds 2000] [--gateway BINARY]
     python3 bench/investigate/profile_gateway.py --compare OTHER_BINARY [--repeats 3]
 """
 
@@ -133,19 +133,23 @@ def main():
                     help="instead: native CPU per message of target/release/rmq-gateway and "
                          "BINARY, runs alternating (--repeats each), medians side by side")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--gateway", metavar="BINARY",
+                    help="profile BINARY (another build, e.g. main's, against this module) instead of "
+                         "target/release/rmq-gateway")
     args = ap.parse_args()
     if args.compare:
         return compare(args)
     with tempfile.TemporaryDirectory() as d:
         cg = os.path.join(d, "callgrind.out")
-        consumed, _ = run(args.rounds, cg)
+        consumed, _ = run(args.rounds, cg, binary=args.gateway)
         rows = inclusive(cg)
-    native, (user, system) = run(args.native_rounds)
+    native, (user, system) = run(args.native_rounds, binary=args.gateway)
     total = next(n for n, f in rows if f.startswith("PROGRAM TOTALS"))
     lines = [
         "# rmq-gateway: instructions per message (callgrind)",
         "",
-        f"`python3 bench/investigate/profile_gateway.py --rounds {args.rounds} --native-rounds {args.native_rounds}`, "
+        f"`python3 bench/investigate/profile_gateway.py --rounds {args.rounds} --native-rounds {args.native_rounds}"
+        f"{' --gateway ' + args.gateway if args.gateway else ''}`, "
         f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC: {args.rounds} rounds of "
         "SendMessageBatch (10), ReceiveMessage (10), DeleteMessageBatch through one gateway "
         f"worker thread; {consumed} messages consumed. Inclusive instruction counts "
@@ -167,10 +171,9 @@ def main():
         "polling for the HTTP and Redis round trips) is not in the instruction counts above.",
         "",
         "Valgrind hides the CPU's SHA extensions: the receipt handle MAC runs the portable "
-        "SHA-256 here and costs less on the real CPU. A receipt handle carries the stored "
-        "message (README: differences from SQS), so it is MACed whole when made and again "
-        "when checked; handles that name a delivery without carrying the message need the "
-        "module commands that replace the gateway's scripts.",
+        "SHA-256 here and costs less on the real CPU. A receipt handle names the module's "
+        "delivery id (`RMQ.POP ... IDS`, ended by `RMQ.ACKID`), so its MAC covers 9 bytes and "
+        "the queue name whatever the message.",
     ]
     Path(args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -162,6 +162,9 @@ fn pop_words(p: &args::PopArgs) -> Vec<Vec<u8>> {
     if let Some(t) = p.block {
         out.extend([b("BLOCK"), t.to_string().into_bytes()]);
     }
+    if p.ids {
+        out.push(b("IDS"));
+    }
     out
 }
 
@@ -184,7 +187,7 @@ fuzz_target!(|inp: Input| {
     check_int(&inp.raw);
     let q = a.first().copied().unwrap_or_default();
     let with_q = |rest: Vec<Vec<u8>>| -> Vec<Vec<u8>> { std::iter::once(q.to_vec()).chain(rest).collect() };
-    let errors = match inp.cmd % 15 {
+    let errors = match inp.cmd % 16 {
         0 => match args::push(&a) {
             Ok(p) => {
                 assert!(valid_queue(q));
@@ -345,6 +348,20 @@ fuzz_target!(|inp: Input| {
             Ok(_) => None,
             Err(e) => Some(e),
         },
+        14 => {
+            // A delivery id is an integer from 1 to 2^53, whichever command takes it.
+            let ids = args::ackid(&a).map(|ids| (ids, None)).or_else(|_| args::nackid(&a).map(|(id, n)| (vec![id], Some(n))));
+            match ids {
+                Ok((ids, _)) => {
+                    assert!(valid_queue(q) && !ids.is_empty() && ids.iter().all(|&i| (1..=1u64 << 53).contains(&i)));
+                    if let Ok((id, ms)) = args::extendid(&a) {
+                        assert!(ids == [id] && (1..=MAX_RELATIVE).contains(&ms));
+                    }
+                    None
+                }
+                Err(e) => Some(e),
+            }
+        }
         _ => {
             // Policies as stored: decoding anything keeps only valid fields, and is stable.
             let p = Policy::decode(&inp.raw);

@@ -45,7 +45,7 @@ fuzz_target!(|inp: Input| {
     let priority = inp.priority.map(exact);
     let w = Waiting { deliveries: inp.deliveries, held_priority: priority, group: inp.group.clone() };
     assert_eq!(decode_waiting(&encoded(encode_waiting, &w)), w);
-    let f = Flight { deliveries: inp.deliveries.max(1), priority, group: inp.group.clone() };
+    let f = Flight { deliveries: inp.deliveries.max(1), priority, group: inp.group.clone(), id: (inp.deliveries % 2 == 1).then_some(inp.deliveries as u64) };
     assert_eq!(decode_flight(&encoded(encode_flight, &f)), f);
     let d = Dead { priority, group: inp.group.clone() };
     assert_eq!(decode_dead(&encoded(encode_dead, &d)), d);

@@ -76,8 +76,9 @@ impl LimitsIn {
 #[derive(Arbitrary, Debug)]
 enum FuzzOp {
     Push { mode: u8, value: Num, group: u8, msgs: Vec<u8> },
-    Pop { count: Num, lease: Num },
+    Pop { count: Num, lease: Num, named: bool },
     Ack(Vec<u8>),
+    AckId(Vec<u8>),
     Nack { m: u8, delay: Option<Num>, dead: bool },
     Sweep(Num),
     Extend { m: u8, ms: Num },
@@ -127,8 +128,11 @@ fn op(model: &Model, f: &FuzzOp) -> Op {
             }
             Op::Push { mode, group, msgs }
         }
-        FuzzOp::Pop { count, lease } => Op::Pop { count: count.within(1, 10_000) as usize, lease: lease.within(1, MAX_RELATIVE) },
+        FuzzOp::Pop { count, lease, named } => {
+            Op::Pop { count: count.within(1, 10_000) as usize, lease: lease.within(1, MAX_RELATIVE), named: *named }
+        }
         FuzzOp::Ack(v) => Op::Ack(contents(v)),
+        FuzzOp::AckId(v) => Op::AckId(v.iter().map(|&i| i as usize).collect()),
         FuzzOp::Nack { m, delay, dead } => Op::Nack { m: content(*m), delay: delay.map(|d| d.within(0, MAX_RELATIVE)), dead: *dead },
         FuzzOp::Sweep(n) => Op::Sweep(n.count(16)),
         FuzzOp::Extend { m, ms } => Op::Extend { m: content(*m), ms: ms.within(1, MAX_RELATIVE) },

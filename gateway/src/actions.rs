@@ -286,7 +286,6 @@ async fn delete_queue(caller: &Caller, input: &Value) -> SqsResult<Value> {
         store::meta_key(&q.name),
         store::tags_key(&q.name),
         store::seq_key(&q.name),
-        store::records_key(&q.name),
         crate::redrive::moving_key(&q.name),
         // A running move task sees its state gone and stops.
         crate::movetask::task_key(&q.name),
@@ -302,11 +301,11 @@ async fn delete_queue(caller: &Caller, input: &Value) -> SqsResult<Value> {
 async fn purge_queue(caller: &Caller, input: &Value) -> SqsResult<Value> {
     let q = load_queue(caller, queue_of_url(input)?).await?;
     let mut conn = caller.backend.conn.clone();
-    // Every key of the queue's messages goes (meta{N} holds their delivery records too);
+    // Every key of the queue's messages goes (meta{N} holds their deliveries' ids too);
     // the module policy it held is set again in the same MULTI.
     let policy = q.attrs.get("RedrivePolicy").map(|v| crate::redrive::parse(v)).transpose()?.flatten();
     let mut keys = store::rmq_keys(&q.name);
-    keys.extend([store::records_key(&q.name), crate::redrive::moving_key(&q.name)]);
+    keys.push(crate::redrive::moving_key(&q.name));
     let mut pipe = redis::pipe();
     pipe.atomic().del(keys).ignore();
     pipe.cmd("RMQ.POLICY").arg(&q.name).arg("SET").arg("retries").arg(retries_of(&policy)).ignore();
@@ -549,13 +548,31 @@ async fn write<T: redis::FromRedisValue>(
     // SCRIPT LOAD first: an EVALSHA of a script the server lacks would fail the pipeline.
     let pipe = redis::pipe().load_script(script).invoke_script(inv).cmd("WAIT").arg(d.replicas).arg(d.timeout_ms).to_owned();
     let (_, reply, confirmed): (String, T, u32) = conn.query_on_owner(queue, &pipe).await?;
+    replicated(d, confirmed, done)?;
+    Ok(reply)
+}
+
+/// Runs a command that changes queue `queue`, as `write` runs a script.
+async fn write_cmd<T: redis::FromRedisValue>(caller: &Caller, queue: &str, cmd: &redis::Cmd, done: &str) -> SqsResult<T> {
+    let mut conn = caller.backend.conn.clone();
+    let Some(d) = caller.backend.durable else {
+        return Ok(cmd.query_async(&mut conn).await?);
+    };
+    let pipe = redis::pipe().add_command(cmd.clone()).cmd("WAIT").arg(d.replicas).arg(d.timeout_ms).to_owned();
+    let (reply, confirmed): (T, u32) = conn.query_on_owner(queue, &pipe).await?;
+    replicated(d, confirmed, done)?;
+    Ok(reply)
+}
+
+/// A durable write's WAIT: fewer replicas than asked confirming in time is a 503.
+fn replicated(d: store::Durable, confirmed: u32, done: &str) -> SqsResult<()> {
     if confirmed < d.replicas {
         return Err(SqsError::service_unavailable(format!(
             "{done} on the primary but only {confirmed} of {} replicas confirmed within {} ms; retry",
             d.replicas, d.timeout_ms
         )));
     }
-    Ok(reply)
+    Ok(())
 }
 
 /// Sends checked entries in one script call; per entry its MessageId and sequence number.
@@ -653,18 +670,21 @@ async fn send_message_batch(caller: &Caller, input: &Value) -> SqsResult<Value> 
 
 // ---- receipt handles ----
 
-/// A receipt handle names one delivery: the queue, the stored message and its delivery
-/// count, under an HMAC by the queue's own key (kept in Redis, so every gateway and every
-/// restart accepts it, and a forged handle is told from a stale one).
-fn make_handle(q: &Queue, raw: &[u8], deliveries: i64) -> String {
-    let mut b = Vec::with_capacity(raw.len() + q.name.len() + 32);
-    b.push(1u8);
-    b.extend_from_slice(&(deliveries as u32).to_be_bytes());
-    b.extend_from_slice(&(q.name.len() as u16).to_be_bytes());
-    b.extend_from_slice(q.name.as_bytes());
-    b.extend_from_slice(raw);
-    let mac = handle_mac(q, &b);
-    b.extend_from_slice(&mac);
+/// The receipt handle format's version byte (docs/GATEWAY_FORMAT.md; 1 carried the message).
+const HANDLE_VERSION: u8 = 2;
+/// Version byte, delivery id, MAC.
+const HANDLE_LEN: usize = 1 + 8 + 16;
+
+/// A receipt handle names one delivery: RMQ's id for it (`RMQ.POP ... IDS`, unique in the
+/// queue for good), under an HMAC by the queue's own key over the id and the queue's name
+/// (the key is kept in Redis, so every gateway and every restart accepts it, and a forged
+/// handle is told from a stale one). 34 characters whatever the message.
+fn make_handle(q: &Queue, id: u64) -> String {
+    let mut b = [0u8; HANDLE_LEN];
+    b[0] = HANDLE_VERSION;
+    b[1..9].copy_from_slice(&id.to_be_bytes());
+    let mac = handle_mac(q, &b[..9]);
+    b[9..].copy_from_slice(&mac);
     B64URL.encode(b)
 }
 
@@ -672,14 +692,16 @@ fn handle_mac(q: &Queue, data: &[u8]) -> [u8; 16] {
     // HMAC takes a key of any length.
     let mut m = q.mac.get_or_init(|| <Hmac<Sha256> as KeyInit>::new_from_slice(&q.handle_key()).unwrap_or_else(|_| unreachable!())).clone();
     m.update(data);
+    m.update(q.name.as_bytes());
     let full = m.finalize().into_bytes();
     let mut out = [0u8; 16];
     out.copy_from_slice(&full[..16]);
     out
 }
 
-/// The message and delivery count a handle names, if it is a handle of this queue.
-fn read_handle(q: &Queue, handle: &str) -> SqsResult<(Vec<u8>, u32)> {
+/// The delivery id a handle names, if it is a handle of this queue (handles of the first
+/// format, which carried the message, are refused: docs/GATEWAY_FORMAT.md).
+fn read_handle(q: &Queue, handle: &str) -> SqsResult<u64> {
     let invalid = || {
         SqsError::receipt_handle_is_invalid(format!(
             "The input receipt handle \"{}\" is not a valid receipt handle.",
@@ -687,21 +709,17 @@ fn read_handle(q: &Queue, handle: &str) -> SqsResult<(Vec<u8>, u32)> {
         ))
     };
     let b = B64URL.decode(handle).map_err(|_| invalid())?;
-    if b.len() < 1 + 4 + 2 + 16 || b[0] != 1 {
+    if b.len() != HANDLE_LEN || b[0] != HANDLE_VERSION {
         return Err(invalid());
     }
-    let (data, mac) = b.split_at(b.len() - 16);
+    let (data, mac) = b.split_at(9);
     let expected = handle_mac(q, data);
     if !bool::from(subtle::ConstantTimeEq::ct_eq(&expected[..], mac)) {
         return Err(invalid());
     }
-    let d = u32::from_be_bytes([data[1], data[2], data[3], data[4]]);
-    let qlen = u16::from_be_bytes([data[5], data[6]]) as usize;
-    let rest = &data[7..];
-    if rest.len() <= qlen || &rest[..qlen] != q.name.as_bytes() {
-        return Err(invalid());
-    }
-    Ok((rest[qlen..].to_vec(), d))
+    let mut id = [0u8; 8];
+    id.copy_from_slice(&data[1..]);
+    Ok(u64::from_be_bytes(id))
 }
 
 // ---- receiving ----
@@ -717,55 +735,42 @@ async fn receive_message(gw: &Gateway, caller: &Caller, input: &Value) -> SqsRes
     // A lease of 0 is not an RMQ lease: 1 ms makes the message visible again at once.
     let lease = (vt * 1000).max(1);
     let mut conn = caller.backend.conn.clone();
-    let mut got: Vec<(Vec<u8>, i64)> = caller
-        .backend
-        .receive
-        .key(&q.name)
-        .key(store::records_key(&q.name))
-        .key(store::prepare_key(&q.name))
-        .arg(count)
-        .arg(lease)
-        .invoke_async(&mut conn)
-        .await?;
+    let mut pop = redis::cmd("RMQ.POP");
+    pop.arg(&q.name).arg("COUNT").arg(count).arg("LEASE").arg(lease).arg("IDS");
+    let mut got: Vec<Delivery> = pop.query_async::<Option<Vec<Delivery>>>(&mut conn).await?.unwrap_or_default();
     if got.is_empty() && wait > 0 {
         got = long_poll(gw, caller, &q, count, lease, wait).await?;
     }
-    let messages: Vec<Value> = got.iter().map(|(raw, d)| received(&q, raw, *d, &sys_wanted, &attr_wanted)).collect();
+    let messages: Vec<Value> = got.iter().map(|(raw, d, id)| received(&q, raw, *d, *id, &sys_wanted, &attr_wanted)).collect();
     Ok(if messages.is_empty() { json!({}) } else { json!({"Messages": messages}) })
 }
 
+/// A delivery as `RMQ.POP ... IDS` replies it: the stored message, its delivery count and
+/// its id.
+type Delivery = (Vec<u8>, i64, u64);
+
 /// A blocking RMQ.POP on a connection of its own; answered empty when the gateway stops.
-async fn long_poll(gw: &Gateway, caller: &Caller, q: &Queue, count: i64, lease: i64, wait: i64) -> SqsResult<Vec<(Vec<u8>, i64)>> {
+async fn long_poll(gw: &Gateway, caller: &Caller, q: &Queue, count: i64, lease: i64, wait: i64) -> SqsResult<Vec<Delivery>> {
     let Some((mut pconn, _permit)) = caller.backend.poll_connection().await? else {
         return Err(SqsError::service_unavailable("too many long polls are open; retry"));
     };
     let mut pop = redis::cmd("RMQ.POP");
-    pop.arg(&q.name).arg("COUNT").arg(count).arg("LEASE").arg(lease).arg("BLOCK").arg(wait * 1000);
+    pop.arg(&q.name).arg("COUNT").arg(count).arg("LEASE").arg(lease).arg("BLOCK").arg(wait * 1000).arg("IDS");
     let got = tokio::select! {
-        r = pop.query_async::<Option<Vec<(Vec<u8>, i64)>>>(&mut pconn) => r?,
+        r = pop.query_async::<Option<Vec<Delivery>>>(&mut pconn) => r?,
         // Dropping the connection ends the wait on the server.
         _ = crate::server::stopped(gw.stopping.clone()) => return Ok(Vec::new()),
     };
     caller.backend.give_back(pconn);
-    let got = got.unwrap_or_default();
-    if !got.is_empty() {
-        let mut inv = caller.backend.record.prepare_invoke();
-        inv.key(&q.name).key(store::records_key(&q.name)).key(store::prepare_key(&q.name));
-        for (raw, d) in &got {
-            inv.arg(raw.as_slice()).arg(*d);
-        }
-        let mut conn = caller.backend.conn.clone();
-        let _: i64 = inv.invoke_async(&mut conn).await?;
-    }
-    Ok(got)
+    Ok(got.unwrap_or_default())
 }
 
-fn received(q: &Queue, raw: &[u8], deliveries: i64, sys_wanted: &[String], attr_wanted: &[String]) -> Value {
+fn received(q: &Queue, raw: &[u8], deliveries: i64, id: u64, sys_wanted: &[String], attr_wanted: &[String]) -> Value {
     let read = message::decode(raw);
     let s = &read.stored;
     let mut m = Map::new();
     m.insert("MessageId".into(), json!(s.id));
-    m.insert("ReceiptHandle".into(), json!(make_handle(q, raw, deliveries)));
+    m.insert("ReceiptHandle".into(), json!(make_handle(q, id)));
     m.insert("MD5OfBody".into(), json!(md5s::of_body(&s.body)));
     m.insert("Body".into(), json!(s.body));
     let all_sys = sys_wanted.iter().any(|w| w == "All");
@@ -812,18 +817,15 @@ fn received(q: &Queue, raw: &[u8], deliveries: i64, sys_wanted: &[String], attr_
 
 // ---- ending and extending deliveries ----
 
-/// Ends the deliveries the handles name (already read), in one script call; a handle of an
+/// Ends the deliveries the handles name (already read), in one RMQ.ACKID; a handle of an
 /// ended delivery ends nothing.
-async fn delete_deliveries(caller: &Caller, q: &Queue, named: &[(Vec<u8>, u32)]) -> SqsResult<()> {
-    if named.is_empty() {
+async fn delete_deliveries(caller: &Caller, q: &Queue, ids: &[u64]) -> SqsResult<()> {
+    if ids.is_empty() {
         return Ok(());
     }
-    let mut inv = caller.backend.delete.prepare_invoke();
-    inv.key(&q.name).key(store::records_key(&q.name)).key(store::prepare_key(&q.name));
-    for (raw, d) in named {
-        inv.arg(raw.as_slice()).arg(*d);
-    }
-    let _: Vec<i64> = write(caller, &q.name, &caller.backend.delete, &inv, "the deliveries are ended").await?;
+    let mut ack = redis::cmd("RMQ.ACKID");
+    ack.arg(&q.name).arg(ids);
+    let _: i64 = write_cmd(caller, &q.name, &ack, "the deliveries are ended").await?;
     Ok(())
 }
 
@@ -840,9 +842,9 @@ async fn delete_message_batch(caller: &Caller, input: &Value) -> SqsResult<Value
     let (mut ids, mut named, mut failures) = (Vec::new(), Vec::new(), Vec::new());
     for (id, e) in entries {
         match required(e, "ReceiptHandle").and_then(|h| read_handle(&q, h)) {
-            Ok(n) => {
+            Ok(delivery) => {
                 ids.push(json!({"Id": id}));
-                named.push(n);
+                named.push(delivery);
             }
             Err(err) => failures.push(failed(&id, &err)),
         }
@@ -851,24 +853,21 @@ async fn delete_message_batch(caller: &Caller, input: &Value) -> SqsResult<Value
     Ok(json!({"Successful": ids, "Failed": failures}))
 }
 
+/// Sets the named delivery's visibility: a timeout > 0 extends its lease (RMQ.EXTENDID), 0
+/// makes it visible now (RMQ.NACKID); MessageNotInflight when that delivery has ended.
 async fn change_one(caller: &Caller, q: &Queue, handle: &str, timeout: i64) -> SqsResult<()> {
-    let (raw, d) = read_handle(q, handle)?;
+    let id = read_handle(q, handle)?;
     let mut conn = caller.backend.conn.clone();
-    let changed: i64 = caller
-        .backend
-        .visibility
-        .key(&q.name)
-        .key(store::records_key(&q.name))
-        .key(store::prepare_key(&q.name))
-        .arg(raw)
-        .arg(d)
-        .arg(timeout * 1000)
-        .invoke_async(&mut conn)
-        .await?;
-    if changed == 1 {
-        Ok(())
-    } else {
+    let mut cmd = redis::cmd(if timeout == 0 { "RMQ.NACKID" } else { "RMQ.EXTENDID" });
+    cmd.arg(&q.name).arg(id);
+    if timeout > 0 {
+        cmd.arg(timeout * 1000);
+    }
+    let changed: redis::Value = cmd.query_async(&mut conn).await?;
+    if changed == redis::Value::Nil {
         Err(SqsError::message_not_inflight("The message referred to isn't in flight."))
+    } else {
+        Ok(())
     }
 }
 
@@ -913,14 +912,21 @@ mod tests {
     #[test]
     fn handles_round_trip_and_refuse_forgeries() {
         let q = queue();
-        let h = make_handle(&q, b"rmqgw1 x", 3);
-        assert_eq!(read_handle(&q, &h).unwrap(), (b"rmqgw1 x".to_vec(), 3));
+        let h = make_handle(&q, 98_140_331_957_248);
+        assert_eq!(h.len(), 34, "short, whatever the message");
+        assert_eq!(read_handle(&q, &h).unwrap(), 98_140_331_957_248);
         let mut other = queue();
         other.attrs.insert("hkey".into(), "44".into());
         assert_eq!(read_handle(&other, &h).unwrap_err().code, "ReceiptHandleIsInvalid");
+        let renamed = Queue { name: "q2".into(), attrs: queue().attrs, mac: OnceLock::new() };
+        assert_eq!(read_handle(&renamed, &h).unwrap_err().code, "ReceiptHandleIsInvalid", "the MAC covers the queue's name");
         let mut raw = B64URL.decode(&h).unwrap();
         raw[1] ^= 1;
-        assert_eq!(read_handle(&q, &B64URL.encode(raw)).unwrap_err().code, "ReceiptHandleIsInvalid");
+        assert_eq!(read_handle(&q, &B64URL.encode(&raw)).unwrap_err().code, "ReceiptHandleIsInvalid");
+        raw[1] ^= 1;
+        raw[0] = 1;
+        assert_eq!(read_handle(&q, &B64URL.encode(&raw)).unwrap_err().code, "ReceiptHandleIsInvalid", "another version");
+        assert_eq!(read_handle(&q, &h[..33]).unwrap_err().code, "ReceiptHandleIsInvalid");
         assert_eq!(read_handle(&q, "not base64!").unwrap_err().code, "ReceiptHandleIsInvalid");
         assert_eq!(read_handle(&q, "").unwrap_err().code, "ReceiptHandleIsInvalid");
     }

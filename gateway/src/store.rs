@@ -2,8 +2,9 @@
 //! pool of dedicated ones for long polls, per Redis user) and the scripts that keep each
 //! action atomic on the server. Every key of queue `N` is tagged `{N}`:
 //! `rmqgw:q{N}` (attributes, hash), `rmqgw:t{N}` (tags, hash), `rmqgw:s{N}` (sequence),
-//! `rmqgw:r{N}` (the delivery a receipt handle may end, per message: count and lease deadline), `rmqgw:d{N}:<id>`
-//! (FIFO deduplication, 5 minutes).
+//! `rmqgw:d{N}:<id>` (FIFO deduplication, 5 minutes). Receipt handles name RMQ's own
+//! delivery ids (`RMQ.POP ... IDS`), which the module ends exactly (`RMQ.ACKID`), so the
+//! gateway keeps no delivery records.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -27,11 +28,10 @@ pub fn tags_key(q: &str) -> String {
 pub fn seq_key(q: &str) -> String {
     format!("rmqgw:s{{{q}}}")
 }
+/// Where gateways before named deliveries kept their delivery records: written no more, and
+/// passed only to the redrive claim script, which still drops a dead message's record.
 pub fn records_key(q: &str) -> String {
     format!("rmqgw:r{{{q}}}")
-}
-pub fn prepare_key(q: &str) -> String {
-    format!("prepare{{{q}}}")
 }
 pub fn dedup_key(q: &str, id: &str) -> String {
     use sha2::Digest;
@@ -73,70 +73,6 @@ for i = 0, (#ARGV / 4) - 1 do
   end
 end
 return out
-"#;
-
-// A delivery is recorded as "<delivery count>:<lease deadline>" (the deadline as
-// `prepare{N}` holds it). The count tells a delivery from the message's later ones; the
-// deadline closes the gap between a blocking POP and its record: until the new delivery is
-// recorded, the old record's deadline (long past) no longer matches `prepare{N}`.
-
-/// Takes up to ARGV[1] messages under a lease of ARGV[2] ms and records each delivery as
-/// the one its receipt handle may end.
-pub static RECEIVE: &str = r#"
-local got = redis.call('RMQ.POP', KEYS[1], 'COUNT', ARGV[1], 'LEASE', ARGV[2])
-if not got then return {} end
-for _, e in ipairs(got) do
-  local deadline = redis.call('ZSCORE', KEYS[3], e[1])
-  redis.call('HSET', KEYS[2], redis.sha1hex(e[1]), e[2] .. ':' .. deadline)
-end
-return got
-"#;
-
-/// Records deliveries taken by a blocking POP (ARGV: message, count, …), those still in
-/// flight.
-pub static RECORD: &str = r#"
-for i = 1, #ARGV, 2 do
-  local deadline = redis.call('ZSCORE', KEYS[3], ARGV[i])
-  if deadline then
-    redis.call('HSET', KEYS[2], redis.sha1hex(ARGV[i]), ARGV[i+1] .. ':' .. deadline)
-  end
-end
-return #ARGV / 2
-"#;
-
-/// Ends the named deliveries (ARGV: message, delivery count, …), each only if it is the
-/// message's current one: a stale receipt handle ends nothing. Reply: 1 ended / 0 not, per
-/// delivery.
-pub static DELETE: &str = r#"
-local out = {}
-for i = 1, #ARGV, 2 do
-  local f = redis.sha1hex(ARGV[i])
-  local deadline = redis.call('ZSCORE', KEYS[3], ARGV[i])
-  if deadline and redis.call('HGET', KEYS[2], f) == ARGV[i+1] .. ':' .. deadline then
-    redis.call('HDEL', KEYS[2], f)
-    out[#out+1] = redis.call('RMQ.ACK', KEYS[1], ARGV[i])
-  else
-    out[#out+1] = 0
-  end
-end
-return out
-"#;
-
-/// Sets the named delivery's visibility (ARGV: message, delivery count, ms): ms > 0 extends
-/// its lease (and its record), 0 makes it visible now. Reply: 1, or 0 when that delivery is
-/// not in flight.
-pub static VISIBILITY: &str = r#"
-local f = redis.sha1hex(ARGV[1])
-local deadline = redis.call('ZSCORE', KEYS[3], ARGV[1])
-if not deadline or redis.call('HGET', KEYS[2], f) ~= ARGV[2] .. ':' .. deadline then return 0 end
-if ARGV[3] == '0' then
-  redis.call('RMQ.NACK', KEYS[1], ARGV[1])
-  redis.call('HDEL', KEYS[2], f)
-  return 1
-end
-redis.call('RMQ.EXTEND', KEYS[1], ARGV[1], ARGV[3])
-redis.call('HSET', KEYS[2], f, ARGV[2] .. ':' .. redis.call('ZSCORE', KEYS[3], ARGV[1]))
-return 1
 "#;
 
 /// Where the queues live: one server, or a Redis Cluster given by seed nodes.
@@ -295,10 +231,6 @@ pub struct Backend {
     idle: Mutex<Vec<Conn>>,
     polls: Semaphore,
     pub send: Script,
-    pub receive: Script,
-    pub record: Script,
-    pub delete: Script,
-    pub visibility: Script,
 }
 
 /// Commands other than long polls answer within this, or fail as retryable.
@@ -342,10 +274,6 @@ impl Backend {
             idle: Mutex::new(Vec::new()),
             polls: Semaphore::new(MAX_LONG_POLLS),
             send: Script::new(SEND),
-            receive: Script::new(RECEIVE),
-            record: Script::new(RECORD),
-            delete: Script::new(DELETE),
-            visibility: Script::new(VISIBILITY),
         }))
     }
 

@@ -5,6 +5,7 @@
 //! everywhere: the last one counts. Messages are not copied: a parse gives the index where
 //! they start.
 
+use crate::core::codec;
 use crate::core::error::{Bound, Result, RmqError, Unit};
 use crate::core::kind::{self, check_group, PushMode, MAX_EXACT};
 use crate::core::names::is_queue_name;
@@ -200,21 +201,23 @@ pub struct PopArgs {
     pub lease: Option<i64>,
     /// BLOCK ms (0 = forever).
     pub block: Option<i64>,
+    /// IDS: name each delivery (RMQ.POP only).
+    pub ids: bool,
 }
 
-const POP: [Opt; 3] = [Opt::Int(&COUNT), Opt::Int(&LEASE), Opt::Int(&BLOCK)];
-/// POP's options and QUANTUM.
+const POP: [Opt; 4] = [Opt::Int(&COUNT), Opt::Int(&LEASE), Opt::Int(&BLOCK), Opt::Flag("IDS")];
+/// POP's options but IDS, and QUANTUM.
 const TPOP: [Opt; 4] = [Opt::Int(&COUNT), Opt::Int(&LEASE), Opt::Int(&BLOCK), Opt::Int(&QUANTUM)];
 
-fn pop_args(count: Option<Given>, lease: Option<Given>, block: Option<Given>) -> PopArgs {
-    PopArgs { count: count.map_or(1, |c| c.int as usize), lease: lease.map(|l| l.int), block: block.map(|b| b.int) }
+fn pop_args(count: Option<Given>, lease: Option<Given>, block: Option<Given>, ids: Option<Given>) -> PopArgs {
+    PopArgs { count: count.map_or(1, |c| c.int as usize), lease: lease.map(|l| l.int), block: block.map(|b| b.int), ids: ids.is_some() }
 }
 
-/// RMQ.POP Q [COUNT n] [LEASE ms] [BLOCK ms]
+/// RMQ.POP Q [COUNT n] [LEASE ms] [BLOCK ms] [IDS]
 pub fn pop(args: &[&[u8]]) -> Result<PopArgs> {
     queue(args, "rmq.pop")?;
-    let [count, lease, block] = all_options(&args[1..], &POP)?;
-    Ok(pop_args(count, lease, block))
+    let [count, lease, block, ids] = all_options(&args[1..], &POP)?;
+    Ok(pop_args(count, lease, block, ids))
 }
 
 /// A topic's number of slots: a power of two from 1 to 16384.
@@ -240,7 +243,7 @@ pub fn tpop(args: &[&[u8]]) -> Result<TpopArgs> {
     topic(args[0])?;
     let slots = slots(args[1])?;
     let [count, lease, block, quantum] = all_options(&args[2..], &TPOP)?;
-    Ok(TpopArgs { slots, pop: pop_args(count, lease, block), quantum: quantum.map_or(1, |q| q.int as usize) })
+    Ok(TpopArgs { slots, pop: pop_args(count, lease, block, None), quantum: quantum.map_or(1, |q| q.int as usize) })
 }
 
 /// RMQ.ACK Q message [message ...] and RMQ.CANCEL: index of the first message.
@@ -260,10 +263,33 @@ const NACK: [Opt; 2] = [Opt::Int(&kind::DELAY), Opt::Flag("DEAD")];
 
 /// RMQ.NACK Q message [DELAY ms] [DEAD]
 pub fn nack(args: &[&[u8]]) -> Result<NackArgs> {
-    queue(args, "rmq.nack")?;
-    arity(args, 2, "rmq.nack")?;
+    nack_of(args, "rmq.nack")
+}
+
+/// The options after what NACK or NACKID fails (`args[1]`).
+fn nack_of(args: &[&[u8]], cmd: &'static str) -> Result<NackArgs> {
+    queue(args, cmd)?;
+    arity(args, 2, cmd)?;
     let [delay, dead] = all_options(&args[2..], &NACK)?;
     Ok(NackArgs { delay: delay.map(|d| d.int), dead: dead.is_some() })
+}
+
+/// A delivery name (`RMQ.POP ... IDS`).
+fn delivery_id(v: &[u8]) -> Result<u64> {
+    codec::parse_id(v).ok_or(RmqError::BadValue("id", "a delivery id: an integer from 1 to 2^53"))
+}
+
+/// RMQ.ACKID Q id [id ...]: the names, each checked.
+pub fn ackid(args: &[&[u8]]) -> Result<Vec<u64>> {
+    queue(args, "rmq.ackid")?;
+    arity(args, 2, "rmq.ackid")?;
+    args[1..].iter().map(|v| delivery_id(v)).collect()
+}
+
+/// RMQ.NACKID Q id [DELAY ms] [DEAD]
+pub fn nackid(args: &[&[u8]]) -> Result<(u64, NackArgs)> {
+    let a = nack_of(args, "rmq.nackid")?;
+    Ok((delivery_id(args[1])?, a))
 }
 
 /// An optional single `WORD n` after Q (SWEEP LIMIT, REPLAY COUNT, PENDING COUNT).
@@ -294,11 +320,22 @@ pub fn pending(args: &[&[u8]]) -> Result<usize> {
 
 /// RMQ.EXTEND Q message ms
 pub fn extend(args: &[&[u8]]) -> Result<i64> {
-    queue(args, "rmq.extend")?;
+    extend_of(args, "rmq.extend")
+}
+
+/// The lease of EXTEND or EXTENDID.
+fn extend_of(args: &[&[u8]], cmd: &'static str) -> Result<i64> {
+    queue(args, cmd)?;
     if args.len() != 3 {
-        return Err(RmqError::Arity("rmq.extend"));
+        return Err(RmqError::Arity(cmd));
     }
     int(&EXTEND_MS, args[2])
+}
+
+/// RMQ.EXTENDID Q id ms: the name and the lease.
+pub fn extendid(args: &[&[u8]]) -> Result<(u64, i64)> {
+    let ms = extend_of(args, "rmq.extendid")?;
+    Ok((delivery_id(args[1])?, ms))
 }
 
 /// RMQ.INFO Q
@@ -453,11 +490,12 @@ mod tests {
 
     #[test]
     fn pop_options() {
-        assert_eq!(pop(&a(&["q"])), Ok(PopArgs { count: 1, lease: None, block: None }));
+        assert_eq!(pop(&a(&["q"])), Ok(PopArgs { count: 1, lease: None, block: None, ids: false }));
         assert_eq!(
             pop(&a(&["q", "block", "0", "LEASE", "5", "count", "10000"])),
-            Ok(PopArgs { count: 10000, lease: Some(5), block: Some(0) })
+            Ok(PopArgs { count: 10000, lease: Some(5), block: Some(0), ids: false })
         );
+        assert_eq!(pop(&a(&["q", "ids", "COUNT", "2"])), Ok(PopArgs { count: 2, lease: None, block: None, ids: true }));
         for (args, word) in [
             (vec!["q", "COUNT", "0"], "COUNT"),
             (vec!["q", "COUNT", "10001"], "COUNT"),
@@ -481,6 +519,24 @@ mod tests {
         assert!(nack(&a(&["q", "m", "DELAY", "x"])).unwrap_err().message().contains("DELAY"));
         assert!(nack(&a(&["q", "m", "LATER"])).unwrap_err().message().contains("syntax"));
         assert!(nack(&a(&["q"])).unwrap_err().message().contains("wrong number"));
+    }
+
+    #[test]
+    fn named_delivery_options() {
+        assert_eq!(ackid(&a(&["q", "1", "9007199254740992", "1"])), Ok(vec![1, codec::MAX_ID, 1]));
+        assert_eq!(nackid(&a(&["q", "7", "DEAD"])), Ok((7, NackArgs { delay: None, dead: true })));
+        assert_eq!(extendid(&a(&["q", "7", "50"])), Ok((7, 50)));
+        for bad in ["0", "-1", "x", "", "1.0", "9007199254740993"] {
+            for e in [ackid(&a(&["q", "1", bad])).map(drop), nackid(&a(&["q", bad])).map(drop), extendid(&a(&["q", bad, "5"])).map(drop)] {
+                assert_eq!(e.unwrap_err().message(), "ERR invalid id: must be a delivery id: an integer from 1 to 2^53", "{bad:?}");
+            }
+        }
+        assert!(ackid(&a(&["q"])).unwrap_err().message().contains("'rmq.ackid'"));
+        assert!(nackid(&a(&["q"])).unwrap_err().message().contains("'rmq.nackid'"));
+        assert!(nackid(&a(&["q", "1", "LATER"])).unwrap_err().message().contains("syntax"));
+        assert!(extendid(&a(&["q", "1"])).unwrap_err().message().contains("'rmq.extendid'"));
+        assert!(extendid(&a(&["q", "1", "0"])).unwrap_err().message().contains("EXTEND ms"));
+        assert!(tpop(&a(&["t", "1", "IDS"])).unwrap_err().message().contains("syntax"), "TPOP names no delivery");
     }
 
     #[test]
@@ -549,11 +605,11 @@ mod tests {
 
     #[test]
     fn tpop_options() {
-        let plain = PopArgs { count: 1, lease: None, block: None };
+        let plain = PopArgs { count: 1, lease: None, block: None, ids: false };
         assert_eq!(tpop(&a(&["t", "16"])), Ok(TpopArgs { slots: 16, pop: plain, quantum: 1 }));
         assert_eq!(
             tpop(&a(&["t", "1", "BLOCK", "0", "count", "100", "quantum", "7", "LEASE", "9"])),
-            Ok(TpopArgs { slots: 1, pop: PopArgs { count: 100, lease: Some(9), block: Some(0) }, quantum: 7 })
+            Ok(TpopArgs { slots: 1, pop: PopArgs { count: 100, lease: Some(9), block: Some(0), ids: false }, quantum: 7 })
         );
         assert_eq!(tpop(&a(&["t", "4", "COUNT", "2", "QUANTUM", "10000"])).map(|t| t.quantum), Ok(10000), "above COUNT is fine");
         for (args, word) in [

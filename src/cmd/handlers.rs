@@ -10,7 +10,7 @@ use crate::core::rules::{self, Rollback};
 use crate::core::store::Store;
 use crate::ffi::context::{now_ms, set_test_now};
 use crate::ffi::{reply, RStr};
-use crate::runtime::delivery::{pushed, reply_popped, swept, take, Opened};
+use crate::runtime::delivery::{pushed, reply_popped, swept, take, Opened, Want};
 use crate::runtime::queue_stats::{self, Stat};
 use crate::runtime::topic_pop::{take_topic, Reply, TopicPop};
 use crate::runtime::{acl, alarm, blocking, cluster, events, ratelimit, settings};
@@ -44,11 +44,12 @@ pub fn pop(c: &Call) -> Result<()> {
     let a = args::pop(c.args)?;
     let mut q = c.queue(true)?;
     let lease = a.lease.unwrap_or_else(|| settings::limits(&*q).lease_ms);
-    let got = take(c.ctx, &mut q, now_ms(), a.count, lease);
-    if !got.is_empty() {
-        reply_popped(c.ctx, &got);
+    let want = Want { count: a.count, lease, named: a.ids };
+    let taken = take(c.ctx, &mut q, now_ms(), want);
+    if !taken.got.is_empty() {
+        reply_popped(c.ctx, &taken);
     } else if let Some(timeout) = a.block.filter(|_| c.ctx.may_block()) {
-        blocking::block(c.ctx, &q, a.count, lease, timeout);
+        blocking::block(c.ctx, &q, want, timeout);
     } else {
         reply::null(c.ctx);
     }
@@ -73,9 +74,23 @@ pub fn tpop(c: &Call) -> Result<()> {
 
 pub fn ack(c: &Call) -> Result<()> {
     let first = args::messages(c.args, "rmq.ack")?;
-    let mut q = c.queue(true)?;
+    let q = c.queue(true)?;
     cluster::check_arrived(c.ctx, &q)?;
-    let n = rules::ack(&mut *q, c.members(first));
+    end(c, q, c.members(first))
+}
+
+/// RMQ.ACKID: the deliveries still in flight under the names given are acked.
+pub fn ackid(c: &Call) -> Result<()> {
+    let ids = args::ackid(c.args)?;
+    let q = c.queue(true)?;
+    cluster::check_arrived(c.ctx, &q)?;
+    let msgs: Vec<RStr> = ids.iter().filter_map(|&id| rules::named(&*q, id)).collect();
+    end(c, q, &msgs)
+}
+
+/// ACK's end of the in-flight deliveries of `msgs`.
+fn end(c: &Call, mut q: Opened, msgs: &[RStr]) -> Result<()> {
+    let n = rules::ack(&mut *q, msgs);
     queue_stats::count(c.ctx, &q, &[(Stat::Acked, n)]);
     events::notify(c.ctx, q.name(), events::ACKED, n > 0);
     reply::int(c.ctx, n as i64);
@@ -85,10 +100,23 @@ pub fn ack(c: &Call) -> Result<()> {
 
 pub fn nack(c: &Call) -> Result<()> {
     let a = args::nack(c.args)?;
-    let mut q = c.queue(true)?;
+    let q = c.queue(true)?;
     cluster::check_arrived(c.ctx, &q)?;
+    fail(c, q, Some(c.member(1)), a)
+}
+
+pub fn nackid(c: &Call) -> Result<()> {
+    let (id, a) = args::nackid(c.args)?;
+    let q = c.queue(true)?;
+    cluster::check_arrived(c.ctx, &q)?;
+    let m = rules::named(&*q, id);
+    fail(c, q, m, a)
+}
+
+/// NACK's failure of the in-flight delivery of `m` (None: a name whose delivery ended).
+fn fail(c: &Call, mut q: Opened, m: Option<RStr>, a: args::NackArgs) -> Result<()> {
     let lim = settings::limits(&*q);
-    match rules::nack(&mut *q, now_ms(), &lim, &c.member(1), a.delay, a.dead) {
+    match m.and_then(|m| rules::nack(&mut *q, now_ms(), &lim, &m, a.delay, a.dead)) {
         None => reply::null(c.ctx),
         Some(r) => {
             queue_stats::count(c.ctx, &q, &[(Stat::Nacked, 1), (Stat::Died, (r == Rollback::Dead) as u64)]);
@@ -119,9 +147,22 @@ pub fn sweep(c: &Call) -> Result<()> {
 
 pub fn extend(c: &Call) -> Result<()> {
     let ms = args::extend(c.args)?;
-    let mut q = c.queue(true)?;
+    let q = c.queue(true)?;
     cluster::check_arrived(c.ctx, &q)?;
-    let deadline = rules::extend(&mut *q, &c.member(1), now_ms() + ms);
+    lengthen(c, q, Some(c.member(1)), ms)
+}
+
+pub fn extendid(c: &Call) -> Result<()> {
+    let (id, ms) = args::extendid(c.args)?;
+    let q = c.queue(true)?;
+    cluster::check_arrived(c.ctx, &q)?;
+    let m = rules::named(&*q, id);
+    lengthen(c, q, m, ms)
+}
+
+/// EXTEND's new lease for the in-flight delivery of `m` (None: a name whose delivery ended).
+fn lengthen(c: &Call, mut q: Opened, m: Option<RStr>, ms: i64) -> Result<()> {
+    let deadline = m.and_then(|m| rules::extend(&mut *q, &m, now_ms() + ms));
     if let Some(d) = deadline {
         alarm::note_lease(c.ctx, q.name().as_ref(), d);
         events::notify(c.ctx, q.name(), events::EXTENDED, true);

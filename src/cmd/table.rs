@@ -68,9 +68,15 @@ commands! { COMMANDS:
     }
     cmd_pop => handlers::pop {
         name: c"rmq.pop", flags: c"write blocking", key: KeyUse::WriteAccess, arity: -2, acl: c"write blocking",
-        summary: c"Takes up to COUNT deliverable messages under a lease (two-phase); BLOCK waits for one",
+        summary: c"Takes up to COUNT deliverable messages under a lease (two-phase); BLOCK waits for one; IDS names each delivery",
         complexity: c"O(N log(M)) for N messages taken",
-        args: &[QUEUE, opt("COUNT", "count", Ty::Int), opt("LEASE", "ms", Ty::Int), opt("BLOCK", "timeout-ms", Ty::Int)],
+        args: &[
+            QUEUE,
+            opt("COUNT", "count", Ty::Int),
+            opt("LEASE", "ms", Ty::Int),
+            opt("BLOCK", "timeout-ms", Ty::Int),
+            opt("IDS", "ids", Ty::Token),
+        ],
     }
     cmd_tpop => handlers::tpop {
         name: c"rmq.tpop", flags: c"write blocking", key: KeyUse::None, arity: -3, acl: c"write blocking slow",
@@ -108,6 +114,24 @@ commands! { COMMANDS:
         summary: c"Sets an in-flight message's lease deadline to now + ms",
         complexity: c"O(log(M))",
         args: &[QUEUE, arg("message", Ty::Str), arg("ms", Ty::Int)],
+    }
+    cmd_ackid => handlers::ackid {
+        name: c"rmq.ackid", flags: c"write fast", key: KeyUse::Write, arity: -3, acl: c"write fast",
+        summary: c"Ends in-flight deliveries by the ids RMQ.POP ... IDS gave them (an ended delivery's id ends nothing)",
+        complexity: c"O(N log(M))",
+        args: &[QUEUE, Arg { multiple: true, ..arg("id", Ty::Int) }],
+    }
+    cmd_nackid => handlers::nackid {
+        name: c"rmq.nackid", flags: c"write fast", key: KeyUse::Write, arity: -3, acl: c"write fast",
+        summary: c"RMQ.NACK of the in-flight delivery with this id (RMQ.POP ... IDS)",
+        complexity: c"O(log(M))",
+        args: &[QUEUE, arg("id", Ty::Int), opt("DELAY", "ms", Ty::Int), opt("DEAD", "dead", Ty::Token)],
+    }
+    cmd_extendid => handlers::extendid {
+        name: c"rmq.extendid", flags: c"write fast", key: KeyUse::Write, arity: 4, acl: c"write fast",
+        summary: c"RMQ.EXTEND of the in-flight delivery with this id (RMQ.POP ... IDS)",
+        complexity: c"O(log(M))",
+        args: &[QUEUE, arg("id", Ty::Int), arg("ms", Ty::Int)],
     }
     cmd_cancel => handlers::cancel {
         name: c"rmq.cancel", flags: c"write", key: KeyUse::Write, arity: -3, acl: c"write",

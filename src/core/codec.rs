@@ -22,6 +22,12 @@ pub const FLIGHT: u8 = b'f';
 pub const GROUP_FLIGHT: u8 = b'g';
 /// A dead message: `priority[:group]` (priority queues, or with a group).
 pub const DEAD: u8 = b'd';
+/// A named delivery: `n<id>` (the name in decimal) -> the message. Its in-flight record
+/// carries the name too (`#<id>:` before the rest), so whatever ends the delivery drops it.
+pub const NAMED: u8 = b'n';
+/// The last delivery name the queue gave (`next_delivery_id`): not a tagged field, as
+/// `kind` and `policy` ('i' is no tag).
+pub const IDS_FIELD: &[u8] = b"ids";
 // Tag 'h' was a group's head record (`h<group>`) before heads were indexed in `parkidx{Q}`:
 // no longer read or written (one left by an older version goes with `meta{Q}`, when the
 // queue is empty).
@@ -46,6 +52,35 @@ pub fn policy_value(p: &Policy, kind: Option<Kind>) -> Vec<u8> {
 /// The kind kept in a `policy` field's value, if any.
 pub fn kind_in_policy(v: &[u8]) -> Option<Kind> {
     v.rsplit(|&c| c == b',').find_map(|pair| pair.strip_prefix(b"kind=")).and_then(Kind::from_name)
+}
+
+/// The clock's share of a delivery name: names are at least (now - ID_EPOCH ms) << this, so
+/// after the queue's `ids` field is gone with its `meta{Q}` (the queue emptied) its next
+/// names still exceed the earlier ones, unless the clock went back (and within a ms,
+/// `storage::last_ids`); 1024 names a ms is more than a queue gives for long.
+const ID_TIME_SHIFT: u32 = 10;
+/// 2023-11-14, the clock's zero for names: they stay below 2^53 until the year 2302, exact
+/// in a double (Lua, JavaScript, JSON).
+const ID_EPOCH: i64 = 1_700_000_000_000;
+/// The largest name (2^53).
+pub const MAX_ID: u64 = 1 << 53;
+
+/// The first of the next delivery names, after `last` (the queue's `ids` field) at `now`.
+pub fn next_delivery_id(last: Option<u64>, now: i64) -> u64 {
+    let floor = ((now.saturating_sub(ID_EPOCH).clamp(0, (MAX_ID >> ID_TIME_SHIFT) as i64) as u64) << ID_TIME_SHIFT).max(1);
+    last.map_or(floor, |l| l.saturating_add(1).max(floor)).min(MAX_ID)
+}
+
+/// A delivery name as given by a client: an integer from 1 to 2^53.
+pub fn parse_id(b: &[u8]) -> Option<u64> {
+    parse_int(b).filter(|&v| v >= 1 && v as u64 <= MAX_ID).map(|v| v as u64)
+}
+
+/// The `meta{Q}` field of the delivery named `id`, into `buf`.
+pub fn named_field(id: u64, buf: &mut Vec<u8>) {
+    buf.clear();
+    buf.push(NAMED);
+    push_decimal(buf, id as i64);
 }
 
 pub fn field(tag: u8, m: &[u8], buf: &mut Vec<u8>) {
@@ -101,13 +136,28 @@ pub fn decode_waiting(b: &[u8]) -> Waiting {
     Waiting { deliveries: d.map_or(0, |d| d.clamp(0, u32::MAX as i64) as u32), held_priority: p.map(|p| p as f64), group }
 }
 
+/// `[#id:]count[:priority[:group]]`: a named delivery's name first (a group may hold
+/// colons, so it cannot come last).
 pub fn encode_flight(f: &Flight, out: &mut Vec<u8>) {
-    encode3(f.deliveries, f.priority, &f.group, out)
+    encode3(f.deliveries, f.priority, &f.group, out);
+    if let Some(id) = f.id {
+        let mut head = vec![b'#'];
+        push_decimal(&mut head, id as i64);
+        head.push(b':');
+        out.splice(0..0, head);
+    }
 }
 
 pub fn decode_flight(b: &[u8]) -> Flight {
-    let (d, p, group) = decode3(b);
-    Flight { deliveries: d.map_or(1, |d| d.clamp(1, u32::MAX as i64) as u32), priority: p.map(|p| p as f64), group }
+    let (id, rest) = match b.strip_prefix(b"#") {
+        Some(named) => {
+            let mut parts = named.splitn(2, |&c| c == b':');
+            (parts.next().and_then(parse_id), parts.next().unwrap_or_default())
+        }
+        None => (None, b),
+    };
+    let (d, p, group) = decode3(rest);
+    Flight { deliveries: d.map_or(1, |d| d.clamp(1, u32::MAX as i64) as u32), priority: p.map(|p| p as f64), group, id }
 }
 
 pub fn encode_dead(d: &Dead, out: &mut Vec<u8>) {
@@ -185,10 +235,12 @@ mod tests {
     #[test]
     fn records_round_trip() {
         for f in [
-            Flight { deliveries: 1, priority: None, group: None },
-            Flight { deliveries: 17, priority: Some(-9007199254740992.0), group: None },
-            Flight { deliveries: 2, priority: Some(0.0), group: Some(b"g:1\0".to_vec()) },
-            Flight { deliveries: 3, priority: None, group: Some(Vec::new()) },
+            Flight { deliveries: 1, priority: None, group: None, id: None },
+            Flight { deliveries: 17, priority: Some(-9007199254740992.0), group: None, id: None },
+            Flight { deliveries: 2, priority: Some(0.0), group: Some(b"g:1\0".to_vec()), id: None },
+            Flight { deliveries: 3, priority: None, group: Some(Vec::new()), id: None },
+            Flight { deliveries: 1, priority: None, group: None, id: Some(1) },
+            Flight { deliveries: 4, priority: Some(-3.0), group: Some(b"#9:x".to_vec()), id: Some(MAX_ID) },
         ] {
             assert_eq!(decode_flight(&enc(encode_flight, &f)), f);
         }
@@ -202,11 +254,12 @@ mod tests {
         for d in [Dead::default(), Dead { priority: Some(-5.0), group: None }, Dead { priority: None, group: Some(b"x".to_vec()) }] {
             assert_eq!(decode_dead(&enc(encode_dead, &d)), d);
         }
-        assert_eq!(enc(encode_flight, &Flight { deliveries: 2, priority: Some(7.0), group: None }), b"2:7", "v1 layout kept");
+        assert_eq!(enc(encode_flight, &Flight { deliveries: 2, priority: Some(7.0), group: None, id: None }), b"2:7", "v1 layout kept");
+        assert_eq!(enc(encode_flight, &Flight { deliveries: 2, priority: None, group: None, id: Some(42) }), b"#42:2");
         for (p, text) in [(0.0, "0"), (-1.0, "-1"), (1e15, "1000000000000000"), (-9007199254740992.0, "-9007199254740992")] {
             assert_eq!(enc(encode_dead, &Dead { priority: Some(p), group: None }), text.as_bytes());
         }
-        let most = Flight { deliveries: u32::MAX, priority: Some(i64::MIN as f64), group: None };
+        let most = Flight { deliveries: u32::MAX, priority: Some(i64::MIN as f64), group: None, id: None };
         assert_eq!(enc(encode_flight, &most), format!("{}:{}", u32::MAX, i64::MIN).as_bytes(), "the widest numbers");
         assert_eq!(decode_flight(b"junk"), Flight::default());
         assert_eq!(decode_waiting(b"3").deliveries, 3, "v1 waiting count");
@@ -219,9 +272,39 @@ mod tests {
         let mut buf = Vec::new();
         field(WAITING, b"a\0b", &mut buf);
         assert_eq!(buf, b"wa\0b");
-        for tag in [WAITING, FLIGHT, GROUP_FLIGHT, DEAD, CONVERT] {
+        for tag in [WAITING, FLIGHT, GROUP_FLIGHT, DEAD, CONVERT, NAMED] {
             assert_ne!(Some(&tag), KIND_FIELD.first());
             assert_ne!(Some(&tag), POLICY_FIELD.first());
+            assert_ne!(Some(&tag), IDS_FIELD.first());
+        }
+        named_field(1234, &mut buf);
+        assert_eq!(buf, b"n1234");
+    }
+
+    #[test]
+    fn delivery_names_only_grow() {
+        let now = 1_764_300_000_000;
+        let first = next_delivery_id(None, now);
+        assert_eq!(first, ((now - 1_700_000_000_000) as u64) << 10, "a queue without names starts at its clock");
+        assert_eq!(next_delivery_id(Some(first + 9), now), first + 10, "then counts");
+        assert_eq!(next_delivery_id(Some(first + 9), now + 1), first + 1024, "and never falls behind the clock");
+        // The queue emptied (its `ids` field gone) a ms later: still above every earlier name.
+        assert!(next_delivery_id(None, now + 1) > first + 9);
+        assert_eq!(next_delivery_id(None, 0), 1, "a clock before the epoch gives the floor 1");
+        assert_eq!(next_delivery_id(Some(MAX_ID), now), MAX_ID, "bounded by 2^53");
+        assert_eq!(next_delivery_id(None, i64::MAX), MAX_ID, "a clock far ahead is capped");
+        assert!(next_delivery_id(None, 10_000_000_000_000) < MAX_ID, "exact in a double till the year 2286 and after");
+        for (text, id) in [
+            ("1", Some(1)),
+            ("9007199254740992", Some(MAX_ID)),
+            ("9007199254740993", None),
+            ("0", None),
+            ("-1", None),
+            ("1.5", None),
+            ("", None),
+            ("x", None),
+        ] {
+            assert_eq!(parse_id(text.as_bytes()), id, "{text}");
         }
     }
 

@@ -18,6 +18,10 @@ pub struct MemStore {
     pub dead: HashMap<Vec<u8>, Dead>,
     pub busy: HashMap<Vec<u8>, Vec<u8>>,
     pub policy: Option<Policy>,
+    /// The last delivery name given (`name_deliveries`), kept when the queue empties as the
+    /// module keeps it (`storage::last_ids`) until the clock passes it; the names of the
+    /// deliveries in flight are in `flights`.
+    pub last_id: Option<u64>,
 }
 
 fn idx(set: Set) -> usize {
@@ -157,6 +161,14 @@ impl Store for MemStore {
             Some(f) => self.flights.insert(m.clone(), f.clone()),
             None => self.flights.remove(m),
         };
+    }
+    fn name_deliveries(&mut self, now: i64, n: u64) -> u64 {
+        let first = codec::next_delivery_id(self.last_id, now);
+        self.last_id = Some(first + n.saturating_sub(1));
+        first
+    }
+    fn named(&self, id: u64) -> Option<Vec<u8>> {
+        self.flights.iter().find(|(_, f)| f.id == Some(id)).map(|(m, _)| m.clone())
     }
     fn dead(&self, m: &Vec<u8>) -> Dead {
         self.dead.get(m).cloned().unwrap_or_default()

@@ -28,12 +28,16 @@ pub enum Op {
         group: Option<Vec<u8>>,
         msgs: Vec<Vec<u8>>,
     },
-    /// POP COUNT count with a lease of `lease` ms.
+    /// POP COUNT count with a lease of `lease` ms (and IDS when `named`).
     Pop {
         count: usize,
         lease: i64,
+        named: bool,
     },
     Ack(Vec<Vec<u8>>),
+    /// ACKID of names given so far, each by how many were given after it (0: the last one;
+    /// past the first one: a name never given).
+    AckId(Vec<usize>),
     Nack {
         m: Vec<u8>,
         delay: Option<i64>,
@@ -74,6 +78,8 @@ pub struct Model {
     groups: BTreeSet<Vec<u8>>,
     /// The most retries any setting allowed (bounds the delivery counts).
     max_retries: u32,
+    /// Every delivery name given, in order.
+    ids: Vec<u64>,
 }
 
 macro_rules! ensure {
@@ -141,7 +147,15 @@ fn distinct(msgs: &[Vec<u8>]) -> BTreeSet<&Vec<u8>> {
 
 impl Model {
     pub fn new(now: i64, lim: Limits) -> Model {
-        Model { s: MemStore::default(), now, lim, contents: BTreeSet::new(), groups: BTreeSet::new(), max_retries: lim.retries }
+        Model {
+            s: MemStore::default(),
+            now,
+            lim,
+            contents: BTreeSet::new(),
+            groups: BTreeSet::new(),
+            max_retries: lim.retries,
+            ids: Vec::new(),
+        }
     }
 
     fn copies(&self, s: &MemStore) -> BTreeMap<Vec<u8>, Copies> {
@@ -201,10 +215,20 @@ impl Model {
                     }
                 }
             }
-            Op::Pop { count, lease } => {
+            Op::Pop { count, lease, named } => {
                 let expected = reference_pop(&before, now, *count);
                 let deadline = now.saturating_add(*lease);
-                let got = pop(&mut self.s, now, *count, deadline).got;
+                let popped = if *named { pop_named(&mut self.s, now, *count, deadline) } else { pop(&mut self.s, now, *count, deadline) };
+                let got = popped.got;
+                ensure!(popped.first_id.is_some() == (*named && !got.is_empty()), "pop named {named}: first id {:?}", popped.first_id);
+                for (i, (m, _)) in got.iter().enumerate() {
+                    let id = popped.first_id.map(|f| f + i as u64);
+                    ensure!(self.s.flight(m).id == id, "{m:?}: in flight as {:?}, named {id:?}", self.s.flight(m).id);
+                    if let Some(id) = id {
+                        ensure!(self.ids.last().is_none_or(|&l| id > l), "name {id} given after {:?}: never twice", self.ids.last());
+                        self.ids.push(id);
+                    }
+                }
                 let kind = self.s.kind.unwrap_or(Kind::Fixed);
                 let mut scores = Vec::new();
                 for (m, d) in &got {
@@ -229,6 +253,19 @@ impl Model {
                 let n = ack(&mut self.s, msgs);
                 let ended: Vec<_> = distinct(msgs).into_iter().filter(|m| was.get(*m).is_some_and(|c| c.flight)).collect();
                 ensure!(n == ended.len() as u64, "ack ended {n}, expected {}", ended.len());
+                for m in ended {
+                    want.get_mut(m).expect("followed").flight = false;
+                }
+            }
+            Op::AckId(picks) => {
+                let given = |back: usize| self.ids.len().checked_sub(back + 1).map(|i| self.ids[i]);
+                let ids: Vec<u64> = picks.iter().map(|&back| given(back).unwrap_or(crate::core::codec::MAX_ID)).collect();
+                let msgs: Vec<Vec<u8>> = ids.iter().filter_map(|&id| named(&self.s, id)).collect();
+                let n = ack(&mut self.s, &msgs);
+                // Exactly the deliveries in flight under those names end.
+                let ended: BTreeSet<&Vec<u8>> =
+                    before.flights.iter().filter(|(_, f)| f.id.is_some_and(|id| ids.contains(&id))).map(|(m, _)| m).collect();
+                ensure!(n == ended.len() as u64, "ackid of {ids:?} ended {n}, expected {}", ended.len());
                 for m in ended {
                     want.get_mut(m).expect("followed").flight = false;
                 }

@@ -39,6 +39,8 @@ pub struct Popped<M> {
     pub group_waits: u64,
     /// The pop stopped at `PARK_PER_POP` parked messages: more may be deliverable.
     pub cut: bool,
+    /// A named pop's first delivery name: the i-th message taken has name first_id + i.
+    pub first_id: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -353,25 +355,35 @@ fn held_group<'a, M>(h: &Held, picked: &'a [(M, f64, Waiting)], parked: &'a [(M,
 /// each with its delivery count. A waiting copy whose group is busy (or already taken by
 /// this pop) is parked (at most `PARK_PER_POP`); one whose content is in flight is skipped.
 pub fn pop<S: Store>(s: &mut S, now: i64, count: usize, deadline: i64) -> Popped<S::M> {
-    let mut out = Popped { got: Vec::new(), group_waits: 0, cut: false };
-    (out.group_waits, out.cut) = pop_into(s, now, count, deadline, &mut Vec::new(), &mut out.got);
+    pop_with(s, now, count, deadline, false)
+}
+
+/// RMQ.POP ... IDS: `pop`, each delivery named (`Popped::first_id`).
+pub fn pop_named<S: Store>(s: &mut S, now: i64, count: usize, deadline: i64) -> Popped<S::M> {
+    pop_with(s, now, count, deadline, true)
+}
+
+fn pop_with<S: Store>(s: &mut S, now: i64, count: usize, deadline: i64, named: bool) -> Popped<S::M> {
+    let mut out = Popped { got: Vec::new(), group_waits: 0, cut: false, first_id: None };
+    (out.group_waits, out.cut, out.first_id) = pop_into(s, now, count, deadline, named, &mut Vec::new(), &mut out.got);
     out
 }
 
 /// `pop`, its messages appended to `got`, with `picked` (left empty) for the messages
 /// picked: buffers a caller keeps from one pop to the next (a TPOP pops once per queue it
-/// visits, and an allocation and its free cost ~250 instructions). Returns `Popped`'s
-/// `group_waits` and `cut`.
+/// visits, and an allocation and its free cost ~250 instructions). Names the deliveries
+/// when `named`. Returns `Popped`'s `group_waits`, `cut` and `first_id`.
 pub fn pop_into<S: Store>(
     s: &mut S,
     now: i64,
     count: usize,
     deadline: i64,
+    named: bool,
     picked: &mut Vec<(S::M, f64, Waiting)>,
     got: &mut Vec<(S::M, u32)>,
-) -> (u64, bool) {
+) -> (u64, bool, Option<u64>) {
     let (mut group_waits, mut cut) = (0, false);
-    let Some(kind) = kind_of(s) else { return (group_waits, cut) };
+    let Some(kind) = kind_of(s) else { return (group_waits, cut, None) };
     release_holds(s, now, RELEASE_PER_POP);
     let (min, max, rev) = deliverable_range(kind, now);
     picked.clear();
@@ -426,6 +438,8 @@ pub fn pop_into<S: Store>(
     }
     let some_parked = s.len(Set::Park) > 0;
     s.will_add(Set::Prepare, picked.len());
+    let first_id = (named && !picked.is_empty()).then(|| s.name_deliveries(now, picked.len() as u64));
+    let mut next_id = first_id;
     got.extend(picked.drain(..).map(|(m, score, w)| {
         s.rem(Set::Store, &m);
         if w != Waiting::default() {
@@ -433,7 +447,9 @@ pub fn pop_into<S: Store>(
         }
         s.add(Set::Prepare, &m, deadline as f64);
         let priority = (kind == Kind::Priority).then_some(score);
-        let f = Flight { deliveries: w.deliveries + 1, priority, group: w.group };
+        let id = next_id;
+        next_id = next_id.map(|i| i + 1);
+        let f = Flight { deliveries: w.deliveries + 1, priority, group: w.group, id };
         if let Some(g) = &f.group {
             // The group's next messages wait behind this delivery now (held back at
             // their push, they are passed over here: counted once per delivery).
@@ -448,7 +464,14 @@ pub fn pop_into<S: Store>(
         }
         (m, f.deliveries)
     }));
-    (group_waits, cut)
+    (group_waits, cut, first_id)
+}
+
+/// The message whose delivery named `id` is in flight (RMQ.ACKID, NACKID, EXTENDID); None
+/// once that delivery has ended, whatever became of its content since.
+pub fn named<S: Store>(s: &S, id: u64) -> Option<S::M> {
+    let m = s.named(id)?;
+    (s.score(Set::Prepare, &m).is_some() && s.flight(&m).id == Some(id)).then_some(m)
 }
 
 /// The earliest lease deadline of the queue.

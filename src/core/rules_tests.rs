@@ -645,16 +645,17 @@ fn model_random_operations_keep_invariants() {
                     let group = groups[r.below(4) as usize].map(<[u8]>::to_vec);
                     Op::Push { mode, group, msgs: vec![w] }
                 }
-                3 | 4 => Op::Pop { count: 1 + r.below(3) as usize, lease: 1 + r.below(60) as i64 },
+                3 | 4 => Op::Pop { count: 1 + r.below(3) as usize, lease: 1 + r.below(60) as i64, named: r.below(2) == 0 },
                 5 => Op::Ack(vec![w]),
                 6 => {
                     let delay = [None, Some(0), Some(r.below(30) as i64)][r.below(3) as usize];
                     Op::Nack { m: w, delay, dead: r.below(6) == 0 }
                 }
                 7 => Op::Sweep(1 + r.below(4) as usize),
-                _ => match r.below(3) {
+                _ => match r.below(4) {
                     0 => Op::Cancel(vec![w]),
                     1 => Op::Replay(1 + r.below(3) as usize),
+                    2 => Op::AckId(vec![r.below(4) as usize, r.below(4) as usize]),
                     _ => Op::Extend { m: w, ms: 10 },
                 },
             };
@@ -708,4 +709,32 @@ fn has_deliverable_looks_at_the_group_of_an_ended_hold() {
     ack(&mut t, &ms(&["y"]));
     assert!(has_deliverable(&t, 50));
     assert_eq!(pop(&mut t, 50, 1, 1000).got, vec![(m("x"), 2)]);
+}
+
+#[test]
+fn a_name_ends_only_its_own_delivery() {
+    let now = 1_764_300_000_000;
+    let mut s = MemStore::default();
+    push(&mut s, now, &lim(), PushMode::Priority(1), None, &ms(&["a", "b"])).unwrap();
+    assert_eq!(pop(&mut s, now, 1, now + 10).first_id, None, "a plain pop names nothing");
+    assert!(s.flights.values().all(|f| f.id.is_none()));
+    let out = pop_named(&mut s, now, 5, now + 10);
+    let first = out.first_id.expect("named");
+    assert_eq!(out.got.len(), 1);
+    assert_eq!(named(&s, first), Some(out.got[0].0.clone()));
+    assert_eq!(named(&s, first + 1), None, "a name not given");
+    // Expired and delivered again: the old name no longer names it.
+    assert_eq!(sweep(&mut s, now + 11, &lim(), usize::MAX).expired, 2);
+    let second = pop_named(&mut s, now + 11, 2, now + 20).first_id.unwrap();
+    assert!(second > first);
+    assert_eq!(named(&s, first), None);
+    assert!(named(&s, second).is_some());
+    // Acked by content, the queue empties: the next names still come after the earlier
+    // ones, even at the same ms.
+    ack(&mut s, &ms(&["a", "b"]));
+    assert!(s.is_empty());
+    push(&mut s, now + 11, &lim(), PushMode::Priority(1), None, &ms(&["b"])).unwrap();
+    let third = pop_named(&mut s, now + 11, 1, now + 30).first_id.unwrap();
+    assert!(third > second);
+    assert_eq!(named(&s, second), None);
 }

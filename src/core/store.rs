@@ -42,11 +42,14 @@ pub struct Flight {
     /// The priority it was delivered with (priority queues only), restored on rollback.
     pub priority: Option<f64>,
     pub group: Option<Group>,
+    /// Its name, when the pop was asked for one (`RMQ.POP ... IDS`): unique for the queue,
+    /// so a stale name never ends a later delivery of the same content.
+    pub id: Option<u64>,
 }
 
 impl Default for Flight {
     fn default() -> Self {
-        Flight { deliveries: 1, priority: None, group: None }
+        Flight { deliveries: 1, priority: None, group: None, id: None }
     }
 }
 
@@ -135,8 +138,14 @@ pub trait Store {
     fn set_waiting(&mut self, m: &Self::M, w: Option<&Waiting>);
     /// The in-flight delivery's metadata (the default if none was kept).
     fn flight(&self, m: &Self::M) -> Flight;
-    /// Sets (Some) or forgets (None) the in-flight metadata.
+    /// Sets (Some) or forgets (None) the in-flight metadata; a named delivery's name is
+    /// kept with it (`named`) until it is forgotten.
     fn set_flight(&mut self, m: &Self::M, f: Option<&Flight>);
+    /// Reserves `n` delivery names and returns the first (the others follow it): each
+    /// larger than any the queue gave before.
+    fn name_deliveries(&mut self, now: i64, n: u64) -> u64;
+    /// The message whose in-flight delivery has name `id`, if one has.
+    fn named(&self, id: u64) -> Option<Self::M>;
     /// Reads and forgets the in-flight metadata (the delivery ends).
     fn take_flight(&mut self, m: &Self::M) -> Flight {
         let f = self.flight(m);

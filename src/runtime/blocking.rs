@@ -28,15 +28,14 @@ use crate::ffi::block::{self, Blocked, Handle};
 use crate::ffi::context::{now_ms, writes_paused};
 use crate::ffi::guard::caught;
 use crate::ffi::{reply, Ctx, RStr};
-use crate::runtime::delivery::{reply_popped, take, Opened};
+use crate::runtime::delivery::{reply_popped, take, Opened, Want};
 use crate::runtime::topic_pop::{reply_topic, take_topic, TopicDelivery, TopicPop};
 use crate::runtime::{alarm, topics, waiters};
 
 /// What a blocked POP asked for, and where it waits.
 #[derive(Clone)]
 struct Waiting {
-    count: usize,
-    lease: i64,
+    want: Want,
     db: i32,
     queue: Vec<u8>,
 }
@@ -66,11 +65,11 @@ fn by_topic() -> MutexGuard<'static, ByTopic> {
 }
 
 /// Parks the client on `q` until a message is deliverable or `timeout_ms` (0 = never).
-pub fn block(ctx: Ctx, q: &Opened, count: usize, lease: i64, timeout_ms: i64) {
+pub fn block(ctx: Ctx, q: &Opened, want: Want, timeout_ms: i64) {
     let db = ctx.db();
     let queue = q.name().as_ref().to_vec();
     waiters::add(db, &queue);
-    let data = Waiting { count, lease, db, queue };
+    let data = Waiting { want, db, queue };
     block::block_on_keys::<Pop, _>(ctx, &[q.name().clone()], timeout_ms, data, on_free);
     waiters::schedule_wakeup(ctx, q);
 }
@@ -126,12 +125,12 @@ impl Blocked for Pop {
                     return Some(true);
                 }
             };
-            let got = take(ctx, &mut q, now_ms(), w.count, w.lease);
-            if got.is_empty() {
+            let taken = take(ctx, &mut q, now_ms(), w.want);
+            if taken.got.is_empty() {
                 waiters::schedule_wakeup(ctx, &q);
                 return Some(false);
             }
-            reply_popped(ctx, &got);
+            reply_popped(ctx, &taken);
             Some(true)
         });
         match served {

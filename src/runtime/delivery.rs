@@ -104,21 +104,30 @@ pub fn pushed(ctx: Ctx, q: &RedisQueue, out: &PushOutcome) {
 /// Takes up to `count` deliverable messages (fewer if the queue's rate limit says so, none
 /// while it is paused) under a lease of `lease` ms into `got`; returns how many (see
 /// `announce`). Also says whether the rate limit held back a message the pop would have
-/// taken (the caller counts `rate_limited` if it delivered fewer than asked).
-pub(crate) fn take_quiet(ctx: Ctx, q: &mut RedisQueue, now: i64, count: usize, lease: i64, got: &mut Vec<(RStr, u32)>) -> (usize, bool) {
+/// taken (the caller counts `rate_limited` if it delivered fewer than asked), and, when
+/// `named`, the first delivery's name (`rules::Popped::first_id`).
+pub(crate) fn take_quiet(
+    ctx: Ctx,
+    q: &mut RedisQueue,
+    now: i64,
+    count: usize,
+    lease: i64,
+    named: bool,
+    got: &mut Vec<(RStr, u32)>,
+) -> (usize, bool, Option<u64>) {
     /// The messages a pop picks, kept from one pop to the next (`rules::pop_into`).
     type Picked = Vec<(RStr, f64, Waiting)>;
     thread_local!(static PICKED: RefCell<Picked> = const { RefCell::new(Vec::new()) });
     let lim = settings::limits(q);
     if lim.paused {
-        return (0, false);
+        return (0, false, None);
     }
     let allowed = ratelimit::allowance(ctx.db(), q.name().as_ref(), &lim, now, count);
     let before = got.len();
-    let (group_waits, cut) = if allowed == 0 {
-        (0, false)
+    let (group_waits, cut, first_id) = if allowed == 0 {
+        (0, false, None)
     } else {
-        let mut pop = |picked: &mut Picked| rules::pop_into(q, now, allowed, now + lease, picked, got);
+        let mut pop = |picked: &mut Picked| rules::pop_into(q, now, allowed, now + lease, named, picked, got);
         PICKED.with(|p| match p.try_borrow_mut() {
             Ok(mut picked) => {
                 let out = pop(&mut picked);
@@ -142,7 +151,7 @@ pub(crate) fn take_quiet(ctx: Ctx, q: &mut RedisQueue, now: i64, count: usize, l
     }
     ratelimit::consumed(ctx.db(), q.name().as_ref(), &lim, taken);
     let limited = allowed < count && taken == allowed && rules::has_deliverable(q, now);
-    (taken, limited)
+    (taken, limited, first_id)
 }
 
 /// Largest buffer of picked messages kept (`take_quiet`).
@@ -157,22 +166,41 @@ pub(crate) fn announce(ctx: Ctx, q: &RedisQueue, n: usize, deadline: i64) {
     }
 }
 
-/// RMQ.POP: takes up to `count` deliverable messages under a lease of `lease` ms.
-pub fn take(ctx: Ctx, q: &mut RedisQueue, now: i64, count: usize, lease: i64) -> Vec<(RStr, u32)> {
-    let mut got = Vec::new();
-    let (_, limited) = take_quiet(ctx, q, now, count, lease, &mut got);
-    stats::RATE_LIMITED.add(limited as u64);
-    announce(ctx, q, got.len(), now + lease);
-    got
+/// What a POP takes: up to `count` messages under a lease of `lease` ms, each delivery
+/// named if `named` (`IDS`).
+#[derive(Clone, Copy)]
+pub struct Want {
+    pub count: usize,
+    pub lease: i64,
+    pub named: bool,
 }
 
-/// Replies with popped messages: an array of [message, deliveries].
-pub fn reply_popped(ctx: Ctx, got: &[(RStr, u32)]) {
-    reply::array(ctx, got.len());
-    for (m, deliveries) in got {
-        reply::array(ctx, 2);
+/// The messages a POP took, with the first delivery's name when they were named.
+pub struct Taken {
+    pub got: Vec<(RStr, u32)>,
+    pub first_id: Option<u64>,
+}
+
+/// RMQ.POP: takes what `want` asks for.
+pub fn take(ctx: Ctx, q: &mut RedisQueue, now: i64, want: Want) -> Taken {
+    let mut got = Vec::new();
+    let (_, limited, first_id) = take_quiet(ctx, q, now, want.count, want.lease, want.named, &mut got);
+    stats::RATE_LIMITED.add(limited as u64);
+    announce(ctx, q, got.len(), now + want.lease);
+    Taken { got, first_id }
+}
+
+/// Replies with popped messages: an array of [message, deliveries], or of [message,
+/// deliveries, id] when named.
+pub fn reply_popped(ctx: Ctx, taken: &Taken) {
+    reply::array(ctx, taken.got.len());
+    for (i, (m, deliveries)) in taken.got.iter().enumerate() {
+        reply::array(ctx, 2 + taken.first_id.is_some() as usize);
         reply::string(ctx, m);
         reply::int(ctx, *deliveries as i64);
+        if let Some(first) = taken.first_id {
+            reply::int(ctx, (first + i as u64) as i64);
+        }
     }
 }
 

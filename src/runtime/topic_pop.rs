@@ -89,7 +89,7 @@ impl Taking<'_> {
             }
         };
         let q = &mut self.opened[i];
-        let (got, limited) = take_quiet(self.ctx, q, self.now, n, t.lease, &mut t.got);
+        let (got, limited, _) = take_quiet(self.ctx, q, self.now, n, t.lease, false, &mut t.got);
         // For the next queue's visit.
         q.release_scratch();
         self.rate_limited |= limited;

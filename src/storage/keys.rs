@@ -24,6 +24,9 @@ pub struct Header {
     /// a group). False while it is known to hold none (most queues never have any), so a
     /// pop need not look each message's record up.
     pub waiting_records: bool,
+    /// `meta{Q}` has an `ids` field: its deliveries may be named (`RMQ.POP ... IDS`), so
+    /// ending one reads its record first, to drop its name with it.
+    pub named: bool,
 }
 
 /// Most workloads use a few queues over and over: their derived key names are made once,

@@ -1,6 +1,7 @@
 //! The Redis side of storage: a queue's keys (`keys`: the name cache; `core::names` makes
 //! the names), the `Store` over them
-//! (`redis_queue`), the busy groups and headers it keeps in memory (`busy`, `headers`) and
+//! (`redis_queue`), the busy groups, headers and last delivery names it keeps in memory (`busy`,
+//! `headers`, `last_ids`) and
 //! the effects every
 //! change sends to replicas and the AOF (`effects`).
 //! Storage only records what changed; acting on it (waking consumers, timers) is the
@@ -10,5 +11,6 @@ pub mod busy;
 pub mod effects;
 pub mod headers;
 pub mod keys;
+pub mod last_ids;
 pub mod redis_queue;
 pub mod schedules;

@@ -32,6 +32,11 @@ fn policy_field() -> &'static RStr {
     &FIELD.get_or_init(shared(codec::POLICY_FIELD)).0
 }
 
+pub(super) fn ids_field() -> &'static RStr {
+    static FIELD: OnceLock<Shared> = OnceLock::new();
+    &FIELD.get_or_init(shared(codec::IDS_FIELD)).0
+}
+
 impl RedisQueue {
     pub(super) fn stored_policy(&self) -> &Option<Policy> {
         &self.header().policy
@@ -48,11 +53,14 @@ impl RedisQueue {
                 (Some(p), k)
             });
             let waiting_records = message_meta(meta.len(), || (kind.is_some(), policy.is_some()));
+            // Only a hash with more than its header can have names (read once: `headers`).
+            let named = waiting_records && meta.hget(ids_field()).is_some();
             let h = Header {
                 kind: kind.as_ref().map_or(kind_in_policy, |v| Kind::from_name(v.as_ref())),
                 kind_field: kind.is_some(),
                 policy,
                 waiting_records,
+                named,
             };
             headers::set(self.names[0].as_ref(), self.ctx.db(), &h);
             h
@@ -76,7 +84,7 @@ impl RedisQueue {
         if !in_field && old.kind_field {
             self.hset(kind_field().clone(), None);
         }
-        let h = Header { kind, kind_field: in_field, policy, waiting_records: old.waiting_records };
+        let h = Header { kind, kind_field: in_field, policy, waiting_records: old.waiting_records, named: old.named };
         headers::set(self.names[0].as_ref(), self.ctx.db(), &h);
         self.header = OnceCell::from(h);
     }

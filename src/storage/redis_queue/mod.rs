@@ -270,6 +270,31 @@ impl RedisQueue {
         RStr::from_bytes(buf)
     }
 
+    /// The `meta{Q}` field of the delivery named `id`.
+    fn named_field(&self, id: u64) -> RStr {
+        let buf = &mut self.scratch().field;
+        codec::named_field(id, buf);
+        RStr::from_bytes(buf)
+    }
+
+    /// Records whether the queue may have named deliveries (its `ids` field), here and in
+    /// `headers`.
+    fn set_named(&mut self, named: bool) {
+        self.header();
+        if let Some(h) = self.header.get_mut().filter(|h| h.named != named) {
+            h.named = named;
+            headers::set(self.names[0].as_ref(), self.ctx.db(), h);
+        }
+    }
+
+    /// Drops the last name given (the queue is empty: the next names follow the clock).
+    fn forget_names(&mut self) {
+        if self.header().named {
+            self.hset(header::ids_field().clone(), None);
+            self.set_named(false);
+        }
+    }
+
     /// A per-message record, if the queue keeps any.
     fn record(&self, tag: u8, m: &[u8]) -> Option<RStr> {
         if !self.has_message_meta() {

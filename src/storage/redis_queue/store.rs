@@ -14,9 +14,10 @@ use crate::ffi::key::Key;
 use crate::ffi::rstr::Shared;
 use crate::ffi::RStr;
 use crate::storage::keys::Header;
-use crate::storage::{busy, headers};
+use crate::storage::{busy, headers, last_ids};
 
 use super::encoding::skiplist_at;
+use super::header::ids_field;
 use super::RedisQueue;
 
 impl Store for RedisQueue {
@@ -126,6 +127,8 @@ impl Store for RedisQueue {
         if self.has_policy() {
             let policy = self.stored_policy().clone();
             self.set_header(None, policy);
+            // The names go on from the clock (`codec::next_delivery_id`), as for a new queue.
+            self.forget_names();
             // Records left by keys deleted by hand around `meta{Q}` would still be read.
             if !self.has_message_meta() {
                 self.set_waiting_records(false);
@@ -167,6 +170,10 @@ impl Store for RedisQueue {
                 let tag = if f.group.is_some() { codec::GROUP_FLIGHT } else { codec::FLIGHT };
                 let value = self.flight_value(f);
                 self.set_record(tag, m.as_ref(), Some(value));
+                if let Some(id) = f.id {
+                    let field = self.named_field(id);
+                    self.hset(field, Some(m.clone()));
+                }
             }
             None => {
                 self.set_record(codec::FLIGHT, m.as_ref(), None);
@@ -175,17 +182,27 @@ impl Store for RedisQueue {
         }
     }
 
+    /// Ends the delivery's name with it, if it had one.
     fn take_flight(&mut self, m: &RStr) -> Flight {
         self.forget_flight(m);
         let record = self.take_record(codec::FLIGHT, m).or_else(|| self.take_record(codec::GROUP_FLIGHT, m));
-        record.map_or_else(Flight::default, |v| codec::decode_flight(v.as_ref()))
+        let f = record.map_or_else(Flight::default, |v| codec::decode_flight(v.as_ref()));
+        if let Some(id) = f.id {
+            let field = self.named_field(id);
+            self.hset(field, None);
+        }
+        f
     }
 
     /// Every ACK pays this: a delivery ends in one deletion, with no read, when it has no
-    /// group or its group is known in memory (then freed in the same look-up).
+    /// group or its group is known in memory (then freed in the same look-up), and the
+    /// queue never named a delivery.
     fn end_flight(&mut self, m: &RStr) -> Option<Vec<u8>> {
         if !self.has_message_meta() {
             return None;
+        }
+        if self.header().named {
+            return self.take_flight(m).group;
         }
         // No waiting record since the queue last had no records: nothing was pushed with a
         // group, so no delivery has one (nor is any known in memory): no look-up there.
@@ -204,6 +221,24 @@ impl Store for RedisQueue {
         }
         // Not known in memory: filled from the records, this one gone, when next needed.
         self.take_record(codec::GROUP_FLIGHT, m).and_then(|v| codec::decode_flight(v.as_ref()).group)
+    }
+
+    fn name_deliveries(&mut self, now: i64, n: u64) -> u64 {
+        let (q, db) = (self.names[0].as_ref(), self.ctx.db());
+        let kept = self.hget(ids_field()).and_then(|v| codec::parse_id(v.as_ref()));
+        let first = codec::next_delivery_id(kept.max(last_ids::last(q, db)), now);
+        let last = first.saturating_add(n.saturating_sub(1));
+        last_ids::note(q, db, last, now);
+        self.hset(ids_field().clone(), Some(RStr::from_bytes(last.to_string().as_bytes())));
+        self.set_named(true);
+        first
+    }
+
+    fn named(&self, id: u64) -> Option<RStr> {
+        if !self.header().named {
+            return None;
+        }
+        self.hget(&self.named_field(id))
     }
 
     fn dead(&self, m: &RStr) -> Dead {
