@@ -285,12 +285,11 @@ async fn delete_queue(caller: &Caller, input: &Value) -> SqsResult<Value> {
     keys.extend([
         store::meta_key(&q.name),
         store::tags_key(&q.name),
-        store::seq_key(&q.name),
         store::records_key(&q.name),
-        crate::redrive::moving_key(&q.name),
         // A running move task sees its state gone and stops.
         crate::movetask::task_key(&q.name),
     ]);
+    keys.extend(store::ledger_keys(&q.name));
     let mut pipe = redis::pipe();
     pipe.atomic().del(keys).ignore();
     pipe.query_async::<()>(&mut conn).await?;
@@ -306,7 +305,7 @@ async fn purge_queue(caller: &Caller, input: &Value) -> SqsResult<Value> {
     // the module policy it held is set again in the same MULTI.
     let policy = q.attrs.get("RedrivePolicy").map(|v| crate::redrive::parse(v)).transpose()?.flatten();
     let mut keys = store::rmq_keys(&q.name);
-    keys.extend([store::records_key(&q.name), crate::redrive::moving_key(&q.name)]);
+    keys.push(store::records_key(&q.name));
     let mut pipe = redis::pipe();
     pipe.atomic().del(keys).ignore();
     pipe.cmd("RMQ.POLICY").arg(&q.name).arg("SET").arg("retries").arg(retries_of(&policy)).ignore();
@@ -547,37 +546,68 @@ async fn write<T: redis::FromRedisValue>(
     // SCRIPT LOAD first: an EVALSHA of a script the server lacks would fail the pipeline.
     let (_, reply, confirmed): (String, T, u32) =
         redis::pipe().load_script(script).invoke_script(inv).cmd("WAIT").arg(d.replicas).arg(d.timeout_ms).query_async(&mut conn).await?;
+    confirm(d, confirmed, done)?;
+    Ok(reply)
+}
+
+/// Fewer than the durable mode's replicas confirmed a write in time: a 503 the SDKs retry.
+fn confirm(d: store::Durable, confirmed: u32, done: &str) -> SqsResult<()> {
     if confirmed < d.replicas {
         return Err(SqsError::service_unavailable(format!(
             "{done} on the primary but only {confirmed} of {} replicas confirmed within {} ms; retry",
             d.replicas, d.timeout_ms
         )));
     }
-    Ok(reply)
+    Ok(())
 }
 
-/// Sends checked entries in one script call; per entry its MessageId and sequence number.
+/// Runs a pipeline of commands that change a queue (one round trip), followed by a WAIT
+/// in durable mode as `write` does; the commands' replies.
+async fn write_pipe<T: redis::FromRedisValue>(caller: &Caller, mut pipe: redis::Pipeline, done: &str) -> SqsResult<Vec<T>> {
+    let mut conn = caller.backend.conn.clone();
+    let Some(d) = caller.backend.durable else {
+        return Ok(pipe.query_async(&mut conn).await?);
+    };
+    pipe.cmd("WAIT").arg(d.replicas).arg(d.timeout_ms);
+    let mut replies: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
+    let confirmed = replies.pop().map(redis::from_redis_value::<u32>).transpose().map_err(redis::RedisError::from)?;
+    confirm(d, confirmed.unwrap_or(0), done)?;
+    Ok(replies.into_iter().map(redis::from_redis_value).collect::<Result<_, _>>().map_err(redis::RedisError::from)?)
+}
+
+/// FIFO queues' deduplication window (SQS: 5 minutes).
+const DEDUP_WINDOW_MS: i64 = 300_000;
+
+/// What RMQ.PUSH with SEQUENCE answers per message: outcome, sequence number, and for a
+/// duplicate the first send's NOTE (its MessageId).
+type Pushed = (String, Option<u64>, Option<String>);
+
+/// Sends checked entries in one round trip: one RMQ.PUSH per entry (entries differ in
+/// delay and group), pipelined. The module numbers each send (SEQUENCE: the stored format's
+/// prefix and sequence number, in push order across gateways) and keeps FIFO
+/// deduplication windows (DEDUP, with the MessageId as its NOTE), so a duplicate is
+/// answered with the first send's MessageId and sequence number. Per entry its MessageId
+/// and sequence number.
 async fn push(caller: &Caller, q: &Queue, entries: &[Outgoing]) -> SqsResult<Vec<(String, u64)>> {
-    let mut inv = caller.backend.send.prepare_invoke();
-    inv.key(&q.name).key(store::seq_key(&q.name));
+    let mut pipe = redis::pipe();
     for e in entries {
-        // Entries without deduplication still need a key of the queue's slot in that place.
-        inv.key(e.dedup.as_deref().map_or_else(|| store::seq_key(&q.name), |d| store::dedup_key(&q.name, d)));
+        let cmd = pipe.cmd("RMQ.PUSH").arg(&q.name).arg("DELAY").arg(e.delay_ms);
+        if let Some(g) = &e.group {
+            cmd.arg("GROUP").arg(g);
+        }
+        cmd.arg("SEQUENCE").arg(message::PREFIX);
+        if let Some(d) = &e.dedup {
+            cmd.arg("DEDUP").arg(d).arg(DEDUP_WINDOW_MS).arg("NOTE").arg(&e.stored.id);
+        }
+        cmd.arg(message::encode(&e.stored));
     }
-    for e in entries {
-        inv.arg(e.delay_ms)
-            .arg(e.group.as_deref().unwrap_or(""))
-            .arg(if e.dedup.is_some() { "1" } else { "0" })
-            .arg(message::encode(&e.stored));
-    }
-    let replies: Vec<String> = write(caller, &caller.backend.send, &inv, "the messages are stored").await?;
+    let replies: Vec<Vec<Pushed>> = write_pipe(caller, pipe, "the messages are stored").await?;
     Ok(entries
         .iter()
         .zip(replies)
-        .map(|(e, r)| match r.split_once(' ') {
-            // A duplicate: the first send's id and sequence number.
-            Some((seq, id)) => (id.to_string(), seq.parse().unwrap_or(0)),
-            None => (e.stored.id.clone(), r.parse().unwrap_or(0)),
+        .map(|(e, r)| match r.into_iter().next() {
+            Some((_, seq, note)) => (note.unwrap_or_else(|| e.stored.id.clone()), seq.unwrap_or(0)),
+            None => (e.stored.id.clone(), 0),
         })
         .collect())
 }

@@ -1,9 +1,10 @@
 //! The Redis side: connections (one multiplexed connection for short commands, a bounded
 //! pool of dedicated ones for long polls, per Redis user) and the scripts that keep each
 //! action atomic on the server. Every key of queue `N` is tagged `{N}`:
-//! `rmqgw:q{N}` (attributes, hash), `rmqgw:t{N}` (tags, hash), `rmqgw:s{N}` (sequence),
-//! `rmqgw:r{N}` (the delivery a receipt handle may end, per message: count and lease deadline), `rmqgw:d{N}:<id>`
-//! (FIFO deduplication, 5 minutes).
+//! `rmqgw:q{N}` (attributes, hash), `rmqgw:t{N}` (tags, hash),
+//! `rmqgw:r{N}` (the delivery a receipt handle may end, per message: count and lease
+//! deadline); the send sequence and FIFO deduplication are the module's (`seq{N}`,
+//! `dedup{N}`, `dedupexp{N}`: RMQ.PUSH SEQUENCE and DEDUP).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -24,56 +25,26 @@ pub fn meta_key(q: &str) -> String {
 pub fn tags_key(q: &str) -> String {
     format!("rmqgw:t{{{q}}}")
 }
-pub fn seq_key(q: &str) -> String {
-    format!("rmqgw:s{{{q}}}")
-}
 pub fn records_key(q: &str) -> String {
     format!("rmqgw:r{{{q}}}")
 }
 pub fn prepare_key(q: &str) -> String {
     format!("prepare{{{q}}}")
 }
-pub fn dedup_key(q: &str, id: &str) -> String {
-    use sha2::Digest;
-    format!("rmqgw:d{{{q}}}:{}", hex::encode(sha2::Sha256::digest(id.as_bytes())))
-}
-/// The RMQ module's own keys of a queue, which DeleteQueue and PurgeQueue remove.
+/// The RMQ module's keys of a queue's messages (dead ones being moved to a redrive
+/// target included), which DeleteQueue and PurgeQueue remove.
 pub fn rmq_keys(q: &str) -> Vec<String> {
     let mut keys = vec![q.to_string()];
-    keys.extend(["prepare", "dead", "meta", "park", "parkidx", "hold"].iter().map(|p| format!("{p}{{{q}}}")));
+    keys.extend(["prepare", "dead", "meta", "park", "parkidx", "hold", "moving"].iter().map(|p| format!("{p}{{{q}}}")));
     keys
 }
 
-/// Sends one message per entry (ARGV: delay ms, group or "", dedup flag, JSON; KEYS: the
-/// queue, its sequence key, then one deduplication key per entry). A FIFO entry whose
-/// deduplication key is set is accepted and not pushed; its reply is the first send's
-/// "seq id". Otherwise the reply is the new sequence number.
-pub static SEND: &str = r#"
-local out = {}
-for i = 0, (#ARGV / 4) - 1 do
-  local delay, group, dedup, json = ARGV[i*4+1], ARGV[i*4+2], ARGV[i*4+3], ARGV[i*4+4]
-  local dkey = KEYS[3 + i]
-  local seen = false
-  if dedup == '1' then
-    local prior = redis.call('GET', dkey)
-    if prior then out[#out+1] = prior; seen = true end
-  end
-  if not seen then
-    local seq = redis.call('INCR', KEYS[2])
-    local raw = string.format('rmqgw1 %020d ', seq) .. json
-    if group ~= '' then
-      redis.call('RMQ.PUSH', KEYS[1], 'DELAY', delay, 'GROUP', group, raw)
-    else
-      redis.call('RMQ.PUSH', KEYS[1], 'DELAY', delay, raw)
-    end
-    if dedup == '1' then
-      redis.call('SET', dkey, seq .. ' ' .. cjson.decode(json).id, 'PX', 300000)
-    end
-    out[#out+1] = tostring(seq)
-  end
-end
-return out
-"#;
+/// The module's send sequence and deduplication records of a queue, which DeleteQueue
+/// removes (PurgeQueue keeps them: sequence numbers keep growing, and a purge does not
+/// reopen a deduplication window).
+pub fn ledger_keys(q: &str) -> Vec<String> {
+    ["seq", "dedup", "dedupexp"].iter().map(|p| format!("{p}{{{q}}}")).collect()
+}
 
 // A delivery is recorded as "<delivery count>:<lease deadline>" (the deadline as
 // `prepare{N}` holds it). The count tells a delivery from the message's later ones; the
@@ -259,7 +230,6 @@ pub struct Backend {
     pub conn: Conn,
     idle: Mutex<Vec<Conn>>,
     polls: Semaphore,
-    pub send: Script,
     pub receive: Script,
     pub record: Script,
     pub delete: Script,
@@ -306,7 +276,6 @@ impl Backend {
             conn,
             idle: Mutex::new(Vec::new()),
             polls: Semaphore::new(MAX_LONG_POLLS),
-            send: Script::new(SEND),
             receive: Script::new(RECEIVE),
             record: Script::new(RECORD),
             delete: Script::new(DELETE),
