@@ -178,3 +178,13 @@ def test_deleting_the_queue_by_hand_takes_them_along(r):
     assert r.execute_command("RMQ.QUEUES", "MATCH", "gone") == [b"0", []]
     # A queue with a policy keeps them, as it keeps the policy.
     assert r.exists("seq{kept}", "dedup{kept}", "dedupexp{kept}") == 3
+
+
+def test_records_become_a_hashtable_and_a_skiplist_as_they_grow(r):
+    """Each push looks an id up: past 16 records they are no listpacks (linear scans)."""
+    for i in range(15):
+        push(r, "big", "DELAY", 0, "DEDUP", f"id{i}", WINDOW, f"m{i}")
+    assert r.object("encoding", "dedup{big}") == b"listpack"
+    push(r, "big", "DELAY", 0, "DEDUP", "id15", WINDOW, "m15")
+    assert (r.object("encoding", "dedup{big}"), r.object("encoding", "dedupexp{big}")) == (b"hashtable", b"skiplist")
+    assert r.hlen("dedup{big}") == r.zcard("dedupexp{big}") == 16

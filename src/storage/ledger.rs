@@ -12,6 +12,7 @@ use crate::core::names::{other_key, Other};
 use crate::ffi::key::{Key, KeyType};
 use crate::ffi::{Ctx, RStr};
 use crate::storage::effects::send_now;
+use crate::storage::redis_queue::{RedisQueue, HASHTABLE_AT};
 
 /// Ended records a push removes at most (one push adds at most one record, so they never
 /// pile up while pushes go on).
@@ -105,6 +106,13 @@ impl Ledger {
         send_now(self.ctx, c"HSET", &records.name, &[&id, &value]);
         ends.key.zadd(seen.expires as f64, &id, 0);
         send_now(self.ctx, c"ZADD", &ends.name, &[&end, &id]);
+        // Every push looks an id up and adds one: made a hashtable and a skiplist as they
+        // grow past HASHTABLE_AT (one at a time, so each passes it), as a queue's own keys
+        // are, not left linear scans up to Redis's listpack bounds.
+        if records.key.len() == HASHTABLE_AT {
+            RedisQueue::convert_meta(&records.key);
+            RedisQueue::convert_zset(&ends.key);
+        }
         for k in [records, ends] {
             if k.key.expires_at().is_none_or(|at| at < seen.expires) && k.key.expire_at(seen.expires) {
                 send_now(self.ctx, c"PEXPIREAT", &k.name, &[&end]);

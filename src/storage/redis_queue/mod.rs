@@ -27,7 +27,8 @@ mod header;
 mod scratch;
 mod store;
 
-use encoding::{skiplist_at, HASHTABLE_AT};
+use encoding::skiplist_at;
+pub(crate) use encoding::HASHTABLE_AT;
 use header::message_meta;
 use scratch::Scratch;
 
