@@ -6,8 +6,6 @@ ending, pruning, every error (changing nothing), WRONGTYPE, replication to a rep
 RMQ.QUEUES listing them and plain pushes unchanged.
 """
 
-import time
-
 from helpers import expect_error_unchanged, now_ms, start_replica, wait_replica_matches, zs
 from server_support import wait_for
 
@@ -157,7 +155,8 @@ def test_replicates(start_server):
     push(p, "rq", "DELAY", 0, "SEQUENCE", "p ", "DEDUP", "b", WINDOW, "m2")
     assert wait_replica_matches(p, rc, timeout=10)
     assert rc.pexpiretime("dedup{rq}") == p.pexpiretime("dedup{rq}") and p.pexpiretime("dedup{rq}") > 0
-    time.sleep(0.5)
+    a_ends = int(p.hget("dedup{rq}", "a").split(b" ")[0])
+    wait_for(lambda: now_ms(p) > a_ends, timeout=30, what="a's window ends")
     # Pruned on the primary: the replica follows.
     push(p, "rq", "DELAY", 0, "SEQUENCE", "p ", "DEDUP", "c", WINDOW, "m3")
     assert not p.hexists("dedup{rq}", "a")
