@@ -89,10 +89,14 @@ BOUND_TEXTS = [
     (("RMQ.SCHEDULE", "q", "SET", "n", "EVERY", "5", "START", "5", "RANGE", "1", "m"),
      "invalid START: must be Unix time in ms from 946684800000 to 2^53"),
     (("RMQ.SCHEDULE", "q", "SET", "n", "EVERY", "5", "TIMES", "0", "RANGE", "1", "m"), "invalid TIMES: must be an integer from 1 to 2^53"),
+    (("RMQ.PUSH", "q", "DELAY", "0", "DEDUP", "i", "0", "m"), "invalid DEDUP: must be an integer from 1 to 2^41 (ms)"),
+    (("RMQ.REDRIVE", "q", "CLAIM", "STALE", "0"), "invalid STALE: must be an integer from 1 to 2^41 (ms)"),
+    (("RMQ.REDRIVE", "q", "CLAIM", "COUNT", "10001"), "invalid COUNT: must be an integer from 1 to 10000"),
     (("RMQ.POP", "q", "COUNT"), "syntax error: COUNT needs a value"),
     (("RMQ.QUEUES", "SPEED"), "syntax error: unexpected argument 'SPEED'"),
     (("RMQ.POLICY", "q", "DROP"), "syntax error: expected SET, GET or RESET, got 'DROP'"),
     (("RMQ.SCHEDULE", "q", "GET"), "syntax error: expected SET, DEL or LIST, got 'GET'"),
+    (("RMQ.REDRIVE", "q", "MOVE"), "syntax error: expected CLAIM or DONE, got 'MOVE'"),
 ]
 
 

@@ -49,6 +49,8 @@ def test_queue_lifecycle(r, gw, sqs):
     sqs.untag_queue(QueueUrl=url, TagKeys=["team"])
     assert sqs.list_queue_tags(QueueUrl=url)["Tags"] == {"env": "dev"}
     assert r.hgetall("rmqgw:t{orders}") == {b"env": b"dev"}
+    sqs.send_message(QueueUrl=url, MessageBody="x")
+    assert r.get("seq{orders}") == b"1"
     sqs.delete_queue(QueueUrl=url)
     with pytest.raises(sqs.exceptions.QueueDoesNotExist):
         sqs.get_queue_url(QueueName="orders")
@@ -327,14 +329,17 @@ def test_batches_with_per_entry_failures(r, sqs):
 
 def test_fifo_order_exclusivity_and_dedup(r, sqs):
     url = sqs.create_queue(QueueName="f.fifo", Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true"})["QueueUrl"]
-    seqs = []
-    for i in range(5):
-        seqs.append(sqs.send_message(QueueUrl=url, MessageBody=f"a{i}", MessageGroupId="A")["SequenceNumber"])
+    sent = [sqs.send_message(QueueUrl=url, MessageBody=f"a{i}", MessageGroupId="A") for i in range(5)]
+    first_a0 = sent[0]
+    seqs = [m["SequenceNumber"] for m in sent]
     sqs.send_message(QueueUrl=url, MessageBody="b0", MessageGroupId="B")
     assert seqs == sorted(seqs)
     # Content-based deduplication: the same body again is accepted and not delivered again.
     dup = sqs.send_message(QueueUrl=url, MessageBody="a0", MessageGroupId="A")
     assert dup["SequenceNumber"] == seqs[0]
+    assert dup["MessageId"] == first_a0["MessageId"]
+    # The module's send sequence numbered them: the last number given is the last send's.
+    assert int(r.get("seq{f.fifo}")) == int(seqs[-1]) + 1
     # An explicit id deduplicates whatever the body.
     sqs.send_message(QueueUrl=url, MessageBody="c0", MessageGroupId="C", MessageDeduplicationId="d1")
     sqs.send_message(QueueUrl=url, MessageBody="c1", MessageGroupId="C", MessageDeduplicationId="d1")
@@ -356,14 +361,19 @@ def test_fifo_order_exclusivity_and_dedup(r, sqs):
     sqs.delete_message(QueueUrl=url, ReceiptHandle=handles["c0"])
     sqs.send_message(QueueUrl=url, MessageBody="c2", MessageGroupId="C", MessageDeduplicationId="d1")
     assert r.zcard("f.fifo") == 0
-    ttl = r.pttl(next(iter(r.scan_iter("rmqgw:d{f.fifo}:*"))))
-    assert 0 < ttl <= 300000
+    # The window: the module's record of d1, ending 5 minutes after its first send.
+    ends = int(r.hget("dedup{f.fifo}", "d1").split(b" ")[0])
+    assert 0 < ends - server_ms(r) <= 300000
+    assert r.zscore("dedupexp{f.fifo}", "d1") == ends and 0 < r.pttl("dedup{f.fifo}") <= 300000
     with pytest.raises(ClientError) as e:
         sqs.send_message(QueueUrl=url, MessageBody="x")
     assert code(e) == "MissingParameter"
     with pytest.raises(ClientError) as e:
         sqs.send_message(QueueUrl=url, MessageBody="x", MessageGroupId="A", DelaySeconds=1)
     assert code(e) == "InvalidParameterValue"
+    # DeleteQueue takes the sequence and the deduplication records along.
+    sqs.delete_queue(QueueUrl=url)
+    assert r.keys("*{f.fifo}*") == []
 
 
 def test_rmq_push_received_through_the_gateway(r, sqs):
@@ -462,7 +472,7 @@ def test_redrive_to_a_dead_letter_queue(r, sqs):
         [("doomed", sent["MessageId"], "1")]
     assert got[0]["MessageAttributes"]["k"]["StringValue"] == "v"
     assert "Messages" not in sqs.receive_message(QueueUrl=url)
-    assert r.zcard("dead{src}") == 0 and r.hlen("rmqgw:mv{src}") == 0
+    assert r.zcard("dead{src}") == 0 and r.exists("moving{src}") == 0
     # Without a redrive policy a queue redelivers (RMQ's largest retries).
     sqs.set_queue_attributes(QueueUrl=url, Attributes={"RedrivePolicy": ""})
     policy = dict(zip(*[iter(r.execute_command("RMQ.POLICY", "src", "GET"))] * 2))
@@ -497,11 +507,12 @@ def test_redrive_timing_and_interrupted_moves(r, sqs):
     # A claim left by a gateway that stopped mid-move is taken again (after 10 s) and the
     # push merges with a copy already there: one message in the target.
     raw = r.zrange("dlq", 0, 0)[0]
-    r.hset("rmqgw:mv{src}", raw, server_ms(r) - 60000)
+    # (A claim as RMQ.REDRIVE CLAIM writes it: claim time, no priority, no group.)
+    r.hset("moving{src}", raw, f"{server_ms(r) - 60000} - ")
     wait_until = time.monotonic() + 20
-    while time.monotonic() < wait_until and r.hlen("rmqgw:mv{src}"):
+    while time.monotonic() < wait_until and r.hlen("moving{src}"):
         time.sleep(0.05)
-    assert r.hlen("rmqgw:mv{src}") == 0 and r.zcard("dlq") == 1
+    assert r.hlen("moving{src}") == 0 and r.zcard("dlq") == 1
 
 
 def test_message_move_task_back_to_the_source(r, sqs):

@@ -118,6 +118,17 @@ def test_queues_across_primaries(cluster, gw):
     back = sqs.receive_message(QueueUrl=src, WaitTimeSeconds=20)["Messages"]
     assert [m["Body"] for m in back] == ["dies"]
     sqs.delete_message(QueueUrl=src, ReceiptHandle=back[0]["ReceiptHandle"])
+    # A FIFO queue: a batch numbered and deduplicated by the module on its queue's primary
+    # (every key of the send in the queue's slot).
+    fifo = sqs.create_queue(QueueName="cq.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    entries = [{"Id": str(i), "MessageBody": f"b{i}", "MessageGroupId": "g", "MessageDeduplicationId": f"d{i % 2}"}
+               for i in range(3)]
+    res = sqs.send_message_batch(QueueUrl=fifo, Entries=entries)["Successful"]
+    seqs = {e["Id"]: e["SequenceNumber"] for e in res}
+    assert seqs["2"] == seqs["0"] < seqs["1"], "d0 again: the first send's number"
+    assert cluster.owner("cq.fifo").conn().get("seq{cq.fifo}") == b"2"
+    sqs.delete_queue(QueueUrl=fifo)
+    assert cluster.owner("cq.fifo").conn().keys("*{cq.fifo}*") == []
     for u in urls:
         sqs.delete_queue(QueueUrl=u)
     assert sqs.list_queues(QueueNamePrefix="cq").get("QueueUrls", []) == []

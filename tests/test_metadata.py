@@ -21,6 +21,7 @@ COMMANDS = {
     "rmq.extendid": (4, {"write", "fast"}, {"readonly"}),
     "rmq.cancel": (-3, {"write"}, {"readonly"}),
     "rmq.replay": (-2, {"write", "denyoom"}, {"readonly"}),
+    "rmq.redrive": (-3, {"write"}, {"readonly"}),
     "rmq.info": (2, {"readonly", "fast"}, {"write"}),
     "rmq.pending": (-2, {"readonly"}, {"write"}),
     "rmq.policy": (-3, {"readonly"}, {"write"}),
@@ -34,7 +35,7 @@ KEYLESS = {"rmq.route", "rmq.tpop", "rmq.queues"}
 
 # name -> argument names, in order (top level; PUSH's mode is a oneof)
 ARGUMENTS = {
-    "rmq.push": ["queue", "mode", "group", "message"],
+    "rmq.push": ["queue", "mode", "group", "prefix", "dedup", "message"],
     "rmq.pop": ["queue", "count", "ms", "timeout-ms", "ids"],
     "rmq.ack": ["queue", "message"],
     "rmq.nack": ["queue", "message", "ms", "dead"],
@@ -45,6 +46,7 @@ ARGUMENTS = {
     "rmq.extendid": ["queue", "id", "ms"],
     "rmq.cancel": ["queue", "message"],
     "rmq.replay": ["queue", "count"],
+    "rmq.redrive": ["queue", "operation"],
     "rmq.info": ["queue"],
     "rmq.pending": ["queue", "count"],
     "rmq.policy": ["queue", "operation"],
@@ -67,6 +69,7 @@ VALID = {
     "rmq.extendid": ["myq", "1", "10"],
     "rmq.cancel": ["myq", "m", "n"],
     "rmq.replay": ["myq", "COUNT", "3"],
+    "rmq.redrive": ["myq", "CLAIM"],
     "rmq.info": ["myq"],
     "rmq.pending": ["myq", "COUNT", "3"],
     "rmq.policy": ["myq", "GET"],
@@ -117,7 +120,14 @@ def test_command_docs_argument_details(server):
     assert [(a["token"], a["type"]) for a in push[1]["arguments"]] == \
         [("RANGE", "integer"), ("PRIORITY", "integer"), ("AT", "unix-time"), ("DELAY", "integer")]
     assert push[2]["token"] == "GROUP" and push[2]["flags"] == ["optional"]
-    assert push[3]["flags"] == ["multiple"]
+    assert push[3]["token"] == "SEQUENCE" and push[3]["flags"] == ["optional"]
+    assert push[4]["type"] == "block" and push[4]["flags"] == ["optional"]
+    assert [(a.get("token"), a["type"], a.get("flags")) for a in push[4]["arguments"]] == \
+        [("DEDUP", "string", None), (None, "integer", None), ("NOTE", "string", ["optional"])]
+    assert push[5]["flags"] == ["multiple"]
+    redrive = _docs(c, "rmq.redrive")["arguments"][1]
+    assert [(a["token"], a["type"], a.get("flags")) for a in redrive["arguments"]] == \
+        [("CLAIM", "block", None), ("DONE", "string", ["multiple"])]
     pol = _docs(c, "rmq.policy")["arguments"][1]
     assert pol["type"] == "oneof"
     set_ = pol["arguments"][0]

@@ -8,6 +8,7 @@ use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use rmq::args::{self, PolicyOp, MAX_GROUP_BYTES, MAX_POP_COUNT, MAX_QUANTUM, MAX_RELATIVE};
 use rmq::core::kind::{PushMode, MAX_EXACT, MIN_AT};
+use rmq::core::ledger::MAX_TAG;
 use rmq::core::num::parse_int;
 use rmq::core::policy::Policy;
 use rmq::schedule_args::{self, ScheduleOp};
@@ -18,6 +19,12 @@ const WORDS: &[&str] = &[
     "AT",
     "Delay",
     "GROUP",
+    "SEQUENCE",
+    "dedup",
+    "NOTE",
+    "CLAIM",
+    "done",
+    "STALE",
     "COUNT",
     "lease",
     "BLOCK",
@@ -187,11 +194,17 @@ fuzz_target!(|inp: Input| {
     check_int(&inp.raw);
     let q = a.first().copied().unwrap_or_default();
     let with_q = |rest: Vec<Vec<u8>>| -> Vec<Vec<u8>> { std::iter::once(q.to_vec()).chain(rest).collect() };
-    let errors = match inp.cmd % 16 {
+    let errors = match inp.cmd % 17 {
         0 => match args::push(&a) {
             Ok(p) => {
                 assert!(valid_queue(q));
-                assert!(p.first == 3 || p.first == 5, "{p:?}");
+                let options = p.sequence.map_or(0, |_| 2) + p.dedup.as_ref().map_or(0, |d| 3 + d.note.map_or(0, |_| 2));
+                assert_eq!(p.first, if p.group.is_some() { 5 } else { 3 } + options, "{p:?}");
+                assert!(p.sequence.is_none_or(|s| s.len() <= MAX_TAG));
+                assert!(p.dedup.as_ref().is_none_or(|d| !d.id.is_empty()
+                    && d.id.len() <= MAX_TAG
+                    && (1..=1 << 41).contains(&d.window)
+                    && d.note.is_none_or(|n| n.len() <= MAX_TAG)));
                 assert!(p.first < a.len(), "PUSH without a message: {p:?}");
                 match p.mode {
                     PushMode::Range(v) => assert!((1..=MAX_RELATIVE).contains(&v)),
@@ -205,10 +218,19 @@ fuzz_target!(|inp: Input| {
                 if let Some(g) = p.group {
                     again.extend([b("GROUP"), g.to_vec()]);
                 }
+                if let Some(s) = p.sequence {
+                    again.extend([b("SEQUENCE"), s.to_vec()]);
+                }
+                if let Some(d) = &p.dedup {
+                    again.extend([b("DEDUP"), d.id.to_vec(), d.window.to_string().into_bytes()]);
+                    if let Some(n) = d.note {
+                        again.extend([b("NOTE"), n.to_vec()]);
+                    }
+                }
                 again.extend(a[p.first..].iter().map(|m| m.to_vec()));
                 let again = refs(&again);
                 let p2 = args::push(&again).expect("canonical PUSH");
-                assert_eq!((p2.mode, p2.group), (p.mode, p.group));
+                assert_eq!((p2.mode, p2.group, p2.sequence, &p2.dedup), (p.mode, p.group, p.sequence, &p.dedup));
                 assert_eq!(&again[p2.first..], &a[p.first..]);
                 None
             }
@@ -362,6 +384,17 @@ fuzz_target!(|inp: Input| {
                 Err(e) => Some(e),
             }
         }
+        15 => match args::redrive(&a) {
+            Ok(args::RedriveOp::Claim { count, stale }) => {
+                assert!(valid_queue(q) && (1..=MAX_POP_COUNT as usize).contains(&count) && (1..=1 << 41).contains(&stale));
+                None
+            }
+            Ok(args::RedriveOp::Done(first)) => {
+                assert!(valid_queue(q) && first == 2 && first < a.len());
+                None
+            }
+            Err(e) => Some(e),
+        },
         _ => {
             // Policies as stored: decoding anything keeps only valid fields, and is stable.
             let p = Policy::decode(&inp.raw);

@@ -1,5 +1,5 @@
 //! The SQS actions: validate as SQS does, then one or two Redis round trips (the queue's
-//! attributes, then the action's script or command).
+//! attributes, then the action's RMQ commands).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, OnceLock};
@@ -285,11 +285,10 @@ async fn delete_queue(caller: &Caller, input: &Value) -> SqsResult<Value> {
     keys.extend([
         store::meta_key(&q.name),
         store::tags_key(&q.name),
-        store::seq_key(&q.name),
-        crate::redrive::moving_key(&q.name),
         // A running move task sees its state gone and stops.
         crate::movetask::task_key(&q.name),
     ]);
+    keys.extend(store::ledger_keys(&q.name));
     let mut pipe = redis::pipe();
     pipe.atomic().del(keys).ignore();
     pipe.query_async::<()>(&mut conn).await?;
@@ -304,8 +303,7 @@ async fn purge_queue(caller: &Caller, input: &Value) -> SqsResult<Value> {
     // Every key of the queue's messages goes (meta{N} holds their deliveries' ids too);
     // the module policy it held is set again in the same MULTI.
     let policy = q.attrs.get("RedrivePolicy").map(|v| crate::redrive::parse(v)).transpose()?.flatten();
-    let mut keys = store::rmq_keys(&q.name);
-    keys.push(crate::redrive::moving_key(&q.name));
+    let keys = store::rmq_keys(&q.name);
     let mut pipe = redis::pipe();
     pipe.atomic().del(keys).ignore();
     pipe.cmd("RMQ.POLICY").arg(&q.name).arg("SET").arg("retries").arg(retries_of(&policy)).ignore();
@@ -529,74 +527,62 @@ fn outgoing(q: &Queue, caller: &Caller, entry: &Value) -> SqsResult<Outgoing> {
     Ok(Outgoing { delay_ms, group, dedup, stored })
 }
 
-/// Runs a script that changes queue `queue`. In durable mode (`--durable N`) a WAIT follows
-/// it in the same pipeline, on the same connection to the queue's primary, so it covers the
-/// script's writes; fewer than N replicas confirming in time is a 503 the SDKs retry (`done`
-/// says what the primary holds already: a retried SendMessage of a standard queue stores a
-/// second copy).
-async fn write<T: redis::FromRedisValue>(
-    caller: &Caller,
-    queue: &str,
-    script: &redis::Script,
-    inv: &redis::ScriptInvocation<'_>,
-    done: &str,
-) -> SqsResult<T> {
+/// Runs a pipeline of commands that change queue `queue` (one round trip); the commands'
+/// replies. In durable mode (`--durable N`) a WAIT follows in the same pipeline, on the
+/// connection to the queue's primary, so it covers the commands' writes; fewer than N
+/// replicas confirming in time is a 503 the SDKs retry (`done` says what the primary holds
+/// already: a retried SendMessage of a standard queue stores a second copy).
+async fn write_pipe<T: redis::FromRedisValue>(caller: &Caller, queue: &str, mut pipe: redis::Pipeline, done: &str) -> SqsResult<Vec<T>> {
     let mut conn = caller.backend.conn.clone();
     let Some(d) = caller.backend.durable else {
-        return Ok(inv.invoke_async(&mut conn).await?);
+        return Ok(pipe.query_async(&mut conn).await?);
     };
-    // SCRIPT LOAD first: an EVALSHA of a script the server lacks would fail the pipeline.
-    let pipe = redis::pipe().load_script(script).invoke_script(inv).cmd("WAIT").arg(d.replicas).arg(d.timeout_ms).to_owned();
-    let (_, reply, confirmed): (String, T, u32) = conn.query_on_owner(queue, &pipe).await?;
-    replicated(d, confirmed, done)?;
-    Ok(reply)
-}
-
-/// Runs a command that changes queue `queue`, as `write` runs a script.
-async fn write_cmd<T: redis::FromRedisValue>(caller: &Caller, queue: &str, cmd: &redis::Cmd, done: &str) -> SqsResult<T> {
-    let mut conn = caller.backend.conn.clone();
-    let Some(d) = caller.backend.durable else {
-        return Ok(cmd.query_async(&mut conn).await?);
-    };
-    let pipe = redis::pipe().add_command(cmd.clone()).cmd("WAIT").arg(d.replicas).arg(d.timeout_ms).to_owned();
-    let (reply, confirmed): (T, u32) = conn.query_on_owner(queue, &pipe).await?;
-    replicated(d, confirmed, done)?;
-    Ok(reply)
-}
-
-/// A durable write's WAIT: fewer replicas than asked confirming in time is a 503.
-fn replicated(d: store::Durable, confirmed: u32, done: &str) -> SqsResult<()> {
+    pipe.cmd("WAIT").arg(d.replicas).arg(d.timeout_ms);
+    let mut replies: Vec<redis::Value> = conn.query_on_owner(queue, &pipe).await?;
+    let confirmed = replies.pop().map(redis::from_redis_value::<u32>).transpose().map_err(redis::RedisError::from)?;
+    let confirmed = confirmed.unwrap_or(0);
     if confirmed < d.replicas {
         return Err(SqsError::service_unavailable(format!(
             "{done} on the primary but only {confirmed} of {} replicas confirmed within {} ms; retry",
             d.replicas, d.timeout_ms
         )));
     }
-    Ok(())
+    Ok(replies.into_iter().map(redis::from_redis_value).collect::<Result<_, _>>().map_err(redis::RedisError::from)?)
 }
 
-/// Sends checked entries in one script call; per entry its MessageId and sequence number.
+/// FIFO queues' deduplication window (SQS: 5 minutes).
+const DEDUP_WINDOW_MS: i64 = 300_000;
+
+/// What RMQ.PUSH with SEQUENCE answers per message: outcome, sequence number, and for a
+/// duplicate the first send's NOTE (its MessageId).
+type Pushed = (String, Option<u64>, Option<String>);
+
+/// Sends checked entries in one round trip: one RMQ.PUSH per entry (entries differ in
+/// delay and group), pipelined. The module numbers each send (SEQUENCE: the stored format's
+/// prefix and sequence number, in push order across gateways) and keeps FIFO
+/// deduplication windows (DEDUP, with the MessageId as its NOTE), so a duplicate is
+/// answered with the first send's MessageId and sequence number. Per entry its MessageId
+/// and sequence number.
 async fn push(caller: &Caller, q: &Queue, entries: &[Outgoing]) -> SqsResult<Vec<(String, u64)>> {
-    let mut inv = caller.backend.send.prepare_invoke();
-    inv.key(&q.name).key(store::seq_key(&q.name));
+    let mut pipe = redis::pipe();
     for e in entries {
-        // Entries without deduplication still need a key of the queue's slot in that place.
-        inv.key(e.dedup.as_deref().map_or_else(|| store::seq_key(&q.name), |d| store::dedup_key(&q.name, d)));
+        let cmd = pipe.cmd("RMQ.PUSH").arg(&q.name).arg("DELAY").arg(e.delay_ms);
+        if let Some(g) = &e.group {
+            cmd.arg("GROUP").arg(g);
+        }
+        cmd.arg("SEQUENCE").arg(message::PREFIX);
+        if let Some(d) = &e.dedup {
+            cmd.arg("DEDUP").arg(d).arg(DEDUP_WINDOW_MS).arg("NOTE").arg(&e.stored.id);
+        }
+        cmd.arg(message::encode(&e.stored));
     }
-    for e in entries {
-        inv.arg(e.delay_ms)
-            .arg(e.group.as_deref().unwrap_or(""))
-            .arg(if e.dedup.is_some() { "1" } else { "0" })
-            .arg(message::encode(&e.stored));
-    }
-    let replies: Vec<String> = write(caller, &q.name, &caller.backend.send, &inv, "the messages are stored").await?;
+    let replies: Vec<Vec<Pushed>> = write_pipe(caller, &q.name, pipe, "the messages are stored").await?;
     Ok(entries
         .iter()
         .zip(replies)
-        .map(|(e, r)| match r.split_once(' ') {
-            // A duplicate: the first send's id and sequence number.
-            Some((seq, id)) => (id.to_string(), seq.parse().unwrap_or(0)),
-            None => (e.stored.id.clone(), r.parse().unwrap_or(0)),
+        .map(|(e, r)| match r.into_iter().next() {
+            Some((_, seq, note)) => (note.unwrap_or_else(|| e.stored.id.clone()), seq.unwrap_or(0)),
+            None => (e.stored.id.clone(), 0),
         })
         .collect())
 }
@@ -823,9 +809,9 @@ async fn delete_deliveries(caller: &Caller, q: &Queue, ids: &[u64]) -> SqsResult
     if ids.is_empty() {
         return Ok(());
     }
-    let mut ack = redis::cmd("RMQ.ACKID");
-    ack.arg(&q.name).arg(ids);
-    let _: i64 = write_cmd(caller, &q.name, &ack, "the deliveries are ended").await?;
+    let mut pipe = redis::pipe();
+    pipe.cmd("RMQ.ACKID").arg(&q.name).arg(ids);
+    let _: Vec<i64> = write_pipe(caller, &q.name, pipe, "the deliveries are ended").await?;
     Ok(())
 }
 

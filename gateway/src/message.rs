@@ -63,7 +63,7 @@ pub struct Read {
     pub seq: Option<u64>,
 }
 
-/// The JSON part of a stored message; the sequence number is prefixed by the send script.
+/// The JSON part of a stored message; the module prefixes the sequence number (RMQ.PUSH SEQUENCE).
 pub fn encode(s: &Stored) -> String {
     // Serialising plain strings and maps cannot fail.
     serde_json::to_string(s).unwrap_or_default()

@@ -1,11 +1,12 @@
 //! Redrive: a queue's RedrivePolicy sets its RMQ `retries` (maxReceiveCount − 1), and every
 //! gateway moves the messages that died in it (`dead{S}`) to the target queue, where they
 //! are received like any other. The target may live in another cluster slot, so a move is
-//! two steps: a script on the source claims a batch (out of `dead{S}` into `rmqgw:mv{S}`,
-//! with the claim time), then each claimed message is pushed to the target and its claim
-//! dropped. A gateway that stops between the steps leaves claims that any gateway takes
-//! again after `STALE_MS`; pushing the same content twice while it waits merges (RMQ's
-//! content identity), so a retried move adds no copy.
+//! two steps, each on one queue: RMQ.REDRIVE S CLAIM takes a batch (out of `dead{S}` into
+//! the module's `moving{S}`, with the claim time), then each claimed message is pushed to
+//! the target and RMQ.REDRIVE S DONE drops its claim. A gateway that stops between the
+//! steps leaves claims that any gateway's CLAIM takes again after `STALE_MS`; pushing the
+//! same content twice while it waits merges (RMQ's content identity), so a retried move
+//! adds no copy.
 //! The sources are in `rmqgw:redrive` (a hash: source → target).
 
 use std::sync::Arc;
@@ -15,7 +16,6 @@ use redis::AsyncCommands;
 use serde_json::Value;
 
 use crate::errors::{SqsError, SqsResult};
-use crate::message;
 use crate::store::Backend;
 
 pub const SOURCES: &str = "rmqgw:redrive";
@@ -28,27 +28,8 @@ const BATCH: usize = 100;
 /// message, and 1000 is RMQ's largest.
 pub const NO_REDRIVE_RETRIES: i64 = 1000;
 
-pub fn moving_key(q: &str) -> String {
-    format!("rmqgw:mv{{{q}}}")
-}
-
-static CLAIM: &str = r#"
-local out = {}
-for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[3]) - 1)) do
-  redis.call('ZREM', KEYS[1], m)
-  redis.call('HDEL', KEYS[3], redis.sha1hex(m))
-  redis.call('HSET', KEYS[2], m, ARGV[1])
-  out[#out+1] = m
-end
-local claims = redis.call('HGETALL', KEYS[2])
-for i = 1, #claims, 2 do
-  if tonumber(claims[i+1]) < tonumber(ARGV[1]) - tonumber(ARGV[2]) then
-    redis.call('HSET', KEYS[2], claims[i], ARGV[1])
-    out[#out+1] = claims[i]
-  end
-end
-return out
-"#;
+/// A claimed message: its content, group and priority (RMQ.REDRIVE CLAIM's entries).
+type Claimed = (Vec<u8>, Option<Vec<u8>>, Option<i64>);
 
 /// A checked RedrivePolicy: the target queue and maxReceiveCount.
 pub struct Policy {
@@ -81,41 +62,42 @@ pub fn parse(value: &str) -> SqsResult<Option<Policy>> {
 /// Moves dead messages of every source to its target, forever (one task per gateway).
 pub fn spawn(backend: Arc<Backend>, stopping: tokio::sync::watch::Receiver<bool>) {
     tokio::spawn(async move {
-        let claim = redis::Script::new(CLAIM);
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(TICK) => {}
                 _ = crate::server::stopped(stopping.clone()) => return,
             }
-            if let Err(e) = move_all(&backend, &claim).await {
+            if let Err(e) = move_all(&backend).await {
                 tracing::warn!("redrive: {e}");
             }
         }
     });
 }
 
-async fn move_all(backend: &Backend, claim: &redis::Script) -> redis::RedisResult<()> {
+async fn move_all(backend: &Backend) -> redis::RedisResult<()> {
     let mut conn = backend.conn.clone();
     let sources: Vec<(String, String)> = conn.hgetall(SOURCES).await?;
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
     for (source, target) in sources {
-        let claimed: Vec<Vec<u8>> = claim
-            .key(format!("dead{{{source}}}"))
-            .key(moving_key(&source))
-            .key(crate::store::records_key(&source))
-            .arg(now)
-            .arg(STALE_MS)
+        let claimed: Vec<Claimed> = redis::cmd("RMQ.REDRIVE")
+            .arg(&source)
+            .arg("CLAIM")
+            .arg("COUNT")
             .arg(BATCH)
-            .invoke_async(&mut conn)
+            .arg("STALE")
+            .arg(STALE_MS)
+            .query_async(&mut conn)
             .await?;
-        for raw in claimed {
+        if claimed.is_empty() {
+            continue;
+        }
+        for (raw, group, _) in claimed {
             let mut push = redis::cmd("RMQ.PUSH");
             push.arg(&target).arg("DELAY").arg(0);
-            if let Some(g) = message::decode(&raw).stored.group {
+            if let Some(g) = group {
                 push.arg("GROUP").arg(g);
             }
             let _: i64 = push.arg(raw.as_slice()).query_async(&mut conn).await?;
-            let _: i64 = conn.hdel(moving_key(&source), raw.as_slice()).await?;
+            let _: i64 = redis::cmd("RMQ.REDRIVE").arg(&source).arg("DONE").arg(raw.as_slice()).query_async(&mut conn).await?;
         }
     }
     Ok(())

@@ -1,10 +1,10 @@
 //! The Redis side: connections (one multiplexed connection for short commands, a bounded
-//! pool of dedicated ones for long polls, per Redis user) and the scripts that keep each
-//! action atomic on the server. Every key of queue `N` is tagged `{N}`:
-//! `rmqgw:q{N}` (attributes, hash), `rmqgw:t{N}` (tags, hash), `rmqgw:s{N}` (sequence),
-//! `rmqgw:d{N}:<id>` (FIFO deduplication, 5 minutes). Receipt handles name RMQ's own
-//! delivery ids (`RMQ.POP ... IDS`), which the module ends exactly (`RMQ.ACKID`), so the
-//! gateway keeps no delivery records.
+//! pool of dedicated ones for long polls, per Redis user). Every action is atomic on the
+//! server through RMQ's commands; every key of queue `N` is tagged `{N}`:
+//! `rmqgw:q{N}` (attributes, hash), `rmqgw:t{N}` (tags, hash). The send sequence and FIFO
+//! deduplication are the module's (`seq{N}`, `dedup{N}`, `dedupexp{N}`: RMQ.PUSH SEQUENCE
+//! and DEDUP); receipt handles name RMQ's own delivery ids (`RMQ.POP ... IDS`), which the
+//! module ends exactly (`RMQ.ACKID`), so the gateway keeps no delivery records.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,7 +13,7 @@ use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::{ClusterClient, ClusterConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
-use redis::{Client, Script};
+use redis::Client;
 use tokio::sync::Semaphore;
 
 /// Long polls open at once (each holds a Redis connection while it waits).
@@ -25,55 +25,20 @@ pub fn meta_key(q: &str) -> String {
 pub fn tags_key(q: &str) -> String {
     format!("rmqgw:t{{{q}}}")
 }
-pub fn seq_key(q: &str) -> String {
-    format!("rmqgw:s{{{q}}}")
-}
-/// Where gateways before named deliveries kept their delivery records: written no more, and
-/// passed only to the redrive claim script, which still drops a dead message's record.
-pub fn records_key(q: &str) -> String {
-    format!("rmqgw:r{{{q}}}")
-}
-pub fn dedup_key(q: &str, id: &str) -> String {
-    use sha2::Digest;
-    format!("rmqgw:d{{{q}}}:{}", hex::encode(sha2::Sha256::digest(id.as_bytes())))
-}
-/// The RMQ module's own keys of a queue, which DeleteQueue and PurgeQueue remove.
+/// The RMQ module's keys of a queue's messages (dead ones being moved to a redrive
+/// target included), which DeleteQueue and PurgeQueue remove.
 pub fn rmq_keys(q: &str) -> Vec<String> {
     let mut keys = vec![q.to_string()];
-    keys.extend(["prepare", "dead", "meta", "park", "parkidx", "hold"].iter().map(|p| format!("{p}{{{q}}}")));
+    keys.extend(["prepare", "dead", "meta", "park", "parkidx", "hold", "moving"].iter().map(|p| format!("{p}{{{q}}}")));
     keys
 }
 
-/// Sends one message per entry (ARGV: delay ms, group or "", dedup flag, JSON; KEYS: the
-/// queue, its sequence key, then one deduplication key per entry). A FIFO entry whose
-/// deduplication key is set is accepted and not pushed; its reply is the first send's
-/// "seq id". Otherwise the reply is the new sequence number.
-pub static SEND: &str = r#"
-local out = {}
-for i = 0, (#ARGV / 4) - 1 do
-  local delay, group, dedup, json = ARGV[i*4+1], ARGV[i*4+2], ARGV[i*4+3], ARGV[i*4+4]
-  local dkey = KEYS[3 + i]
-  local seen = false
-  if dedup == '1' then
-    local prior = redis.call('GET', dkey)
-    if prior then out[#out+1] = prior; seen = true end
-  end
-  if not seen then
-    local seq = redis.call('INCR', KEYS[2])
-    local raw = string.format('rmqgw1 %020d ', seq) .. json
-    if group ~= '' then
-      redis.call('RMQ.PUSH', KEYS[1], 'DELAY', delay, 'GROUP', group, raw)
-    else
-      redis.call('RMQ.PUSH', KEYS[1], 'DELAY', delay, raw)
-    end
-    if dedup == '1' then
-      redis.call('SET', dkey, seq .. ' ' .. cjson.decode(json).id, 'PX', 300000)
-    end
-    out[#out+1] = tostring(seq)
-  end
-end
-return out
-"#;
+/// The module's send sequence and deduplication records of a queue, which DeleteQueue
+/// removes (PurgeQueue keeps them: sequence numbers keep growing, and a purge does not
+/// reopen a deduplication window).
+pub fn ledger_keys(q: &str) -> Vec<String> {
+    ["seq", "dedup", "dedupexp"].iter().map(|p| format!("{p}{{{q}}}")).collect()
+}
 
 /// Where the queues live: one server, or a Redis Cluster given by seed nodes.
 #[derive(Debug, Clone)]
@@ -92,7 +57,7 @@ impl std::fmt::Display for Target {
 }
 
 /// A connection to the target. Both kinds speak `ConnectionLike`, so every action runs the
-/// same commands and scripts on either: each touches the keys of one queue only, all in
+/// same commands on either: each touches the keys of one queue only, all in
 /// its `{N}` slot, and the cluster connection follows MOVED/ASK and failovers.
 #[derive(Clone)]
 pub enum Conn {
@@ -230,7 +195,6 @@ pub struct Backend {
     pub conn: Conn,
     idle: Mutex<Vec<Conn>>,
     polls: Semaphore,
-    pub send: Script,
 }
 
 /// Commands other than long polls answer within this, or fail as retryable.
@@ -267,14 +231,7 @@ impl Backend {
                 (Connector::Cluster(Box::new(client)), Conn::Cluster(conn))
             }
         };
-        Ok(Arc::new(Backend {
-            connector,
-            durable,
-            conn,
-            idle: Mutex::new(Vec::new()),
-            polls: Semaphore::new(MAX_LONG_POLLS),
-            send: Script::new(SEND),
-        }))
+        Ok(Arc::new(Backend { connector, durable, conn, idle: Mutex::new(Vec::new()), polls: Semaphore::new(MAX_LONG_POLLS) }))
     }
 
     /// A dedicated connection for one long poll (returned with `give_back`), or `None` when

@@ -8,6 +8,7 @@
 use crate::core::codec;
 use crate::core::error::{Bound, Result, RmqError, Unit};
 use crate::core::kind::{self, check_group, PushMode, MAX_EXACT};
+use crate::core::ledger;
 use crate::core::names::is_queue_name;
 // Where the fuzz targets (fuzz/) find the bounds they check replies against.
 pub use crate::core::kind::{MAX_GROUP_BYTES, MAX_RELATIVE};
@@ -159,21 +160,58 @@ fn topic(name: &[u8]) -> Result<()> {
 /// The push modes, each with the bound of its value.
 pub(crate) const MODES: [Opt; 4] = [Opt::Int(&kind::RANGE), Opt::Int(&kind::PRIORITY), Opt::Int(&kind::AT), Opt::Int(&kind::DELAY)];
 
-/// RMQ.PUSH: the mode, the group and the index of the first message.
+/// RMQ.PUSH: the mode, the group, the index of the first message and the options of FIFO
+/// pushes.
 #[derive(Debug, PartialEq, Eq)]
 pub struct PushArgs<'a> {
     pub mode: PushMode,
     pub group: Option<&'a [u8]>,
     pub first: usize,
+    /// SEQUENCE prefix: each message is stored numbered (`core::ledger::sequenced`).
+    pub sequence: Option<&'a [u8]>,
+    pub dedup: Option<Dedup<'a>>,
 }
 
-/// RMQ.PUSH Q RANGE ms | PRIORITY p | AT unix-ms | DELAY ms [GROUP g] message [message ...]
+/// DEDUP id ms [NOTE note].
+#[derive(Debug, PartialEq, Eq)]
+pub struct Dedup<'a> {
+    pub id: &'a [u8],
+    pub window: i64,
+    pub note: Option<&'a [u8]>,
+}
+
+/// RMQ.PUSH Q RANGE ms | PRIORITY p | AT unix-ms | DELAY ms [GROUP g] [SEQUENCE prefix]
+/// [DEDUP id ms [NOTE note]] message [message ...]
 /// The argument after the mode's value is the GROUP option when at least two arguments
-/// follow it (a group and a message); otherwise it is a message.
+/// follow it (a group and a message); otherwise it is a message. After that, SEQUENCE (with
+/// at least two arguments after it) and DEDUP (at least three; its NOTE, at least two),
+/// each at most once and in either order; the first other argument is the first message.
 pub fn push<'a>(args: &[&'a [u8]]) -> Result<PushArgs<'a>> {
     queue(args, "rmq.push")?;
     arity(args, 4, "rmq.push")?;
-    push_tail(args, 1)
+    let mut a = push_tail(args, 1)?;
+    let left = |i: usize| args.len() - i - 1;
+    loop {
+        let i = a.first;
+        if a.sequence.is_none() && left(i) >= 2 && is(args[i], "SEQUENCE") {
+            ledger::check_tag("SEQUENCE", args[i + 1], true)?;
+            a.sequence = Some(args[i + 1]);
+            a.first += 2;
+        } else if a.dedup.is_none() && left(i) >= 3 && is(args[i], "DEDUP") {
+            ledger::check_tag("DEDUP id", args[i + 1], false)?;
+            let window = int(&ledger::WINDOW, args[i + 2])?;
+            let mut d = Dedup { id: args[i + 1], window, note: None };
+            a.first += 3;
+            if left(a.first) >= 2 && is(args[a.first], "NOTE") {
+                ledger::check_tag("NOTE", args[a.first + 1], true)?;
+                d.note = Some(args[a.first + 1]);
+                a.first += 2;
+            }
+            a.dedup = Some(d);
+        } else {
+            return Ok(a);
+        }
+    }
 }
 
 /// The mode at `args[at]`, its value, the optional GROUP and the index of the first
@@ -190,9 +228,9 @@ pub(crate) fn push_tail<'a>(args: &[&'a [u8]], at: usize) -> Result<PushArgs<'a>
     if args.len() >= at + 5 && is(args[at + 2], "GROUP") {
         let g = args[at + 3];
         check_group(g)?;
-        return Ok(PushArgs { mode, group: Some(g), first: at + 4 });
+        return Ok(PushArgs { mode, group: Some(g), first: at + 4, sequence: None, dedup: None });
     }
-    Ok(PushArgs { mode, group: None, first: at + 2 })
+    Ok(PushArgs { mode, group: None, first: at + 2, sequence: None, dedup: None })
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -411,6 +449,32 @@ pub fn policy(args: &[&[u8]]) -> Result<PolicyOp> {
         .map(PolicyOp::Set)
 }
 
+/// RMQ.REDRIVE Q CLAIM [COUNT n] [STALE ms] | DONE message [message ...]
+#[derive(Debug, PartialEq, Eq)]
+pub enum RedriveOp {
+    /// At most `count` claims; claims older than `stale` ms are taken again.
+    Claim { count: usize, stale: i64 },
+    /// The index of the first message whose move is done.
+    Done(usize),
+}
+
+const REDRIVE_OPS: [Opt; 2] = [Opt::Flag("CLAIM"), Opt::Flag("DONE")];
+const CLAIM_OPTS: [Opt; 2] = [Opt::Int(&COUNT), Opt::Int(&ledger::STALE)];
+/// Claims RMQ.REDRIVE CLAIM takes without COUNT, and how old one must be without STALE.
+const DEFAULT_CLAIM_COUNT: usize = 100;
+const DEFAULT_STALE_MS: i64 = 30_000;
+
+pub fn redrive(args: &[&[u8]]) -> Result<RedriveOp> {
+    queue(args, "rmq.redrive")?;
+    arity(args, 2, "rmq.redrive")?;
+    if which(args[1], &REDRIVE_OPS)? == 1 {
+        arity(args, 3, "rmq.redrive")?;
+        return Ok(RedriveOp::Done(2));
+    }
+    let [count, stale] = all_options(&args[2..], &CLAIM_OPTS)?;
+    Ok(RedriveOp::Claim { count: count.map_or(DEFAULT_CLAIM_COUNT, |c| c.int as usize), stale: stale.map_or(DEFAULT_STALE_MS, |s| s.int) })
+}
+
 /// RMQ.TESTCLOCK GET | SET ms | ADVANCE ms at time `now`: the new time (None for GET).
 pub fn testclock(args: &[&[u8]], now: i64) -> Result<Option<i64>> {
     match args {
@@ -444,7 +508,7 @@ mod tests {
 
     #[test]
     fn push_modes_and_bounds() {
-        let plain = |mode| Ok(PushArgs { mode, group: None, first: 3 });
+        let plain = |mode| Ok(PushArgs { mode, group: None, first: 3, sequence: None, dedup: None });
         assert_eq!(push(&a(&["q", "range", "5", "m"])), plain(PushMode::Range(5)));
         assert_eq!(push(&a(&["q", "PRIORITY", "-9007199254740992", "m"])), plain(PushMode::Priority(-MAX_EXACT)));
         assert_eq!(push(&a(&["q", "AT", "946684800000", "m"])), plain(PushMode::At(MIN_AT)));
@@ -472,13 +536,20 @@ mod tests {
 
     #[test]
     fn push_group_is_an_option_only_before_a_group_and_a_message() {
-        let grouped = |g: &'static str| Ok(PushArgs { mode: PushMode::Delay(0), group: Some(g.as_bytes()), first: 5 });
+        let grouped =
+            |g: &'static str| Ok(PushArgs { mode: PushMode::Delay(0), group: Some(g.as_bytes()), first: 5, sequence: None, dedup: None });
         assert_eq!(push(&a(&["q", "DELAY", "0", "GROUP", "o1", "m"])), grouped("o1"));
         assert_eq!(push(&a(&["q", "DELAY", "0", "group", "o1", "m", "n"])), grouped("o1"));
         assert_eq!(push(&a(&["q", "DELAY", "0", "GROUP", "GROUP", "GROUP"])), grouped("GROUP"));
         // Fewer than two arguments after it: GROUP is a message.
-        assert_eq!(push(&a(&["q", "DELAY", "0", "GROUP"])), Ok(PushArgs { mode: PushMode::Delay(0), group: None, first: 3 }));
-        assert_eq!(push(&a(&["q", "DELAY", "0", "GROUP", "m"])), Ok(PushArgs { mode: PushMode::Delay(0), group: None, first: 3 }));
+        assert_eq!(
+            push(&a(&["q", "DELAY", "0", "GROUP"])),
+            Ok(PushArgs { mode: PushMode::Delay(0), group: None, first: 3, sequence: None, dedup: None })
+        );
+        assert_eq!(
+            push(&a(&["q", "DELAY", "0", "GROUP", "m"])),
+            Ok(PushArgs { mode: PushMode::Delay(0), group: None, first: 3, sequence: None, dedup: None })
+        );
         assert_eq!(push(&a(&["q", "DELAY", "0", "m", "GROUP", "g", "n"])).map(|p| p.first), Ok(3), "only right after the value");
         let long = "g".repeat(MAX_GROUP_BYTES);
         let args = vec![&b"q"[..], b"DELAY", b"0", b"GROUP", long.as_bytes(), b"m"];
@@ -486,6 +557,57 @@ mod tests {
         let longer = "g".repeat(MAX_GROUP_BYTES + 1);
         let args = vec![&b"q"[..], b"DELAY", b"0", b"GROUP", longer.as_bytes(), b"m"];
         assert!(push(&args).unwrap_err().message().contains("GROUP"));
+    }
+
+    #[test]
+    fn push_sequence_and_dedup_options() {
+        let p = push(&a(&["q", "DELAY", "0", "GROUP", "g", "SEQUENCE", "gw ", "DEDUP", "id", "300000", "NOTE", "n", "m"])).unwrap();
+        assert_eq!((p.group, p.sequence, p.first), (Some(&b"g"[..]), Some(&b"gw "[..]), 12));
+        assert_eq!(p.dedup, Some(Dedup { id: b"id", window: 300000, note: Some(b"n") }));
+        let p = push(&a(&["q", "DELAY", "0", "dedup", "id", "5", "sequence", "", "m", "n"])).unwrap();
+        assert_eq!((p.sequence, p.first, p.dedup.map(|d| d.note)), (Some(&b""[..]), 8, Some(None)));
+        // Too few arguments after it, or given already: a message.
+        for (args, first) in [
+            (vec!["q", "DELAY", "0", "SEQUENCE", "m"], 3),
+            (vec!["q", "DELAY", "0", "DEDUP", "id", "5"], 3),
+            (vec!["q", "DELAY", "0", "DEDUP", "id", "5", "NOTE", "m"], 6),
+            (vec!["q", "DELAY", "0", "SEQUENCE", "p", "SEQUENCE", "p", "m"], 5),
+        ] {
+            assert_eq!(push(&a(&args)).map(|p| p.first), Ok(first), "{args:?}");
+        }
+        let long: &'static str = "x".repeat(ledger::MAX_TAG + 1).leak();
+        for (args, word) in [
+            (vec!["q", "DELAY", "0", "DEDUP", "id", "0", "m"], "invalid DEDUP: must be an integer from 1 to 2^41 (ms)"),
+            (vec!["q", "DELAY", "0", "DEDUP", "id", "2199023255553", "m"], "invalid DEDUP"),
+            (vec!["q", "DELAY", "0", "DEDUP", "id", "x", "m"], "invalid DEDUP"),
+            (vec!["q", "DELAY", "0", "DEDUP", "", "5", "m"], "invalid DEDUP id"),
+            (vec!["q", "DELAY", "0", "DEDUP", long, "5", "m"], "invalid DEDUP id"),
+            (vec!["q", "DELAY", "0", "DEDUP", "i", "5", "NOTE", long, "m"], "invalid NOTE"),
+            (vec!["q", "DELAY", "0", "SEQUENCE", long, "m"], "invalid SEQUENCE"),
+        ] {
+            let e = push(&a(&args)).unwrap_err().message();
+            assert!(e.contains(word), "{args:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn redrive_operations() {
+        assert_eq!(redrive(&a(&["q", "claim"])), Ok(RedriveOp::Claim { count: 100, stale: 30_000 }));
+        assert_eq!(redrive(&a(&["q", "CLAIM", "STALE", "1", "COUNT", "10000"])), Ok(RedriveOp::Claim { count: 10000, stale: 1 }));
+        assert_eq!(redrive(&a(&["q", "done", "m", "n"])), Ok(RedriveOp::Done(2)));
+        for (args, word) in [
+            (vec!["q"], "wrong number"),
+            (vec!["q", "DONE"], "wrong number"),
+            (vec!["q", "MOVE"], "expected CLAIM or DONE"),
+            (vec!["q", "CLAIM", "COUNT", "0"], "invalid COUNT"),
+            (vec!["q", "CLAIM", "STALE", "0"], "invalid STALE: must be an integer from 1 to 2^41 (ms)"),
+            (vec!["q", "CLAIM", "STALE"], "STALE needs a value"),
+            (vec!["q", "CLAIM", "LATER"], "syntax"),
+            (vec!["q{x}", "CLAIM"], "queue name"),
+        ] {
+            let e = redrive(&a(&args)).unwrap_err().message();
+            assert!(e.contains(word), "{args:?}: {e}");
+        }
     }
 
     #[test]

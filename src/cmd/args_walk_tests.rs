@@ -49,6 +49,8 @@ fn grammar(name: &str) -> Option<Grammar> {
         "rmq.info" => g(|a| shown(args::info(a)), &["q"], &[]),
         "rmq.route" => g(|a| shown(args::route(a)), &["t", "8", "b"], &[]),
         "rmq.queues" => g(|a| shown(args::queues(a)), &[], &[]),
+        // CLAIM's options go after CLAIM (after DONE, every argument is a message).
+        "rmq.redrive" => g(|a| shown(args::redrive(a)), &["q", "CLAIM"], &[]),
         "rmq.testclock" => g(|a| shown(args::testclock(a, 5)), &["SET", "5"], &[]),
         // The fields as applied (in order), so that a repeated field shows as its last value.
         "rmq.policy" => g(
@@ -200,9 +202,11 @@ fn every_token_of_every_command() {
                     }
                 }
             }
-            // Without its value: named as missing where nothing follows it.
+            // Without its value: named as missing where nothing follows it (an operation's
+            // token is another operation's argument in POLICY and REDRIVE).
             let bare = run(&with(g.before, &[t], g.after));
-            if g.after.is_empty() && !matches!(ty, Ty::Token | Ty::Block(_)) && name != "rmq.policy" {
+            let operation = name == "rmq.policy" || (name == "rmq.redrive" && tok == "DONE");
+            if g.after.is_empty() && !matches!(ty, Ty::Token | Ty::Block(_)) && !operation {
                 assert_eq!(bare, Err(RmqError::Syntax(format!("{tok} needs a value"))), "{name} {tok}");
             }
             // Its value as the last argument of a call that needs more.

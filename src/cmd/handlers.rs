@@ -2,7 +2,7 @@
 //! panic guard and turns errors into error replies.
 
 use crate::cmd::args::{self, PolicyOp};
-use crate::cmd::Call;
+use crate::cmd::{fifo, Call};
 use crate::core::error::{Result, RmqError};
 use crate::core::kind::Kind;
 use crate::core::policy::Field;
@@ -30,6 +30,9 @@ impl Call<'_, '_> {
 
 pub fn push(c: &Call) -> Result<()> {
     let a = args::push(c.args)?;
+    if a.sequence.is_some() || a.dedup.is_some() {
+        return fifo::push(c, &a);
+    }
     let mut q = c.queue(true)?;
     cluster::check_arrived(c.ctx, &q)?;
     let lim = settings::limits(&*q);

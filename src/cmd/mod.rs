@@ -1,10 +1,11 @@
 //! The commands: one table (`table`) of name, entry, flags, key, arity and docs, walked by
 //! registration and COMMAND DOCS; argument parsing (`args`, pure); the bodies
-//! (`handlers`; RMQ.QUEUES in `queues`).
+//! (`handlers`; RMQ.QUEUES in `queues`; FIFO pushes and RMQ.REDRIVE in `fifo`).
 
 pub mod args;
 #[cfg(test)]
 mod args_walk_tests;
+pub mod fifo;
 pub mod handlers;
 pub mod queues;
 pub mod schedule;

@@ -5,6 +5,7 @@ use std::ffi::c_int;
 
 use redis_module::raw::{RedisModuleCtx, RedisModuleString};
 
+use crate::cmd::fifo;
 use crate::cmd::handlers;
 use crate::cmd::queues;
 use crate::cmd::schedule;
@@ -29,6 +30,9 @@ fn run(ctx: *mut RedisModuleCtx, argv: *mut *mut RedisModuleString, argc: c_int,
 const QUEUE: Arg = arg("queue", Ty::Key);
 const MODES: &[Arg] =
     &[tok("RANGE", "ms", Ty::Int), tok("PRIORITY", "priority", Ty::Int), tok("AT", "unix-ms", Ty::Time), tok("DELAY", "ms", Ty::Int)];
+const DEDUP: &[Arg] = &[tok("DEDUP", "id", Ty::Str), arg("window-ms", Ty::Int), opt("NOTE", "note", Ty::Str)];
+const REDRIVE_CLAIM: &[Arg] = &[opt("COUNT", "count", Ty::Int), opt("STALE", "ms", Ty::Int)];
+const REDRIVE_OPS: &[Arg] = &[tok("CLAIM", "claim", Ty::Block(REDRIVE_CLAIM)), tok_many("DONE", "message", Ty::Str)];
 const SCHEDULE_MODES: &[Arg] = &[tok("RANGE", "ms", Ty::Int), tok("PRIORITY", "priority", Ty::Int), tok("DELAY", "ms", Ty::Int)];
 const SCHEDULE_CRON: &[Arg] = &[tok("CRON", "expr", Ty::Str), opt("TZ", "zone", Ty::Str)];
 const SCHEDULE_TIMING: &[Arg] = &[tok("EVERY", "ms", Ty::Int), arg("cron", Ty::Block(SCHEDULE_CRON))];
@@ -64,7 +68,14 @@ commands! { COMMANDS:
         name: c"rmq.push", flags: c"write deny-oom", key: KeyUse::Write, arity: -5, acl: c"write",
         summary: c"Adds messages of one kind (range-merge, priority or fixed-time); duplicates merge by the kind's rule",
         complexity: c"O(N log(M)) for N messages in a queue of M",
-        args: &[QUEUE, arg("mode", Ty::OneOf(MODES)), opt("GROUP", "group", Ty::Str), many("message")],
+        args: &[
+            QUEUE,
+            arg("mode", Ty::OneOf(MODES)),
+            opt("GROUP", "group", Ty::Str),
+            opt("SEQUENCE", "prefix", Ty::Str),
+            Arg { optional: true, ..arg("dedup", Ty::Block(DEDUP)) },
+            many("message"),
+        ],
     }
     cmd_pop => handlers::pop {
         name: c"rmq.pop", flags: c"write blocking", key: KeyUse::WriteAccess, arity: -2, acl: c"write blocking",
@@ -176,6 +187,12 @@ commands! { COMMANDS:
         summary: c"A queue's schedules: repeating pushes the server fires by itself (EVERY ms or CRON expr [TZ zone]): SET, DEL or LIST",
         complexity: c"O(log(N)) for SET and DEL of one schedule of N; O(N) for LIST",
         args: &[QUEUE, arg("operation", Ty::OneOf(SCHEDULE_OPS))],
+    }
+    cmd_redrive => fifo::redrive {
+        name: c"rmq.redrive", flags: c"write", key: KeyUse::Write, arity: -3, acl: c"write",
+        summary: c"Moves dead messages elsewhere in two steps: CLAIM takes them (oldest death first, and claims older than STALE ms again) into moving{Q}; DONE drops their claims once the caller has pushed them to their target",
+        complexity: c"O(C + N log(M)) for C claims outstanding and N messages claimed",
+        args: &[QUEUE, arg("operation", Ty::OneOf(REDRIVE_OPS))],
     }
     cmd_route => handlers::route {
         name: c"rmq.route", flags: c"readonly fast", key: KeyUse::None, arity: 4, acl: c"fast",

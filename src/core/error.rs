@@ -34,6 +34,8 @@ pub enum RmqError {
     OutOfMemory,
     /// A schedule that cannot be (bad cron expression, unknown zone, never fires...).
     BadSchedule(String),
+    /// `seq{Q}` holds no sequence number, or numbering the push would pass 2^64 - 1.
+    NotASequence,
     Internal(String),
 }
 
@@ -144,6 +146,9 @@ impl RmqError {
             }
             RmqError::OutOfMemory => "OOM command not allowed when used memory > 'maxmemory'.".into(),
             RmqError::BadSchedule(what) => format!("ERR invalid schedule: {what}"),
+            RmqError::NotASequence => {
+                "ERR the queue's push sequence (seq{Q}) is not an integer from 0 to 2^64 - 1, or the push would pass it".into()
+            }
             RmqError::Internal(what) => format!("ERR internal error: {what}"),
         }
     }

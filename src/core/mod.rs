@@ -16,6 +16,7 @@ pub mod fnv;
 pub mod glob;
 pub mod keyed;
 pub mod kind;
+pub mod ledger;
 pub mod message_kind;
 pub mod names;
 pub mod num;

@@ -1,6 +1,6 @@
 //! The names of a queue's keys and the rule for a queue's own name, in one place: `Q` and
-//! `prepare{Q}`, `dead{Q}`, `meta{Q}`, `park{Q}`, `parkidx{Q}`, `hold{Q}`, `sched{Q}`, all
-//! tagged `{Q}` so a queue lives in one cluster hash slot. Pure: the argument parsers,
+//! `prepare{Q}`, `dead{Q}`, `meta{Q}`, `park{Q}`, `parkidx{Q}`, `hold{Q}`, `sched{Q}`,
+//! `seq{Q}`, `dedup{Q}`, `dedupexp{Q}`, `moving{Q}`, all tagged `{Q}` so a queue lives in one cluster hash slot. Pure: the argument parsers,
 //! the storage and the event handlers all ask here.
 
 use crate::core::store::Set;
@@ -66,8 +66,24 @@ fn tagged_by<'k>(key: &'k [u8], prefixes: &[&[u8]]) -> Option<(usize, &'k [u8])>
     prefixes.iter().enumerate().find_map(|(i, p)| Some((i, inner.strip_prefix(*p)?.strip_prefix(b"{")?)))
 }
 
-/// Tagged keys of a queue kept beside those `RedisQueue` opens: its schedules.
-const OTHER_PREFIXES: [&[u8]; 1] = [b"sched"];
+/// Tagged keys of a queue kept beside those `RedisQueue` opens: its schedules, its push
+/// sequence (a string), its deduplication records (a hash, and their ends in a sorted
+/// set) and its dead messages claimed for a move (a hash).
+const OTHER_PREFIXES: [&[u8]; 5] = [b"sched", b"seq", b"dedup", b"dedupexp", b"moving"];
+
+/// What `OTHER_PREFIXES` keeps, by index.
+#[derive(Clone, Copy)]
+pub enum Other {
+    Sequence = 1,
+    Dedup = 2,
+    DedupEnds = 3,
+    Moving = 4,
+}
+
+/// The name of one of queue `q`'s keys of `OTHER_PREFIXES` but schedules.
+pub fn other_key(q: &[u8], which: Other) -> Vec<u8> {
+    tagged(OTHER_PREFIXES[which as usize], q)
+}
 
 /// Whether `q` can name a queue (and a topic, whose slots' names must be queue names):
 /// non-empty, without braces. Its keys' hash tag is `{Q}`; an empty tag `{}` would scatter
@@ -83,7 +99,7 @@ pub fn schedule_key(q: &[u8]) -> Vec<u8> {
 
 /// The queue whose schedule key `key` is, if it is one.
 pub fn scheduled_queue(key: &[u8]) -> Option<&[u8]> {
-    let q = tagged_by(key, &OTHER_PREFIXES)?.1;
+    let q = tagged_by(key, &OTHER_PREFIXES[..1])?.1;
     is_queue_name(q).then_some(q)
 }
 
@@ -116,7 +132,12 @@ mod tests {
         assert_eq!(owner(b"dead{q}"), Some(&b"q"[..]));
         assert_eq!(owner(b"sched{}"), None);
         assert_eq!(owner(b"q"), None);
-        assert_eq!(tagged_names(b"q").count(), KEYS);
+        assert_eq!(tagged_names(b"q").count(), KEYS + 4);
+        assert_eq!(other_key(b"q", Other::DedupEnds), b"dedupexp{q}");
+        for k in [&b"seq{q}"[..], b"dedup{q}", b"dedupexp{q}", b"moving{q}"] {
+            assert_eq!((owner(k), queue_of(k)), (Some(&b"q"[..]), None));
+        }
+        assert_eq!(scheduled_queue(b"dedup{q}"), None);
         for (i, p) in PREFIXES.iter().enumerate() {
             assert_eq!(queue_of(&tagged(p, b"x")).map(|(_, id)| id as usize), Some(i + 1));
         }

@@ -650,13 +650,7 @@ pub fn cancel<S: Store>(s: &mut S, msgs: &[S::M]) -> u64 {
 /// the delivery count reset and the group they had; a content already waiting merges into
 /// the waiting copy, which keeps its score and group (it is the newer).
 pub fn replay<S: Store>(s: &mut S, now: i64, limit: usize) -> u64 {
-    let mut dead: Vec<S::M> = Vec::new();
-    if limit > 0 {
-        s.scan(Set::Dead, f64::NEG_INFINITY, f64::INFINITY, false, &mut |m, _| {
-            dead.push(m);
-            dead.len() < limit
-        });
-    }
+    let dead = oldest_dead(s, limit);
     let kind = kind_of(s).unwrap_or(Kind::Fixed);
     for m in &dead {
         s.rem(Set::Dead, m);
@@ -672,6 +666,40 @@ pub fn replay<S: Store>(s: &mut S, now: i64, limit: usize) -> u64 {
         }
     }
     dead.len() as u64
+}
+
+/// RMQ.REDRIVE CLAIM: takes up to `limit` dead messages out of the queue, oldest death
+/// first, with what is kept about each (they are in none of its states any more: the
+/// caller keeps them while it moves them elsewhere).
+pub fn take_dead<S: Store>(s: &mut S, limit: usize) -> Vec<(S::M, Dead)> {
+    let out = oldest_dead(s, limit)
+        .into_iter()
+        .map(|m| {
+            s.rem(Set::Dead, &m);
+            let d = s.dead(&m);
+            s.set_dead(&m, None);
+            (m, d)
+        })
+        .collect();
+    tidy(s);
+    out
+}
+
+/// Up to `limit` dead messages, oldest death first.
+fn oldest_dead<S: Store>(s: &S, limit: usize) -> Vec<S::M> {
+    let mut dead: Vec<S::M> = Vec::new();
+    if limit > 0 {
+        s.scan(Set::Dead, f64::NEG_INFINITY, f64::INFINITY, false, &mut |m, _| {
+            dead.push(m);
+            dead.len() < limit
+        });
+    }
+    dead
+}
+
+/// Whether the content has a waiting copy (a push of it merges).
+pub fn waits<S: Store>(s: &S, m: &S::M) -> bool {
+    place_of(s, m).is_some()
 }
 
 /// RMQ.INFO, computed without scanning the queue.

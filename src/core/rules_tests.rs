@@ -463,6 +463,26 @@ fn replay_merges_into_the_newer_waiting_copy() {
 }
 
 #[test]
+fn take_dead_hands_over_the_oldest_deaths_with_their_group_and_priority() {
+    let mut s = MemStore::default();
+    grouped(&mut s, 0, PushMode::Priority(7), "g", &["a"]);
+    push(&mut s, 0, &lim(), PushMode::Priority(2), None, &ms(&["b"])).unwrap();
+    for (now, msg) in [(10, "a"), (20, "b")] {
+        let got = pop(&mut s, now, 1, 100).got;
+        assert_eq!(names(&got), pairs(&[(msg, 1)]));
+        assert_eq!(nack(&mut s, now, &lim(), &m(msg), None, true), Some(Rollback::Dead));
+    }
+    assert!(!waits(&s, &m("a")));
+    let first = take_dead(&mut s, 1);
+    assert_eq!(first, vec![(m("a"), Dead { priority: Some(7.0), group: Some(b"g".to_vec()) })]);
+    assert_eq!(s.members(Set::Dead), vec![(m("b"), 20.0)]);
+    assert_eq!(take_dead(&mut s, 0), vec![]);
+    assert_eq!(take_dead(&mut s, 10), vec![(m("b"), Dead { priority: Some(2.0), group: None })]);
+    assert!(s.is_empty() && s.kind().is_none(), "a queue left empty is tidied");
+    assert!(s.meta_consistent());
+}
+
+#[test]
 fn priority_retry_delay_holds_back_then_competes_again() {
     let mut s = MemStore::default();
     push(&mut s, 0, &lim(), PushMode::Priority(9), None, &ms(&["hi"])).unwrap();

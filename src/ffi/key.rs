@@ -10,6 +10,7 @@ pub enum KeyType {
     Empty,
     ZSet,
     Hash,
+    String,
     Other,
 }
 
@@ -36,6 +37,7 @@ pub(super) fn type_of(key: *mut raw::RedisModuleKey) -> KeyType {
         raw::REDISMODULE_KEYTYPE_EMPTY => KeyType::Empty,
         raw::REDISMODULE_KEYTYPE_ZSET => KeyType::ZSet,
         raw::REDISMODULE_KEYTYPE_HASH => KeyType::Hash,
+        raw::REDISMODULE_KEYTYPE_STRING => KeyType::String,
         _ => KeyType::Other,
     }
 }
@@ -204,6 +206,37 @@ impl Key {
             while rm!(RedisModule_ScanKey)(self.0, cursor, Some(visit_field), data.cast()) != 0 {}
             rm!(RedisModule_ScanCursorDestroy)(cursor);
         }
+    }
+
+    /// A string key's value (None unless it holds a string).
+    pub fn string(&self) -> Option<Vec<u8>> {
+        if self.key_type() != KeyType::String {
+            return None;
+        }
+        let mut len = 0;
+        // SAFETY: an open string key; read mode gives a pointer to `len` bytes, valid
+        // until the key changes, copied at once.
+        let p = unsafe { rm!(RedisModule_StringDMA)(self.0, &mut len, raw::REDISMODULE_READ as i32) };
+        (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }.to_vec())
+    }
+
+    /// Makes the key a string holding `v` (a key opened for writing).
+    pub fn set_string(&self, v: &RStr) -> bool {
+        !self.0.is_null() && unsafe { rm!(RedisModule_StringSet)(self.0, v.ptr()) } == OK
+    }
+
+    /// When the key expires (Unix ms), None if it does not.
+    pub fn expires_at(&self) -> Option<i64> {
+        if self.key_type() == KeyType::Empty {
+            return None;
+        }
+        let at = unsafe { rm!(RedisModule_GetAbsExpire)(self.0) };
+        (at != raw::REDISMODULE_NO_EXPIRE as i64).then_some(at)
+    }
+
+    /// Makes the key expire at `at` (Unix ms).
+    pub fn expire_at(&self, at: i64) -> bool {
+        self.key_type() != KeyType::Empty && unsafe { rm!(RedisModule_SetAbsExpire)(self.0, at) } == OK
     }
 
     /// Deletes the key's value; false when there was none.

@@ -23,7 +23,9 @@ use crate::ffi::{timer, Ctx, RStr};
 use crate::runtime::delivery::Opened;
 use crate::runtime::derived::{found, invalidate, Scope, Why};
 use crate::runtime::{acl, cluster, eviction, registry, schedules, topics, waiters};
+use crate::storage::claims::Claims;
 use crate::storage::keys;
+use crate::storage::ledger;
 use crate::storage::redis_queue::RedisQueue;
 use crate::storage::schedules as sched_keys;
 use crate::storage::{effects, headers};
@@ -155,8 +157,9 @@ fn q_deleted(ctx: Ctx, k: &[u8]) {
     deleted.push((ctx.db(), k.to_vec()));
 }
 
-/// SPEC (RMQ.QUEUES): a queue whose `Q` was deleted by hand, with nothing in flight or
-/// dead and no policy or schedule, loses its other keys too, and so its listing (unless
+/// SPEC (RMQ.QUEUES): a queue whose `Q` was deleted by hand, with nothing in flight,
+/// dead or claimed and no policy or schedule, loses its other keys too (its push sequence
+/// and deduplication records included), and so its listing (unless
 /// it was pushed to again meanwhile).
 fn abandoned(ctx: Ctx) {
     let deleted = std::mem::take(&mut *DELETED.lock().unwrap_or_else(|e| e.into_inner()));
@@ -166,9 +169,14 @@ fn abandoned(ctx: Ctx) {
             continue;
         }
         let scheduled = sched_keys::Schedules::open(ctx, &q, false).map_or(true, |s| s.count() > 0);
-        if !scheduled {
-            if let Ok(mut queue) = Opened::open(ctx, RStr::from_bytes(&q), true) {
-                queue.abandon();
+        // Claimed dead messages are dead ones on their way elsewhere.
+        let moving = Claims::open(ctx, &q).map_or(true, |c| !c.is_empty());
+        if !scheduled && !moving {
+            let abandoned = Opened::open(ctx, RStr::from_bytes(&q), true).is_ok_and(|mut queue| queue.abandon());
+            if abandoned {
+                for name in ledger::delete(ctx, &q) {
+                    registry::key_gone(ctx, &name);
+                }
             }
         }
     }

@@ -66,6 +66,17 @@ fn replicas_possible(ctx: Ctx) -> bool {
     !master || info.int(c"connected_slaves") != Some(0) || info.int(c"repl_backlog_active") != Some(0)
 }
 
+/// Sends one change of a key kept outside `RedisQueue` (schedules, a push sequence,
+/// deduplication records, claims) on at once; inside a command or a timer step Redis wraps
+/// it with the step's other effects in one MULTI/EXEC.
+pub fn send_now(ctx: Ctx, cmd: &CStr, key: &RStr, args: &[&RStr]) {
+    if needed(ctx) {
+        ctx.replicate(cmd, key, args.iter().copied());
+    } else {
+        ctx.count_change();
+    }
+}
+
 #[derive(Clone, Copy)]
 enum Counting {
     /// Each queue's changes count as one change of the dataset (a command on one queue).

@@ -8,9 +8,11 @@
 //! runtime's job.
 
 pub mod busy;
+pub mod claims;
 pub mod effects;
 pub mod headers;
 pub mod keys;
 pub mod last_ids;
+pub mod ledger;
 pub mod redis_queue;
 pub mod schedules;

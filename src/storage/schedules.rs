@@ -52,11 +52,7 @@ impl Schedules {
 
     fn replicate(&mut self, cmd: &'static CStr, args: &[&RStr]) {
         self.changed = true;
-        if effects::needed(self.ctx) {
-            self.ctx.replicate(cmd, &self.name, args.iter().copied());
-        } else {
-            self.ctx.count_change();
-        }
+        effects::send_now(self.ctx, cmd, &self.name, args);
     }
 
     /// Writes schedule `name`.

@@ -1,5 +1,6 @@
-//! Listpack conversion: the queue's hash and sorted sets are made hashtables and
-//! skiplists early, as their lookups are linear scans while they are listpacks.
+//! Listpack conversion: the queue's hash and sorted sets (and its deduplication records,
+//! `ledger`) are made hashtables and skiplists early, as their lookups are linear scans
+//! while they are listpacks.
 
 use std::sync::LazyLock;
 
@@ -28,7 +29,7 @@ fn long_string() -> &'static RStr {
 /// past ~16 fields a listpack's scan costs more than a hashtable's lookup (the QUANTUM 1
 /// drain of issue 21, where each small queue has 16-32 deliveries in flight: 21,708 ->
 /// ~18,900 instructions a message with both bounds at 16 instead of 32).
-pub(super) const HASHTABLE_AT: usize = 16;
+pub(crate) const HASHTABLE_AT: usize = 16;
 /// The number of members at which a sorted set is made a skiplist (see `convert_zset`):
 /// `prepare{Q}` as early as `meta{Q}` (each delivery is an insert and a removal by name),
 /// the others (read mostly at their ends) at 32.
@@ -52,7 +53,7 @@ impl RedisQueue {
     /// scan: with hundreds of messages in flight that scan dominated POP and ACK. Setting a
     /// field longer than hash-max-listpack-value converts the hash (it never converts back
     /// while the key lives); the field is deleted at once and never replicated.
-    pub(super) fn convert_meta(meta: &Key) {
+    pub(crate) fn convert_meta(meta: &Key) {
         meta.hset(long_string(), Some(kind_field()));
         meta.hset(long_string(), None);
     }
@@ -63,7 +64,7 @@ impl RedisQueue {
     /// more than all the rest of a POP. Adding a member longer than
     /// zset-max-listpack-value converts the set (it never converts back while the key
     /// lives); the member is removed at once and never replicated.
-    pub(super) fn convert_zset(key: &Key) {
+    pub(crate) fn convert_zset(key: &Key) {
         // NX: a real member of that content (a skiplist already) is left alone.
         if key.zadd(0.0, long_string(), raw::REDISMODULE_ZADD_NX as i32).is_some_and(|f| f & raw::REDISMODULE_ZADD_ADDED as i32 != 0) {
             key.zrem(long_string());

@@ -27,7 +27,8 @@ mod header;
 mod scratch;
 mod store;
 
-use encoding::{skiplist_at, HASHTABLE_AT};
+use encoding::skiplist_at;
+pub(crate) use encoding::HASHTABLE_AT;
 use header::message_meta;
 use scratch::Scratch;
 
@@ -168,9 +169,9 @@ impl RedisQueue {
     /// `Q` was deleted by another command (DEL, UNLINK, an expiry): with nothing waiting in
     /// it, in flight or dead, and no policy, the queue's other keys go too (messages held
     /// back behind the deleted ones, and every record).
-    pub fn abandon(&mut self) {
+    pub fn abandon(&mut self) -> bool {
         if [Set::Store, Set::Prepare, Set::Dead].iter().any(|&s| self.len(s) > 0) || self.has_policy() {
-            return;
+            return false;
         }
         for id in [KeyId::Park, KeyId::ParkIndex, KeyId::Hold] {
             if self.key(id).is_some_and(Key::delete) {
@@ -181,6 +182,7 @@ impl RedisQueue {
         if self.exists() {
             self.clear_meta();
         }
+        true
     }
 
     /// Whether this handle made any of the queue's tagged keys (the queue may be new to
