@@ -3,8 +3,8 @@
 from checker import check
 
 
-def push(m, t, ok=True, err=None):
-    return {"ev": "push", "m": m, "t0": t - 1, "t1": t, "ok": ok, "err": err}
+def push(m, t, ok=True, err=None, q="q"):
+    return {"ev": "push", "m": m, "t0": t - 1, "t1": t, "ok": ok, "err": err, "q": q}
 
 
 def deliver(m, t, n=1):
@@ -45,3 +45,10 @@ def test_after_ack_counts_confirmed_acks_of_copies_no_push_may_have_remade():
 def test_recovery_is_the_first_acknowledged_push_after_each_heal():
     r = check([push("a", 1), push("b", 5), push("c", 9)], heals=[2, 6, 10])
     assert r["recovery_s"] == [3, 3, None]
+
+
+def test_recovery_waits_for_every_queue_to_take_pushes_again():
+    # queue y (a faulted shard) takes a push 4 s after the first heal, x all along
+    r = check([push("a", 1, q="x"), push("b", 3, q="x"), push("c", 6, q="y"),
+               push("d", 1, q="y"), push("e", 8, q="x")], heals=[2, 7])
+    assert r["recovery_s"] == [4, None]
