@@ -12,7 +12,9 @@ acknowledged push or ACK promised and what happened.
   unknown outcome (the connection lost or timed out: its packets may reach the server after
   the heal, as Jepsen's indeterminate operations may take effect at any later time);
 - duplicates: deliveries beyond the first of a message (at least once allows them: counted);
-- recovery: after each heal, how long until a push was acknowledged again.
+- recovery: after each heal, how long until a push was acknowledged again on every queue
+  pushes went to (the queue is the push event's `q`; on a cluster the other shards' queues
+  take pushes all along, the faulted one's only once it serves again).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ def read_events(paths: Iterable[Path]) -> list[dict]:
 
 def check(events: list[dict], heals: Iterable[float] = ()) -> dict:
     acked: dict[str, float] = {}
+    ok_by_queue: dict[str, list[float]] = defaultdict(list)
     last_attempt: dict[str, float] = defaultdict(float)
     deliveries: dict[str, list[float]] = defaultdict(list)    # when each such POP was sent
     confirmed_ack: dict[str, tuple[float, float]] = {}    # ack done, its copy's POP sent
@@ -50,6 +53,7 @@ def check(events: list[dict], heals: Iterable[float] = ()) -> dict:
             last_attempt[e["m"]] = max(last_attempt[e["m"]], e["t1"])
             if e["ok"]:
                 acked.setdefault(e["m"], e["t1"])
+                ok_by_queue[e.get("q", "")].append(e["t1"])
             elif e.get("err") in INDETERMINATE:
                 unknown.add(e["m"])
         elif ev == "deliver":
@@ -66,8 +70,8 @@ def check(events: list[dict], heals: Iterable[float] = ()) -> dict:
     ok_times = sorted(acked.values())
     recovery = []
     for h in heals:
-        later = [t for t in ok_times if t > h]
-        recovery.append(later[0] - h if later else None)
+        firsts = [min((t for t in ts if t > h), default=None) for ts in ok_by_queue.values()]
+        recovery.append(max(firsts) - h if firsts and None not in firsts else None)
     return {
         "acknowledged": len(acked),
         "lost": len(lost),

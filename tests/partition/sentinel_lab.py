@@ -105,17 +105,20 @@ class SentinelLab:
         return ip if primary is not None and self.replicas_synced(primary) else None
 
     # -- actors ----------------------------------------------------------------------
+    def where(self) -> list:
+        """The actors' arguments that say how they find the primary."""
+        return ["--sentinels", ",".join(f"{n.ip}:{SENTINEL_PORT}" for n in self.data)]
+
     def start_actors(self, queue: str, run_dir: Path, rate: float) -> list:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(REPO / "clients" / "python"), str(HERE),
                                              env.get("PYTHONPATH", "")])
-        sentinels = ",".join(f"{n.ip}:{SENTINEL_PORT}" for n in self.data)
         procs = []
         for c in self.clients:
             for role in ("producer", "consumer"):
                 name = f"{c.name}{role[0]}"
                 argv = [sys.executable, str(HERE / "actor.py"), "--role", role, "--name", name,
-                        "--sentinels", sentinels, "--queue", queue, "--rate", str(rate),
+                        *self.where(), "--queue", queue, "--rate", str(rate),
                         "--durable", str(self.spec["durable"]),
                         "--out", str(run_dir / f"{name}.jsonl"),
                         "--stop", str(run_dir / "stop"), "--drain", str(run_dir / "drain")]

@@ -3,8 +3,8 @@
 from checker import check
 
 
-def push(m, t, ok=True, err=None):
-    return {"ev": "push", "m": m, "t0": t - 1, "t1": t, "ok": ok, "err": err}
+def push(m, t, ok=True, err=None, q="q"):
+    return {"ev": "push", "m": m, "t0": t - 1, "t1": t, "ok": ok, "err": err, "q": q}
 
 
 def deliver(m, t, n=1, popped=None):
@@ -55,3 +55,10 @@ def test_after_ack_is_a_pop_sent_after_the_ack_was_confirmed():
                push("b", 1), deliver("b", 2), ack("b", 5), deliver("b", 6, popped=5.1),
                FINAL])
     assert (r["after_ack"], r["after_ack_repushed"]) == (1, 0)
+
+
+def test_recovery_waits_for_every_queue_to_take_pushes_again():
+    # queue y (a faulted shard) takes a push 4 s after the first heal, x all along
+    r = check([push("a", 1, q="x"), push("b", 3, q="x"), push("c", 6, q="y"),
+               push("d", 1, q="y"), push("e", 8, q="x")], heals=[2, 7])
+    assert r["recovery_s"] == [4, None]

@@ -1,6 +1,6 @@
 """The short slice of `make partitions` (issue #35) that runs in `make test`: a primary cut
 off from its replicas and the Sentinels' majority while clients keep writing to it, twice,
-with durable pushes and ACKs and without.
+with durable pushes and ACKs and without; and once on a 3-primary cluster, durable.
 
 Durable: no acknowledged push lost and no delivery after a confirmed ACK. Async: the losses
 are counted (reported, and expected: the old primary's writes vanish when it rejoins) but
@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from cluster_lab import ClusterLab
 from netlab import Lab, available
 from sentinel_lab import SentinelLab, run_scenario
 from server_bin import server_binary
@@ -23,12 +24,13 @@ REASON = available()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
 
 
-@pytest.mark.parametrize("mode", ["durable 1", "async"])
-def test_isolated_primary(mode, tmp_path: Path):
+@pytest.mark.parametrize("topology, mode, cycles", [
+    (SentinelLab, "durable 1", 2), (SentinelLab, "async", 2), (ClusterLab, "durable 1", 1)])
+def test_isolated_primary(topology, mode, cycles, tmp_path: Path):
     with Lab() as lab:
-        s = SentinelLab(lab, server_binary(), module_path(), mode)
+        s = topology(lab, server_binary(), module_path(), mode)
         s.start()
-        r = run_scenario(s, "isolated primary", cycles=2, run_dir=tmp_path)
+        r = run_scenario(s, "isolated primary", cycles=cycles, run_dir=tmp_path)
     print(f"{mode}: acknowledged {r['acknowledged']}, lost {r['lost']}, after ack "
           f"{r['after_ack']}, duplicates {r['duplicates']}, recovery {r['recovery_s']}")
     assert r["finals"] == 2, "both consumers drained the queue and read its keys"

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any, Optional, Union
 
 import redis
-from redis.cluster import RedisCluster
 
 #: Most replicas one can wait for (far more than any deployment has).
 MAX_REPLICAS = 1000
@@ -91,7 +90,7 @@ class Durable:
 DurableOption = Union[None, int, Durable]
 
 
-def durable_for(client: Any, value: DurableOption) -> Optional[Durable]:
+def durable_for(value: DurableOption) -> Optional[Durable]:
     """The Durable a `durable=` option asks for: None or 0 for none, an int for that many
     replicas (1 s timeout), or a Durable."""
     if value is None:
@@ -104,9 +103,4 @@ def durable_for(client: Any, value: DurableOption) -> Optional[Durable]:
         return None
     else:
         durable = Durable(value)
-    if isinstance(client, RedisCluster):
-        # WAIT counts the replicas of the node it is sent to, after that connection's writes:
-        # a cluster pipeline spreads commands over nodes and connections.
-        raise ValueError("durable mode needs a redis.Redis client (a primary, e.g. from "
-                         "Sentinel's master_for), not a RedisCluster")
     return durable

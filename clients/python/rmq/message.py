@@ -70,7 +70,7 @@ class Message:
         queue's, or `durable` here; 0: none) it raises rmq.NotDurable when too few replicas
         confirm the ACK: it is done on the primary, but a failover may deliver the message
         again."""
-        wait = self._durable if durable is None else durable_for(self._client, durable)
+        wait = self._durable if durable is None else durable_for(durable)
         self._claim_or_raise()
         return self._send_ack(wait)
 

@@ -176,18 +176,19 @@ class _Target:
 
     def _wait(self, durable: DurableOption) -> Optional[Durable]:
         """The durable mode of one call: its own `durable`, else this queue's."""
-        return self.durable if durable is None else durable_for(self.client, durable)
+        return self.durable if durable is None else durable_for(durable)
 
     def _push_all(self, by_queue: dict[str, list[bytes]], mode: list,
                   group: Optional[bytes], durable: DurableOption) -> int:
         commands = [c for q, msgs in by_queue.items() for c in _push_commands(q, mode, group, msgs)]
         return sum(run_all(self.client, commands, self._wait(durable)))
 
-    def _pop(self, args: list, durable: DurableOption) -> Any:
-        """A POP or TPOP on the client's server; durable, the WAIT behind it (so that what it
-        hands out is not a stale primary's: NotDurable instead, the messages then stay in
-        flight there until their leases run out)."""
-        return run_all(self.client, [tuple(args)], self._wait(durable))[0]
+    def _pop(self, args: list, durable: DurableOption, node: Any = None) -> Any:
+        """A POP or TPOP on the client's server (on a cluster: its queue's node, or `node`);
+        durable, the WAIT behind it (so that what it hands out is not a stale primary's:
+        NotDurable instead, the messages then stay in flight there until their leases run
+        out)."""
+        return run_all(self.client, [tuple(args)], self._wait(durable), node)[0]
 
 
 class Queue(_Target):
@@ -199,7 +200,7 @@ class Queue(_Target):
         self.client = client
         self.name = check_queue_name(name)
         self.queues = [name]
-        self.durable = durable_for(client, durable)
+        self.durable = durable_for(durable)
 
     def __repr__(self) -> str:
         return f"rmq.Queue({self.name!r})"
@@ -265,7 +266,7 @@ class Topic(_Target):
         self.name = check_queue_name(name)
         self.slots = check_slots(slots)
         self.queues = [f"{name}_{i}" for i in range(slots)]
-        self.durable = durable_for(client, durable)
+        self.durable = durable_for(durable)
 
     def __repr__(self) -> str:
         return f"rmq.Topic({self.name!r}, slots={self.slots})"
@@ -301,12 +302,9 @@ class Topic(_Target):
         if quantum is not None:
             args += ["QUANTUM", check_int("quantum", quantum, *BOUNDS["quantum"])]
         start = time.monotonic()
-        if is_cluster(self.client):
-            if node is None:
-                raise ValueError("Topic.pop on a cluster needs node= (one of get_primaries())")
-            reply = self.client.execute_command(*args, target_nodes=node)
-        else:
-            reply = self._pop(args, durable)
+        if is_cluster(self.client) and node is None:
+            raise ValueError("Topic.pop on a cluster needs node= (one of get_primaries())")
+        reply = self._pop(args, durable, node)
         end = None if lease_ms is None else start + lease_ms / 1000
         return [Message(self.client, to_str(q), to_bytes(m), int(d), end, self.durable)
                 for q, m, d in reply or ()]

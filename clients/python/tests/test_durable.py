@@ -11,10 +11,8 @@ import time
 
 import pytest
 import redis
-from redis.cluster import RedisCluster
 
 import rmq
-from rmq.durable import durable_for
 from server_support import Server, wait_replica_synced
 
 TIMEOUT_MS = 300          # while the replica is down: how long each call waits
@@ -168,13 +166,6 @@ def test_bad_durable_values_are_refused(r, value, error):
 def test_bad_durable_settings_are_refused(kw, error):
     with pytest.raises(error, match="durable"):
         rmq.Durable(**kw)
-
-
-def test_durable_refuses_a_cluster_client():
-    cluster = object.__new__(RedisCluster)     # not connected: only its type matters here
-    with pytest.raises(ValueError, match="RedisCluster"):
-        durable_for(cluster, 1)
-    assert durable_for(cluster, 0) is None
 
 
 def test_aof_durable(pair):
