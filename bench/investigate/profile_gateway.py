@@ -45,8 +45,9 @@ PARTS = [
     ("response JSON (Value to text)", r"ser\.rs:<serde_json::value::Value as core::fmt::Display>::fmt$"),
     ("request JSON (text to Value)", r"serde_json-[0-9.]+/src/de\.rs:<F as axum::handler"),
     ("Redis reply parsing (redis crate)", r"redis::parser::aio_support::ValueCodec::decode_stream \["),
-    ("malloc", r"malloc\.c:malloc \["),
-    ("free", r"malloc\.c:free \["),
+    # glibc's (before the gateway took mimalloc as its allocator) or mimalloc's.
+    ("malloc", r"(malloc\.c:malloc|prim\.h:mi_malloc_aligned) \["),
+    ("free", r"(malloc\.c:free|internal\.h:mi_free) \["),
 ]
 
 
