@@ -42,7 +42,7 @@ PARTS = [
     ("SendMessageBatch: the send script call", r"actions::push::\{\{closure\}\} "),
     ("receipt handle MAC (HMAC-SHA256, make + check)", r"actions::handle_mac \["),
     ("receipt handle check (read_handle)", r"actions::read_handle \["),
-    ("response JSON (Value to text)", r"ser\.rs:<serde_json::value::Value as core::fmt::Display>::fmt$"),
+    ("response JSON (Value to bytes)", r"serde_json-[0-9.]+/src/ser\.rs:<F as axum::handler"),
     ("request JSON (text to Value)", r"serde_json-[0-9.]+/src/de\.rs:<F as axum::handler"),
     ("Redis reply parsing (redis crate)", r"redis::parser::aio_support::ValueCodec::decode_stream \["),
     # glibc's (before the gateway took mimalloc as its allocator) or mimalloc's.
