@@ -10,6 +10,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::errors::{SqsError, SqsResult};
+use crate::md5s::lower_hex;
 
 /// One configured access key.
 pub struct Key {
@@ -233,13 +234,13 @@ fn canonical_request(req: &Request, signed_headers: &[String], presigned: bool) 
     }
     let payload = match req.headers.get("x-amz-content-sha256").and_then(|v| v.to_str().ok()) {
         Some(h) => h.to_string(),
-        None => hex::encode(Sha256::digest(req.body)),
+        None => lower_hex(&Sha256::digest(req.body)),
     };
     format!("{}\n{}\n{query}\n{headers}\n{}\n{payload}", req.method, uri_encode(path, true), signed_headers.join(";"))
 }
 
 fn string_to_sign(date: &str, scope: &str, canonical: &str) -> String {
-    format!("AWS4-HMAC-SHA256\n{date}\n{scope}\n{}", hex::encode(Sha256::digest(canonical.as_bytes())))
+    format!("AWS4-HMAC-SHA256\n{date}\n{scope}\n{}", lower_hex(&Sha256::digest(canonical.as_bytes())))
 }
 
 fn hmac(key: &[u8], data: &str) -> Vec<u8> {
@@ -255,7 +256,7 @@ fn signature(secret: &str, scope: &[&str], to_sign: &str) -> String {
     for part in scope {
         k = hmac(&k, part);
     }
-    hex::encode(hmac(&k, to_sign))
+    lower_hex(&hmac(&k, to_sign))
 }
 
 #[cfg(test)]
