@@ -164,7 +164,9 @@ def main():
         "SendMessageBatch (10), ReceiveMessage (10), DeleteMessageBatch through one gateway "
         f"worker thread{', checking SigV4 signatures' if args.sigv4 else ' (no credentials: signatures not checked)'}; "
         f"{consumed} messages consumed. Inclusive instruction counts "
-        "(a part's callees included; parts overlap).",
+        "(a part's callees included; parts overlap). Code inlined into the request handler is "
+        "counted under its own source file, so the handler's row leaves out the JSON and SigV4 "
+        "rows (inlined there).",
         "",
         "| part | instructions / message | share |",
         "|---|---|---|",
