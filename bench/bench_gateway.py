@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """rmq-gateway side by side with moto's server (the peer a Python user would otherwise run).
 
-    python3 bench/bench_gateway.py [--workers 4] [--rounds 3] [--seconds 10]
+    python3 bench/bench_gateway.py [--workers 4] [--rounds 3] [--seconds 10] [--quick]
 
 Its own redis-server with the module (tests/server_support.Server), its own rmq-gateway
 (tests/gateway_support.Gateway) and its own `moto_server`, each on a free 127.0.0.1 port and
@@ -12,14 +12,24 @@ stopped by pid. For each peer, --rounds rounds of:
   (/proc/<pid>/stat) and, for RMQ, Redis's (INFO cpu) over the messages consumed;
 - latency: one receiver long-polling (WaitTimeSeconds 20) while a sender sends one message
   every 20 ms; send -> receive time (both in this process, monotonic clock), p50 and p99.
+  Measured three ways, so that what the client adds is seen apart from the server: with
+  boto3 (from before send_message is called until receive_message has returned the message:
+  boto3's request building, signing, parsing and MD5 checks on both sides are inside), with
+  raw HTTP (http.client on kept-alive connections: little more than the gateway and Redis),
+  and, for RMQ, Redis alone (RMQ.PUSH -> a blocked RMQ.POP, redis-py: the floor the gateway
+  stands on).
 Medians over the rounds. boto3 costs much CPU and shares the 2 cores with the server, so
-msgs/s is bounded by both; the per-message server CPU is the figure that compares servers. Writes scripts/results/bench_gateway.md.
+msgs/s is bounded by both; the per-message server CPU is the figure that compares servers.
+Writes scripts/results/bench_gateway.md and bench_gateway.png (--out elsewhere); --quick is a
+smoke run of well under a minute that writes to /tmp unless --out says otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import http.client
+import json
 import multiprocessing as mp
 import os
 import statistics
@@ -95,32 +105,99 @@ def redis_cpu(c):
     return info["used_cpu_sys"] + info["used_cpu_user"]
 
 
-def latency(url, name, samples=200):
-    sqs = client(url)
-    recv = client(url)
-    queue_url = sqs.create_queue(QueueName=name)["QueueUrl"]
-    sent, got = {}, {}
-    stop = threading.Event()
+def percentiles(lat_ms):
+    lat = sorted(lat_ms)
+    return {"p50_ms": statistics.median(lat), "p99_ms": lat[max(0, int(len(lat) * 0.99) - 1)], "n": len(lat)}
+
+
+def send_receive(send, receive, samples):
+    """send(i) sends message str(i); receive() long-polls and returns the bodies it got (and
+    ends their deliveries). A receiver thread polls while the sender sends one message every
+    20 ms; returns the send -> receive percentiles and the median time send(i) took."""
+    sent, got, send_took = {}, {}, []
 
     def receiver():
-        while not stop.is_set():
-            for m in recv.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=20).get("Messages", []):
-                got[m["Body"]] = time.monotonic()
-                recv.delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])
-            if len(got) >= samples:
-                return
+        while len(got) < samples:
+            now_got = receive()
+            now = time.monotonic()
+            for b in now_got:
+                got[b] = now
 
-    t = threading.Thread(target=receiver)
+    # A daemon: if a message were lost it would wait on; the figures count what arrived.
+    t = threading.Thread(target=receiver, daemon=True)
     t.start()
     time.sleep(0.5)
     for i in range(samples):
-        sent[str(i)] = time.monotonic()
-        sqs.send_message(QueueUrl=queue_url, MessageBody=str(i))
+        t0 = time.monotonic()
+        sent[str(i)] = t0
+        send(i)
+        send_took.append(time.monotonic() - t0)
         time.sleep(0.02)
     t.join(60)
-    stop.set()
-    lat = sorted((got[k] - sent[k]) * 1000 for k in sent if k in got)
-    return {"p50_ms": statistics.median(lat), "p99_ms": lat[int(len(lat) * 0.99) - 1], "n": len(lat)}
+    out = percentiles([(got[k] - sent[k]) * 1000 for k in sent if k in got])
+    out["send_ms"] = statistics.median(send_took) * 1000
+    return out
+
+
+def latency(url, name, samples):
+    """With boto3: what a Python SQS user sees."""
+    sqs = client(url)
+    recv = client(url)
+    queue_url = sqs.create_queue(QueueName=name)["QueueUrl"]
+
+    def receive():
+        msgs = recv.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=20).get("Messages", [])
+        for m in msgs:
+            recv.delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])
+        return [m["Body"] for m in msgs]
+
+    return send_receive(lambda i: sqs.send_message(QueueUrl=queue_url, MessageBody=str(i)), receive, samples)
+
+
+class RawSqs:
+    """AWS JSON 1.0 over one kept-alive http.client connection: the client's own cost is a
+    JSON dump and parse. Neither server checks signatures here (the gateway has no
+    credentials), so the Authorization header is SigV4-shaped but unsigned: moto routes a
+    request to SQS by its credential scope."""
+
+    HEADERS = {"Content-Type": "application/x-amz-json-1.0",
+               "Authorization": "AWS4-HMAC-SHA256 Credential=bench/20260101/us-east-1/sqs/aws4_request, "
+                                "SignedHeaders=host;x-amz-date, Signature=0"}
+
+    def __init__(self, port):
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+
+    def call(self, action, body):
+        self.conn.request("POST", "/", json.dumps(body), {**self.HEADERS, "X-Amz-Target": f"AmazonSQS.{action}"})
+        r = self.conn.getresponse()
+        data = r.read()
+        if r.status != 200:
+            raise RuntimeError(f"{action}: HTTP {r.status} {data[:200]!r}")
+        return json.loads(data)
+
+
+def latency_raw(port, name, samples):
+    sender, recv = RawSqs(port), RawSqs(port)
+    queue_url = sender.call("CreateQueue", {"QueueName": name})["QueueUrl"]
+
+    def receive():
+        msgs = recv.call("ReceiveMessage", {"QueueUrl": queue_url, "MaxNumberOfMessages": 10, "WaitTimeSeconds": 20}).get("Messages", [])
+        for m in msgs:
+            recv.call("DeleteMessage", {"QueueUrl": queue_url, "ReceiptHandle": m["ReceiptHandle"]})
+        return [m["Body"] for m in msgs]
+
+    return send_receive(lambda i: sender.call("SendMessage", {"QueueUrl": queue_url, "MessageBody": str(i)}), receive, samples)
+
+
+def latency_redis(server, name, samples):
+    """RMQ.PUSH -> a blocked RMQ.POP on another connection: Redis's and redis-py's share."""
+    pusher, popper = server.client(), server.client()
+
+    def receive():
+        got = popper.execute_command("RMQ.POP", name, "COUNT", 10, "LEASE", 600_000, "BLOCK", 20_000) or []
+        return [m.decode() for m, _ in got]
+
+    return send_receive(lambda i: pusher.execute_command("RMQ.PUSH", name, "DELAY", 0, str(i)), receive, samples)
 
 
 def proc_rss_kib(pid):
@@ -165,14 +242,60 @@ def idle_long_polls(gw, redis_client, n):
     return {"held": held, "rss_mib": (rss - rss0) / 1024, "cpu_pct": cpu_idle * 100, "redis_clients": redis_clients, "answered": answered}
 
 
+PEERS = ("rmq-gateway", "moto")
+# Latency rows: (label, label in the plot, key prefix in a round's results).
+LATENCY = (("boto3", "boto3", ""), ("raw HTTP", "raw HTTP", "raw_"),
+           ("Redis alone (RMQ.PUSH -> blocked RMQ.POP)", "Redis alone", "redis_"))
+
+
+def plot(med, path):
+    """Server CPU per message (log scale: moto is ~40x) and send -> receive p50/p99 by method."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.2))
+    bars = [("rmq-gateway", med["rmq-gateway"]["cpu_us"]), ("its Redis", med["rmq-gateway"]["redis_us"]),
+            ("moto", med["moto"]["cpu_us"])]
+    a.bar([n for n, _ in bars], [v for _, v in bars], color=["tab:blue", "tab:cyan", "tab:gray"])
+    a.axhline(10, color="tab:red", ls="--", lw=1, label="target: gateway ≤ 10 µs")
+    a.set_yscale("log")
+    a.set_ylabel("CPU µs per message consumed")
+    a.set_title("server CPU per message (batch 10)")
+    a.legend(fontsize=8)
+    for i, (_, v) in enumerate(bars):
+        a.text(i, v, f"{v:.1f}", ha="center", va="bottom", fontsize=8)
+    rows = [(f"{peer}\n{short}", med[peer][f"{k}p50_ms"], med[peer][f"{k}p99_ms"])
+            for peer in PEERS for _, short, k in LATENCY if med[peer].get(f"{k}p50_ms") is not None]
+    x = range(len(rows))
+    b.bar([i - 0.2 for i in x], [r[1] for r in rows], 0.4, label="p50", color="tab:blue")
+    b.bar([i + 0.2 for i in x], [r[2] for r in rows], 0.4, label="p99", color="tab:orange")
+    b.axhline(5, color="tab:red", ls="--", lw=1, label="target: p99 ≤ 5 ms")
+    b.set_xticks(list(x), [r[0] for r in rows], fontsize=7)
+    b.set_ylabel("ms")
+    b.set_title("send → receive, a long poll waiting")
+    b.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=10)
+    ap.add_argument("--samples", type=int, default=200, help="send -> receive samples per latency run")
     ap.add_argument("--idle-polls", type=int, default=2000)
     ap.add_argument("--gateway-threads", type=int, default=None, help="rmq-gateway --threads (default: its own)")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 1 round of 2 s, 50 samples, 50 idle polls; "
+                    "writes to /tmp unless --out is given")
+    ap.add_argument("--out", help="the report (its plot beside it, .png); default scripts/results/bench_gateway"
+                    "[_threadsN].md")
     args = ap.parse_args()
+    if args.quick:
+        args.rounds, args.seconds, args.samples, args.idle_polls = 1, 2.0, 50, 50
+    suffix = f"_threads{args.gateway_threads}" if args.gateway_threads else ""
+    out = args.out or (f"/tmp/bench_gateway{suffix}_quick.md" if args.quick else harness.RESULTS / f"bench_gateway{suffix}.md")
     server = Server(tag="rmq-bench-gw").start()
     gw = Gateway(server, extra=["--threads", args.gateway_threads] if args.gateway_threads else []).start()
     moto_port = free_port()
@@ -191,12 +314,16 @@ def main():
                 time.sleep(0.2)
         idle = idle_long_polls(gw, server.client(), args.idle_polls)
         print("idle long polls", idle, flush=True)
-        results = {"rmq-gateway": [], "moto": []}
+        results = {n: [] for n in PEERS}
         rc = server.client()
         for rnd in range(args.rounds):
-            for name, url, pid, red in (("rmq-gateway", gw.url, gw.proc.pid, rc), ("moto", moto_url, moto.pid, None)):
+            for name, url, port, pid, red in (("rmq-gateway", gw.url, gw.port, gw.proc.pid, rc),
+                                              ("moto", moto_url, moto_port, moto.pid, None)):
                 t = throughput(url, pid, red, args.workers, args.seconds, f"tp{rnd}")
-                t.update(latency(url, f"lat{rnd}"))
+                t.update(latency(url, f"lat{rnd}", args.samples))
+                t.update({f"raw_{k}": v for k, v in latency_raw(port, f"raw{rnd}", args.samples).items()})
+                if red is not None:
+                    t.update({f"redis_{k}": v for k, v in latency_redis(server, f"redis{rnd}", args.samples).items()})
                 results[name].append(t)
                 print(name, rnd, {k: round(v, 2) if isinstance(v, float) else v for k, v in t.items()}, flush=True)
     finally:
@@ -204,37 +331,57 @@ def main():
         moto.terminate()
         moto.wait(10)
         server.stop()
-    med = {n: {k: (statistics.median(r[k] for r in rs) if rs[0][k] is not None else None) for k in rs[0]} for n, rs in results.items()}
+    keys = {k for rs in results.values() for r in rs for k in r}
+    med = {n: {k: harness.median(r.get(k) for r in rs) for k in keys} for n, rs in results.items()}
     g, m = med["rmq-gateway"], med["moto"]
+    cmd = (f"python3 bench/bench_gateway.py --workers {args.workers} --rounds {args.rounds} --seconds {args.seconds:g}"
+           f" --samples {args.samples} --idle-polls {args.idle_polls}"
+           f"{f' --gateway-threads {args.gateway_threads}' if args.gateway_threads else ''}")
     lines = [
         "# rmq-gateway vs moto_server",
         "",
-        f"`python3 bench/bench_gateway.py --workers {args.workers} --rounds {args.rounds} --seconds {args.seconds:g}"
-        f"{f' --gateway-threads {args.gateway_threads}' if args.gateway_threads else ''}`, "
+        f"`{cmd}`, "
         f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores shared with other work "
         f"(load average {os.getloadavg()[0]:.1f} at the end). Medians of {args.rounds} rounds.",
         "",
         "Throughput: each of the workers (boto3, one process each) loops SendMessageBatch (10), ReceiveMessage (10) and "
         "DeleteMessageBatch; msgs/s counts messages consumed. Server CPU per message from /proc (the peer's process) and "
-        "INFO cpu (Redis). Latency: send -> receive with a long poll waiting, one send every 20 ms.",
+        "INFO cpu (Redis).",
         "",
-        "| peer | msgs/s | server CPU µs/msg | Redis CPU µs/msg | send→receive p50 ms | p99 ms |",
-        "|---|---|---|---|---|---|",
+        "| peer | msgs/s | server CPU µs/msg | Redis CPU µs/msg |",
+        "|---|---|---|---|",
     ]
     for n, x in med.items():
         rcpu = f"{x['redis_us']:.1f}" if x["redis_us"] is not None else "—"
-        lines.append(f"| {n} | {x['msgs_s']:.0f} | {x['cpu_us']:.1f} | {rcpu} | {x['p50_ms']:.2f} | {x['p99_ms']:.2f} |")
+        lines.append(f"| {n} | {x['msgs_s']:.0f} | {x['cpu_us']:.1f} | {rcpu} |")
     lines += ["", f"Ratios: msgs/s rmq-gateway / moto = {g['msgs_s'] / m['msgs_s']:.2f}; server CPU per message "
               f"moto / rmq-gateway = {m['cpu_us'] / g['cpu_us']:.1f}.", "",
-              "The load generator (boto3, 4 processes) and the server under test share this machine's 2 cores, so msgs/s "
-              "is bounded by both together; the server CPU per message is the comparison that does not depend on the generator.",
-              "", f"Idle long polls: {idle['held']} of {args.idle_polls} held at once (WaitTimeSeconds 20, raw HTTP): the gateway's "
+              f"The load generator (boto3, {args.workers} processes) and the server under test share this machine's "
+              "cores, so msgs/s is bounded by both together; the server CPU per message is the comparison that does not "
+              "depend on the generator.", "",
+              f"Latency: send -> receive with a long poll (WaitTimeSeconds 20) waiting, one send every 20 ms, {args.samples} "
+              "messages, sender and receiver threads of one process timing with its monotonic clock. *boto3* counts from "
+              "before send_message is called until receive_message has returned the message, so boto3's own work on both "
+              "sides (building, signing, sending and parsing the requests, checking MD5s) is inside it; *raw HTTP* does the "
+              "same with http.client on kept-alive connections and unsigned JSON bodies, little more than the server's own "
+              "path; *Redis alone* is RMQ.PUSH to a blocked RMQ.POP with redis-py, the floor under the gateway. "
+              "*send* is how long the send call itself took (its round trip).", "",
+              "| peer | measured with | send→receive p50 ms | p99 ms | send p50 ms |",
+              "|---|---|---|---|---|"]
+    for n in PEERS:
+        for label, _, k in LATENCY:
+            if med[n].get(f"{k}p50_ms") is not None:
+                lines.append(f"| {n} | {label} | {med[n][f'{k}p50_ms']:.2f} | {med[n][f'{k}p99_ms']:.2f} | "
+                             f"{med[n][f'{k}send_ms']:.2f} |")
+    lines += ["", f"Idle long polls: {idle['held']} of {args.idle_polls} held at once (WaitTimeSeconds 20, raw HTTP): the gateway's "
               f"memory grew by {idle['rss_mib']:.1f} MiB, its CPU while they waited was {idle['cpu_pct']:.1f}% of a core, "
               f"Redis held {idle['redis_clients']} more connections; {idle['answered']} were answered (empty) when their time ran out."]
-    suffix = f"_threads{args.gateway_threads}" if args.gateway_threads else ""
-    out = harness.RESULTS / f"bench_gateway{suffix}.md"
+    png = os.path.splitext(str(out))[0] + ".png"
+    plot(med, png)
+    lines += ["", f"![server CPU per message and send -> receive latency]({os.path.basename(png)})"]
     harness.write_report(out, "\n".join(lines))
     print("\n".join(lines))
+    print(f"wrote {out} and {png}")
 
 
 if __name__ == "__main__":

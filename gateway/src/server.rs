@@ -195,7 +195,10 @@ async fn sqs(State(gw): State<Arc<Gateway>>, method: Method, uri: Uri, headers: 
     match result {
         Ok(v) => {
             gw.metrics.observe(label, "ok", started.elapsed());
-            ([("content-type", "application/x-amz-json-1.0")], v.to_string()).into_response()
+            // Into bytes directly: Value's Display goes through fmt::Write a fragment at a
+            // time. A Value always serialises (its keys are strings; a Vec takes any write).
+            let body = serde_json::to_vec(&v).unwrap_or_else(|_| unreachable!());
+            ([("content-type", "application/x-amz-json-1.0")], body).into_response()
         }
         Err(e) => {
             gw.metrics.observe(label, e.code, started.elapsed());

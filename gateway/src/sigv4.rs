@@ -3,6 +3,7 @@
 //! comparing it in constant time. Secrets are never formatted into logs or errors.
 
 use std::collections::HashMap;
+use std::sync::Mutex;
 
 use axum::http::HeaderMap;
 use hmac::{Hmac, KeyInit, Mac};
@@ -10,6 +11,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::errors::{SqsError, SqsResult};
+use crate::md5s::lower_hex;
 
 /// One configured access key.
 pub struct Key {
@@ -17,6 +19,26 @@ pub struct Key {
     secret: String,
     /// The Redis user and password its commands run as.
     pub redis_user: Option<(String, String)>,
+    /// The signing key last derived and the scope (`date/region/service`) it is for: a key
+    /// signs for one day's scope at a time, and deriving it is four HMACs per request.
+    signing: Mutex<Option<(String, Vec<u8>)>>,
+}
+
+impl Key {
+    /// The signature of `to_sign` for `scope`, through the cached signing key when the scope
+    /// is the one last seen.
+    fn signature(&self, scope: &[&str], to_sign: &str) -> String {
+        let id = scope.join("/");
+        let cached = self.signing.lock().ok().and_then(|c| c.as_ref().filter(|(s, _)| *s == id).map(|(_, k)| k.clone()));
+        let k = cached.unwrap_or_else(|| {
+            let k = signing_key(&self.secret, scope);
+            if let Ok(mut c) = self.signing.lock() {
+                *c = Some((id, k.clone()));
+            }
+            k
+        });
+        lower_hex(&hmac(&k, to_sign))
+    }
 }
 
 impl std::fmt::Debug for Key {
@@ -46,7 +68,7 @@ impl Credentials {
                 4 => Some((f[2].to_string(), f[3].to_string())),
                 _ => return Err(format!("line {}: expected ACCESS_KEY_ID SECRET_ACCESS_KEY [REDIS_USER REDIS_PASSWORD]", n + 1)),
             };
-            keys.insert(f[0].to_string(), Key { id: f[0].to_string(), secret: f[1].to_string(), redis_user });
+            keys.insert(f[0].to_string(), Key { id: f[0].to_string(), secret: f[1].to_string(), redis_user, signing: Mutex::new(None) });
         }
         if keys.is_empty() {
             return Err("no access keys in the credentials file".into());
@@ -103,7 +125,7 @@ pub fn verify<'c>(creds: &'c Credentials, region: &str, req: &Request, now: i64)
     }
     let canonical = canonical_request(req, &auth.signed_headers, auth.presigned);
     let to_sign = string_to_sign(&date, &auth.scope.join("/"), &canonical);
-    let expected = signature(&key.secret, &auth.scope, &to_sign);
+    let expected = key.signature(&auth.scope, &to_sign);
     if expected.as_bytes().ct_eq(auth.signature.as_bytes()).into() {
         Ok(key)
     } else {
@@ -233,13 +255,13 @@ fn canonical_request(req: &Request, signed_headers: &[String], presigned: bool) 
     }
     let payload = match req.headers.get("x-amz-content-sha256").and_then(|v| v.to_str().ok()) {
         Some(h) => h.to_string(),
-        None => hex::encode(Sha256::digest(req.body)),
+        None => lower_hex(&Sha256::digest(req.body)),
     };
     format!("{}\n{}\n{query}\n{headers}\n{}\n{payload}", req.method, uri_encode(path, true), signed_headers.join(";"))
 }
 
 fn string_to_sign(date: &str, scope: &str, canonical: &str) -> String {
-    format!("AWS4-HMAC-SHA256\n{date}\n{scope}\n{}", hex::encode(Sha256::digest(canonical.as_bytes())))
+    format!("AWS4-HMAC-SHA256\n{date}\n{scope}\n{}", lower_hex(&Sha256::digest(canonical.as_bytes())))
 }
 
 fn hmac(key: &[u8], data: &str) -> Vec<u8> {
@@ -249,13 +271,13 @@ fn hmac(key: &[u8], data: &str) -> Vec<u8> {
     m.finalize().into_bytes().to_vec()
 }
 
-/// The signature of `to_sign` by `secret` for the scope `[date, region, service, aws4_request]`.
-fn signature(secret: &str, scope: &[&str], to_sign: &str) -> String {
+/// The signing key of `secret` for the scope `[date, region, service, aws4_request]`.
+fn signing_key(secret: &str, scope: &[&str]) -> Vec<u8> {
     let mut k = format!("AWS4{secret}").into_bytes();
     for part in scope {
         k = hmac(&k, part);
     }
-    hex::encode(hmac(&k, to_sign))
+    k
 }
 
 #[cfg(test)]
@@ -268,6 +290,11 @@ mod tests {
     const SECRET: &str = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
     const SCOPE: [&str; 4] = ["20150830", "us-east-1", "service", "aws4_request"];
 
+    fn key() -> Key {
+        let mut c = Credentials::parse(&format!("AKIDEXAMPLE {SECRET}")).unwrap();
+        c.keys.remove("AKIDEXAMPLE").unwrap()
+    }
+
     fn suite(method: &str, path: &str, query: &str) -> (String, String) {
         let mut h = HeaderMap::new();
         h.insert("host", HeaderValue::from_static("example.amazonaws.com"));
@@ -275,7 +302,22 @@ mod tests {
         let req = Request { method, path, query, headers: &h, body: b"" };
         let canonical = canonical_request(&req, &["host".into(), "x-amz-date".into()], false);
         let sts = string_to_sign("20150830T123600Z", &SCOPE.join("/"), &canonical);
-        (canonical, signature(SECRET, &SCOPE, &sts))
+        (canonical, key().signature(&SCOPE, &sts))
+    }
+
+    #[test]
+    fn signing_key_cached_per_scope() {
+        let k = key();
+        let sts = "AWS4-HMAC-SHA256\n20150830T123600Z\n20150830/us-east-1/service/aws4_request\nabc";
+        // Twice with one scope: the second from the cache, the same signature.
+        assert_eq!(k.signature(&SCOPE, sts), k.signature(&SCOPE, sts));
+        assert_eq!(k.signing.lock().unwrap().as_ref().unwrap().0, "20150830/us-east-1/service/aws4_request");
+        // Another day's scope derives (and caches) its own key: not the first day's signature.
+        let next = ["20150831", "us-east-1", "service", "aws4_request"];
+        let other = k.signature(&next, sts);
+        assert_ne!(other, k.signature(&SCOPE, sts));
+        assert_eq!(other, lower_hex(&hmac(&signing_key(SECRET, &next), sts)));
+        assert_eq!(k.signature(&SCOPE, sts), lower_hex(&hmac(&signing_key(SECRET, &SCOPE), sts)));
     }
 
     #[test]
