@@ -48,6 +48,8 @@ def promised(r: dict) -> bool:
 #: The topologies: their lab and settings.
 TOPOLOGIES = {"sentinel": (sentinel_lab.SentinelLab, sentinel_lab.MODES),
               "cluster": (cluster_lab.ClusterLab, cluster_lab.MODES)}
+#: Every setting of any topology, in order.
+MODES = list(dict.fromkeys(m for _, modes in TOPOLOGIES.values() for m in modes))
 
 
 def run_mode(topology: str, server: str, module: str, mode: str, scenarios: list,
@@ -127,7 +129,8 @@ def write_md(results: list[dict], args, server_label: str, elapsed: float, path:
     cycles = sum(r["cycles"] for r in results)
     # a run of some settings or scenarios only says so, and is not `make partitions`
     filters = "".join(f" --{name} " + " ".join(shlex.quote(v) for v in chosen)
-                      for name, chosen, every in (("modes", args.modes, MODES),
+                      for name, chosen, every in (("topologies", args.topologies, TOPOLOGIES),
+                                                  ("modes", args.modes, MODES),
                                                   ("scenarios", args.scenarios, SCENARIOS))
                       if chosen != list(every))
     command = f"`python3 scripts/partitions.py --cycles {args.cycles}{filters}`"
@@ -211,8 +214,7 @@ def main() -> int:
     ap.add_argument("--cycles", type=int, default=2, help="faults per scenario and setting")
     ap.add_argument("--server", help="server binary (default: Redis 8.2, install-server)")
     ap.add_argument("--topologies", nargs="*", default=list(TOPOLOGIES), choices=list(TOPOLOGIES))
-    every = list(dict.fromkeys(m for _, modes in TOPOLOGIES.values() for m in modes))
-    ap.add_argument("--modes", nargs="*", default=every, choices=every,
+    ap.add_argument("--modes", nargs="*", default=MODES, choices=MODES,
                     help="settings to run (each topology runs those it has)")
     ap.add_argument("--scenarios", nargs="*", default=list(SCENARIOS), choices=list(SCENARIOS))
     ap.add_argument("--out", type=Path, default=RESULTS / "partitions.md")
