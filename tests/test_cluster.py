@@ -317,6 +317,37 @@ def test_tpop_follows_resharding(cluster, rc):
     assert d.execute_command("RMQ.ACK", q, "a", "b") == 2
 
 
+def test_reshard_that_moves_q_first_keeps_the_keys_still_to_go(cluster, rc):
+    """MIGRATE deletes each key on the source as it leaves. With `Q` moved first and nothing
+    in flight or dead, the source must not take that for a queue deleted by hand and drop
+    the keys still to go (the group's held-back messages in park{Q}, and meta{Q}): the new
+    owner ends up with the whole queue."""
+    q = "rs:first"
+    slot = cluster.keyslot(q)
+    src = cluster.owner_of_slot(slot)
+    dst = other_primary(cluster, src)
+    rc.execute_command("RMQ.PUSH", q, "PRIORITY", 1, "GROUP", "g", "m1", "m2", "m3")
+    s, d = src.conn(), dst.conn()
+    assert s.zrange(f"park{{{q}}}", 0, -1) == [b"m2", b"m3"], "held back behind m1"
+    d.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", cluster.node_id(src))
+    s.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", cluster.node_id(dst))
+    s.execute_command("MIGRATE", "127.0.0.1", dst.port, q, 0, 5000)
+    time.sleep(0.5)  # the source's deletion handler has run (a timer of 0 ms)
+    rest = sorted(s.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100))
+    assert rest == sorted(k.encode() for k in (f"meta{{{q}}}", f"park{{{q}}}", f"parkidx{{{q}}}"))
+    s.execute_command("MIGRATE", "127.0.0.1", dst.port, "", 0, 5000, "KEYS", *rest)
+    for p, _id, _r in cluster.primaries():
+        p.conn().execute_command("CLUSTER", "SETSLOT", slot, "NODE", cluster.node_id(dst))
+    got = []
+    for _ in range(3):
+        popped = wait_for(lambda: rc.execute_command("RMQ.POP", q), timeout=5, interval=0.05,
+                          what="the group's next message on the new owner")
+        got += [m for m, _d in popped]
+        assert rc.execute_command("RMQ.ACK", q, *[m for m, _d in popped]) == len(popped)
+    assert got == [b"m1", b"m2", b"m3"]
+    assert d.execute_command("RMQ.POP", q) is None
+
+
 def test_reshard_while_consuming_loses_nothing(cluster, rc):
     q = "rs:busy"
     slot = cluster.keyslot(q)

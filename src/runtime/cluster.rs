@@ -30,10 +30,31 @@ fn myself(nodes: &[u8]) -> Option<&[u8]> {
 /// Whether `CLUSTER NODES` shows this node importing `slot`: `[<slot>-<-<node id>]` on the
 /// line flagged `myself`.
 pub fn importing(nodes: &[u8], slot: &[u8]) -> bool {
+    migration(nodes, slot, b"-<-")
+}
+
+/// Whether `CLUSTER NODES` shows this node migrating `slot` away: `[<slot>->-<node id>]`.
+fn migrating(nodes: &[u8], slot: &[u8]) -> bool {
+    migration(nodes, slot, b"->-")
+}
+
+fn migration(nodes: &[u8], slot: &[u8], arrow: &[u8]) -> bool {
     let mut marker = b"[".to_vec();
     marker.extend_from_slice(slot);
-    marker.extend_from_slice(b"-<-");
+    marker.extend_from_slice(arrow);
     myself(nodes).is_some_and(|line| line.windows(marker.len()).any(|w| w == marker.as_slice()))
+}
+
+/// Whether queue `q`'s slot is migrating away from this node: its keys leave one MIGRATE
+/// at a time, each deleted here as it goes, so `Q` gone is no queue deleted by hand.
+pub fn migrating_away(ctx: Ctx, q: &[u8]) -> bool {
+    if !enabled(ctx) {
+        return false;
+    }
+    match (cluster(ctx, &[b"KEYSLOT", q]), cluster(ctx, &[b"NODES"])) {
+        (Some(slot), Some(nodes)) => migrating(&nodes, &slot),
+        _ => false,
+    }
 }
 
 /// A set of hash slots.
@@ -152,5 +173,8 @@ mod tests {
         assert!(!importing(NODES, b"93"), "another node importing");
         assert!(!importing(NODES, b"77"), "migrating away, not importing");
         assert!(!importing(b"", b"1"));
+        assert!(migrating(NODES, b"77"));
+        assert!(!migrating(NODES, b"7"), "a prefix of another slot number");
+        assert!(!migrating(NODES, b"5474"), "importing, not migrating away");
     }
 }

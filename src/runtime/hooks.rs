@@ -160,7 +160,9 @@ fn q_deleted(ctx: Ctx, k: &[u8]) {
 /// SPEC (RMQ.QUEUES): a queue whose `Q` was deleted by hand, with nothing in flight,
 /// dead or claimed and no policy or schedule, loses its other keys too (its push sequence
 /// and deduplication records included), and so its listing (unless
-/// it was pushed to again meanwhile).
+/// it was pushed to again meanwhile). Not while its slot migrates away: MIGRATE deletes each
+/// key here as it leaves, and the keys still to go (records, held-back messages) must go
+/// with the rest, not be dropped.
 fn abandoned(ctx: Ctx) {
     let deleted = std::mem::take(&mut *DELETED.lock().unwrap_or_else(|e| e.into_inner()));
     let original = ctx.db();
@@ -171,7 +173,7 @@ fn abandoned(ctx: Ctx) {
         let scheduled = sched_keys::Schedules::open(ctx, &q, false).map_or(true, |s| s.count() > 0);
         // Claimed dead messages are dead ones on their way elsewhere.
         let moving = Claims::open(ctx, &q).map_or(true, |c| !c.is_empty());
-        if !scheduled && !moving {
+        if !scheduled && !moving && !cluster::migrating_away(ctx, &q) {
             let abandoned = Opened::open(ctx, RStr::from_bytes(&q), true).is_ok_and(|mut queue| queue.abandon());
             if abandoned {
                 for name in ledger::delete(ctx, &q) {
