@@ -111,15 +111,16 @@ def percentiles(lat_ms):
 
 
 def send_receive(send, receive, samples):
-    """send(i) sends message str(i); receive() long-polls and returns the bodies it got (and
-    ends their deliveries). A receiver thread polls while the sender sends one message every
-    20 ms; returns the send -> receive percentiles and the median time send(i) took."""
+    """send(i) sends message str(i); receive() long-polls and returns when the receive call
+    returned (monotonic) and the bodies it got, then ends their deliveries (after that time:
+    the delete is not part of the latency). A receiver thread polls while the sender sends
+    one message every 20 ms; returns the send -> receive percentiles and the median time
+    send(i) took."""
     sent, got, send_took = {}, {}, []
 
     def receiver():
         while len(got) < samples:
-            now_got = receive()
-            now = time.monotonic()
+            now, now_got = receive()
             for b in now_got:
                 got[b] = now
 
@@ -147,9 +148,10 @@ def latency(url, name, samples):
 
     def receive():
         msgs = recv.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=20).get("Messages", [])
+        now = time.monotonic()
         for m in msgs:
             recv.delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])
-        return [m["Body"] for m in msgs]
+        return now, [m["Body"] for m in msgs]
 
     return send_receive(lambda i: sqs.send_message(QueueUrl=queue_url, MessageBody=str(i)), receive, samples)
 
@@ -182,9 +184,10 @@ def latency_raw(port, name, samples):
 
     def receive():
         msgs = recv.call("ReceiveMessage", {"QueueUrl": queue_url, "MaxNumberOfMessages": 10, "WaitTimeSeconds": 20}).get("Messages", [])
+        now = time.monotonic()
         for m in msgs:
             recv.call("DeleteMessage", {"QueueUrl": queue_url, "ReceiptHandle": m["ReceiptHandle"]})
-        return [m["Body"] for m in msgs]
+        return now, [m["Body"] for m in msgs]
 
     return send_receive(lambda i: sender.call("SendMessage", {"QueueUrl": queue_url, "MessageBody": str(i)}), receive, samples)
 
@@ -195,9 +198,22 @@ def latency_redis(server, name, samples):
 
     def receive():
         got = popper.execute_command("RMQ.POP", name, "COUNT", 10, "LEASE", 600_000, "BLOCK", 20_000) or []
-        return [m.decode() for m, _ in got]
+        return time.monotonic(), [m.decode() for m, _ in got]
 
     return send_receive(lambda i: pusher.execute_command("RMQ.PUSH", name, "DELAY", 0, str(i)), receive, samples)
+
+
+def ping_floor(server, n=20000):
+    """Redis's CPU per PING, one client, no pipelining: what one request/response exchange
+    over loopback TCP costs a lean server on this machine (a socket read, a write and an
+    epoll wait). The gateway makes 6 such exchanges per 10 messages at batch 10 (3 HTTP
+    requests and one Redis round trip for each), so its CPU per message read against this
+    floor compares machines whose syscalls cost very differently."""
+    c = server.client()
+    before = redis_cpu(c)
+    subprocess.run(["redis-benchmark", "-h", "127.0.0.1", "-p", str(server.port), "-n", str(n), "-c", "1",
+                    "-t", "ping_mbulk", "-q"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return (redis_cpu(c) - before) / n * 1e6
 
 
 def proc_rss_kib(pid):
@@ -312,6 +328,8 @@ def main():
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
+        floor = statistics.median(ping_floor(server) for _ in range(3))
+        print(f"Redis CPU per PING: {floor:.1f} us", flush=True)
         idle = idle_long_polls(gw, server.client(), args.idle_polls)
         print("idle long polls", idle, flush=True)
         results = {n: [] for n in PEERS}
@@ -356,6 +374,13 @@ def main():
         lines.append(f"| {n} | {x['msgs_s']:.0f} | {x['cpu_us']:.1f} | {rcpu} |")
     lines += ["", f"Ratios: msgs/s rmq-gateway / moto = {g['msgs_s'] / m['msgs_s']:.2f}; server CPU per message "
               f"moto / rmq-gateway = {m['cpu_us'] / g['cpu_us']:.1f}.", "",
+              f"The transport floor on this machine: Redis spends {floor:.1f} µs of CPU per PING (one client, no "
+              "pipelining: a socket read, a write and an epoll wait; median of 3 runs of redis-benchmark). At batch 10 "
+              "the gateway makes 6 such exchanges per 10 messages (3 HTTP requests and one Redis round trip for each: "
+              f"a queue's attributes are read once a second, not per request): {0.6 * floor:.1f} µs per message at "
+              "Redis's leanness. Its "
+              f"CPU per message is {g['cpu_us'] / floor:.2f} PINGs' worth; the target, 10 µs, is {10 / floor:.2f} "
+              "PINGs' worth on this machine.", "",
               f"The load generator (boto3, {args.workers} processes) and the server under test share this machine's "
               "cores, so msgs/s is bounded by both together; the server CPU per message is the comparison that does not "
               "depend on the generator.", "",
