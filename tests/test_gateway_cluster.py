@@ -128,12 +128,12 @@ def test_queues_across_primaries(cluster, gw):
     assert seqs["2"] == seqs["0"] < seqs["1"], "d0 again: the first send's number"
     assert cluster.owner("cq.fifo").conn().get("seq{cq.fifo}") == b"2"
     sqs.delete_queue(QueueUrl=fifo)
-    assert cluster.owner("cq.fifo").conn().keys("*{cq.fifo}*") == []
+    assert cluster.owner("cq.fifo").conn().keys("*{cq.fifo}*") == [b"rmqgw:gone{cq.fifo}"]
     for u in urls:
         sqs.delete_queue(QueueUrl=u)
     assert sqs.list_queues(QueueNamePrefix="cq").get("QueueUrls", []) == []
     for n in names:
-        assert cluster.owner(n).conn().keys(f"*{{{n}}}*") == []
+        assert cluster.owner(n).conn().keys(f"*{{{n}}}*") == [f"rmqgw:gone{{{n}}}".encode()]
 
 
 def test_consumer_through_a_failover(cluster, gw):

@@ -2,7 +2,7 @@
 //! attributes, then the action's RMQ commands).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64URL;
 use base64::Engine;
@@ -15,6 +15,7 @@ use crate::errors::{SqsError, SqsResult};
 use crate::input::{batch_entries, int_field, parse_attrs, queue_of_url, required, str_field, string_list, string_map, valid_queue_name};
 use crate::md5s;
 use crate::message::{self, Attribute, Stored};
+use crate::queue::{default_of, Queue, TOMBSTONE_MS};
 use crate::server::Gateway;
 use crate::store::{self, Backend};
 
@@ -57,49 +58,26 @@ fn now_ms() -> i64 {
 
 // ---- queue attributes ----
 
-/// A queue's stored attributes (`rmqgw:q{N}`): the settable ones as SQS strings, plus
-/// `CreatedTimestamp`, `LastModifiedTimestamp` (seconds) and `hkey` (receipt handles' MAC key).
-struct Queue {
-    name: String,
-    attrs: HashMap<String, String>,
-    /// The receipt handles' MAC with its key set up, made once per request: the key setup
-    /// hashes two blocks, as much as a short message, for every handle otherwise.
-    mac: OnceLock<Hmac<Sha256>>,
-}
-
-impl Queue {
-    fn fifo(&self) -> bool {
-        self.name.ends_with(".fifo")
-    }
-    fn num(&self, name: &str) -> i64 {
-        self.attrs.get(name).and_then(|v| v.parse().ok()).unwrap_or_else(|| default_of(name).and_then(|d| d.parse().ok()).unwrap_or(0))
-    }
-    fn flag(&self, name: &str) -> bool {
-        self.attrs.get(name).is_some_and(|v| v == "true")
-    }
-    fn handle_key(&self) -> Vec<u8> {
-        hex::decode(self.attrs.get("hkey").map(String::as_str).unwrap_or("")).unwrap_or_default()
-    }
-}
-
-fn default_of(name: &str) -> Option<&'static str> {
-    Some(match name {
-        "VisibilityTimeout" => "30",
-        "DelaySeconds" => "0",
-        "ReceiveMessageWaitTimeSeconds" => "0",
-        "MaximumMessageSize" => "1048576",
-        "MessageRetentionPeriod" => "345600",
-        _ => return None,
-    })
-}
-
-async fn load_queue(caller: &Caller, name: String) -> SqsResult<Queue> {
+/// The queue's attributes as they are now (and cached for the actions run per message).
+async fn load_queue(caller: &Caller, name: String) -> SqsResult<Arc<Queue>> {
     let mut conn = caller.backend.conn.clone();
     let attrs: HashMap<String, String> = conn.hgetall(store::meta_key(&name)).await?;
     if attrs.is_empty() {
+        caller.backend.queues.forget(&name);
         return Err(SqsError::queue_does_not_exist("The specified queue does not exist."));
     }
-    Ok(Queue { name, attrs, mac: OnceLock::new() })
+    let q = Arc::new(Queue::new(name, attrs));
+    caller.backend.queues.put(q.clone());
+    Ok(q)
+}
+
+/// The queue's attributes as read within `queue::FRESH` (crate::queue says why that is
+/// safe), else as they are now: for the actions run per message.
+async fn cached_queue(caller: &Caller, name: String) -> SqsResult<Arc<Queue>> {
+    match caller.backend.queues.get(&name) {
+        Some(q) => Ok(q),
+        None => load_queue(caller, name).await,
+    }
 }
 
 /// Checks settable attributes as SQS does; `creating` allows FifoQueue.
@@ -217,7 +195,8 @@ async fn create_queue(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult
     let tags = string_map(input, "tags")?;
     let mut conn = caller.backend.conn.clone();
     let key = store::meta_key(&name);
-    let existing: HashMap<String, String> = conn.hgetall(&key).await?;
+    let (existing, gone): (HashMap<String, String>, bool) =
+        redis::pipe().hgetall(&key).exists(store::gone_key(&name)).query_async(&mut conn).await?;
     let url = gw.queue_url(&name);
     if !existing.is_empty() {
         // SQS: the same attributes again is a success, different ones an error.
@@ -231,8 +210,15 @@ async fn create_queue(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult
             Err(SqsError::queue_name_exists("A queue already exists with the same name and a different value for attribute(s)"))
         };
     }
+    if gone {
+        return Err(SqsError::queue_deleted_recently(format!(
+            "You must wait {} seconds after deleting a queue before you can create another with the same name.",
+            TOMBSTONE_MS / 1000
+        )));
+    }
     let hkey = hex::encode(uuid::Uuid::new_v4().as_bytes()) + &hex::encode(uuid::Uuid::new_v4().as_bytes());
     apply_attributes(caller, &name, &attrs, now_ms() / 1000, Some(Creation { hkey, tags: &tags })).await?;
+    caller.backend.queues.forget(&name);
     Ok(json!({"QueueUrl": url}))
 }
 
@@ -291,7 +277,10 @@ async fn delete_queue(caller: &Caller, input: &Value) -> SqsResult<Value> {
     keys.extend(store::ledger_keys(&q.name));
     let mut pipe = redis::pipe();
     pipe.atomic().del(keys).ignore();
+    // The tombstone: crate::queue says why a new queue of the name must wait.
+    pipe.cmd("SET").arg(store::gone_key(&q.name)).arg(1).arg("PX").arg(TOMBSTONE_MS).ignore();
     pipe.query_async::<()>(&mut conn).await?;
+    caller.backend.queues.forget(&q.name);
     // Another slot (see apply_attributes); an entry left behind names a queue with nothing dead.
     let _: () = conn.hdel(crate::redrive::SOURCES, &q.name).await?;
     Ok(json!({}))
@@ -325,7 +314,7 @@ async fn list_dead_letter_source_queues(gw: &Gateway, caller: &Caller, input: &V
 }
 
 /// The dead-letter queue an ARN names, which must exist.
-async fn queue_of_arn(caller: &Caller, arn: &str) -> SqsResult<Queue> {
+async fn queue_of_arn(caller: &Caller, arn: &str) -> SqsResult<Arc<Queue>> {
     let name = crate::movetask::queue_of_arn(arn).ok_or_else(|| SqsError::invalid_parameter_value(format!("{arn} is not a queue ARN")))?;
     load_queue(caller, name.to_string()).await.map_err(|_| SqsError::resource_not_found(format!("The queue {name} does not exist")))
 }
@@ -416,6 +405,7 @@ async fn set_queue_attributes(caller: &Caller, input: &Value) -> SqsResult<Value
     let attrs = string_map(input, "Attributes")?;
     check_attributes(&attrs, q.fifo(), false)?;
     apply_attributes(caller, &q.name, &attrs, now_ms() / 1000, None).await?;
+    caller.backend.queues.forget(&q.name);
     Ok(json!({}))
 }
 
@@ -535,7 +525,8 @@ fn outgoing(q: &Queue, caller: &Caller, entry: &Value) -> SqsResult<Outgoing> {
 async fn write_pipe<T: redis::FromRedisValue>(caller: &Caller, queue: &str, mut pipe: redis::Pipeline, done: &str) -> SqsResult<Vec<T>> {
     let mut conn = caller.backend.conn.clone();
     let Some(d) = caller.backend.durable else {
-        return Ok(pipe.query_async(&mut conn).await?);
+        // To the queue's primary: a MULTI in the pipeline must not go anywhere else.
+        return Ok(conn.query_on_owner(queue, &pipe).await?);
     };
     pipe.cmd("WAIT").arg(d.replicas).arg(d.timeout_ms);
     let mut replies: Vec<redis::Value> = conn.query_on_owner(queue, &pipe).await?;
@@ -558,33 +549,68 @@ const DEDUP_WINDOW_MS: i64 = 300_000;
 type Pushed = (String, Option<u64>, Option<String>);
 
 /// Sends checked entries in one round trip: one RMQ.PUSH per entry (entries differ in
-/// delay and group), pipelined. The module numbers each send (SEQUENCE: the stored format's
-/// prefix and sequence number, in push order across gateways) and keeps FIFO
+/// delay and group), in one MULTI with a check that the queue still exists (it may have
+/// been deleted since it was cached). The module numbers each send (SEQUENCE: the stored
+/// format's prefix and sequence number, in push order across gateways) and keeps FIFO
 /// deduplication windows (DEDUP, with the MessageId as its NOTE), so a duplicate is
 /// answered with the first send's MessageId and sequence number. Per entry its MessageId
 /// and sequence number.
 async fn push(caller: &Caller, q: &Queue, entries: &[Outgoing]) -> SqsResult<Vec<(String, u64)>> {
     let mut pipe = redis::pipe();
+    pipe.cmd("MULTI");
+    pipe.exists(store::meta_key(&q.name));
     for e in entries {
-        let cmd = pipe.cmd("RMQ.PUSH").arg(&q.name).arg("DELAY").arg(e.delay_ms);
+        pipe.cmd("RMQ.PUSH").arg(&q.name).arg("DELAY").arg(e.delay_ms);
         if let Some(g) = &e.group {
-            cmd.arg("GROUP").arg(g);
+            pipe.arg("GROUP").arg(g);
         }
-        cmd.arg("SEQUENCE").arg(message::PREFIX);
+        pipe.arg("SEQUENCE").arg(message::PREFIX);
         if let Some(d) = &e.dedup {
-            cmd.arg("DEDUP").arg(d).arg(DEDUP_WINDOW_MS).arg("NOTE").arg(&e.stored.id);
+            pipe.arg("DEDUP").arg(d).arg(DEDUP_WINDOW_MS).arg("NOTE").arg(&e.stored.id);
         }
-        cmd.arg(message::encode(&e.stored));
+        pipe.arg(message::encode(&e.stored));
     }
-    let replies: Vec<Vec<Pushed>> = write_pipe(caller, &q.name, pipe, "the messages are stored").await?;
-    Ok(entries
+    pipe.cmd("EXEC");
+    // MULTI's OK, each command's QUEUED, then EXEC's replies to them all; a command refused
+    // as it was queued (an ACL, OOM) is answered so, and EXEC aborts.
+    let mut replies: Vec<redis::Value> = write_pipe(caller, &q.name, pipe, "the messages are stored").await?;
+    if let Some(redis::Value::ServerError(e)) = replies.iter().find(|v| matches!(v, redis::Value::ServerError(_))) {
+        return Err(redis::RedisError::from(e.clone()).into());
+    }
+    fn parse<T: redis::FromRedisValue>(v: redis::Value) -> redis::RedisResult<T> {
+        redis::from_redis_value(v).map_err(redis::RedisError::from)
+    }
+    let mut exec: Vec<redis::Value> = match replies.pop() {
+        Some(v) => parse(v)?,
+        None => Vec::new(),
+    };
+    if exec.len() != entries.len() + 1 {
+        return Err(SqsError::internal("the queue store answered the send in an unexpected shape"));
+    }
+    let pushed = exec.split_off(1);
+    let exists: bool = parse(exec.remove(0))?;
+    if !exists {
+        // Deleted since this gateway cached it: the pushes made keys of a queue that is
+        // gone, and no new queue of the name can exist yet (DeleteQueue's tombstone), so
+        // they all go again.
+        let mut keys = store::rmq_keys(&q.name);
+        keys.extend(store::ledger_keys(&q.name));
+        let mut conn = caller.backend.conn.clone();
+        let _: () = conn.del(keys).await?;
+        caller.backend.queues.forget(&q.name);
+        return Err(SqsError::queue_does_not_exist("The specified queue does not exist."));
+    }
+    entries
         .iter()
-        .zip(replies)
-        .map(|(e, r)| match r.into_iter().next() {
-            Some((_, seq, note)) => (note.unwrap_or_else(|| e.stored.id.clone()), seq.unwrap_or(0)),
-            None => (e.stored.id.clone(), 0),
+        .zip(pushed)
+        .map(|(e, r)| {
+            let r: Vec<Pushed> = parse(r)?;
+            Ok(match r.into_iter().next() {
+                Some((_, seq, note)) => (note.unwrap_or_else(|| e.stored.id.clone()), seq.unwrap_or(0)),
+                None => (e.stored.id.clone(), 0),
+            })
         })
-        .collect())
+        .collect()
 }
 
 fn send_result(q: &Queue, e: &Outgoing, id: &str, seq: u64) -> Map<String, Value> {
@@ -611,7 +637,7 @@ fn trace_attrs(t: &str) -> BTreeMap<String, Attribute> {
 }
 
 async fn send_message(caller: &Caller, input: &Value) -> SqsResult<Value> {
-    let q = load_queue(caller, queue_of_url(input)?).await?;
+    let q = cached_queue(caller, queue_of_url(input)?).await?;
     let e = outgoing(&q, caller, input)?;
     let sent = push(caller, &q, std::slice::from_ref(&e)).await?;
     let (id, seq) = &sent[0];
@@ -623,7 +649,7 @@ fn failed(id: &str, e: &SqsError) -> Value {
 }
 
 async fn send_message_batch(caller: &Caller, input: &Value) -> SqsResult<Value> {
-    let q = load_queue(caller, queue_of_url(input)?).await?;
+    let q = cached_queue(caller, queue_of_url(input)?).await?;
     let entries = batch_entries(input)?;
     let total: usize = entries.iter().map(|(_, e)| e.get("MessageBody").and_then(Value::as_str).map_or(0, str::len)).sum();
     if total as i64 > q.num("MaximumMessageSize").max(262_144) {
@@ -711,7 +737,7 @@ fn read_handle(q: &Queue, handle: &str) -> SqsResult<u64> {
 // ---- receiving ----
 
 async fn receive_message(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult<Value> {
-    let q = load_queue(caller, queue_of_url(input)?).await?;
+    let q = cached_queue(caller, queue_of_url(input)?).await?;
     let count = int_field(input, "MaxNumberOfMessages", 1, 10)?.unwrap_or(1);
     let vt = int_field(input, "VisibilityTimeout", 0, 43_200)?.unwrap_or_else(|| q.num("VisibilityTimeout"));
     let wait = int_field(input, "WaitTimeSeconds", 0, 20)?.unwrap_or_else(|| q.num("ReceiveMessageWaitTimeSeconds"));
@@ -816,14 +842,14 @@ async fn delete_deliveries(caller: &Caller, q: &Queue, ids: &[u64]) -> SqsResult
 }
 
 async fn delete_message(caller: &Caller, input: &Value) -> SqsResult<Value> {
-    let q = load_queue(caller, queue_of_url(input)?).await?;
+    let q = cached_queue(caller, queue_of_url(input)?).await?;
     let named = read_handle(&q, required(input, "ReceiptHandle")?)?;
     delete_deliveries(caller, &q, &[named]).await?;
     Ok(json!({}))
 }
 
 async fn delete_message_batch(caller: &Caller, input: &Value) -> SqsResult<Value> {
-    let q = load_queue(caller, queue_of_url(input)?).await?;
+    let q = cached_queue(caller, queue_of_url(input)?).await?;
     let entries = batch_entries(input)?;
     let (mut ids, mut named, mut failures) = (Vec::new(), Vec::new(), Vec::new());
     for (id, e) in entries {
@@ -863,14 +889,14 @@ fn visibility_timeout(v: &Value) -> SqsResult<i64> {
 }
 
 async fn change_visibility(caller: &Caller, input: &Value) -> SqsResult<Value> {
-    let q = load_queue(caller, queue_of_url(input)?).await?;
+    let q = cached_queue(caller, queue_of_url(input)?).await?;
     let t = visibility_timeout(input)?;
     change_one(caller, &q, required(input, "ReceiptHandle")?, t).await?;
     Ok(json!({}))
 }
 
 async fn change_visibility_batch(caller: &Caller, input: &Value) -> SqsResult<Value> {
-    let q = load_queue(caller, queue_of_url(input)?).await?;
+    let q = cached_queue(caller, queue_of_url(input)?).await?;
     let entries = batch_entries(input)?;
     let (mut ok, mut failures) = (Vec::new(), Vec::new());
     for (id, e) in entries {
@@ -892,7 +918,7 @@ mod tests {
     use super::*;
 
     fn queue() -> Queue {
-        Queue { name: "q1".into(), attrs: HashMap::from([("hkey".to_string(), "00112233".to_string())]), mac: OnceLock::new() }
+        Queue::new("q1".into(), HashMap::from([("hkey".to_string(), "00112233".to_string())]))
     }
 
     #[test]
@@ -904,7 +930,7 @@ mod tests {
         let mut other = queue();
         other.attrs.insert("hkey".into(), "44".into());
         assert_eq!(read_handle(&other, &h).unwrap_err().code, "ReceiptHandleIsInvalid");
-        let renamed = Queue { name: "q2".into(), attrs: queue().attrs, mac: OnceLock::new() };
+        let renamed = Queue::new("q2".into(), queue().attrs);
         assert_eq!(read_handle(&renamed, &h).unwrap_err().code, "ReceiptHandleIsInvalid", "the MAC covers the queue's name");
         let mut raw = B64URL.decode(&h).unwrap();
         raw[1] ^= 1;

@@ -29,6 +29,7 @@ macro_rules! errors {
 errors! {
     queue_does_not_exist => BAD_REQUEST, "QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue;Sender";
     queue_name_exists => BAD_REQUEST, "QueueNameExists", "QueueAlreadyExists;Sender";
+    queue_deleted_recently => BAD_REQUEST, "QueueDeletedRecently", "AWS.SimpleQueueService.QueueDeletedRecently;Sender";
     invalid_attribute_name => BAD_REQUEST, "InvalidAttributeName", "InvalidAttributeName;Sender";
     invalid_attribute_value => BAD_REQUEST, "InvalidAttributeValue", "InvalidAttributeValue;Sender";
     invalid_parameter_value => BAD_REQUEST, "InvalidParameterValue", "InvalidParameterValue;Sender";

@@ -4,6 +4,7 @@
 mod actions;
 mod metrics;
 mod movetask;
+mod queue;
 mod redrive;
 mod server;
 mod store;
@@ -55,6 +56,11 @@ pub struct Args {
     /// With --cluster, the replicas of the primary serving the queue.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1000))]
     durable: u32,
+    /// How long a queue's attributes read for one request serve the next ones (ms) before
+    /// they are read again: another gateway's SetQueueAttributes reaches this one within it.
+    /// 0: read them for every request (one more Redis round trip each).
+    #[arg(long, default_value_t = queue::FRESH_MS, value_parser = clap::value_parser!(u64).range(0..=queue::MAX_FRESH_MS))]
+    queue_cache_ms: u64,
     /// How long durable mode waits for the replicas (ms).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=2_147_483_648))]
     durable_timeout_ms: u64,

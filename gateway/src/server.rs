@@ -68,11 +68,11 @@ pub async fn run(args: Args) -> Result<(), String> {
     }
     let target = args.target();
     let durable = (args.durable > 0).then_some(Durable { replicas: args.durable, timeout_ms: args.durable_timeout_ms });
-    let default = Backend::connect(&target, None, durable).await.map_err(|e| format!("cannot reach {target}: {e}"))?;
+    let default = Backend::connect(&target, None, durable, args.queue_cache_ms).await.map_err(|e| format!("cannot reach {target}: {e}"))?;
     let mut per_key = HashMap::new();
     for key in credentials.iter().flat_map(Credentials::keys) {
         if let Some(user) = &key.redis_user {
-            let b = Backend::connect(&target, Some(user), durable)
+            let b = Backend::connect(&target, Some(user), durable, args.queue_cache_ms)
                 .await
                 .map_err(|e| format!("access key {}: cannot connect to Redis as {}: {e}", key.id, user.0))?;
             per_key.insert(key.id.clone(), b);

@@ -1,7 +1,8 @@
 //! The Redis side: connections (one multiplexed connection for short commands, a bounded
 //! pool of dedicated ones for long polls, per Redis user). Every action is atomic on the
 //! server through RMQ's commands; every key of queue `N` is tagged `{N}`:
-//! `rmqgw:q{N}` (attributes, hash), `rmqgw:t{N}` (tags, hash). The send sequence and FIFO
+//! `rmqgw:q{N}` (attributes, hash), `rmqgw:t{N}` (tags, hash), `rmqgw:gone{N}` (for a few
+//! seconds after DeleteQueue: crate::queue). The send sequence and FIFO
 //! deduplication are the module's (`seq{N}`, `dedup{N}`, `dedupexp{N}`: RMQ.PUSH SEQUENCE
 //! and DEDUP); receipt handles name RMQ's own delivery ids (`RMQ.POP ... IDS`), which the
 //! module ends exactly (`RMQ.ACKID`), so the gateway keeps no delivery records.
@@ -24,6 +25,10 @@ pub fn meta_key(q: &str) -> String {
 }
 pub fn tags_key(q: &str) -> String {
     format!("rmqgw:t{{{q}}}")
+}
+/// DeleteQueue's tombstone (a string that expires, crate::queue::TOMBSTONE_MS).
+pub fn gone_key(q: &str) -> String {
+    format!("rmqgw:gone{{{q}}}")
 }
 /// The RMQ module's keys of a queue's messages (dead ones being moved to a redrive
 /// target included), which DeleteQueue and PurgeQueue remove.
@@ -193,6 +198,8 @@ pub struct Backend {
     connector: Connector,
     pub durable: Option<Durable>,
     pub conn: Conn,
+    /// The queues this user read recently (crate::queue).
+    pub queues: crate::queue::Cache,
     idle: Mutex<Vec<Conn>>,
     polls: Semaphore,
 }
@@ -205,7 +212,12 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const POLL_RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Backend {
-    pub async fn connect(target: &Target, user: Option<&(String, String)>, durable: Option<Durable>) -> redis::RedisResult<Arc<Backend>> {
+    pub async fn connect(
+        target: &Target,
+        user: Option<&(String, String)>,
+        durable: Option<Durable>,
+        queue_cache_ms: u64,
+    ) -> redis::RedisResult<Arc<Backend>> {
         let (connector, conn) = match target {
             Target::Single(url) => {
                 let mut client = Client::open(url.as_str())?;
@@ -231,7 +243,14 @@ impl Backend {
                 (Connector::Cluster(Box::new(client)), Conn::Cluster(conn))
             }
         };
-        Ok(Arc::new(Backend { connector, durable, conn, idle: Mutex::new(Vec::new()), polls: Semaphore::new(MAX_LONG_POLLS) }))
+        Ok(Arc::new(Backend {
+            connector,
+            durable,
+            conn,
+            queues: crate::queue::Cache::new(queue_cache_ms),
+            idle: Mutex::new(Vec::new()),
+            polls: Semaphore::new(MAX_LONG_POLLS),
+        }))
     }
 
     /// A dedicated connection for one long poll (returned with `give_back`), or `None` when
