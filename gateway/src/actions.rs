@@ -16,6 +16,7 @@ use crate::input::{batch_entries, int_field, parse_attrs, queue_of_url, required
 use crate::md5s;
 use crate::message::{self, Attribute, Stored};
 use crate::queue::{default_of, Queue, TOMBSTONE_MS};
+use crate::replies::{to_body, Receive, Received, Sent, SentBatch};
 use crate::server::Gateway;
 use crate::store::{self, Backend};
 
@@ -25,8 +26,9 @@ pub struct Caller {
     pub key_id: String,
 }
 
-pub async fn dispatch(gw: &Gateway, caller: &Caller, action: &str, input: &Value) -> SqsResult<Value> {
-    match action {
+/// The action's response body.
+pub async fn dispatch(gw: &Gateway, caller: &Caller, action: &str, input: &Value) -> SqsResult<Vec<u8>> {
+    let value = match action {
         "CreateQueue" => create_queue(gw, caller, input).await,
         "GetQueueUrl" => get_queue_url(gw, caller, input).await,
         "ListQueues" => list_queues(gw, caller, input).await,
@@ -34,9 +36,10 @@ pub async fn dispatch(gw: &Gateway, caller: &Caller, action: &str, input: &Value
         "PurgeQueue" => purge_queue(caller, input).await,
         "GetQueueAttributes" => get_queue_attributes(gw, caller, input).await,
         "SetQueueAttributes" => set_queue_attributes(caller, input).await,
-        "SendMessage" => send_message(caller, input).await,
-        "SendMessageBatch" => send_message_batch(caller, input).await,
-        "ReceiveMessage" => receive_message(gw, caller, input).await,
+        // Answered per message: their bodies are serialised without Values (crate::replies).
+        "SendMessage" => return send_message(caller, input).await,
+        "SendMessageBatch" => return send_message_batch(caller, input).await,
+        "ReceiveMessage" => return receive_message(gw, caller, input).await,
         "DeleteMessage" => delete_message(caller, input).await,
         "DeleteMessageBatch" => delete_message_batch(caller, input).await,
         "ChangeMessageVisibility" => change_visibility(caller, input).await,
@@ -49,7 +52,8 @@ pub async fn dispatch(gw: &Gateway, caller: &Caller, action: &str, input: &Value
         "UntagQueue" => untag_queue(caller, input).await,
         "ListQueueTags" => list_queue_tags(caller, input).await,
         _ => Err(SqsError::unsupported_operation(format!("{action} is not supported by rmq-gateway"))),
-    }
+    }?;
+    Ok(to_body(&value))
 }
 
 fn now_ms() -> i64 {
@@ -613,20 +617,15 @@ async fn push(caller: &Caller, q: &Queue, entries: &[Outgoing]) -> SqsResult<Vec
         .collect()
 }
 
-fn send_result(q: &Queue, e: &Outgoing, id: &str, seq: u64) -> Map<String, Value> {
-    let mut out = Map::new();
-    out.insert("MessageId".into(), json!(id));
-    out.insert("MD5OfMessageBody".into(), json!(md5s::of_body(&e.stored.body)));
-    if let Some(m) = md5s::of_attributes(&e.stored.attrs) {
-        out.insert("MD5OfMessageAttributes".into(), json!(m));
+fn send_result<'a>(q: &Queue, e: &Outgoing, entry: Option<&'a str>, id: String, seq: u64) -> Sent<'a> {
+    Sent {
+        id: entry,
+        message_id: id,
+        md5_of_message_body: md5s::of_body(&e.stored.body),
+        md5_of_message_attributes: md5s::of_attributes(&e.stored.attrs),
+        md5_of_message_system_attributes: e.stored.trace.as_ref().and_then(|t| md5s::of_attributes(&trace_attrs(t))),
+        sequence_number: q.fifo().then(|| format!("{seq:020}")),
     }
-    if let Some(m) = e.stored.trace.as_ref().and_then(|t| md5s::of_attributes(&trace_attrs(t))) {
-        out.insert("MD5OfMessageSystemAttributes".into(), json!(m));
-    }
-    if q.fifo() {
-        out.insert("SequenceNumber".into(), json!(format!("{seq:020}")));
-    }
-    out
 }
 
 fn trace_attrs(t: &str) -> BTreeMap<String, Attribute> {
@@ -636,48 +635,37 @@ fn trace_attrs(t: &str) -> BTreeMap<String, Attribute> {
     )])
 }
 
-async fn send_message(caller: &Caller, input: &Value) -> SqsResult<Value> {
+async fn send_message(caller: &Caller, input: &Value) -> SqsResult<Vec<u8>> {
     let q = cached_queue(caller, queue_of_url(input)?).await?;
     let e = outgoing(&q, caller, input)?;
-    let sent = push(caller, &q, std::slice::from_ref(&e)).await?;
-    let (id, seq) = &sent[0];
-    Ok(Value::Object(send_result(&q, &e, id, *seq)))
+    let (id, seq) = push(caller, &q, std::slice::from_ref(&e)).await?.swap_remove(0);
+    Ok(to_body(&send_result(&q, &e, None, id, seq)))
 }
 
 fn failed(id: &str, e: &SqsError) -> Value {
     json!({"Id": id, "SenderFault": e.sender_fault(), "Code": e.code, "Message": e.message})
 }
 
-async fn send_message_batch(caller: &Caller, input: &Value) -> SqsResult<Value> {
+async fn send_message_batch(caller: &Caller, input: &Value) -> SqsResult<Vec<u8>> {
     let q = cached_queue(caller, queue_of_url(input)?).await?;
     let entries = batch_entries(input)?;
     let total: usize = entries.iter().map(|(_, e)| e.get("MessageBody").and_then(Value::as_str).map_or(0, str::len)).sum();
     if total as i64 > q.num("MaximumMessageSize").max(262_144) {
         return Err(SqsError::batch_request_too_long("Batch requests cannot be longer than the queue's maximum message size in total."));
     }
-    let mut ok = Vec::new();
-    let mut failures = Vec::new();
+    let (mut ids, mut outs, mut failures) = (Vec::new(), Vec::new(), Vec::new());
     for (id, e) in &entries {
         match outgoing(&q, caller, e) {
-            Ok(o) => ok.push((id.clone(), o)),
+            Ok(o) => {
+                ids.push(id.as_str());
+                outs.push(o);
+            }
             Err(err) => failures.push(failed(id, &err)),
         }
     }
-    let outs: Vec<Outgoing> = ok
-        .iter()
-        .map(|(_, o)| Outgoing { delay_ms: o.delay_ms, group: o.group.clone(), dedup: o.dedup.clone(), stored: o.stored.clone() })
-        .collect();
     let sent = if outs.is_empty() { Vec::new() } else { push(caller, &q, &outs).await? };
-    let successful: Vec<Value> = ok
-        .iter()
-        .zip(sent)
-        .map(|((id, o), (mid, seq))| {
-            let mut r = send_result(&q, o, &mid, seq);
-            r.insert("Id".into(), json!(id));
-            Value::Object(r)
-        })
-        .collect();
-    Ok(json!({"Successful": successful, "Failed": failures}))
+    let successful = ids.iter().zip(&outs).zip(sent).map(|((id, o), (mid, seq))| send_result(&q, o, Some(id), mid, seq)).collect();
+    Ok(to_body(&SentBatch { successful, failed: failures }))
 }
 
 // ---- receipt handles ----
@@ -736,7 +724,7 @@ fn read_handle(q: &Queue, handle: &str) -> SqsResult<u64> {
 
 // ---- receiving ----
 
-async fn receive_message(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult<Value> {
+async fn receive_message(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult<Vec<u8>> {
     let q = cached_queue(caller, queue_of_url(input)?).await?;
     let count = int_field(input, "MaxNumberOfMessages", 1, 10)?.unwrap_or(1);
     let vt = int_field(input, "VisibilityTimeout", 0, 43_200)?.unwrap_or_else(|| q.num("VisibilityTimeout"));
@@ -753,8 +741,8 @@ async fn receive_message(gw: &Gateway, caller: &Caller, input: &Value) -> SqsRes
     if got.is_empty() && wait > 0 {
         got = long_poll(gw, caller, &q, count, lease, wait).await?;
     }
-    let messages: Vec<Value> = got.iter().map(|(raw, d, id)| received(&q, raw, *d, *id, &sys_wanted, &attr_wanted)).collect();
-    Ok(if messages.is_empty() { json!({}) } else { json!({"Messages": messages}) })
+    let messages = got.iter().map(|(raw, d, id)| received(&q, raw, *d, *id, &sys_wanted, &attr_wanted)).collect();
+    Ok(to_body(&Receive { messages }))
 }
 
 /// A delivery as `RMQ.POP ... IDS` replies it: the stored message, its delivery count and
@@ -777,54 +765,49 @@ async fn long_poll(gw: &Gateway, caller: &Caller, q: &Queue, count: i64, lease: 
     Ok(got.unwrap_or_default())
 }
 
-fn received(q: &Queue, raw: &[u8], deliveries: i64, id: u64, sys_wanted: &[String], attr_wanted: &[String]) -> Value {
+fn received(q: &Queue, raw: &[u8], deliveries: i64, id: u64, sys_wanted: &[String], attr_wanted: &[String]) -> Received {
     let read = message::decode(raw);
-    let s = &read.stored;
-    let mut m = Map::new();
-    m.insert("MessageId".into(), json!(s.id));
-    m.insert("ReceiptHandle".into(), json!(make_handle(q, id)));
-    m.insert("MD5OfBody".into(), json!(md5s::of_body(&s.body)));
-    m.insert("Body".into(), json!(s.body));
+    let s = read.stored;
     let all_sys = sys_wanted.iter().any(|w| w == "All");
-    let mut sys = Map::new();
-    let mut put = |name: &str, v: String| {
+    let mut sys = BTreeMap::new();
+    let mut put = |name: &'static str, v: String| {
         if all_sys || sys_wanted.iter().any(|w| w == name) {
-            sys.insert(name.to_string(), json!(v));
+            sys.insert(name, v);
         }
     };
-    put("SenderId", s.sender.clone());
+    put("SenderId", s.sender);
     put("SentTimestamp", s.sent.to_string());
     put("ApproximateReceiveCount", deliveries.to_string());
-    if let Some(g) = &s.group {
-        put("MessageGroupId", g.clone());
+    if let Some(g) = s.group {
+        put("MessageGroupId", g);
     }
-    if let Some(d) = &s.dedup {
-        put("MessageDeduplicationId", d.clone());
+    if let Some(d) = s.dedup {
+        put("MessageDeduplicationId", d);
     }
     if let (true, Some(seq)) = (q.fifo(), read.seq) {
         put("SequenceNumber", format!("{seq:020}"));
     }
-    if let Some(t) = &s.trace {
-        put("AWSTraceHeader", t.clone());
-    }
-    if !sys.is_empty() {
-        m.insert("Attributes".into(), Value::Object(sys));
+    if let Some(t) = s.trace {
+        put("AWSTraceHeader", t);
     }
     let attrs: BTreeMap<String, Attribute> = s
         .attrs
-        .iter()
+        .into_iter()
         .filter(|(name, _)| {
             attr_wanted
                 .iter()
-                .any(|w| w == "All" || w == ".*" || w == *name || w.strip_suffix(".*").is_some_and(|p| name.starts_with(&format!("{p}."))))
+                .any(|w| w == "All" || w == ".*" || w == name || w.strip_suffix(".*").is_some_and(|p| name.starts_with(&format!("{p}."))))
         })
-        .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    if let Some(md5) = md5s::of_attributes(&attrs) {
-        m.insert("MD5OfMessageAttributes".into(), json!(md5));
-        m.insert("MessageAttributes".into(), json!(attrs));
+    Received {
+        receipt_handle: make_handle(q, id),
+        md5_of_body: md5s::of_body(&s.body),
+        message_id: s.id,
+        body: s.body,
+        attributes: sys,
+        md5_of_message_attributes: md5s::of_attributes(&attrs),
+        message_attributes: attrs,
     }
-    Value::Object(m)
 }
 
 // ---- ending and extending deliveries ----

@@ -6,6 +6,7 @@ mod metrics;
 mod movetask;
 mod queue;
 mod redrive;
+mod replies;
 mod server;
 mod store;
 

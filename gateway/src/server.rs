@@ -193,11 +193,8 @@ async fn sqs(State(gw): State<Arc<Gateway>>, method: Method, uri: Uri, headers: 
     let result = handle(&gw, &method, &uri, &headers, &body, &action).await;
     let label = if action.is_empty() { "unknown" } else { action.as_str() };
     match result {
-        Ok(v) => {
+        Ok(body) => {
             gw.metrics.observe(label, "ok", started.elapsed());
-            // Into bytes directly: Value's Display goes through fmt::Write a fragment at a
-            // time. A Value always serialises (its keys are strings; a Vec takes any write).
-            let body = serde_json::to_vec(&v).unwrap_or_else(|_| unreachable!());
             ([("content-type", "application/x-amz-json-1.0")], body).into_response()
         }
         Err(e) => {
@@ -207,14 +204,7 @@ async fn sqs(State(gw): State<Arc<Gateway>>, method: Method, uri: Uri, headers: 
     }
 }
 
-async fn handle(
-    gw: &Gateway,
-    method: &Method,
-    uri: &Uri,
-    headers: &HeaderMap,
-    body: &[u8],
-    action: &str,
-) -> Result<serde_json::Value, SqsError> {
+async fn handle(gw: &Gateway, method: &Method, uri: &Uri, headers: &HeaderMap, body: &[u8], action: &str) -> Result<Vec<u8>, SqsError> {
     let caller = authenticate(gw, method, uri, headers, body)?;
     if method != Method::POST || action.is_empty() {
         return Err(SqsError::unsupported_operation(

@@ -1,0 +1,107 @@
+//! The JSON bodies of the actions answered per message (ReceiveMessage, SendMessage,
+//! SendMessageBatch), serialised straight from these types rather than through
+//! `serde_json::Value` maps, whose every key and value is an allocation of its own.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::message::Attribute;
+
+/// A response body as bytes. The types answered here serialise whatever they hold (their
+/// keys are strings; a Vec takes any write).
+pub fn to_body<T: Serialize>(v: &T) -> Vec<u8> {
+    serde_json::to_vec(v).unwrap_or_else(|_| unreachable!())
+}
+
+/// ReceiveMessage: `{}` when nothing was received.
+#[derive(Serialize, Default)]
+pub struct Receive {
+    #[serde(rename = "Messages", skip_serializing_if = "Vec::is_empty")]
+    pub messages: Vec<Received>,
+}
+
+#[derive(Serialize)]
+pub struct Received {
+    #[serde(rename = "MessageId")]
+    pub message_id: String,
+    #[serde(rename = "ReceiptHandle")]
+    pub receipt_handle: String,
+    #[serde(rename = "MD5OfBody")]
+    pub md5_of_body: String,
+    #[serde(rename = "Body")]
+    pub body: String,
+    /// The system attributes asked for.
+    #[serde(rename = "Attributes", skip_serializing_if = "BTreeMap::is_empty")]
+    pub attributes: BTreeMap<&'static str, String>,
+    /// With the message attributes asked for, when there are any.
+    #[serde(rename = "MD5OfMessageAttributes", skip_serializing_if = "Option::is_none")]
+    pub md5_of_message_attributes: Option<String>,
+    #[serde(rename = "MessageAttributes", skip_serializing_if = "BTreeMap::is_empty")]
+    pub message_attributes: BTreeMap<String, Attribute>,
+}
+
+/// SendMessage, or one entry of SendMessageBatch (with its `Id`).
+#[derive(Serialize)]
+pub struct Sent<'a> {
+    #[serde(rename = "Id", skip_serializing_if = "Option::is_none")]
+    pub id: Option<&'a str>,
+    #[serde(rename = "MessageId")]
+    pub message_id: String,
+    #[serde(rename = "MD5OfMessageBody")]
+    pub md5_of_message_body: String,
+    #[serde(rename = "MD5OfMessageAttributes", skip_serializing_if = "Option::is_none")]
+    pub md5_of_message_attributes: Option<String>,
+    #[serde(rename = "MD5OfMessageSystemAttributes", skip_serializing_if = "Option::is_none")]
+    pub md5_of_message_system_attributes: Option<String>,
+    /// FIFO queues only.
+    #[serde(rename = "SequenceNumber", skip_serializing_if = "Option::is_none")]
+    pub sequence_number: Option<String>,
+}
+
+#[derive(Serialize)]
+pub struct SentBatch<'a> {
+    #[serde(rename = "Successful")]
+    pub successful: Vec<Sent<'a>>,
+    #[serde(rename = "Failed")]
+    pub failed: Vec<serde_json::Value>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies_hold_what_is_there() {
+        assert_eq!(to_body(&Receive::default()), b"{}");
+        let m = Received {
+            message_id: "i".into(),
+            receipt_handle: "h".into(),
+            md5_of_body: "5".into(),
+            body: "b\"".into(),
+            attributes: BTreeMap::from([("SentTimestamp", "1".to_string())]),
+            md5_of_message_attributes: None,
+            message_attributes: BTreeMap::new(),
+        };
+        let v: serde_json::Value = serde_json::from_slice(&to_body(&Receive { messages: vec![m] })).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"Messages": [{"MessageId": "i", "ReceiptHandle": "h", "MD5OfBody": "5", "Body": "b\"",
+                "Attributes": {"SentTimestamp": "1"}}]})
+        );
+        let s = Sent {
+            id: Some("0"),
+            message_id: "i".into(),
+            md5_of_message_body: "5".into(),
+            md5_of_message_attributes: None,
+            md5_of_message_system_attributes: None,
+            sequence_number: Some("00000000000000000001".into()),
+        };
+        let v: serde_json::Value = serde_json::from_slice(&to_body(&SentBatch { successful: vec![s], failed: vec![] })).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"Successful": [{"Id": "0", "MessageId": "i", "MD5OfMessageBody": "5",
+                "SequenceNumber": "00000000000000000001"}], "Failed": []})
+        );
+    }
+}
