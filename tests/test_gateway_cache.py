@@ -48,8 +48,8 @@ def test_a_send_after_another_gateway_deleted_the_queue_leaves_nothing(r, start_
     before = pushes(r)
     # While b still holds them (or, on a machine stalled past the freshness, once it has
     # read them again) a receive finds nothing, and the sends fail; b's pushes are made,
-    # seen in the same MULTI to be of a deleted queue, and taken back with the keys they
-    # made (sequence, deduplication records).
+    # found by the check that follows them to be of a deleted queue, and taken back with
+    # the keys they made (sequence, deduplication records).
     try:
         assert "Messages" not in b.receive_message(QueueUrl=url)
     except b.exceptions.QueueDoesNotExist:

@@ -43,7 +43,9 @@ PARTS = [
     ("SendMessageBatch: the send script call", r"actions::push::\{\{closure\}\} "),
     ("receipt handle MAC (HMAC-SHA256, make + check)", r"actions::handle_mac \["),
     ("receipt handle check (read_handle)", r"actions::read_handle \["),
-    ("response JSON (Value to bytes)", r"serde_json-[0-9.]+/src/ser\.rs:<F as axum::handler"),
+    # Every JSON string written: stored messages (their bodies) and response bodies.
+    ("JSON strings written (serde_json serialize_str)",
+     r"serde_json-[0-9.]+/src/ser\.rs:<&mut serde_json::ser::Serializer<W,F> as serde_core::ser::Serializer>::serialize_str \["),
     ("request JSON (text to Value)", r"serde_json-[0-9.]+/src/de\.rs:<F as axum::handler"),
     ("SigV4 check (with --sigv4)", r"sigv4\.rs:<F as axum::handler"),
     ("Redis reply parsing (redis crate)", r"redis::parser::aio_support::ValueCodec::decode_stream \["),

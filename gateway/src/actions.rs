@@ -529,7 +529,7 @@ fn outgoing(q: &Queue, caller: &Caller, entry: &Value) -> SqsResult<Outgoing> {
 async fn write_pipe<T: redis::FromRedisValue>(caller: &Caller, queue: &str, mut pipe: redis::Pipeline, done: &str) -> SqsResult<Vec<T>> {
     let mut conn = caller.backend.conn.clone();
     let Some(d) = caller.backend.durable else {
-        // To the queue's primary: a MULTI in the pipeline must not go anywhere else.
+        // To the queue's primary, the whole pipeline (a send's check must follow its pushes).
         return Ok(conn.query_on_owner(queue, &pipe).await?);
     };
     pipe.cmd("WAIT").arg(d.replicas).arg(d.timeout_ms);
@@ -553,16 +553,14 @@ const DEDUP_WINDOW_MS: i64 = 300_000;
 type Pushed = (String, Option<u64>, Option<String>);
 
 /// Sends checked entries in one round trip: one RMQ.PUSH per entry (entries differ in
-/// delay and group), in one MULTI with a check that the queue still exists (it may have
-/// been deleted since it was cached). The module numbers each send (SEQUENCE: the stored
+/// delay and group), pipelined, then a check that the queue still exists (it may have been
+/// deleted since it was cached). The module numbers each send (SEQUENCE: the stored
 /// format's prefix and sequence number, in push order across gateways) and keeps FIFO
 /// deduplication windows (DEDUP, with the MessageId as its NOTE), so a duplicate is
 /// answered with the first send's MessageId and sequence number. Per entry its MessageId
 /// and sequence number.
 async fn push(caller: &Caller, q: &Queue, entries: &[Outgoing]) -> SqsResult<Vec<(String, u64)>> {
     let mut pipe = redis::pipe();
-    pipe.cmd("MULTI");
-    pipe.exists(store::meta_key(&q.name));
     for e in entries {
         pipe.cmd("RMQ.PUSH").arg(&q.name).arg("DELAY").arg(e.delay_ms);
         if let Some(g) = &e.group {
@@ -574,9 +572,10 @@ async fn push(caller: &Caller, q: &Queue, entries: &[Outgoing]) -> SqsResult<Vec
         }
         pipe.arg(message::encode(&e.stored));
     }
-    pipe.cmd("EXEC");
-    // MULTI's OK, each command's QUEUED, then EXEC's replies to them all; a command refused
-    // as it was queued (an ACL, OOM) is answered so, and EXEC aborts.
+    // After the pushes, on the same connection: DeleteQueue removes every key of the queue
+    // at once, so a push it did not take along came after it, before this check, which then
+    // finds the queue gone. No MULTI needed (nor its QUEUED replies).
+    pipe.exists(store::meta_key(&q.name));
     let mut replies: Vec<redis::Value> = write_pipe(caller, &q.name, pipe, "the messages are stored").await?;
     if let Some(redis::Value::ServerError(e)) = replies.iter().find(|v| matches!(v, redis::Value::ServerError(_))) {
         return Err(redis::RedisError::from(e.clone()).into());
@@ -584,15 +583,10 @@ async fn push(caller: &Caller, q: &Queue, entries: &[Outgoing]) -> SqsResult<Vec
     fn parse<T: redis::FromRedisValue>(v: redis::Value) -> redis::RedisResult<T> {
         redis::from_redis_value(v).map_err(redis::RedisError::from)
     }
-    let mut exec: Vec<redis::Value> = match replies.pop() {
-        Some(v) => parse(v)?,
-        None => Vec::new(),
-    };
-    if exec.len() != entries.len() + 1 {
+    if replies.len() != entries.len() + 1 {
         return Err(SqsError::internal("the queue store answered the send in an unexpected shape"));
     }
-    let pushed = exec.split_off(1);
-    let exists: bool = parse(exec.remove(0))?;
+    let exists: bool = parse(replies.pop().unwrap_or(redis::Value::Nil))?;
     if !exists {
         // Deleted since this gateway cached it: the pushes made keys of a queue that is
         // gone, and no new queue of the name can exist yet (DeleteQueue's tombstone), so
@@ -606,7 +600,7 @@ async fn push(caller: &Caller, q: &Queue, entries: &[Outgoing]) -> SqsResult<Vec
     }
     entries
         .iter()
-        .zip(pushed)
+        .zip(replies)
         .map(|(e, r)| {
             let r: Vec<Pushed> = parse(r)?;
             Ok(match r.into_iter().next() {

@@ -3,8 +3,9 @@
 //! Redis round trip that would read them first.
 //!
 //! Why a cached queue is safe to act on for a second (`FRESH_MS`, `--queue-cache-ms`):
-//! - a send checks in the same MULTI as its pushes that the queue still exists, and a
-//!   deleted queue's pushes are removed again (`actions::push`), so no keys are left behind;
+//! - a send checks after its pushes, on the same connection, that the queue still exists,
+//!   and a deleted queue's pushes are removed again (`actions::push`), so no keys are left
+//!   behind;
 //! - DeleteQueue leaves a tombstone that refuses a new queue of the name for `TOMBSTONE_MS`
 //!   (SQS's QueueDeletedRecently), longer than any entry of the old queue is trusted, so a
 //!   cached entry never stands for a queue created after it (its receipt-handle key);
