@@ -217,7 +217,7 @@ def main():
         f"Natively (`--native-rounds {args.native_rounds}`, no valgrind, {native} messages), the "
         f"gateway's CPU per message from /proc: {1e6 * user / native:.1f} µs user + "
         f"{1e6 * system / native:.1f} µs kernel = {1e6 * (user + system) / native:.1f} µs; "
-        f"the kernel's share ({100 * system / (user + system):.0f}%: socket reads, writes and "
+        f"the kernel's share ({100 * system / max(user + system, 1e-9):.0f}%: socket reads, writes and "
         "polling for the HTTP and Redis round trips) is not in the instruction counts above.",
         "",
         f"System calls (`strace -c -f` attached for {args.strace_rounds} rounds, {traced} messages; a count, "
