@@ -1,5 +1,6 @@
-//! The SQS actions: validate as SQS does, then one or two Redis round trips (the queue's
-//! attributes, then the action's RMQ commands).
+//! The SQS actions: validate as SQS does, then the action's RMQ commands in one Redis round
+//! trip — after another that reads the queue's attributes, unless they were read within
+//! `--queue-cache-ms` (crate::queue).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -75,8 +76,8 @@ async fn load_queue(caller: &Caller, name: String) -> SqsResult<Arc<Queue>> {
     Ok(q)
 }
 
-/// The queue's attributes as read within `queue::FRESH` (crate::queue says why that is
-/// safe), else as they are now: for the actions run per message.
+/// The queue's attributes as read within `--queue-cache-ms` (crate::queue says why that
+/// is safe), else as they are now: for the actions run per message.
 async fn cached_queue(caller: &Caller, name: String) -> SqsResult<Arc<Queue>> {
     match caller.backend.queues.get(&name) {
         Some(q) => Ok(q),
