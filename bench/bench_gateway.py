@@ -203,6 +203,11 @@ def latency_redis(server, name, samples):
     return send_receive(lambda i: pusher.execute_command("RMQ.PUSH", name, "DELAY", 0, str(i)), receive, samples)
 
 
+# Request/response exchanges per message at batch 10: 3 HTTP requests per 10 messages, each
+# with one Redis round trip.
+EXCHANGES_PER_MESSAGE = 0.6
+
+
 def ping_floor(server, n=20000):
     """Redis's CPU per PING, one client, no pipelining: what one request/response exchange
     over loopback TCP costs a lean server on this machine (a socket read, a write and an
@@ -272,7 +277,7 @@ def plot(med, floor, path):
     import matplotlib.pyplot as plt
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.2))
     bars = [("rmq-gateway", med["rmq-gateway"]["cpu_us"]), ("its Redis", med["rmq-gateway"]["redis_us"]),
-            ("moto", med["moto"]["cpu_us"]), ("floor: 6 PINGs\nper 10 msgs", 0.6 * floor)]
+            ("moto", med["moto"]["cpu_us"]), ("floor: 6 PINGs\nper 10 msgs", EXCHANGES_PER_MESSAGE * floor)]
     a.bar([n for n, _ in bars], [v for _, v in bars], color=["tab:blue", "tab:cyan", "tab:gray", "tab:olive"])
     a.axhline(10, color="tab:red", ls="--", lw=1, label="target: gateway ≤ 10 µs")
     a.set_yscale("log")
@@ -378,7 +383,7 @@ def main():
               f"The transport floor on this machine: Redis spends {floor:.1f} µs of CPU per PING (one client, no "
               "pipelining: a socket read, a write and an epoll wait; median of 3 runs of redis-benchmark). At batch 10 "
               "the gateway makes 6 such exchanges per 10 messages (3 HTTP requests and one Redis round trip for each: "
-              f"a queue's attributes are read once a second, not per request): {0.6 * floor:.1f} µs per message at "
+              f"a queue's attributes are read once a second, not per request): {EXCHANGES_PER_MESSAGE * floor:.1f} µs per message at "
               "Redis's leanness. Its "
               f"CPU per message is {g['cpu_us'] / floor:.2f} PINGs' worth; the target, 10 µs, is {10 / floor:.2f} "
               "PINGs' worth on this machine.", "",

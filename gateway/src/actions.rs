@@ -272,14 +272,13 @@ async fn list_queues(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult<
 async fn delete_queue(caller: &Caller, input: &Value) -> SqsResult<Value> {
     let q = load_queue(caller, queue_of_url(input)?).await?;
     let mut conn = caller.backend.conn.clone();
-    let mut keys = store::rmq_keys(&q.name);
+    let mut keys = store::module_keys(&q.name);
     keys.extend([
         store::meta_key(&q.name),
         store::tags_key(&q.name),
         // A running move task sees its state gone and stops.
         crate::movetask::task_key(&q.name),
     ]);
-    keys.extend(store::ledger_keys(&q.name));
     let mut pipe = redis::pipe();
     pipe.atomic().del(keys).ignore();
     // The tombstone: crate::queue says why a new queue of the name must wait.
@@ -592,10 +591,8 @@ async fn push(caller: &Caller, q: &Queue, entries: &[Outgoing]) -> SqsResult<Vec
         // Deleted since this gateway cached it: the pushes made keys of a queue that is
         // gone, and no new queue of the name can exist yet (DeleteQueue's tombstone), so
         // they all go again.
-        let mut keys = store::rmq_keys(&q.name);
-        keys.extend(store::ledger_keys(&q.name));
         let mut conn = caller.backend.conn.clone();
-        let _: () = conn.del(keys).await?;
+        let _: () = conn.del(store::module_keys(&q.name)).await?;
         caller.backend.queues.forget(&q.name);
         return Err(SqsError::queue_does_not_exist("The specified queue does not exist."));
     }

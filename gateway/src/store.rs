@@ -45,6 +45,14 @@ pub fn ledger_keys(q: &str) -> Vec<String> {
     ["seq", "dedup", "dedupexp"].iter().map(|p| format!("{p}{{{q}}}")).collect()
 }
 
+/// Every module key of a queue that pushes can make: its messages' and its ledger's. A
+/// deleted queue has none of them (DeleteQueue, and a send that finds its queue deleted).
+pub fn module_keys(q: &str) -> Vec<String> {
+    let mut keys = rmq_keys(q);
+    keys.extend(ledger_keys(q));
+    keys
+}
+
 /// Where the queues live: one server, or a Redis Cluster given by seed nodes.
 #[derive(Debug, Clone)]
 pub enum Target {
