@@ -31,6 +31,7 @@
 #               (gateway/test; part of `make test`; the Python ones are in tests/)
 #   make test-gateway-java  the gateway driven by the AWS SDK for Java v2 (MD5 checks on)
 #               and Spring Cloud AWS (gateway/test-java, Maven + JUnit 5)
+#   make test-gateway-go  the gateway driven by aws-sdk-go-v2's SQS client (gateway/test-go)
 #   make partitions  every partition scenario (tests/partition: a primary, 2 replicas and 3
 #               Sentinels in network namespaces; isolated primary, primary cut from clients,
 #               flapping link, promotion while the old primary serves clients, 20% loss +
@@ -242,7 +243,7 @@ partitions: deps build
 GATEWAY_LISTEN ?= 127.0.0.1:9324
 GATEWAY_REDIS  ?= redis://127.0.0.1:6380
 
-.PHONY: gateway test-gateway-js test-gateway-java bench-gateway
+.PHONY: gateway test-gateway-js test-gateway-java test-gateway-go bench-gateway
 gateway: build
 	@echo "rmq-gateway on http://$(GATEWAY_LISTEN) against $(GATEWAY_REDIS) (start it with make run); Ctrl-C stops it"
 	target/release/rmq-gateway --listen $(GATEWAY_LISTEN) --redis $(GATEWAY_REDIS)
@@ -254,6 +255,10 @@ test-gateway-js: deps build
 # their own redis-server and rmq-gateway on free ports.
 test-gateway-java: deps build
 	cd gateway/test-java && mvn -B -ntp test
+
+# go test fetches the modules of gateway/test-go/go.mod (pinned by go.sum) itself.
+test-gateway-go: deps build
+	cd gateway/test-go && go test -count=1 ./...
 
 # rmq-gateway vs moto_server (PyPI: moto[server]): msgs/s, server CPU per message, send ->
 # receive latency; writes scripts/results/bench_gateway.md (~3 min).
