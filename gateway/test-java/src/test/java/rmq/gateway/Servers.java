@@ -29,7 +29,7 @@ import software.amazon.awssdk.services.sqs.SqsClient;
  * then SIGKILL) when JUnit closes its root store. Binaries: target/release of the repository
  * (system property rmq.repo); RMQ_GATEWAY, RMQ_MODULE and RMQ_SERVER_BIN override them.
  */
-public final class Servers implements BeforeAllCallback, ExtensionContext.Store.CloseableResource {
+public final class Servers implements BeforeAllCallback, ExtensionContext.Store.CloseableResource, AutoCloseable {
     private static Servers running;
 
     final Path dir;
@@ -74,7 +74,7 @@ public final class Servers implements BeforeAllCallback, ExtensionContext.Store.
     }
 
     @Override
-    public void close() throws Throwable {
+    public void close() throws Exception {
         stop(gateway);
         stop(redis);
     }
