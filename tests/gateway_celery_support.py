@@ -20,7 +20,8 @@ app = Celery("jobs", broker=f"sqs://local:local@{gateway}",
 # long polls (workers stop quickly); no remote control (SQS has no broadcast queues).
 app.conf.broker_transport_options.update(visibility_timeout=6, wait_time_seconds=2, polling_interval=0.1)
 app.conf.update(worker_enable_remote_control=False, worker_prefetch_multiplier=1,
-                task_routes={"gateway_celery_support.slow": {"queue": "late"}},
+                task_routes={"gateway_celery_support.slow": {"queue": "late"},
+                             "gateway_celery_support.ordered": {"queue": "jobs.fifo"}},
                 broker_connection_retry_on_startup=True)
 
 _r = None
@@ -65,3 +66,9 @@ def slow(key):
     if n == 1:
         time.sleep(300)
     store().rpush(key + ":done", n)
+
+
+@app.task(acks_late=True)
+def ordered(i):
+    """On a FIFO queue: acknowledged only when done, so the next of its group waits."""
+    store().rpush("ordered", i)

@@ -1,7 +1,7 @@
 """rmq-gateway as Celery's broker: workers on kombu's SQS transport (tests/
 gateway_celery_support.py, started as `celery worker` processes and stopped by pid) against
 one gateway and one Redis for the file: 200 tasks each run exactly once, countdown, retries,
-and acks_late with the worker killed mid-task -> the task runs again on another worker once
+a FIFO queue's tasks in order, and acks_late with the worker killed mid-task -> the task runs again on another worker once
 the visibility timeout has run out. The README's Celery example is the app's own lines."""
 
 import os
@@ -105,7 +105,7 @@ def worker_env(gw, _server_holder):
 
 @pytest.fixture(scope="module")
 def worker(worker_env):
-    w = Worker(worker_env, "celery", "main")
+    w = Worker(worker_env, "celery,jobs.fifo", "main")
     yield w
     w.stop()
 
@@ -150,6 +150,20 @@ def test_retries(r, worker):
     wait_until(lambda: r.llen("flaky:done") >= 1, 60, "the retried task")
     assert r.lrange("flaky:done", 0, -1) == [b"3"]
     assert r.get("flaky") == b"3"
+
+
+def test_fifo_queue_runs_a_group_in_order(r, gw, worker):
+    # kombu sends every message of a FIFO queue in one group (its default MessageGroupId)
+    # with a new deduplication id; one message of a group is in flight at a time, and
+    # acks_late holds it until the task is done: the four worker threads run them in order.
+    for i in range(20):
+        jobs.ordered.delay(i)
+    wait_until(lambda: r.llen("ordered") >= 20, 120, "20 FIFO tasks")
+    assert [int(x) for x in r.lrange("ordered", 0, -1)] == list(range(20))
+    sqs = gw.sqs()
+    url = sqs.get_queue_url(QueueName="jobs.fifo")["QueueUrl"]
+    assert sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["FifoQueue"])["Attributes"]["FifoQueue"] == "true"
+    wait_until(lambda: queue_counts(gw, "jobs.fifo") == (0, 0), 30, "the FIFO queue to empty")
 
 
 def test_acks_late_task_redelivered_after_its_worker_is_killed(r, gw, worker_env):
