@@ -30,6 +30,11 @@
 #               (~3 min); writes scripts/results/bench_gateway.md
 #   make test-gateway-js  the gateway driven by @aws-sdk/client-sqs v3 and sqs-consumer
 #               (gateway/test; part of `make test`; the Python ones are in tests/)
+#   make test-gateway-java  the gateway driven by the AWS SDK for Java v2 (MD5 checks on)
+#               and Spring Cloud AWS (gateway/test-java, Maven + JUnit 5)
+#   make test-gateway-go  the gateway driven by aws-sdk-go-v2's SQS client (gateway/test-go)
+#   make test-gateway-celery  Celery workers on kombu's SQS transport against the gateway
+#               (tests/test_gateway_celery.py)
 #   make partitions  every partition scenario (tests/partition: a primary, 2 replicas and 3
 #               Sentinels in network namespaces; isolated primary, primary cut from clients,
 #               flapping link, promotion while the old primary serves clients, 20% loss +
@@ -260,13 +265,25 @@ partitions: deps build
 GATEWAY_LISTEN ?= 127.0.0.1:9324
 GATEWAY_REDIS  ?= redis://127.0.0.1:6380
 
-.PHONY: gateway test-gateway-js bench-gateway
+.PHONY: gateway test-gateway-js test-gateway-java test-gateway-go test-gateway-celery bench-gateway
 gateway: build
 	@echo "rmq-gateway on http://$(GATEWAY_LISTEN) against $(GATEWAY_REDIS) (start it with make run); Ctrl-C stops it"
 	target/release/rmq-gateway --listen $(GATEWAY_LISTEN) --redis $(GATEWAY_REDIS)
 
 test-gateway-js: deps build
 	cd gateway && npm test
+
+# Maven fetches the SDKs (versions pinned in gateway/test-java/pom.xml); the tests start
+# their own redis-server and rmq-gateway on free ports.
+test-gateway-java: deps build
+	cd gateway/test-java && mvn -B -ntp test
+
+# go test fetches the modules of gateway/test-go/go.mod (pinned by go.sum) itself.
+test-gateway-go: deps build
+	cd gateway/test-go && go test -count=1 ./...
+
+test-gateway-celery: deps build
+	$(PYTHON) -m pytest tests/test_gateway_celery.py -q
 
 # rmq-gateway vs moto_server (PyPI: moto[server]): msgs/s, server CPU per message, send ->
 # receive latency; writes scripts/results/bench_gateway.md (~3 min).
