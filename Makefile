@@ -96,6 +96,8 @@ test-steps:
 	$(STEP) test-python $(MAKE) --no-print-directory test-python
 	$(STEP) test-node $(MAKE) --no-print-directory test-node
 	$(STEP) test-gateway-js $(MAKE) --no-print-directory test-gateway-js
+	$(STEP) test-gateway-java $(MAKE) --no-print-directory test-gateway-java
+	$(STEP) test-gateway-go $(MAKE) --no-print-directory test-gateway-go
 	$(STEP) "matrix on Valkey 9.1" $(MAKE) --no-print-directory test-valkey
 	$(STEP) "matrix on Redis 8.2" $(MAKE) --no-print-directory test-redis82
 	$(STEP) "matrix on Valkey 8.1" $(MAKE) --no-print-directory test-valkey81
