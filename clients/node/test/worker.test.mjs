@@ -181,11 +181,11 @@ test("graceful stop: a handler still running after graceMs has its message nacke
   assert.deepEqual([info.inflight, info.waiting, info.ready], [0, 1, 1], "due again at once");
 });
 
-test("a server without the module: run() rejects with the server's error", async () => {
+test("a server without the module: run() rejects, saying the module is not loaded", async () => {
   const plain = await startServer({ module: false });
   try {
     const w = new Worker(new Topic(plain.client(), "t", 4), () => {}, { blockMs: 100 });
-    await assert.rejects(w.run(), /unknown command/i);
+    await assert.rejects(w.run(), { name: "ModuleNotLoaded", message: /RMQ module is not loaded.*--loadmodule/ });
   } finally {
     await plain.stop();
   }
