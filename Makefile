@@ -1,6 +1,8 @@
 # RMQ — a message queue inside Redis (Redis module in Rust).
 #
-#   make run    install deps, build, run redis-server on 127.0.0.1:6380 (foreground)
+#   make run    install what running needs (scripts/install-deps --run: Debian's redis-server,
+#               redis-tools, libclang-dev), build the module, run redis-server with it on
+#               127.0.0.1:$(PORT) (PORT=6380 by default; foreground)
 #   make test   install deps, lint (rustfmt, clippy), unit tests, build, every integration
 #               test (pytest, in parallel) against Redis 7.0, the clients' and the gateway's
 #               suites, and the server-facing tests again on Valkey 9.1, Redis 8.2 and
@@ -24,8 +26,9 @@
 #   make bench-v2  the v2 targets (groups, TPOP, policy, v1 vs v2) with peers (~15 min);
 #               writes scripts/results/bench_v2.md. BENCH_ARGS=--quick for a smoke run.
 #   make test-node   the Node.js client's tests (clients/node; part of `make test`)
-#   make gateway     rmq-gateway (the SQS API) on 127.0.0.1:9324 against `make run`'s
-#               server (127.0.0.1:6380), no credentials (foreground)
+#   make gateway     build rmq-gateway (the SQS API) and run it on 127.0.0.1:$(PORT)
+#               (PORT=9324 by default) against REDIS (default `make run`'s server,
+#               redis://127.0.0.1:6380), no credentials (foreground)
 #   make bench-gateway  rmq-gateway vs moto's server: msgs/s, CPU per message, latency
 #               (~3 min); writes scripts/results/bench_gateway.md
 #   make test-gateway-js  the gateway driven by @aws-sdk/client-sqs v3 and sqs-consumer
@@ -68,10 +71,15 @@ deps:
 build:
 	$(CARGO) build --release
 
-run: deps build
+# Only what running needs: no test or benchmark dependencies, not the gateway. The port
+# given after the conf file overrides its `port`.
+run: PORT ?= 6380
+run:
+	bash scripts/install-deps --run
+	$(CARGO) build --release -p rmq
 	mkdir -p $(DATADIR)
-	@echo "RMQ: redis-server on 127.0.0.1:6380 with $(MODULE), data in ./$(DATADIR) (Ctrl-C stops it)"
-	redis-server $(CONF)
+	@echo "RMQ: redis-server listening on 127.0.0.1:$(PORT) with $(MODULE), data in ./$(DATADIR) (redis-cli -p $(PORT); Ctrl-C stops it)"
+	redis-server $(CONF) --port $(PORT)
 
 # `make test` runs its steps through scripts/step-timer and ends with where the time went
 # (slowest first), also when a step fails. Test files run in parallel (pytest-xdist,
@@ -264,12 +272,15 @@ partitions: deps build
 	nice -n 5 $(PYTHON) scripts/partitions.py $(PARTITION_ARGS)
 
 # --- rmq-gateway (gateway/): the SQS API over RMQ -----------------------------------------
-GATEWAY_LISTEN ?= 127.0.0.1:9324
-GATEWAY_REDIS  ?= redis://127.0.0.1:6380
-
+# make gateway PORT=9400 REDIS=redis://127.0.0.1:6390 (GATEWAY_LISTEN / GATEWAY_REDIS as before).
 .PHONY: gateway test-gateway-js test-gateway-java test-gateway-go test-gateway-celery bench-gateway
-gateway: build
-	@echo "rmq-gateway on http://$(GATEWAY_LISTEN) against $(GATEWAY_REDIS) (start it with make run); Ctrl-C stops it"
+gateway: PORT ?= 9324
+gateway: REDIS ?= redis://127.0.0.1:6380
+gateway: GATEWAY_LISTEN ?= 127.0.0.1:$(PORT)
+gateway: GATEWAY_REDIS ?= $(REDIS)
+gateway:
+	$(CARGO) build --release -p rmq-gateway
+	@echo "rmq-gateway on http://$(GATEWAY_LISTEN) against $(GATEWAY_REDIS) (start that with make run); Ctrl-C stops it"
 	target/release/rmq-gateway --listen $(GATEWAY_LISTEN) --redis $(GATEWAY_REDIS)
 
 test-gateway-js: deps build

@@ -99,6 +99,25 @@ def test_del_and_set_replacing(r):
     assert r.execute_command("RMQ.SCHEDULE", "dq", "LIST") == []
 
 
+def test_a_cron_typo_is_said_in_the_projects_words(r):
+    """Which field, which value and what it may be, not the parser library's text."""
+    cases = {
+        "61 * * * *": "invalid schedule: cron expression '61 * * * *': the minute field '61': "
+                      "61 is out of range (0-59)",
+        "* * * * MON-FRX": "the day of week field 'MON-FRX': 'FRX' is no day of week (0-7 or SUN-SAT)",
+        "*/0 * * * *": "the minute field '*/0': a step of 0 never moves on",
+        "0 9 * 13 *": "the month field '13': 13 is out of range (1-12 or JAN-DEC)",
+        "@weird": "unknown shortcut (known: @yearly",
+    }
+    for expr, want in cases.items():
+        with pytest.raises(redis.ResponseError) as got:
+            r.execute_command("RMQ.SCHEDULE", "typo", "SET", "n", "CRON", expr, "RANGE", 1, "m")
+        text = str(got.value)
+        assert want in text, text
+        assert "Component error" not in text and "CronPattern" not in text and "Pattern" not in text
+    assert r.execute_command("RMQ.SCHEDULE", "typo", "LIST") == []
+
+
 def test_bad_input_is_an_error_that_changes_nothing(r):
     sset(r, "bq", "keep", "EVERY", 60_000, "RANGE", 5, "k")
     r.execute_command("RMQ.PUSH", "bq", "RANGE", 5, "waiting")

@@ -8,6 +8,7 @@ mod queue;
 mod redrive;
 mod replies;
 mod server;
+mod startup;
 mod store;
 
 // The pure parts live in the library (src/lib.rs), which the fuzz targets call too.
@@ -68,6 +69,11 @@ pub struct Args {
 }
 
 impl Args {
+    /// The Redis URLs the gateway connects to: --redis, or the --cluster seeds.
+    fn redis_urls(&self) -> Vec<String> {
+        self.cluster.clone().unwrap_or_else(|| vec![self.redis.clone()])
+    }
+
     fn target(&self) -> store::Target {
         match &self.cluster {
             Some(seeds) => store::Target::Cluster(seeds.clone()),
@@ -86,7 +92,7 @@ fn parse_account(s: &str) -> Result<String, String> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    tracing_subscriber::fmt().with_writer(std::io::stderr).with_target(false).init();
+    startup::init_logs(startup::describe(&args.redis_urls()));
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = args.threads {
         builder.worker_threads(n.get());
@@ -98,7 +104,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(server::run(args)) {
+    let (urls, cluster) = (args.redis_urls(), args.cluster.is_some());
+    match runtime.block_on(async move {
+        startup::check(&urls, cluster).await?;
+        server::run(args).await
+    }) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("rmq-gateway: {e}");

@@ -62,14 +62,14 @@ pub fn cron(expr: &str, zone: &str) -> Result<CronTz> {
         Tz::from_str(zone).map_err(|_| RmqError::BadSchedule(format!("unknown time zone '{zone}' (an IANA name such as Europe/Paris)")))?;
     let fields = expr.split_whitespace().count();
     if !expr.trim_start().starts_with('@') && !(5..=6).contains(&fields) {
-        return Err(RmqError::BadSchedule(format!("cron expression '{expr}' must have 5 fields, or 6 with leading seconds")));
+        return Err(RmqError::BadSchedule(super::cron_diagnosis::diagnose(expr)));
     }
     let cron = CronParser::builder()
         .seconds(Seconds::Optional)
         .year(Year::Disallowed)
         .build()
         .parse(expr)
-        .map_err(|e| RmqError::BadSchedule(format!("cron expression '{expr}': {e}")))?;
+        .map_err(|_| RmqError::BadSchedule(super::cron_diagnosis::diagnose(expr)))?;
     CRONS.with(|c| {
         let mut c = c.borrow_mut();
         if c.len() >= CRON_CACHE_SIZE {

@@ -8,6 +8,7 @@
 pub mod acl_list;
 pub mod bucket;
 pub mod codec;
+pub mod cron_diagnosis;
 pub mod cron_schedule;
 pub mod cursor;
 pub mod error;

@@ -9,6 +9,7 @@ export { NotDurable } from "./durable";
 export type { DurableOption, DurableOptions } from "./durable";
 export { AlreadySettled, Dead, Message } from "./message";
 export type { NackOptions } from "./message";
+export { ModuleNotLoaded } from "./module_missing";
 export { Worker } from "./worker";
 export type { Handler, WorkerOptions, WorkerStats } from "./worker";
 export type { Client, Data } from "./util";

@@ -2,6 +2,7 @@
  * reply conversion and retried calls. */
 
 import { Cluster, Command, Redis, ReplyError } from "ioredis";
+import { moduleMissing } from "./module_missing";
 import { BOUNDS } from "./protocol";
 
 /** Either ioredis client works: every RMQ command but TPOP names its queue as its only
@@ -33,12 +34,13 @@ export function toBuffer(x: Data, what = "message"): Buffer {
 /** Send one RMQ command about `key` (its queue), replies as Buffers (`buffers`) or
  * strings. ioredis knows the keys only of the commands in its own table, so a Cluster
  * would send a module command to any node and follow the MOVED (refreshing its whole slot
- * map each time): giving the command its key sends it straight to the queue's node. */
+ * map each time): giving the command its key sends it straight to the queue's node. A
+ * server without the module rejects with ModuleNotLoaded, which says how to load it. */
 export function send(client: Client, name: string, key: string | null, args: Arg[],
                      buffers = false): Promise<unknown> {
   const cmd = new Command(name, args, { replyEncoding: buffers ? null : "utf8" });
   if (key !== null) (cmd as unknown as { keys: Arg[] }).keys = [key];
-  return client.sendCommand(cmd) as Promise<unknown>;
+  return (client.sendCommand(cmd) as Promise<unknown>).catch((e: unknown) => { throw moduleMissing(e); });
 }
 
 export function int(name: string, value: unknown, low: number, high: number): number {

@@ -117,12 +117,13 @@ class Slots {
  * up); throwing `Dead` sends it straight to dead. Messages are taken only as far as there
  * are free handlers (TPOP on every primary of a cluster, following failovers and new
  * primaries), under a lease that is extended while the handler runs. `run()` resolves
- * after `stop()`, SIGINT or SIGTERM: fetching stops, running handlers get `graceMs`, those
- * still running then are nacked, and nothing is left in flight.
+ * after `close()` (or its alias `stop()`), SIGINT or SIGTERM: fetching stops, running
+ * handlers get `graceMs`, those still running then are nacked, and nothing is left in flight.
  *
  * Events: `completed` (msg, result) once acked, `failed` (msg, error) once nacked,
  * `error` (error) for fetch, ack and lease problems (the worker goes on; without an
- * `error` listener they are printed to stderr), `stopped` at the end of run().
+ * `error` listener they are printed to stderr), `closed` and then `stopped` (its alias) at
+ * the end of run().
  * Delivery is at least once: an ack that cannot reach the server is retried a few times,
  * after which the lease runs out and the message is delivered again.
  */
@@ -196,7 +197,7 @@ export class Worker extends EventEmitter {
     return this.inflight.size;
   }
 
-  /** Consume until stop() (or SIGINT/SIGTERM), then stop gracefully and resolve. Rejects
+  /** Consume until close() (or SIGINT/SIGTERM), then stop gracefully and resolve. Rejects
    * if the server cannot serve the worker at all (the module lacks the command) or the
    * metrics port cannot be listened on. */
   run(): Promise<void> {
@@ -205,18 +206,24 @@ export class Worker extends EventEmitter {
     return this.running;
   }
 
-  /** Stop gracefully; resolves once run() has finished (at once if it never ran). */
-  async stop(): Promise<void> {
+  /** Stop gracefully; resolves once run() has finished (at once if it never ran). BullMQ's
+   * verb, and the one this client first shipped. */
+  async close(): Promise<void> {
     this.stopping = true;
     this.stopRequested();
     this.slots.wake();
     if (this.running) await this.running.catch(() => undefined);
   }
 
+  /** The same as close() (the Python worker's verb). */
+  stop(): Promise<void> {
+    return this.close();
+  }
+
   // -- start and stop ---------------------------------------------------------------
 
   private async consume(): Promise<void> {
-    const onSignal = (): void => { void this.stop(); };
+    const onSignal = (): void => { void this.close(); };
     if (this.handleSignals) {
       process.on("SIGINT", onSignal);
       process.on("SIGTERM", onSignal);
@@ -248,6 +255,7 @@ export class Worker extends EventEmitter {
         process.removeListener("SIGINT", onSignal);
         process.removeListener("SIGTERM", onSignal);
       }
+      this.emit("closed");
       this.emit("stopped");
     }
     if (this.fatal) throw this.fatal;
@@ -368,7 +376,7 @@ export class Worker extends EventEmitter {
         backoff = BACKOFF_MIN;
       } else if (isUnknownCommand(error)) {
         this.fatal = error;
-        void this.stop();
+        void this.close();
       } else if (!stop()) {
         this.report(new Error(`fetching from ${where} failed: ${(error as Error).message}; retrying in ${backoff} ms`));
         this.topologyDirty = true;
@@ -537,11 +545,11 @@ export interface Worker {
   on(event: "completed", listener: (msg: Message, result: unknown) => void): this;
   on(event: "failed", listener: (msg: Message, error: unknown) => void): this;
   on(event: "error", listener: (error: Error) => void): this;
-  on(event: "stopped", listener: () => void): this;
+  on(event: "closed" | "stopped", listener: () => void): this;
   once(event: "completed", listener: (msg: Message, result: unknown) => void): this;
   once(event: "failed", listener: (msg: Message, error: unknown) => void): this;
   once(event: "error", listener: (error: Error) => void): this;
-  once(event: "stopped", listener: () => void): this;
+  once(event: "closed" | "stopped", listener: () => void): this;
 }
 
 function redisOptions(client: Client): RedisOptions {

@@ -22,7 +22,7 @@ async function runUntil(worker, done, timeoutMs = 60000) {
   try {
     await waitFor(done, timeoutMs, "the worker to finish its work");
   } finally {
-    await worker.stop();
+    await worker.close();
     await running;
   }
 }
@@ -133,7 +133,7 @@ test("graceful stop: running handlers finish, nothing is left in flight", async 
   }, { concurrency: 4, blockMs: 200 });
   const running = w.run();
   await waitFor(() => started >= 4, 10000, "handlers to start");
-  await w.stop();
+  await w.close();
   await running;
   assert.equal(finished, started, "every handler that started finished");
   assert.equal(w.stats.processed, started);
@@ -141,6 +141,28 @@ test("graceful stop: running handlers finish, nothing is left in flight", async 
   const info = await q.info();
   assert.equal(info.inflight, 0);
   assert.equal(info.waiting, 50 - started);
+});
+
+test("close() is the documented verb and stop() its alias: each ends run() and emits closed, then stopped", async () => {
+  assert.equal(typeof Worker.prototype.close, "function");
+  for (const verb of ["close", "stop"]) {
+    const q = new Queue(redis, `verb-${verb}`);
+    await q.push(["x"], { delay: 0 });
+    const events = [];
+    let handled = 0;
+    const w = new Worker(q, () => { handled++; }, { concurrency: 1, blockMs: 100 });
+    w.on("closed", () => events.push("closed"));
+    w.on("stopped", () => events.push("stopped"));
+    const running = w.run();
+    await waitFor(() => handled === 1, 10000, "the message");
+    await w[verb]();
+    assert.deepEqual(events, ["closed", "stopped"], `${verb}() resolved after run() ended`);
+    await running;
+    assert.equal(w.inFlight, 0);
+    assert.deepEqual(await w[verb](), undefined, `${verb}() again resolves at once`);
+  }
+  const never = new Worker(new Queue(redis, "verb-never"), () => {});
+  await never.close();                  // a worker that never ran closes at once
 });
 
 test("graceful stop: a handler still running after graceMs has its message nacked back", async () => {
@@ -159,11 +181,11 @@ test("graceful stop: a handler still running after graceMs has its message nacke
   assert.deepEqual([info.inflight, info.waiting, info.ready], [0, 1, 1], "due again at once");
 });
 
-test("a server without the module: run() rejects with the server's error", async () => {
+test("a server without the module: run() rejects, saying the module is not loaded", async () => {
   const plain = await startServer({ module: false });
   try {
     const w = new Worker(new Topic(plain.client(), "t", 4), () => {}, { blockMs: 100 });
-    await assert.rejects(w.run(), /unknown command/i);
+    await assert.rejects(w.run(), { name: "ModuleNotLoaded", message: /RMQ module is not loaded.*--loadmodule/ });
   } finally {
     await plain.stop();
   }

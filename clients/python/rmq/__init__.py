@@ -8,10 +8,11 @@
 
 from .durable import Durable, NotDurable
 from .message import AlreadySettled, Dead, Message
+from .module_missing import ModuleNotLoaded
 from .queues import Queue, Topic, route, sum_info
 from .schedules import Schedule
 from .worker import Worker, WorkerStats
 
-__all__ = ["AlreadySettled", "Dead", "Durable", "Message", "NotDurable", "Queue", "Schedule",
-           "Topic", "Worker", "WorkerStats", "route", "sum_info"]
+__all__ = ["AlreadySettled", "Dead", "Durable", "Message", "ModuleNotLoaded", "NotDurable",
+           "Queue", "Schedule", "Topic", "Worker", "WorkerStats", "route", "sum_info"]
 __version__ = "0.1.0"

@@ -13,6 +13,7 @@ from redis.exceptions import AskError, ClusterDownError, MovedError, TryAgainErr
 
 from ._protocol import BOUNDS
 from .durable import Durable
+from .module_missing import module_missing
 
 log = logging.getLogger("rmq")
 
@@ -80,7 +81,19 @@ def run_all(client: Client, commands: list[tuple], durable: Optional[Durable] = 
     """Run commands, several in one pipeline (not a transaction: on a cluster they may go
     to different nodes). With `durable`, its WAIT follows them in the same pipeline (one
     connection), so it covers them; NotDurable when too few replicas confirm. On a cluster
-    `node` sends them all there (a keyless TPOP), else each goes to its queue's node."""
+    `node` sends them all there (a keyless TPOP), else each goes to its queue's node. A
+    server without the module raises ModuleNotLoaded, which says how to load it."""
+    try:
+        return _run_all(client, commands, durable, node)
+    except redis.ResponseError as e:
+        missing = module_missing(e)
+        if missing is None:
+            raise
+        raise missing from e
+
+
+def _run_all(client: Client, commands: list[tuple], durable: Optional[Durable],
+             node: Optional[ClusterNode]) -> list:
     if durable is not None and is_cluster(client):
         return _run_durable_on_cluster(client, commands, durable, node)
     if node is not None and is_cluster(client):

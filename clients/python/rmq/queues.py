@@ -251,9 +251,9 @@ class Queue(_Target):
         `priority`, `delay` (ms after each firing time), `range` (ms); `times` ends it after
         that many firings, `start`/`end` (Unix ms) bound it. Replaces a schedule of the same
         name. Returns the first firing time (Unix ms)."""
-        return self.client.execute_command(*set_args(
+        return run_all(self.client, [tuple(set_args(
             self.name, name, message, every=every, cron=cron, tz=tz, priority=priority,
-            delay=delay, range=range, group=group, times=times, start=start, end=end))
+            delay=delay, range=range, group=group, times=times, start=start, end=end))])[0]
 
 
 class Topic(_Target):
@@ -326,7 +326,7 @@ class Topic(_Target):
         group = options.get("group")
         key = basis if basis is not None else (group if group is not None else message)
         queue = self.queue_for(key)
-        return self.client.execute_command(*set_args(queue, name, message, **options))
+        return run_all(self.client, [tuple(set_args(queue, name, message, **options))])[0]
 
 
 def _lease_block(lease_ms: Optional[int], block_ms: Optional[int]) -> list:

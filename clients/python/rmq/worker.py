@@ -78,7 +78,8 @@ class Worker:
     straight to dead. Each message is taken under a lease of `lease_ms`, extended
     (RMQ.EXTEND) every third of a lease while its handler runs. A handler still running
     after `max_runtime_ms` is nacked and its outcome ignored; its thread is replaced (a
-    Python thread cannot be killed). `run()` blocks until `stop()`, SIGINT or SIGTERM; then
+    Python thread cannot be killed). `run()` blocks until `stop()` (or `close()`, which also
+    waits for run() to return), SIGINT or SIGTERM; then
     the worker stops taking messages, gives running handlers `grace_ms`, and nacks those
     still running (nothing is left in flight). Messages are taken with BLOCK `block_ms` (so
     a stop is noticed within it) and only as many as there are free handlers; from a Topic,
@@ -139,6 +140,8 @@ class Worker:
         self._metrics_server: Any = None
         self._fatal: Optional[BaseException] = None
         self._ran = False
+        self._run_thread: Optional[threading.Thread] = None
+        self._finished = threading.Event()       # run() has returned (close() waits on it)
 
     # -- public --------------------------------------------------------------------
     @property
@@ -154,17 +157,32 @@ class Worker:
             return len(self._inflight)
 
     def stop(self) -> None:
-        """Ask run() to stop gracefully (safe from any thread and from signal handlers)."""
+        """Ask run() to stop gracefully (safe from any thread and from signal handlers);
+        returns at once."""
         self._stop_asked = "stop()"
         if threading.current_thread() is not threading.main_thread():
             self._stopping.set()
 
+    def close(self, timeout: Optional[float] = None) -> bool:
+        """Stop gracefully, as stop(), and wait (up to `timeout` seconds, default no limit)
+        until run() has returned: the Node worker's and BullMQ's close(). Called from
+        run()'s own thread or from a handler it only asks (waiting there would wait on
+        itself). Returns whether run() has finished (True too if it never ran)."""
+        self.stop()
+        me = threading.current_thread()
+        with self._lock:
+            waiting_on_itself = me is self._run_thread or me in self._handlers
+        if not self._ran or waiting_on_itself:
+            return not self._ran or self._finished.is_set()
+        return self._finished.wait(timeout)
+
     def run(self) -> None:
-        """Consume until stop() (or SIGINT/SIGTERM when called on the main thread), then
-        stop gracefully and return. Raises if the server cannot serve the worker at all
-        (e.g. the module lacks RMQ.TPOP)."""
+        """Consume until stop() or close() (or SIGINT/SIGTERM when called on the main
+        thread), then stop gracefully and return. Raises if the server cannot serve the
+        worker at all (e.g. the module lacks RMQ.TPOP)."""
         if self._ran:
             raise RuntimeError("a Worker runs once; make a new one")
+        self._run_thread = threading.current_thread()
         self._ran = True
         restore = self._install_signals()
         try:
@@ -175,6 +193,7 @@ class Worker:
                 self._shutdown()
             finally:
                 restore()
+                self._finished.set()
         if self._fatal is not None:
             raise self._fatal
 

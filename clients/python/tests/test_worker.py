@@ -219,6 +219,53 @@ def test_stop_from_the_main_thread_and_signals_stop_run(
         assert time.monotonic() - t0 < 30
 
 
+def test_close_stops_and_waits_for_run_and_stop_stays(r: redis.Redis) -> None:
+    """close() (the Node worker's and BullMQ's verb) returns once run() has: the handler it
+    waited for has finished and been acked. stop() is kept; a worker that never ran closes
+    at once."""
+    q = rmq.Queue(r, "close")
+    q.push("slow", priority=1)
+    entered = threading.Event()
+
+    def handle(m: rmq.Message) -> None:
+        entered.set()
+        time.sleep(0.5)
+
+    worker = rmq.Worker(q, handle, concurrency=1, block_ms=200, grace_ms=20_000)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    assert entered.wait(30)
+    assert worker.close(timeout=60) is True
+    assert not thread.is_alive(), "close() returned before run() had"
+    assert worker.in_flight == 0 and worker.stats.processed == 1
+    assert counts(q) == {"waiting": 0, "inflight": 0, "dead": 0}
+    assert worker.close() is True               # again: at once
+    assert rmq.Worker(q, handle).close(timeout=0) is True
+    assert callable(rmq.Worker.stop)
+
+
+def test_close_from_a_handler_only_asks(r: redis.Redis) -> None:
+    """Waiting in a handler for run() to return would wait on itself (run() waits for the
+    handler): close() there asks, returns False at once, and run() then ends."""
+    q = rmq.Queue(r, "close-inner")
+    q.push("x", priority=1)
+    answers: list[tuple[bool, float]] = []
+    worker: rmq.Worker
+
+    def handle(m: rmq.Message) -> None:
+        t0 = time.monotonic()
+        answers.append((worker.close(timeout=60), time.monotonic() - t0))
+
+    worker = rmq.Worker(q, handle, concurrency=1, block_ms=200)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive(), "close() from a handler did not stop run()"
+    assert len(answers) == 1 and answers[0][0] is False
+    assert answers[0][1] < 30, "it waited for run() from inside a handler"
+    assert worker.stats.processed == 1
+
+
 def test_stop_nacks_handlers_still_running_after_grace(
         r: redis.Redis, make_source: Callable, start_worker: Callable) -> None:
     source = make_source("grace2")
