@@ -1,0 +1,244 @@
+package dev.rmq;
+
+import io.lettuce.core.AbstractRedisClient;
+import io.lettuce.core.ClientOptions;
+import io.lettuce.core.RedisClient;
+import io.lettuce.core.RedisCommandTimeoutException;
+import io.lettuce.core.RedisFuture;
+import io.lettuce.core.RedisURI;
+import io.lettuce.core.api.StatefulRedisConnection;
+import io.lettuce.core.cluster.ClusterClientOptions;
+import io.lettuce.core.cluster.ClusterTopologyRefreshOptions;
+import io.lettuce.core.cluster.RedisClusterClient;
+import io.lettuce.core.cluster.api.StatefulRedisClusterConnection;
+import io.lettuce.core.cluster.models.partitions.RedisClusterNode;
+import io.lettuce.core.codec.ByteArrayCodec;
+import io.lettuce.core.protocol.CommandArgs;
+import io.lettuce.core.protocol.ProtocolKeyword;
+import io.lettuce.core.protocol.ProtocolVersion;
+import io.lettuce.core.resource.ClientResources;
+import io.lettuce.core.resource.DefaultClientResources;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.stream.Collectors;
+
+/**
+ * The Lettuce side: one multiplexed connection (standalone or cluster) for every keyed
+ * command, and dedicated connections for blocking pops. A command is an Object[]: its name,
+ * then arguments (String, byte[] or a number); every command but RMQ.TPOP names its queue
+ * as its first argument, which a cluster connection routes by.
+ */
+final class Redis implements AutoCloseable {
+    /** Longest wait for a reply (blocking pops block far less: WorkerOptions bounds them). */
+    static final Duration AWAIT = Duration.ofSeconds(120);
+
+    private final ClientResources resources;
+    private final AbstractRedisClient client;
+    private final RedisURI seed;
+    private final StatefulRedisConnection<byte[], byte[]> conn;
+    private final StatefulRedisClusterConnection<byte[], byte[]> cluster;
+    /** For dedicated connections to one cluster node (blocking TPOP). */
+    private final RedisClient nodes;
+
+    private Redis(List<RedisURI> uris, boolean isCluster) {
+        resources = DefaultClientResources.create();
+        seed = uris.get(0);
+        if (isCluster) {
+            RedisClusterClient c = RedisClusterClient.create(resources, uris);
+            c.setOptions(ClusterClientOptions.builder()
+                    .protocolVersion(ProtocolVersion.RESP2)
+                    .topologyRefreshOptions(ClusterTopologyRefreshOptions.builder()
+                            .enablePeriodicRefresh(Duration.ofSeconds(5))
+                            .enableAllAdaptiveRefreshTriggers()
+                            .build())
+                    .build());
+            client = c;
+            cluster = c.connect(ByteArrayCodec.INSTANCE);
+            conn = null;
+            nodes = RedisClient.create(resources);
+            nodes.setOptions(ClientOptions.builder().protocolVersion(ProtocolVersion.RESP2).build());
+        } else {
+            RedisClient c = RedisClient.create(resources, seed);
+            c.setOptions(ClientOptions.builder().protocolVersion(ProtocolVersion.RESP2).build());
+            client = c;
+            conn = c.connect(ByteArrayCodec.INSTANCE);
+            cluster = null;
+            nodes = null;
+        }
+    }
+
+    /** One URI (a server) or several, comma-separated (seeds of a cluster). */
+    static Redis connect(String uris, boolean forceCluster) {
+        if (uris == null || uris.isBlank()) {
+            throw new IllegalArgumentException("a Redis URI is needed, e.g. redis://127.0.0.1:6379");
+        }
+        List<RedisURI> parsed = new ArrayList<>();
+        for (String u : uris.split(",")) {
+            try {
+                parsed.add(RedisURI.create(u.trim()));
+            } catch (RuntimeException e) {
+                throw new IllegalArgumentException("not a Redis URI: " + u.trim(), e);
+            }
+        }
+        boolean isCluster = forceCluster || parsed.size() > 1;
+        return new Redis(parsed, isCluster);
+    }
+
+    boolean isCluster() {
+        return cluster != null;
+    }
+
+    /** The primaries of the cluster, as Lettuce last read its slot map. */
+    List<RedisClusterNode> primaries() {
+        return cluster.getPartitions().stream()
+                .filter(n -> n.is(RedisClusterNode.NodeFlag.UPSTREAM) && !n.getSlots().isEmpty())
+                .collect(Collectors.toList());
+    }
+
+    void refreshTopology() {
+        ((RedisClusterClient) client).refreshPartitions();
+    }
+
+    Object call(Object... command) {
+        return await(send(command));
+    }
+
+    /** Several commands pipelined on the shared connection; the first error is thrown. */
+    List<Object> callAll(List<Object[]> commands) {
+        List<RedisFuture<Object>> futures = new ArrayList<>(commands.size());
+        for (Object[] c : commands) {
+            futures.add(send(c));
+        }
+        List<Object> replies = new ArrayList<>(futures.size());
+        RuntimeException first = null;
+        for (RedisFuture<Object> f : futures) {
+            try {
+                replies.add(await(f));
+            } catch (RuntimeException e) {
+                replies.add(null);
+                if (first == null) {
+                    first = e;
+                }
+            }
+        }
+        if (first != null) {
+            throw first;
+        }
+        return replies;
+    }
+
+    private RedisFuture<Object> send(Object[] command) {
+        String name = (String) command[0];
+        CommandArgs<byte[], byte[]> args = args(command, !name.equals("RMQ.TPOP"));
+        if (cluster != null) {
+            return cluster.async().dispatch(keyword(name), new ReplyOutput(), args);
+        }
+        return conn.async().dispatch(keyword(name), new ReplyOutput(), args);
+    }
+
+    /** A connection of its own (blocking pops hold it): to the server, or to cluster node `node`. */
+    Link open(RedisClusterNode node) {
+        if (node == null) {
+            return new Link(((RedisClient) client).connect(ByteArrayCodec.INSTANCE));
+        }
+        RedisURI uri = RedisURI.builder(seed)
+                .withHost(node.getUri().getHost())
+                .withPort(node.getUri().getPort())
+                .build();
+        return new Link(nodes.connect(ByteArrayCodec.INSTANCE, uri));
+    }
+
+    /** A dedicated connection. */
+    static final class Link implements AutoCloseable {
+        private final StatefulRedisConnection<byte[], byte[]> conn;
+
+        Link(StatefulRedisConnection<byte[], byte[]> conn) {
+            this.conn = conn;
+        }
+
+        Object call(Object... command) {
+            String name = (String) command[0];
+            return await(conn.async().dispatch(keyword(name), new ReplyOutput(), args(command, false)));
+        }
+
+        @Override
+        public void close() {
+            conn.close();
+        }
+    }
+
+    static CommandArgs<byte[], byte[]> args(Object[] command, boolean keyed) {
+        CommandArgs<byte[], byte[]> args = new CommandArgs<>(ByteArrayCodec.INSTANCE);
+        for (int i = 1; i < command.length; i++) {
+            Object a = command[i];
+            byte[] b;
+            if (a instanceof byte[]) {
+                b = (byte[]) a;
+            } else if (a instanceof Number) {
+                args.add(((Number) a).longValue());
+                continue;
+            } else {
+                b = a.toString().getBytes(StandardCharsets.UTF_8);
+            }
+            if (i == 1 && keyed) {
+                args.addKey(b);
+            } else {
+                args.add(b);
+            }
+        }
+        return args;
+    }
+
+    private static ProtocolKeyword keyword(String name) {
+        byte[] bytes = name.getBytes(StandardCharsets.US_ASCII);
+        return new ProtocolKeyword() {
+            @Override
+            public byte[] getBytes() {
+                return bytes;
+            }
+
+            @Override
+            public String toString() {
+                return name;
+            }
+        };
+    }
+
+    static Object await(Future<Object> f) {
+        try {
+            return f.get(AWAIT.toMillis(), TimeUnit.MILLISECONDS);
+        } catch (TimeoutException e) {
+            throw new RedisCommandTimeoutException("no reply within " + AWAIT);
+        } catch (ExecutionException e) {
+            Throwable cause = e.getCause();
+            if (cause instanceof RuntimeException) {
+                throw (RuntimeException) cause;
+            }
+            throw new IllegalStateException(cause);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted", e);
+        }
+    }
+
+    @Override
+    public void close() {
+        if (conn != null) {
+            conn.close();
+        }
+        if (cluster != null) {
+            cluster.close();
+        }
+        if (nodes != null) {
+            nodes.shutdown();
+        }
+        client.shutdown();
+        resources.shutdown();
+    }
+}
