@@ -3,6 +3,7 @@ package dev.rmq;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.List;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
@@ -12,6 +13,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
  */
 public final class Delivery {
     private final Redis redis;
+    private final Durable durable;
     private final String queue;
     private final byte[] body;
     private final long deliveries;
@@ -19,8 +21,9 @@ public final class Delivery {
     /** System.nanoTime() by which the lease runs out, as far as this process knows (0: unknown). */
     volatile long leaseEnd;
 
-    Delivery(Redis redis, String queue, byte[] body, long deliveries, long leaseEnd) {
+    Delivery(Redis redis, Durable durable, String queue, byte[] body, long deliveries, long leaseEnd) {
         this.redis = redis;
+        this.durable = durable;
         this.queue = queue;
         this.body = body;
         this.deliveries = deliveries;
@@ -69,10 +72,23 @@ public final class Delivery {
         return Instant.ofEpochMilli((Long) reply);
     }
 
-    /** RMQ.ACK: true if it was still in flight, false if the ack came too late. */
+    /**
+     * RMQ.ACK: true if it was still in flight, false if the ack came too late. In durable
+     * mode (its queue's) NotDurable when replicas do not confirm it.
+     */
     public boolean ack() {
         claimOrThrow();
-        return sendAck();
+        return sendAck(durable);
+    }
+
+    /** ack in durable mode `durable` (Durable.NONE: none). */
+    public boolean ack(Durable durable) {
+        claimOrThrow();
+        return sendAck(durable.none() ? null : durable);
+    }
+
+    Durable durable() {
+        return durable;
     }
 
     /** RMQ.NACK: back to waiting after the queue's retry backoff (or dead once retries are used up). */
@@ -104,8 +120,9 @@ public final class Delivery {
         }
     }
 
-    boolean sendAck() {
-        return Retry.run(() -> (Long) redis.call("RMQ.ACK", queue, body), "ACK on " + queue) > 0;
+    boolean sendAck(Durable d) {
+        List<Object[]> cmd = List.<Object[]>of(new Object[] {"RMQ.ACK", queue, body});
+        return Retry.run(() -> (Long) redis.callAll(cmd, d).get(0), "ACK on " + queue) > 0;
     }
 
     String sendNack(Long delayMs, boolean dead) {

@@ -8,9 +8,14 @@ import java.util.List;
 public final class Queue extends Target {
     private final String name;
 
-    Queue(Redis redis, String name) {
-        super(redis, List.of(Checks.queueName(name)));
+    Queue(Redis redis, String name, Durable durable) {
+        super(redis, List.of(Checks.queueName(name)), durable);
         this.name = name;
+    }
+
+    /** This queue in durable mode `durable` (its pushes, pops and acks wait for replicas). */
+    public Queue durable(Durable durable) {
+        return new Queue(redis, name, durable);
     }
 
     public String name() {
@@ -32,7 +37,12 @@ public final class Queue extends Target {
      * lease-ms); with `block`, waits that long for one (Duration.ZERO: forever).
      */
     public List<Delivery> pop(int count, Duration lease, Duration block) {
-        return pop(count, lease, block, null, redis::call);
+        return pop(count, lease, block, null, sender(durable, null));
+    }
+
+    /** pop in durable mode `durable` (NONE: none): NotDurable, handing out nothing, when replicas do not confirm. */
+    public List<Delivery> pop(int count, Duration lease, Duration block, Durable durable) {
+        return pop(count, lease, block, null, sender(durableFor(durable), null));
     }
 
     @Override
@@ -49,7 +59,7 @@ public final class Queue extends Target {
         if (reply != null) {
             for (Object e : (List<?>) reply) {
                 List<?> f = (List<?>) e;
-                out.add(new Delivery(redis, name, (byte[]) f.get(0), (Long) f.get(1), leaseEnd(start, lease)));
+                out.add(new Delivery(redis, durable, name, (byte[]) f.get(0), (Long) f.get(1), leaseEnd(start, lease)));
             }
         }
         return out;

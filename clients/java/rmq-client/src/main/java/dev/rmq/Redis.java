@@ -4,6 +4,8 @@ import io.lettuce.core.AbstractRedisClient;
 import io.lettuce.core.ClientOptions;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisCommandTimeoutException;
+import io.lettuce.core.RedisException;
+import io.lettuce.core.cluster.SlotHash;
 import io.lettuce.core.RedisFuture;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.api.StatefulRedisConnection;
@@ -21,7 +23,10 @@ import io.lettuce.core.resource.DefaultClientResources;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
@@ -109,6 +114,11 @@ final class Redis implements AutoCloseable {
         return await(send(command));
     }
 
+    /** callAll, or with `durable` (not null or NONE) callDurable. */
+    List<Object> callAll(List<Object[]> commands, Durable durable) {
+        return durable == null || durable.none() ? callAll(commands) : callDurable(commands, durable, null);
+    }
+
     /** Several commands pipelined on the shared connection; the first error is thrown. */
     List<Object> callAll(List<Object[]> commands) {
         List<RedisFuture<Object>> futures = new ArrayList<>(commands.size());
@@ -142,6 +152,95 @@ final class Redis implements AutoCloseable {
         return conn.async().dispatch(keyword(name), new ReplyOutput(), args);
     }
 
+    /** Dedicated connections for durable writes, by node ("server" when not a cluster). */
+    private final Map<String, Link> durableLinks = new HashMap<>();
+
+    /**
+     * Commands whose WAIT / WAITAOF covers them: each node's commands and the wait go down
+     * that node's own durable connection (WAIT counts the writes of its connection). A
+     * command answered MOVED or ASK was not run: the slot map is read again and it is sent
+     * again, up to 5 times. With `via`, all go there (a worker's TPOP connection).
+     */
+    List<Object> callDurable(List<Object[]> commands, Durable d, Link via) {
+        Object[] replies = new Object[commands.size()];
+        List<Integer> pending = new ArrayList<>();
+        for (int i = 0; i < commands.size(); i++) {
+            pending.add(i);
+        }
+        String what = (String) commands.get(0)[0];
+        for (int attempt = 0; attempt < 5 && !pending.isEmpty(); attempt++) {
+            Map<String, List<Integer>> byNode = new LinkedHashMap<>();
+            Map<String, RedisClusterNode> nodeOf = new HashMap<>();
+            for (int i : pending) {
+                RedisClusterNode node = via != null || cluster == null ? null : ownerOf((byte[]) keyBytes(commands.get(i)[1]));
+                String id = node == null ? "server" : node.getNodeId();
+                nodeOf.put(id, node);
+                byNode.computeIfAbsent(id, k -> new ArrayList<>()).add(i);
+            }
+            List<Integer> again = new ArrayList<>();
+            for (Map.Entry<String, List<Integer>> e : byNode.entrySet()) {
+                Link link = via != null ? via : durableLink(e.getKey(), nodeOf.get(e.getKey()));
+                List<Object[]> batch = new ArrayList<>();
+                e.getValue().forEach(i -> batch.add(commands.get(i)));
+                batch.add(d.command());
+                List<Object> got;
+                synchronized (link) {
+                    got = link.callAll(batch);
+                }
+                List<Object> ran = new ArrayList<>();
+                for (int k = 0; k < e.getValue().size(); k++) {
+                    Object r = got.get(k);
+                    if (r instanceof RuntimeException) {
+                        String m = String.valueOf(((RuntimeException) r).getMessage());
+                        if (m.startsWith("MOVED") || m.startsWith("ASK")) {
+                            again.add(e.getValue().get(k));
+                            continue;
+                        }
+                        throw (RuntimeException) r;
+                    }
+                    replies[e.getValue().get(k)] = r;
+                    ran.add(r);
+                }
+                Object waited = got.get(got.size() - 1);
+                if (waited instanceof RuntimeException) {
+                    throw (RuntimeException) waited;
+                }
+                if (!ran.isEmpty()) {
+                    d.check(waited, what, ran);
+                }
+            }
+            pending = again;
+            if (!pending.isEmpty()) {
+                refreshTopology();
+            }
+        }
+        if (!pending.isEmpty()) {
+            throw new RedisException(what + " was redirected 5 times: the cluster is changing its slot map; retry");
+        }
+        return java.util.Arrays.asList(replies);
+    }
+
+    private static byte[] keyBytes(Object key) {
+        return key instanceof byte[] ? (byte[]) key : key.toString().getBytes(StandardCharsets.UTF_8);
+    }
+
+    private RedisClusterNode ownerOf(byte[] key) {
+        RedisClusterNode node = cluster.getPartitions().getPartitionBySlot(SlotHash.getSlot(key));
+        if (node == null) {
+            throw new RedisException("no node serves the slot of " + new String(key, StandardCharsets.UTF_8));
+        }
+        return node;
+    }
+
+    private synchronized Link durableLink(String id, RedisClusterNode node) {
+        Link link = durableLinks.get(id);
+        if (link == null || !link.conn.isOpen()) {
+            link = open(node);
+            durableLinks.put(id, link);
+        }
+        return link;
+    }
+
     /** A connection of its own (blocking pops hold it): to the server, or to cluster node `node`. */
     Link open(RedisClusterNode node) {
         if (node == null) {
@@ -165,6 +264,23 @@ final class Redis implements AutoCloseable {
         Object call(Object... command) {
             String name = (String) command[0];
             return await(conn.async().dispatch(keyword(name), new ReplyOutput(), args(command, false)));
+        }
+
+        /** Pipelined; each reply or the RuntimeException it failed with. */
+        List<Object> callAll(List<Object[]> commands) {
+            List<RedisFuture<Object>> futures = new ArrayList<>();
+            for (Object[] c : commands) {
+                futures.add(conn.async().dispatch(keyword((String) c[0]), new ReplyOutput(), args(c, false)));
+            }
+            List<Object> out = new ArrayList<>();
+            for (RedisFuture<Object> f : futures) {
+                try {
+                    out.add(await(f));
+                } catch (RuntimeException e) {
+                    out.add(e);
+                }
+            }
+            return out;
         }
 
         @Override
@@ -229,6 +345,9 @@ final class Redis implements AutoCloseable {
 
     @Override
     public void close() {
+        synchronized (this) {
+            durableLinks.values().forEach(Link::close);
+        }
         if (conn != null) {
             conn.close();
         }

@@ -24,11 +24,11 @@ public final class RmqClient implements AutoCloseable {
     }
 
     public Topic topic(String name, int slots) {
-        return new Topic(redis, name, slots);
+        return new Topic(redis, name, slots, null);
     }
 
     public Queue queue(String name) {
-        return new Queue(redis, name);
+        return new Queue(redis, name, null);
     }
 
     public boolean isCluster() {

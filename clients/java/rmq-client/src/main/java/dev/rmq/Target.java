@@ -12,10 +12,34 @@ import java.util.Map;
 public abstract class Target {
     final Redis redis;
     final List<String> queues;
+    /** Durable mode of its pushes, pops and of the acks of messages taken from it (null: none). */
+    final Durable durable;
 
-    Target(Redis redis, List<String> queues) {
+    Target(Redis redis, List<String> queues, Durable durable) {
         this.redis = redis;
         this.queues = queues;
+        this.durable = durable == null || durable.none() ? null : durable;
+    }
+
+    /** Its durable mode, or null. */
+    public Durable durable() {
+        return durable;
+    }
+
+    /** The durable mode of one call: its own (NONE: none), else this target's. */
+    Durable durableFor(Durable call) {
+        if (call == null) {
+            return durable;
+        }
+        return call.none() ? null : call;
+    }
+
+    /** Where a pop goes: `link` (a worker's own connection) or the shared one, with its WAIT when durable. */
+    Sender sender(Durable d, Redis.Link link) {
+        if (d != null) {
+            return cmd -> redis.callDurable(java.util.Collections.singletonList(cmd), d, link).get(0);
+        }
+        return link != null ? link::call : redis::call;
     }
 
     /** Where a pop is sent: the shared connection, or a worker's own. */
@@ -43,6 +67,15 @@ public abstract class Target {
     }
 
     public long push(List<? extends Message> messages) {
+        return push(null, messages);
+    }
+
+    /** push in durable mode `durable` for this call (Durable.NONE: none); NotDurable when replicas do not confirm. */
+    public long push(Durable durable, Message... messages) {
+        return push(durable, Arrays.asList(messages));
+    }
+
+    public long push(Durable durable, List<? extends Message> messages) {
         if (messages == null || messages.isEmpty()) {
             throw new IllegalArgumentException("push needs at least one message");
         }
@@ -63,7 +96,7 @@ public abstract class Target {
         List<Object[]> commands = new ArrayList<>();
         byQueue.forEach((q, batches) -> batches.forEach(b -> commands.addAll(pushCommands(q, b))));
         long added = 0;
-        for (Object reply : redis.callAll(commands)) {
+        for (Object reply : redis.callAll(commands, durableFor(durable))) {
             added += (Long) reply;
         }
         return added;

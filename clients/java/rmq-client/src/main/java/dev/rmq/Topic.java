@@ -14,10 +14,15 @@ public final class Topic extends Target {
     private final String name;
     private final int slots;
 
-    Topic(Redis redis, String name, int slots) {
-        super(redis, names(Checks.queueName(name), Checks.slots(slots)));
+    Topic(Redis redis, String name, int slots, Durable durable) {
+        super(redis, names(Checks.queueName(name), Checks.slots(slots)), durable);
         this.name = name;
         this.slots = slots;
+    }
+
+    /** This topic in durable mode `durable` (its pushes, pops and acks wait for replicas). */
+    public Topic durable(Durable durable) {
+        return new Topic(redis, name, slots, durable);
     }
 
     private static List<String> names(String name, int slots) {
@@ -77,7 +82,7 @@ public final class Topic extends Target {
             throw new IllegalStateException("Topic.pop on a cluster: each primary holds some of the "
                     + "queues; a Worker takes from every primary");
         }
-        return pop(count, lease, block, quantum, redis::call);
+        return pop(count, lease, block, quantum, sender(durable, null));
     }
 
     @Override
@@ -95,7 +100,7 @@ public final class Topic extends Target {
         if (reply != null) {
             for (Object e : (List<?>) reply) {
                 List<?> f = (List<?>) e;
-                out.add(new Delivery(redis, Replies.text(f.get(0)), (byte[]) f.get(1), (Long) f.get(2),
+                out.add(new Delivery(redis, durable, Replies.text(f.get(0)), (byte[]) f.get(1), (Long) f.get(2),
                         leaseEnd(start, lease)));
             }
         }

@@ -291,11 +291,12 @@ public final class Worker implements AutoCloseable {
                     if (link == null) {
                         link = redis.open(loop.node);
                     }
-                    msgs = source.pop(n, options.lease, null, options.quantum, link::call);
+                    Target.Sender via = source.sender(source.durable, link);
+                    msgs = source.pop(n, options.lease, null, options.quantum, via);
                     if (msgs.isEmpty() && !stopping) {
                         free.release(n - 1);
                         n = 1;
-                        msgs = source.pop(1, options.lease, options.block, options.quantum, link::call);
+                        msgs = source.pop(1, options.lease, options.block, options.quantum, via);
                     }
                 } catch (RuntimeException e) {
                     error = e;
@@ -442,7 +443,7 @@ public final class Worker implements AutoCloseable {
         });
         List<Object> replies;
         try {
-            replies = Retry.run(() -> redis.callAll(commands), "ACK");
+            replies = Retry.run(() -> redis.callAll(commands, source.durable), "ACK");
         } catch (RuntimeException e) {
             lost.addAndGet(done.size());
             LOG.severe(options.name + ": could not ack " + done.size() + " messages: " + e
