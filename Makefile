@@ -23,6 +23,7 @@
 #   make bench-v2  the v2 targets (groups, TPOP, policy, v1 vs v2) with peers (~15 min);
 #               writes scripts/results/bench_v2.md. BENCH_ARGS=--quick for a smoke run.
 #   make test-node   the Node.js client's tests (clients/node; part of `make test`)
+#   make test-java   the Java client's, worker's and Spring Boot starter's tests (clients/java)
 #   make gateway     rmq-gateway (the SQS API) on 127.0.0.1:9324 against `make run`'s
 #               server (127.0.0.1:6380), no credentials (foreground)
 #   make bench-gateway  rmq-gateway vs moto's server: msgs/s, CPU per message, latency
@@ -194,6 +195,14 @@ test-python: deps build
 .PHONY: test-node
 test-node: deps build
 	cd clients/node && npm run build && npm test
+
+# The Java client, worker and Spring Boot starter (clients/java, Maven, Java 17): their
+# JUnit 5 tests against servers they start themselves with the built module (RMQ_MODULE,
+# RMQ_SERVER_BIN as for the other tests). Maven fetches its dependencies on the first run
+# (-B: batch mode, no prompts); ~4 min.
+.PHONY: test-java
+test-java: deps build
+	cd clients/java && mvn -q -B test
 
 # The Node worker against a hand-written TPOP/ACK loop and BullMQ (clients/node/bench),
 # on one redis-server pinned to core 0, clients on core 1; medians of BENCH_ROUNDS rounds.
