@@ -42,6 +42,15 @@ import java.util.stream.Collectors;
 final class Redis implements AutoCloseable {
     /** Longest wait for a reply (blocking pops block far less: WorkerOptions bounds them). */
     static final Duration AWAIT = Duration.ofSeconds(120);
+    /**
+     * RESP2 replies; a command while the connection is down fails at once instead of waiting
+     * in a buffer for a node that may never come back (a failed-over primary): the callers
+     * retry with backoff, the worker's lease covers the rest.
+     */
+    private static final ClientOptions OPTIONS = ClientOptions.builder()
+            .protocolVersion(ProtocolVersion.RESP2)
+            .disconnectedBehavior(ClientOptions.DisconnectedBehavior.REJECT_COMMANDS)
+            .build();
 
     private final ClientResources resources;
     private final AbstractRedisClient client;
@@ -58,6 +67,7 @@ final class Redis implements AutoCloseable {
             RedisClusterClient c = RedisClusterClient.create(resources, uris);
             c.setOptions(ClusterClientOptions.builder()
                     .protocolVersion(ProtocolVersion.RESP2)
+                    .disconnectedBehavior(ClientOptions.DisconnectedBehavior.REJECT_COMMANDS)
                     .topologyRefreshOptions(ClusterTopologyRefreshOptions.builder()
                             .enablePeriodicRefresh(Duration.ofSeconds(5))
                             .enableAllAdaptiveRefreshTriggers()
@@ -67,10 +77,10 @@ final class Redis implements AutoCloseable {
             cluster = c.connect(ByteArrayCodec.INSTANCE);
             conn = null;
             nodes = RedisClient.create(resources);
-            nodes.setOptions(ClientOptions.builder().protocolVersion(ProtocolVersion.RESP2).build());
+            nodes.setOptions(OPTIONS);
         } else {
             RedisClient c = RedisClient.create(resources, seed);
-            c.setOptions(ClientOptions.builder().protocolVersion(ProtocolVersion.RESP2).build());
+            c.setOptions(OPTIONS);
             client = c;
             conn = c.connect(ByteArrayCodec.INSTANCE);
             cluster = null;
@@ -336,7 +346,7 @@ final class Redis implements AutoCloseable {
             if (cause instanceof RuntimeException) {
                 throw (RuntimeException) cause;
             }
-            throw new IllegalStateException(cause);
+            throw new RedisException(cause);   // an I/O error: a connection error, retried
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new IllegalStateException("interrupted", e);

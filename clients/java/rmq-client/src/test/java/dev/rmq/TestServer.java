@@ -26,8 +26,8 @@ public final class TestServer implements AutoCloseable {
     private final Path dir;
     private final Process process;
 
-    private TestServer(List<String> extra) throws IOException {
-        port = freePort();
+    private TestServer(int port, List<String> extra) throws IOException {
+        this.port = port;
         dir = Files.createTempDirectory("rmq-java-test");
         List<String> cmd = new ArrayList<>(List.of(serverBinary(), "--port", String.valueOf(port),
                 "--bind", "127.0.0.1", "--dir", dir.toString(), "--logfile", dir.resolve("server.log").toString(),
@@ -51,7 +51,31 @@ public final class TestServer implements AutoCloseable {
     }
 
     public static TestServer start(String... extraArgs) throws IOException {
-        return new TestServer(List.of(extraArgs));
+        return new TestServer(freePort(), List.of(extraArgs));
+    }
+
+    /** A cluster node: its port and its bus port (port + 10000) free, not in `taken`. */
+    public static TestServer startClusterNode(java.util.Set<Integer> taken) throws IOException {
+        while (true) {
+            int p = freePort();
+            if (p + 10000 > 65535 || taken.contains(p) || taken.contains(p + 10000)) {
+                continue;
+            }
+            try (ServerSocket bus = new ServerSocket(p + 10000)) {
+                bus.getLocalPort();
+            } catch (IOException busy) {
+                continue;
+            }
+            taken.add(p);
+            taken.add(p + 10000);
+            return new TestServer(p, List.of("--cluster-enabled", "yes", "--cluster-config-file",
+                    "nodes-" + p + ".conf", "--cluster-node-timeout", "2000"));
+        }
+    }
+
+    /** SIGKILL, by this server's pid. */
+    public void kill() throws InterruptedException {
+        process.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
     }
 
     public String uri() {
