@@ -234,7 +234,8 @@ final class Redis implements AutoCloseable {
         return key instanceof byte[] ? (byte[]) key : key.toString().getBytes(StandardCharsets.UTF_8);
     }
 
-    private RedisClusterNode ownerOf(byte[] key) {
+    /** The primary serving `key`'s slot, as Lettuce last read the slot map. */
+    RedisClusterNode ownerOf(byte[] key) {
         RedisClusterNode node = cluster.getPartitions().getPartitionBySlot(SlotHash.getSlot(key));
         if (node == null) {
             throw new RedisException("no node serves the slot of " + new String(key, StandardCharsets.UTF_8));

@@ -98,10 +98,6 @@ public final class Worker implements AutoCloseable {
         if (options.quantum != null && !(source instanceof Topic)) {
             throw new IllegalArgumentException("quantum is for a Topic (RMQ.TPOP)");
         }
-        if (redis.isCluster() && !(source instanceof Topic)) {
-            // a queue lives on one node: its pops go there through the shared connection's routing
-            LOG.fine("worker on a queue of a cluster");
-        }
         this.redis = redis;
         this.source = source;
         this.handler = handler;
@@ -289,7 +285,7 @@ public final class Worker implements AutoCloseable {
                 RuntimeException error = null;
                 try {
                     if (link == null) {
-                        link = redis.open(loop.node);
+                        link = openLink(loop);
                     }
                     Target.Sender via = source.sender(source.durable, link);
                     msgs = source.pop(n, options.lease, null, options.quantum, via);
@@ -333,6 +329,19 @@ public final class Worker implements AutoCloseable {
                 link.close();
             }
         }
+    }
+
+    /**
+     * The loop's own connection: to its primary (a topic on a cluster), to the node that owns
+     * the queue's slot (a queue on a cluster: its blocking pops must not hold the shared
+     * connection), or to the server.
+     */
+    private Redis.Link openLink(Loop loop) {
+        if (loop.node != null || !redis.isCluster()) {
+            return redis.open(loop.node);
+        }
+        redis.refreshTopology();             // after an error this may be another node now
+        return redis.open(redis.ownerOf(Checks.utf8("queue", source.queues().get(0))));
     }
 
     // -- running handlers -------------------------------------------------------------

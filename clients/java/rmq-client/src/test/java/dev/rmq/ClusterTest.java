@@ -14,13 +14,17 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.MethodOrderer;
+import org.junit.jupiter.api.Order;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestMethodOrder;
 
 /**
  * A 3-primary cluster (a replica each, node timeout 2 s): a worker on a topic spread over
  * the primaries, one primary killed with SIGKILL during consumption; its replica takes over
  * and the worker follows: every message is processed (at least once), none is lost.
  */
+@TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 class ClusterTest {
     static final List<TestServer> NODES = new ArrayList<>();
 
@@ -55,6 +59,29 @@ class ClusterTest {
     }
 
     @Test
+    @Order(1)
+    void aQueueWorkerOnAClusterPopsFromTheQueuesNode() throws Exception {
+        try (RmqClient rmq = RmqClient.create(NODES.get(0).uri() + "," + NODES.get(1).uri())) {
+            Queue q = rmq.queue("solo");
+            for (int i = 0; i < 50; i++) {
+                q.push(FixedTimeMessage.after(Duration.ZERO, "s" + i));
+            }
+            Set<String> seen = ConcurrentHashMap.newKeySet();
+            Worker w = rmq.worker(q, m -> {
+                seen.add(m.body());
+            }, WorkerOptions.builder().concurrency(4).build()).start();
+            try {
+                Wait.until("50 processed", Duration.ofSeconds(60), () -> w.stats().processed() == 50);
+            } finally {
+                w.close();
+            }
+            assertEquals(50, seen.size());
+            assertEquals(0, q.info().waiting() + q.info().inflight());
+        }
+    }
+
+    @Test
+    @Order(2)
     void aFailoverDuringConsumptionLosesNothing() throws Exception {
         try (RmqClient rmq = RmqClient.create(NODES.get(0).uri() + "," + NODES.get(1).uri())) {
             assertTrue(rmq.isCluster());
