@@ -51,13 +51,19 @@ final class Redis implements AutoCloseable {
             .protocolVersion(ProtocolVersion.RESP2)
             .disconnectedBehavior(ClientOptions.DisconnectedBehavior.REJECT_COMMANDS)
             .build();
+    /**
+     * A dedicated connection does not reconnect: a command in flight when it drops (a
+     * blocked pop) fails at once instead of waiting for a reconnect that may never come; its
+     * owner opens a new one (the worker's fetch loop, with backoff).
+     */
+    private static final ClientOptions LINK_OPTIONS = OPTIONS.mutate().autoReconnect(false).build();
 
     private final ClientResources resources;
     private final AbstractRedisClient client;
     private final RedisURI seed;
     private final StatefulRedisConnection<byte[], byte[]> conn;
     private final StatefulRedisClusterConnection<byte[], byte[]> cluster;
-    /** For dedicated connections to one cluster node (blocking TPOP). */
+    /** For dedicated connections (blocking pops, durable writes), to the server or one node. */
     private final RedisClient nodes;
 
     private Redis(List<RedisURI> uris, boolean isCluster) {
@@ -76,16 +82,15 @@ final class Redis implements AutoCloseable {
             client = c;
             cluster = c.connect(ByteArrayCodec.INSTANCE);
             conn = null;
-            nodes = RedisClient.create(resources);
-            nodes.setOptions(OPTIONS);
         } else {
             RedisClient c = RedisClient.create(resources, seed);
             c.setOptions(OPTIONS);
             client = c;
             conn = c.connect(ByteArrayCodec.INSTANCE);
             cluster = null;
-            nodes = null;
         }
+        nodes = RedisClient.create(resources);
+        nodes.setOptions(LINK_OPTIONS);
     }
 
     /** One URI (a server) or several, comma-separated (seeds of a cluster). */
@@ -255,7 +260,7 @@ final class Redis implements AutoCloseable {
     /** A connection of its own (blocking pops hold it): to the server, or to cluster node `node`. */
     Link open(RedisClusterNode node) {
         if (node == null) {
-            return new Link(((RedisClient) client).connect(ByteArrayCodec.INSTANCE));
+            return new Link(nodes.connect(ByteArrayCodec.INSTANCE, seed));
         }
         RedisURI uri = RedisURI.builder(seed)
                 .withHost(node.getUri().getHost())
@@ -365,9 +370,7 @@ final class Redis implements AutoCloseable {
         if (cluster != null) {
             cluster.close();
         }
-        if (nodes != null) {
-            nodes.shutdown();
-        }
+        nodes.shutdown();
         client.shutdown();
         resources.shutdown();
     }
