@@ -26,6 +26,7 @@
 #   make bench-v2  the v2 targets (groups, TPOP, policy, v1 vs v2) with peers (~15 min);
 #               writes scripts/results/bench_v2.md. BENCH_ARGS=--quick for a smoke run.
 #   make test-node   the Node.js client's tests (clients/node; part of `make test`)
+#   make test-java   the Java client's, worker's and Spring Boot starter's tests (clients/java)
 #   make gateway     build rmq-gateway (the SQS API) and run it on 127.0.0.1:$(PORT)
 #               (PORT=9324 by default) against REDIS (default `make run`'s server,
 #               redis://127.0.0.1:6380), no credentials (foreground)
@@ -103,6 +104,7 @@ test-steps:
 	$(STEP) "tests on Redis 7.0" $(PYTEST) tests
 	$(STEP) test-python $(MAKE) --no-print-directory test-python
 	$(STEP) test-node $(MAKE) --no-print-directory test-node
+	$(STEP) test-java $(MAKE) --no-print-directory test-java
 	$(STEP) test-gateway-js $(MAKE) --no-print-directory test-gateway-js
 	$(STEP) test-gateway-java $(MAKE) --no-print-directory test-gateway-java
 	$(STEP) test-gateway-go $(MAKE) --no-print-directory test-gateway-go
@@ -229,6 +231,14 @@ test-python: deps build
 .PHONY: test-node
 test-node: deps build
 	cd clients/node && npm run build && npm test
+
+# The Java client, worker and Spring Boot starter (clients/java, Maven, Java 17): their
+# JUnit 5 tests against servers they start themselves with the built module (RMQ_MODULE,
+# RMQ_SERVER_BIN as for the other tests). Maven fetches its dependencies on the first run
+# (-B: batch mode, no prompts); ~4 min.
+.PHONY: test-java
+test-java: deps build
+	cd clients/java && mvn -q -B test
 
 # The Node worker against a hand-written TPOP/ACK loop and BullMQ (clients/node/bench),
 # on one redis-server pinned to core 0, clients on core 1; medians of BENCH_ROUNDS rounds.

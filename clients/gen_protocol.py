@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Write clients/protocol.json (the commands' argument bounds) into each client as code:
-clients/python/rmq/_protocol.py and clients/node/src/protocol.ts. `--check` writes nothing
+clients/python/rmq/_protocol.py, clients/node/src/protocol.ts and
+clients/java/rmq-client/src/main/java/dev/rmq/Protocol.java. `--check` writes nothing
 and exits 1 if a client's copy differs (each client's tests check their copy too)."""
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ def camel(name: str) -> str:
     return head + "".join(w.capitalize() for w in rest)
 
 
-# Each client's file: its note line, how it names a key, how it writes one entry, and the
-# documentation, opening and closing lines of its two tables (a Java client adds its own).
+# Each client's file: its note line, how it names a key, how it writes one entry (`table`:
+# the table's name), the documentation, opening and closing lines of its two tables, and
+# optional `head` / `tail` lines around them (Java's package and class).
 TARGETS = {
     "python/rmq/_protocol.py": {
         "note": '"""{}"""', "name": str, "entry": "    {key!r}: ({lo}, {hi}),",
@@ -35,17 +37,34 @@ TARGETS = {
         "policy_fields": ("/** RMQ.POLICY fields by option name (camelCase of the wire name), with bounds. */",
                           "export const POLICY_FIELDS: Record<string, readonly [number, number]> = {", "};"),
     },
+    "java/rmq-client/src/main/java/dev/rmq/Protocol.java": {
+        "note": "// {}", "name": str,
+        "entry": '        {table}.put("{key}", new long[] {{{lo}L, {hi}L}});',
+        "head": ["package dev.rmq;", "", "import java.util.LinkedHashMap;", "import java.util.Map;", "",
+                 "/** The commands' argument bounds, checked before anything is sent. */",
+                 "final class Protocol {", "    private Protocol() {}"],
+        "bounds": ("    /** [lowest, highest] accepted value of each argument (durations ms, times Unix ms). */",
+                   "    static final Map<String, long[]> BOUNDS = new LinkedHashMap<>();\n\n    static {",
+                   "    }"),
+        "policy_fields": ("    /** RMQ.POLICY fields by snake_case name (the wire name with '-' for '_'), with bounds. */",
+                          "    static final Map<String, long[]> POLICY_FIELDS = new LinkedHashMap<>();\n\n"
+                          "    static {", "    }"),
+        "tail": ["}"],
+    },
 }
 
 
 def render(target: dict, p: dict) -> str:
     lines = [target["note"].format(NOTE)]
+    if "head" in target:
+        lines += [""] + target["head"]
     for table in ("bounds", "policy_fields"):
         doc, opening, closing = target[table]
         lines += ["", doc, opening]
-        lines += [target["entry"].format(key=target["name"](k), lo=lo, hi=hi)
+        lines += [target["entry"].format(key=target["name"](k), lo=lo, hi=hi, table=table.upper())
                   for k, (lo, hi) in p[table].items()]
         lines.append(closing)
+    lines += target.get("tail", [])
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,82 @@
+package dev.rmq;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+
+/** One queue, e.g. {@code rmq.queue("prices_3")}. */
+public final class Queue extends Target {
+    private final String name;
+
+    Queue(Redis redis, String name, Durable durable) {
+        super(redis, List.of(Checks.queueName(name)), durable);
+        this.name = name;
+    }
+
+    /** This queue in durable mode `durable` (its pushes, pops and acks wait for replicas). */
+    public Queue durable(Durable durable) {
+        return new Queue(redis, name, durable);
+    }
+
+    public String name() {
+        return name;
+    }
+
+    @Override
+    String queueOf(Message m) {
+        return name;
+    }
+
+    /** RMQ.POP COUNT n without waiting, under the queue's lease. */
+    public List<Delivery> pop(int count) {
+        return pop(count, null, null);
+    }
+
+    /**
+     * RMQ.POP: up to `count` messages, each in flight under `lease` (null: the queue's
+     * lease-ms); with `block`, waits that long for one (Duration.ZERO: forever).
+     */
+    public List<Delivery> pop(int count, Duration lease, Duration block) {
+        return pop(count, lease, block, null, sender(durable, null));
+    }
+
+    /** pop in durable mode `durable` (NONE: none): NotDurable, handing out nothing, when replicas do not confirm. */
+    public List<Delivery> pop(int count, Duration lease, Duration block, Durable durable) {
+        return pop(count, lease, block, null, sender(durableFor(durable), null));
+    }
+
+    @Override
+    List<Delivery> pop(int count, Duration lease, Duration block, Integer quantum, Sender via) {
+        if (quantum != null) {
+            throw new IllegalArgumentException("quantum is for a Topic (RMQ.TPOP)");
+        }
+        List<Object> c = new ArrayList<>(List.of("RMQ.POP", name, "COUNT",
+                Checks.bounded("count", count, "count")));
+        Object[] cmd = leaseBlock(c, lease, block);
+        long start = System.nanoTime();
+        List<Delivery> out = new ArrayList<>();
+        Object reply = via.call(cmd);
+        if (reply != null) {
+            for (Object e : (List<?>) reply) {
+                List<?> f = (List<?>) e;
+                out.add(new Delivery(redis, durable, name, (byte[]) f.get(0), (Long) f.get(1), leaseEnd(start, lease)));
+            }
+        }
+        return out;
+    }
+
+    /** RMQ.INFO. */
+    public Info info() {
+        return infoByQueue().get(name);
+    }
+
+    /** RMQ.POLICY Q GET. */
+    public java.util.Map<String, Object> currentPolicy() {
+        return policies().get(name);
+    }
+
+    @Override
+    public String toString() {
+        return "Queue(" + name + ")";
+    }
+}
