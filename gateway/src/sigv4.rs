@@ -126,9 +126,11 @@ pub fn verify<'c>(creds: &'c Credentials, region: &str, req: &Request, now: i64)
     if auth.presigned {
         let expires = query_param(req.query, "X-Amz-Expires")
             .ok_or_else(|| SqsError::missing_authentication_token("a presigned request must carry X-Amz-Expires"))?;
-        let expires = expires.parse::<i64>().ok().filter(|e| (1..=MAX_EXPIRES).contains(e)).ok_or_else(|| {
-            SqsError::access_denied(format!("X-Amz-Expires must be a number of seconds from 1 to {MAX_EXPIRES}"))
-        })?;
+        let expires = expires
+            .parse::<i64>()
+            .ok()
+            .filter(|e| (1..=MAX_EXPIRES).contains(e))
+            .ok_or_else(|| SqsError::access_denied(format!("X-Amz-Expires must be a number of seconds from 1 to {MAX_EXPIRES}")))?;
         if now > when + expires {
             return Err(SqsError::request_expired("Request has expired: its X-Amz-Expires has passed"));
         }
@@ -163,10 +165,8 @@ pub fn verify<'c>(creds: &'c Credentials, region: &str, req: &Request, now: i64)
 /// bytes are its day) as Unix seconds.
 fn parse_date(date: &str) -> Option<i64> {
     let b = date.as_bytes();
-    let shape = b.len() == 16
-        && b[8] == b'T'
-        && b[15] == b'Z'
-        && b.iter().enumerate().all(|(i, c)| matches!(i, 8 | 15) || c.is_ascii_digit());
+    let shape =
+        b.len() == 16 && b[8] == b'T' && b[15] == b'Z' && b.iter().enumerate().all(|(i, c)| matches!(i, 8 | 15) || c.is_ascii_digit());
     if !shape {
         return None;
     }
@@ -394,7 +394,9 @@ mod tests {
         let creds = Credentials::parse("AK S").unwrap();
         let h = HeaderMap::new();
         let now = 1_440_938_160;
-        for (date, expires) in [("201508%E2%80%8030T123600Z", "60"), ("20150830T123600Z", "0"), ("20150830T123600Z", "604801"), ("20150830T123600Z", "x")] {
+        for (date, expires) in
+            [("201508%E2%80%8030T123600Z", "60"), ("20150830T123600Z", "0"), ("20150830T123600Z", "604801"), ("20150830T123600Z", "x")]
+        {
             let query = format!(
                 "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AK%2F20150830%2Fus-east-1%2Fsqs%2Faws4_request\
                  &X-Amz-Date={date}&X-Amz-Expires={expires}&X-Amz-SignedHeaders=host%3Bx-amz-target&X-Amz-Signature=00"
