@@ -187,7 +187,7 @@ def test_noperm_inside_multi_is_access_denied(r, start_gateway):
     r.execute_command("ACL", "SETUSER", "partial", "reset", "on", ">partialpw", "+@all", "~pub*",
                       "~[^r]*{pub*}*", "~rmqgw:q{pub*}", "~rmqgw:gone{pub*}", "%R~rmqgw:t{pub*}")
     try:
-        gw = start_gateway(credentials=CREDS + "AKIDPART s3cretPART partial partialpw\n")
+        gw = start_gateway(credentials="AKIDPART s3cretPART partial partialpw\n")
         sqs = gw.sqs(key="AKIDPART", secret="s3cretPART")
         assert sqs.create_queue(QueueName="pub-plain")["ResponseMetadata"]["HTTPStatusCode"] == 200
         with pytest.raises(ClientError) as e:
