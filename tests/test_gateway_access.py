@@ -133,6 +133,73 @@ def test_redis_user_acls(r, signed):
     assert r.zcard("private") == 0
 
 
+def test_noperm_is_access_denied_for_every_action(r, signed):
+    """A NOPERM from Redis, on a plain command, a pipeline or inside MULTI, is
+    AccessDenied (403, which SDKs do not retry) whatever the action."""
+    good = signed.sqs(key="AKIDGOOD", secret="s3cretGOOD")
+    url = good.create_queue(QueueName="private")["QueueUrl"]
+    dlq = good.create_queue(QueueName="private-dlq")["QueueUrl"]
+    good.send_message(QueueUrl=url, MessageBody="m")
+    handle = good.receive_message(QueueUrl=url, VisibilityTimeout=0)["Messages"][0]["ReceiptHandle"]
+    arn = good.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    limited = signed.sqs(key="AKIDLIMITED", secret="s3cretLIMITED")
+    entry = {"Id": "a", "MessageBody": "x"}
+    calls = {
+        "CreateQueue": lambda: limited.create_queue(QueueName="private", Attributes={"DelaySeconds": "1"}),
+        "GetQueueUrl": lambda: limited.get_queue_url(QueueName="private"),
+        "DeleteQueue": lambda: limited.delete_queue(QueueUrl=url),
+        "PurgeQueue": lambda: limited.purge_queue(QueueUrl=url),
+        "GetQueueAttributes": lambda: limited.get_queue_attributes(QueueUrl=url, AttributeNames=["All"]),
+        "SetQueueAttributes": lambda: limited.set_queue_attributes(QueueUrl=url, Attributes={"DelaySeconds": "2"}),
+        "SendMessage": lambda: limited.send_message(QueueUrl=url, MessageBody="x"),
+        "SendMessageBatch": lambda: limited.send_message_batch(QueueUrl=url, Entries=[entry]),
+        "ReceiveMessage": lambda: limited.receive_message(QueueUrl=url),
+        "DeleteMessage": lambda: limited.delete_message(QueueUrl=url, ReceiptHandle=handle),
+        "DeleteMessageBatch": lambda: limited.delete_message_batch(
+            QueueUrl=url, Entries=[{"Id": "a", "ReceiptHandle": handle}]),
+        "ChangeMessageVisibility": lambda: limited.change_message_visibility(
+            QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=5),
+        "ChangeMessageVisibilityBatch": lambda: limited.change_message_visibility_batch(
+            QueueUrl=url, Entries=[{"Id": "a", "ReceiptHandle": handle, "VisibilityTimeout": 5}]),
+        "ListDeadLetterSourceQueues": lambda: limited.list_dead_letter_source_queues(QueueUrl=dlq),
+        "StartMessageMoveTask": lambda: limited.start_message_move_task(SourceArn=arn),
+        "ListMessageMoveTasks": lambda: limited.list_message_move_tasks(SourceArn=arn),
+        "TagQueue": lambda: limited.tag_queue(QueueUrl=url, Tags={"k": "v"}),
+        "UntagQueue": lambda: limited.untag_queue(QueueUrl=url, TagKeys=["k"]),
+        "ListQueueTags": lambda: limited.list_queue_tags(QueueUrl=url),
+    }
+    answers = {}
+    for action, call in calls.items():
+        try:
+            call()
+            answers[action] = "served"
+        except ClientError as e:
+            answers[action] = (e.response["Error"]["Code"], e.response["ResponseMetadata"]["HTTPStatusCode"])
+    assert answers == {a: ("AccessDenied", 403) for a in calls}
+    assert good.get_queue_attributes(QueueUrl=url, AttributeNames=["DelaySeconds"])["Attributes"] == {"DelaySeconds": "0"}
+    assert r.zcard("private") + r.zcard("prepare{private}") == 1
+
+
+def test_noperm_inside_multi_is_access_denied(r, start_gateway):
+    """A user that may write a queue's keys but only read its tags: CreateQueue with tags
+    writes both in one MULTI, which Redis aborts (EXECABORT naming the NOPERM): 403
+    AccessDenied, not a 500 the SDKs retry; nothing of the queue is made."""
+    r.execute_command("ACL", "SETUSER", "partial", "reset", "on", ">partialpw", "+@all", "~pub*",
+                      "~[^r]*{pub*}*", "~rmqgw:q{pub*}", "~rmqgw:gone{pub*}", "%R~rmqgw:t{pub*}")
+    try:
+        gw = start_gateway(credentials="AKIDPART s3cretPART partial partialpw\n")
+        sqs = gw.sqs(key="AKIDPART", secret="s3cretPART")
+        assert sqs.create_queue(QueueName="pub-plain")["ResponseMetadata"]["HTTPStatusCode"] == 200
+        with pytest.raises(ClientError) as e:
+            sqs.create_queue(QueueName="pub-tagged", tags={"team": "a"})
+        assert code(e) == "AccessDenied"
+        assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+        assert e.value.response["ResponseMetadata"]["RetryAttempts"] == 0
+        assert r.exists("rmqgw:q{pub-tagged}", "rmqgw:t{pub-tagged}") == 0
+    finally:
+        r.execute_command("ACL", "DELUSER", "partial")
+
+
 def test_start_refusals(server, tmp_path):
     # Without credentials, only a loopback address.
     g = Gateway(server, listen="0.0.0.0:0").launch()

@@ -4,6 +4,9 @@ by boto3 against a primary and a replica of the test's own; "the replica is down
 replica stopped with SIGSTOP by the pid started here (connected, acknowledging nothing).
 """
 
+import threading
+import time
+
 import boto3
 import pytest
 from botocore.config import Config
@@ -96,3 +99,48 @@ def test_bad_durable_arguments_are_refused(server, args):
     g = Gateway(server, extra=args).launch()
     assert g.wait_exit() not in (None, 0)
     assert "durable" in g.output()
+
+
+def test_stalled_replica_holds_up_only_the_writes_waiting_on_it(pair, start_gateway):
+    """Each durable write waits for its replicas on a connection of its own: with the
+    replica stopped, reads of another queue answer at once (they once queued behind every
+    WAIT on one shared connection), and the writes answer 503 after --durable-timeout-ms."""
+    p, rep = pair
+    timeout_ms = 4000
+    gw = start_gateway(extra=["--durable", "1", "--durable-timeout-ms", timeout_ms], server=p)
+    sqs = gw.sqs(max_pool_connections=32)
+    waiting = sqs.create_queue(QueueName="stalled")["QueueUrl"]
+    other = sqs.create_queue(QueueName="other")["QueueUrl"]
+    sqs.send_message(QueueUrl=other, MessageBody="ready")
+    rep.pause()
+    outcomes = []
+
+    def send(i):
+        t = time.monotonic()
+        try:
+            sqs.send_message(QueueUrl=waiting, MessageBody=f"w{i}")
+            outcomes.append(("ok", time.monotonic() - t))
+        except ClientError as e:
+            outcomes.append((e.response["Error"]["Code"], time.monotonic() - t))
+
+    writers = [threading.Thread(target=send, args=(i,)) for i in range(8)]
+    for w in writers:
+        w.start()
+    time.sleep(0.5)
+    reads = []
+    for _ in range(3):
+        t = time.monotonic()
+        attrs = sqs.get_queue_attributes(QueueUrl=other, AttributeNames=["ApproximateNumberOfMessages"])
+        assert attrs["Attributes"]["ApproximateNumberOfMessages"] == "1"
+        assert sorted(sqs.list_queues()["QueueUrls"]) == sorted([other, waiting])
+        reads.append(time.monotonic() - t)
+    got = sqs.receive_message(QueueUrl=other)["Messages"]
+    assert [m["Body"] for m in got] == ["ready"]
+    for w in writers:
+        w.join(timeout=60)
+    rep.resume()
+    # Normal time: well under one WAIT's timeout (each once cost one timeout per WAIT ahead).
+    assert max(reads) < timeout_ms / 2000, reads
+    assert [o for o, _ in outcomes] == ["ServiceUnavailable"] * 8
+    # Each answered once its own WAIT timed out: not early, not many timeouts later.
+    assert all(timeout_ms / 1000 - 0.5 <= took < 2 * timeout_ms / 1000 + 2 for _, took in outcomes), outcomes

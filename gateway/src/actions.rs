@@ -320,14 +320,24 @@ async fn list_dead_letter_source_queues(gw: &Gateway, caller: &Caller, input: &V
 /// The dead-letter queue an ARN names, which must exist.
 async fn queue_of_arn(caller: &Caller, arn: &str) -> SqsResult<Arc<Queue>> {
     let name = crate::movetask::queue_of_arn(arn).ok_or_else(|| SqsError::invalid_parameter_value(format!("{arn} is not a queue ARN")))?;
-    load_queue(caller, name.to_string()).await.map_err(|_| SqsError::resource_not_found(format!("The queue {name} does not exist")))
+    load_queue(caller, name.to_string()).await.map_err(|e| not_found_as_resource(e, &format!("The queue {name} does not exist")))
+}
+
+/// A missing queue named by ARN is ResourceNotFound; any other refusal (AccessDenied)
+/// stays what it is.
+fn not_found_as_resource(e: SqsError, message: &str) -> SqsError {
+    if e.code == "QueueDoesNotExist" {
+        SqsError::resource_not_found(message)
+    } else {
+        e
+    }
 }
 
 async fn start_message_move_task(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult<Value> {
     let q = queue_of_arn(caller, required(input, "SourceArn")?).await?;
     let rate = int_field(input, "MaxNumberOfMessagesPerSecond", 1, 500)?;
     let dest = crate::movetask::destination(str_field(input, "DestinationArn")?, &sources_of(caller, &q.name).await?)?;
-    let dq = load_queue(caller, dest).await.map_err(|_| SqsError::resource_not_found("The destination queue does not exist"))?;
+    let dq = load_queue(caller, dest).await.map_err(|e| not_found_as_resource(e, "The destination queue does not exist"))?;
     let to_move = rmq_info(caller, &q.name).await?.get("waiting").copied().unwrap_or(0);
     crate::movetask::start(caller.backend.clone(), &q.name, &gw.queue_arn(&q.name), &dq.name, &gw.queue_arn(&dq.name), rate, to_move).await
 }
@@ -522,18 +532,22 @@ fn outgoing(q: &Queue, caller: &Caller, entry: &Value) -> SqsResult<Outgoing> {
 }
 
 /// Runs a pipeline of commands that change queue `queue` (one round trip); the commands'
-/// replies. In durable mode (`--durable N`) a WAIT follows in the same pipeline, on the
-/// connection to the queue's primary, so it covers the commands' writes; fewer than N
+/// replies. In durable mode (`--durable N`) a WAIT follows in the same pipeline, on a
+/// dedicated connection to the queue's primary, so it covers the commands' writes; fewer than N
 /// replicas confirming in time is a 503 the SDKs retry (`done` says what the primary holds
 /// already: a retried SendMessage of a standard queue stores a second copy).
 async fn write_pipe<T: redis::FromRedisValue>(caller: &Caller, queue: &str, mut pipe: redis::Pipeline, done: &str) -> SqsResult<Vec<T>> {
-    let mut conn = caller.backend.conn.clone();
     let Some(d) = caller.backend.durable else {
         // To the queue's primary, the whole pipeline (a send's check must follow its pushes).
-        return Ok(conn.query_on_owner(queue, &pipe).await?);
+        return Ok(caller.backend.conn.clone().query_on_owner(queue, &pipe).await?);
     };
     pipe.cmd("WAIT").arg(d.replicas).arg(d.timeout_ms);
-    let mut replies: Vec<redis::Value> = conn.query_on_owner(queue, &pipe).await?;
+    // On a dedicated connection: a WAIT holds up whatever follows it on its connection.
+    let Some(mut conn) = caller.backend.dedicated(std::time::Duration::from_millis(d.timeout_ms)).await? else {
+        return Err(SqsError::service_unavailable("too many writes are waiting for replicas; retry"));
+    };
+    let mut replies: Vec<redis::Value> = conn.conn().query_on_owner(queue, &pipe).await?;
+    conn.give_back();
     let confirmed = replies.pop().map(redis::from_redis_value::<u32>).transpose().map_err(redis::RedisError::from)?;
     let confirmed = confirmed.unwrap_or(0);
     if confirmed < d.replicas {
@@ -741,20 +755,31 @@ async fn receive_message(gw: &Gateway, caller: &Caller, input: &Value) -> SqsRes
 /// its id.
 type Delivery = (Vec<u8>, i64, u64);
 
-/// A blocking RMQ.POP on a connection of its own; answered empty when the gateway stops.
+/// A blocking RMQ.POP on a connection of its own; answered empty when the gateway stops,
+/// or when no connection frees up within the poll's wait time (past
+/// --max-redis-connections polls wait their turn).
 async fn long_poll(gw: &Gateway, caller: &Caller, q: &Queue, count: i64, lease: i64, wait: i64) -> SqsResult<Vec<Delivery>> {
-    let Some((mut pconn, _permit)) = caller.backend.poll_connection().await? else {
-        return Err(SqsError::service_unavailable("too many long polls are open; retry"));
+    let _open = caller.backend.poll_started();
+    let budget = std::time::Duration::from_secs(wait as u64);
+    let started = std::time::Instant::now();
+    let poll = async {
+        let Some(mut conn) = caller.backend.dedicated(budget).await? else { return Ok(None) };
+        let left = budget.saturating_sub(started.elapsed()).as_millis() as u64;
+        if left == 0 {
+            conn.give_back();
+            return Ok(None);
+        }
+        let mut pop = redis::cmd("RMQ.POP");
+        pop.arg(&q.name).arg("COUNT").arg(count).arg("LEASE").arg(lease).arg("BLOCK").arg(left).arg("IDS");
+        let got = pop.query_async::<Option<Vec<Delivery>>>(conn.conn()).await?;
+        conn.give_back();
+        Ok::<_, redis::RedisError>(got)
     };
-    let mut pop = redis::cmd("RMQ.POP");
-    pop.arg(&q.name).arg("COUNT").arg(count).arg("LEASE").arg(lease).arg("BLOCK").arg(wait * 1000).arg("IDS");
-    let got = tokio::select! {
-        r = pop.query_async::<Option<Vec<Delivery>>>(&mut pconn) => r?,
+    tokio::select! {
+        r = poll => Ok(r?.unwrap_or_default()),
         // Dropping the connection ends the wait on the server.
-        _ = crate::server::stopped(gw.stopping.clone()) => return Ok(Vec::new()),
-    };
-    caller.backend.give_back(pconn);
-    Ok(got.unwrap_or_default())
+        _ = crate::server::stopped(gw.stopping.clone()) => Ok(Vec::new()),
+    }
 }
 
 fn received(q: &Queue, raw: &[u8], deliveries: i64, id: u64, sys_wanted: &[String], attr_wanted: &[String]) -> Received {

@@ -69,8 +69,7 @@ impl SqsError {
 /// cannot answer now is retryable `ServiceUnavailable`; anything else is internal.
 impl From<redis::RedisError> for SqsError {
     fn from(e: redis::RedisError) -> SqsError {
-        // A refusal inside MULTI or a script arrives wrapped (EXECABORT, a script error).
-        if e.code() == Some("NOPERM") || e.to_string().contains("NOPERM") {
+        if refused_by_acl(&e) {
             return SqsError::access_denied("the access key's Redis user may not use this queue");
         }
         if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_cluster_error() {
@@ -79,4 +78,13 @@ impl From<redis::RedisError> for SqsError {
         tracing::warn!("redis error: {e}");
         SqsError::internal("the queue store refused the request")
     }
+}
+
+/// Whether Redis refused a command for the user's ACL: a NOPERM of its own, or one inside
+/// a pipeline or MULTI (EXECABORT names the queued commands' errors, as kinds, not codes)
+/// or in a script's error text.
+fn refused_by_acl(e: &redis::RedisError) -> bool {
+    e.code() == Some("NOPERM")
+        || e.clone().into_server_errors().is_some_and(|errs| errs.iter().any(|(_, s)| s.code() == "NOPERM"))
+        || e.to_string().contains("NOPERM")
 }

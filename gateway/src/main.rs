@@ -4,6 +4,7 @@
 mod actions;
 mod metrics;
 mod movetask;
+mod pool;
 mod queue;
 mod redrive;
 mod replies;
@@ -63,6 +64,11 @@ pub struct Args {
     /// 0: read them for every request (one more Redis round trip each).
     #[arg(long, default_value_t = queue::FRESH_MS, value_parser = clap::value_parser!(u64).range(0..=queue::MAX_FRESH_MS))]
     queue_cache_ms: u64,
+    /// Redis connections this gateway opens per Redis user at most (the shared one, long
+    /// polls' and durable writes'). Past it a long poll waits its turn within its wait time
+    /// (else answers empty) and a durable write within --durable-timeout-ms (else 503).
+    #[arg(long, default_value_t = store::MAX_REDIS_CONNECTIONS, value_parser = parse_max_connections)]
+    max_redis_connections: usize,
     /// How long durable mode waits for the replicas (ms).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=2_147_483_648))]
     durable_timeout_ms: u64,
@@ -90,8 +96,29 @@ fn parse_account(s: &str) -> Result<String, String> {
     }
 }
 
+/// Lifts the soft limit on open files to the hard one: the gateway holds up to 10,000
+/// connections (and its Redis ones), past the common default of 1,024.
+fn raise_fd_limit() {
+    let mut l = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit and setrlimit only read and write the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) == 0 && l.rlim_cur < l.rlim_max {
+            l.rlim_cur = l.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &l);
+        }
+    }
+}
+
+fn parse_max_connections(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (2..=1_000_000).contains(&n) => Ok(n),
+        _ => Err("a number from 2 (the shared connection and one more) to 1000000".into()),
+    }
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
+    raise_fd_limit();
     startup::init_logs(startup::describe(&args.redis_urls()));
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = args.threads {

@@ -15,7 +15,7 @@ use tokio::sync::watch;
 
 use crate::actions::{self, Caller};
 use crate::errors::SqsError;
-use crate::metrics::Metrics;
+use crate::metrics::{self, Metrics};
 use crate::sigv4::{self, Credentials};
 use crate::store::{Backend, Durable};
 use crate::Args;
@@ -23,8 +23,10 @@ use crate::Args;
 /// Request bodies larger than this are refused unread.
 const MAX_BODY: usize = 2 * 1024 * 1024;
 /// How long a client may take to send its headers, and then its body: a slow sender
-/// (slowloris) must not hold one of the connections for long.
+/// (slowloris) must not hold one of the connections for long. hyper's header timer starts
+/// at a request's first byte, so a new connection gets as long for that first byte.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(10);
 const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Open connections at most.
 const MAX_CONNECTIONS: usize = 10_000;
@@ -68,11 +70,13 @@ pub async fn run(args: Args) -> Result<(), String> {
     }
     let target = args.target();
     let durable = (args.durable > 0).then_some(Durable { replicas: args.durable, timeout_ms: args.durable_timeout_ms });
-    let default = Backend::connect(&target, None, durable, args.queue_cache_ms).await.map_err(|e| format!("cannot reach {target}: {e}"))?;
+    let default = Backend::connect(&target, None, durable, args.queue_cache_ms, args.max_redis_connections)
+        .await
+        .map_err(|e| format!("cannot reach {target}: {e}"))?;
     let mut per_key = HashMap::new();
     for key in credentials.iter().flat_map(Credentials::keys) {
         if let Some(user) = &key.redis_user {
-            let b = Backend::connect(&target, Some(user), durable, args.queue_cache_ms)
+            let b = Backend::connect(&target, Some(user), durable, args.queue_cache_ms, args.max_redis_connections)
                 .await
                 .map_err(|e| format!("access key {}: cannot connect to Redis as {}: {e}", key.id, user.0))?;
             per_key.insert(key.id.clone(), b);
@@ -112,7 +116,12 @@ async fn serve(listener: tokio::net::TcpListener, app: Router, stop_tx: watch::S
             _ = &mut stop => break,
             r = listener.accept() => match r {
                 Ok(c) => c,
-                Err(_) => continue,
+                Err(_) => {
+                    // Out of descriptors or memory: give closing connections a moment
+                    // rather than spin on the same error.
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
             },
         };
         let Ok(permit) = permits.clone().try_acquire_owned() else {
@@ -124,6 +133,12 @@ async fn serve(listener: tokio::net::TcpListener, app: Router, stop_tx: watch::S
         let stopping = stop_tx.subscribe();
         tasks.spawn(async move {
             let _permit = permit;
+            // A connection that sends nothing is closed (it would hold a permit forever).
+            let mut first = [0u8; 1];
+            match tokio::time::timeout(FIRST_BYTE_TIMEOUT, stream.peek(&mut first)).await {
+                Ok(Ok(n)) if n > 0 => {}
+                _ => return,
+            }
             let mut builder = auto::Builder::new(TokioExecutor::new());
             builder.http1().timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(HEADER_TIMEOUT);
             let conn = builder.serve_connection(TokioIo::new(stream), svc);
@@ -166,8 +181,10 @@ async fn health(State(gw): State<Arc<Gateway>>) -> Response {
 }
 
 async fn metrics(State(gw): State<Arc<Gateway>>) -> Response {
-    let polls = gw.default.open_polls() + gw.per_key.values().map(|b| b.open_polls()).sum::<usize>();
-    ([("content-type", "text/plain; version=0.0.4")], gw.metrics.render(polls)).into_response()
+    let backends = || std::iter::once(&gw.default).chain(gw.per_key.values());
+    let polls = backends().map(|b| b.open_polls()).sum();
+    let redis = backends().map(|b| 1 + b.open_dedicated()).sum();
+    ([("content-type", "text/plain; version=0.0.4")], gw.metrics.render(polls, redis)).into_response()
 }
 
 fn error_response(e: &SqsError) -> Response {
@@ -181,6 +198,7 @@ fn error_response(e: &SqsError) -> Response {
 }
 
 async fn sqs(State(gw): State<Arc<Gateway>>, method: Method, uri: Uri, headers: HeaderMap, body: Body) -> Response {
+    use futures_util::FutureExt;
     let started = Instant::now();
     let body = match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, MAX_BODY)).await {
         Ok(Ok(b)) => b,
@@ -189,30 +207,43 @@ async fn sqs(State(gw): State<Arc<Gateway>>, method: Method, uri: Uri, headers: 
         Err(_) => return (StatusCode::REQUEST_TIMEOUT, "request body not received in time\n").into_response(),
     };
     let target = headers.get("x-amz-target").and_then(|v| v.to_str().ok()).unwrap_or("");
-    let action = target.strip_prefix("AmazonSQS.").unwrap_or("").to_string();
-    let result = handle(&gw, &method, &uri, &headers, &body, &action).await;
-    let label = if action.is_empty() { "unknown" } else { action.as_str() };
+    let action = target.strip_prefix("AmazonSQS.").unwrap_or("");
+    // A panic is a bug, but it must cost only its own request: answered 500, never a
+    // dropped connection or a lost worker.
+    let handled = std::panic::AssertUnwindSafe(handle(&gw, &method, &uri, &headers, &body, action)).catch_unwind().await;
+    let result = handled.unwrap_or_else(|_| Err(Refusal::Served(SqsError::internal("the request could not be handled"))));
     match result {
         Ok(body) => {
-            gw.metrics.observe(label, "ok", started.elapsed());
+            gw.metrics.observe(metrics::action_label(action), "ok", started.elapsed());
             ([("content-type", "application/x-amz-json-1.0")], body).into_response()
         }
-        Err(e) => {
-            gw.metrics.observe(label, e.code, started.elapsed());
+        Err(Refusal::Served(e)) => {
+            gw.metrics.observe(metrics::action_label(action), e.code, started.elapsed());
+            error_response(&e)
+        }
+        Err(Refusal::Unauthenticated(e)) => {
+            gw.metrics.unauthenticated(e.code);
             error_response(&e)
         }
     }
 }
 
-async fn handle(gw: &Gateway, method: &Method, uri: &Uri, headers: &HeaderMap, body: &[u8], action: &str) -> Result<Vec<u8>, SqsError> {
-    let caller = authenticate(gw, method, uri, headers, body)?;
+/// Why a request was not served: refused before it was authenticated (counted without its
+/// action, which is the client's word), or by its action.
+enum Refusal {
+    Unauthenticated(SqsError),
+    Served(SqsError),
+}
+
+async fn handle(gw: &Gateway, method: &Method, uri: &Uri, headers: &HeaderMap, body: &[u8], action: &str) -> Result<Vec<u8>, Refusal> {
+    let caller = authenticate(gw, method, uri, headers, body).map_err(Refusal::Unauthenticated)?;
     if method != Method::POST || action.is_empty() {
-        return Err(SqsError::unsupported_operation(
+        return Err(Refusal::Served(SqsError::unsupported_operation(
             "rmq-gateway speaks the AWS JSON 1.0 protocol: POST / with X-Amz-Target: AmazonSQS.<Action>",
-        ));
+        )));
     }
-    let input = crate::input::parse_body(body)?;
-    actions::dispatch(gw, &caller, action, &input).await
+    let input = crate::input::parse_body(body).map_err(Refusal::Served)?;
+    actions::dispatch(gw, &caller, action, &input).await.map_err(Refusal::Served)
 }
 
 fn authenticate(gw: &Gateway, method: &Method, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Result<Caller, SqsError> {

@@ -1,5 +1,5 @@
 //! The Redis side: connections (one multiplexed connection for short commands, a bounded
-//! pool of dedicated ones for long polls, per Redis user). Every action is atomic on the
+//! pool of dedicated ones for long polls and durable writes, crate::pool, per Redis user). Every action is atomic on the
 //! server through RMQ's commands; every key of queue `N` is tagged `{N}`:
 //! `rmqgw:q{N}` (attributes, hash), `rmqgw:t{N}` (tags, hash), `rmqgw:gone{N}` (for a few
 //! seconds after DeleteQueue: crate::queue). The send sequence and FIFO
@@ -7,7 +7,8 @@
 //! and DEDUP); receipt handles name RMQ's own delivery ids (`RMQ.POP ... IDS`), which the
 //! module ends exactly (`RMQ.ACKID`), so the gateway keeps no delivery records.
 
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
@@ -15,10 +16,15 @@ use redis::cluster::{ClusterClient, ClusterConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::Client;
-use tokio::sync::Semaphore;
 
-/// Long polls open at once (each holds a Redis connection while it waits).
-pub const MAX_LONG_POLLS: usize = 10_000;
+use crate::pool::{Lease, Pool};
+
+/// `--max-redis-connections`' default: what one gateway opens per Redis user at most.
+pub const MAX_REDIS_CONNECTIONS: usize = 512;
+/// A dedicated connection idle this long is closed (checked every IDLE_CHECK): after a
+/// burst the pool is back to what is in use within 30 s.
+const IDLE_CLOSE: Duration = Duration::from_secs(20);
+const IDLE_CHECK: Duration = Duration::from_secs(5);
 
 pub fn meta_key(q: &str) -> String {
     format!("rmqgw:q{{{q}}}")
@@ -208,16 +214,17 @@ pub struct Backend {
     pub conn: Conn,
     /// The queues this user read recently (crate::queue).
     pub queues: crate::queue::Cache,
-    idle: Mutex<Vec<Conn>>,
-    polls: Semaphore,
+    /// Dedicated connections: at most --max-redis-connections less the shared one.
+    dedicated: Pool<Conn>,
+    polls: AtomicUsize,
 }
 
 /// Commands other than long polls answer within this, or fail as retryable.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
 /// A connection attempt (at start, and each reconnection attempt) gives up after this.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
-/// A long poll's connection waits at most BLOCK (20 s) for its reply; past this the node is
-/// taken for gone.
+/// A dedicated connection's command (a long poll's BLOCK of at most 20 s, a durable write's
+/// WAIT of at most --durable-timeout-ms) answers within this, or its node is taken for gone.
 const POLL_RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A request waits on its connection's reconnection: by default six attempts, backing off
@@ -233,6 +240,7 @@ impl Backend {
         user: Option<&(String, String)>,
         durable: Option<Durable>,
         queue_cache_ms: u64,
+        max_connections: usize,
     ) -> redis::RedisResult<Arc<Backend>> {
         let (connector, conn) = match target {
             Target::Single(url) => {
@@ -259,47 +267,69 @@ impl Backend {
                 (Connector::Cluster(Box::new(client)), Conn::Cluster(conn))
             }
         };
-        Ok(Arc::new(Backend {
+        let backend = Arc::new(Backend {
             connector,
             durable,
             conn,
             queues: crate::queue::Cache::new(queue_cache_ms),
-            idle: Mutex::new(Vec::new()),
-            polls: Semaphore::new(MAX_LONG_POLLS),
-        }))
+            dedicated: Pool::new(max_connections.saturating_sub(1).max(1)),
+            polls: AtomicUsize::new(0),
+        });
+        let weak = Arc::downgrade(&backend);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(IDLE_CHECK).await;
+                let Some(b) = weak.upgrade() else { break };
+                b.dedicated.close_idle(IDLE_CLOSE);
+            }
+        });
+        Ok(backend)
     }
 
-    /// A dedicated connection for one long poll (returned with `give_back`), or `None` when
-    /// the gateway already holds as many long polls as it allows. A blocking POP on the
-    /// shared connection would hold up every command queued behind it.
-    pub async fn poll_connection(&self) -> redis::RedisResult<Option<(Conn, tokio::sync::SemaphorePermit<'_>)>> {
-        let Ok(permit) = self.polls.try_acquire() else { return Ok(None) };
-        let pooled = self.idle.lock().ok().and_then(|mut v| v.pop());
-        let conn = match (pooled, &self.connector) {
-            (Some(c), _) => c,
-            (None, Connector::Single(client)) => {
-                // The wait is bounded by BLOCK itself (at most 20 s); no client-side timeout.
-                let config = reconnect_briefly(ConnectionManagerConfig::new())
-                    .set_response_timeout(None)
-                    .set_connection_timeout(Some(CONNECT_TIMEOUT));
-                Conn::Single(ConnectionManager::new_with_config(client.clone(), config).await?)
-            }
-            (None, Connector::Cluster(client)) => {
-                let config = ClusterConfig::new().set_response_timeout(POLL_RESPONSE_TIMEOUT).set_connection_timeout(CONNECT_TIMEOUT);
-                Conn::Cluster(client.get_async_connection_with_config(config).await?)
-            }
-        };
-        Ok(Some((conn, permit)))
+    /// A dedicated connection (for a long poll or a durable write: a blocking command on
+    /// the shared connection would hold up every command queued behind it), waiting at
+    /// most `wait` for one when --max-redis-connections are open; `None` if none came.
+    pub async fn dedicated(&self, wait: Duration) -> redis::RedisResult<Option<Lease<'_, Conn>>> {
+        self.dedicated
+            .take(wait, || async {
+                Ok(match &self.connector {
+                    Connector::Single(client) => {
+                        let config = reconnect_briefly(ConnectionManagerConfig::new())
+                            .set_response_timeout(Some(POLL_RESPONSE_TIMEOUT))
+                            .set_connection_timeout(Some(CONNECT_TIMEOUT));
+                        Conn::Single(ConnectionManager::new_with_config(client.clone(), config).await?)
+                    }
+                    Connector::Cluster(client) => {
+                        let config =
+                            ClusterConfig::new().set_response_timeout(POLL_RESPONSE_TIMEOUT).set_connection_timeout(CONNECT_TIMEOUT);
+                        Conn::Cluster(client.get_async_connection_with_config(config).await?)
+                    }
+                })
+            })
+            .await
     }
 
-    pub fn give_back(&self, conn: Conn) {
-        if let Ok(mut v) = self.idle.lock() {
-            v.push(conn);
-        }
+    /// Counts a long poll as open while the guard lives.
+    pub fn poll_started(&self) -> PollGuard<'_> {
+        self.polls.fetch_add(1, Ordering::Relaxed);
+        PollGuard(&self.polls)
     }
 
     pub fn open_polls(&self) -> usize {
-        MAX_LONG_POLLS - self.polls.available_permits()
+        self.polls.load(Ordering::Relaxed)
+    }
+
+    /// Dedicated connections open now.
+    pub fn open_dedicated(&self) -> usize {
+        self.dedicated.open()
+    }
+}
+
+pub struct PollGuard<'a>(&'a AtomicUsize);
+
+impl Drop for PollGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
