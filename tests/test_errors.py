@@ -140,7 +140,7 @@ def test_an_option_given_twice_counts_with_its_last_value(r):
     first = r.execute_command("RMQ.SCHEDULE", "q", "SET", "n", "EVERY", 100000, "EVERY", 200000, "PRIORITY", 1, "s")
     assert t0 + 200000 <= first <= now_ms(r) + 200000
     [[name, spec, nxt, fired, last]] = r.execute_command("RMQ.SCHEDULE", "q", "LIST")
-    assert (name, spec, nxt, fired, last) == (b"n", b"EVERY 100000 EVERY 200000 PRIORITY 1 s", first, 0, None)
+    assert (name, spec, nxt, fired, last) == (b"n", b"EVERY 100000 EVERY 200000 PRIORITY 1 MESSAGES s", first, 0, None)
     # One `WORD n` only: a second is the wrong number of arguments.
     for cmd in ("RMQ.SWEEP", "RMQ.REPLAY", "RMQ.PENDING"):
         word = "LIMIT" if cmd == "RMQ.SWEEP" else "COUNT"

@@ -187,3 +187,18 @@ def test_records_become_a_hashtable_and_a_skiplist_as_they_grow(r):
     push(r, "big", "DELAY", 0, "DEDUP", "id15", WINDOW, "m15")
     assert (r.object("encoding", "dedup{big}"), r.object("encoding", "dedupexp{big}")) == (b"hashtable", b"skiplist")
     assert r.hlen("dedup{big}") == r.zcard("dedupexp{big}") == 16
+
+
+def test_sequence_ends_at_2_63_minus_1(r):
+    # The last number is answered as an integer; a push that would pass it is refused whole.
+    r.set("seq{end}", 2 ** 63 - 3)
+    assert push(r, "end", "DELAY", 0, "SEQUENCE", "", "a", "b") == [[b"added", 2 ** 63 - 2, None],
+                                                                   [b"added", 2 ** 63 - 1, None]]
+    before = (r.get("seq{end}"), r.zrange("end", 0, -1))
+    assert before[0] == str(2 ** 63 - 1).encode()
+    for n in (1, 2):
+        expect_error_unchanged(r, "RMQ.PUSH", "end", "DELAY", 0, "SEQUENCE", "", *["m"] * n,
+                               contains="2^63 - 1")
+    r.set("seq{big}", 2 ** 63)
+    expect_error_unchanged(r, "RMQ.PUSH", "big", "DELAY", 0, "SEQUENCE", "", "m", contains="2^63 - 1")
+    assert (r.get("seq{end}"), r.zrange("end", 0, -1)) == before

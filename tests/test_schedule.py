@@ -49,7 +49,7 @@ def test_every_fires_on_its_planned_times(r):
     before = fired_total(r)
     time.sleep(1.15)
     spec, nxt, fired, last = slist(r, "ev")[b"tick"]
-    assert spec == b"EVERY 200 DELAY 50 m"
+    assert spec == b"EVERY 200 DELAY 50 MESSAGES m"
     assert 4 <= fired <= 6, fired
     # no drift: every planned time is first + k * 200
     assert last == first + (fired - 1) * 200 and nxt == last + 200
@@ -89,7 +89,7 @@ def test_del_and_set_replacing(r):
     wait_for(lambda: slist(r, "dq")[b"a"][2] >= 2, timeout=3, what="two firings")
     # replacing counts anew and forgets the old planned times
     first = sset(r, "dq", "a", "EVERY", 60_000, "PRIORITY", 1, "m")
-    assert slist(r, "dq")[b"a"] == (b"EVERY 60000 PRIORITY 1 m", first, 0, None)
+    assert slist(r, "dq")[b"a"] == (b"EVERY 60000 PRIORITY 1 MESSAGES m", first, 0, None)
     time.sleep(0.3)
     assert slist(r, "dq")[b"a"][2] == 0
     assert r.execute_command("RMQ.SCHEDULE", "dq", "DEL", "b", "nope", "b") == 1
@@ -249,7 +249,7 @@ def test_hand_written_schedules_are_checked_as_set_checks_them(r):
     assert rmq_info(r, "hq")["schedules"] == len(bad), "counted, and listed"
     # a broken schedule can be replaced or deleted as any other
     assert sset(r, "hq", "at", "EVERY", 60_000, "RANGE", 5, "k") > 0
-    assert slist(r, "hq")[b"at"][0] == b"EVERY 60000 RANGE 5 k"
+    assert slist(r, "hq")[b"at"][0] == b"EVERY 60000 RANGE 5 MESSAGES k"
     assert r.execute_command("RMQ.SCHEDULE", "hq", "DEL", *bad) == len(bad)
     assert not r.exists("sched{hq}")
 

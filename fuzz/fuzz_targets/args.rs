@@ -22,6 +22,8 @@ const WORDS: &[&str] = &[
     "SEQUENCE",
     "dedup",
     "NOTE",
+    "MESSAGES",
+    "messages",
     "CLAIM",
     "done",
     "STALE",
@@ -199,7 +201,8 @@ fuzz_target!(|inp: Input| {
             Ok(p) => {
                 assert!(valid_queue(q));
                 let options = p.sequence.map_or(0, |_| 2) + p.dedup.as_ref().map_or(0, |d| 3 + d.note.map_or(0, |_| 2));
-                assert_eq!(p.first, if p.group.is_some() { 5 } else { 3 } + options, "{p:?}");
+                // MESSAGES, and options given twice (the last counts), may come before the first message.
+                assert!(p.first >= if p.group.is_some() { 5 } else { 3 } + options, "{p:?}");
                 assert!(p.sequence.is_none_or(|s| s.len() <= MAX_TAG));
                 assert!(p.dedup.as_ref().is_none_or(|d| !d.id.is_empty()
                     && d.id.len() <= MAX_TAG
@@ -227,6 +230,7 @@ fuzz_target!(|inp: Input| {
                         again.extend([b("NOTE"), n.to_vec()]);
                     }
                 }
+                again.push(b("MESSAGES"));
                 again.extend(a[p.first..].iter().map(|m| m.to_vec()));
                 let again = refs(&again);
                 let p2 = args::push(&again).expect("canonical PUSH");
@@ -365,6 +369,8 @@ fuzz_target!(|inp: Input| {
             Ok(ScheduleOp::Set { name, spec }) => {
                 assert!(valid_queue(q) && !name.is_empty() && name.len() <= schedule_args::MAX_NAME_BYTES);
                 assert_eq!(spec.check(), Ok(()), "an accepted schedule is within its bounds");
+                let tail = [&b" MESSAGES "[..], &spec.message].concat();
+                assert!(spec.text.ends_with(&tail), "LIST shows the push with MESSAGES");
                 None
             }
             Ok(_) => None,

@@ -181,15 +181,24 @@ pub struct Dedup<'a> {
 }
 
 /// RMQ.PUSH Q RANGE ms | PRIORITY p | AT unix-ms | DELAY ms [GROUP g] [SEQUENCE prefix]
-/// [DEDUP id ms [NOTE note]] message [message ...]
-/// The argument after the mode's value is the GROUP option when at least two arguments
-/// follow it (a group and a message); otherwise it is a message. After that, SEQUENCE (with
-/// at least two arguments after it) and DEDUP (at least three; its NOTE, at least two),
-/// each at most once and in either order; the first other argument is the first message.
+/// [DEDUP id ms [NOTE note]] [MESSAGES] message [message ...]
+/// With MESSAGES (`messages_keyword`), every argument before it must be an option and every
+/// one after it is a message. Without it, as before MESSAGES existed: the argument after the
+/// mode's value is the GROUP option when at least two arguments follow it (a group and a
+/// message); otherwise it is a message. After that, SEQUENCE (with at least two arguments
+/// after it) and DEDUP (at least three; its NOTE, at least two), each at most once and in
+/// either order; the first other argument is the first message.
 pub fn push<'a>(args: &[&'a [u8]]) -> Result<PushArgs<'a>> {
     queue(args, "rmq.push")?;
+    // Not a mode: say so whatever the count (a bare arity error hides the mistake).
+    if let Some(&m) = args.get(1) {
+        which(m, &MODES)?;
+    }
     arity(args, 4, "rmq.push")?;
-    let mut a = push_tail(args, 1)?;
+    let (mut a, strict) = push_tail(args, 1, &PUSH_OPTIONS)?;
+    if strict {
+        return Ok(a);
+    }
     let left = |i: usize| args.len() - i - 1;
     loop {
         let i = a.first;
@@ -198,13 +207,10 @@ pub fn push<'a>(args: &[&'a [u8]]) -> Result<PushArgs<'a>> {
             a.sequence = Some(args[i + 1]);
             a.first += 2;
         } else if a.dedup.is_none() && left(i) >= 3 && is(args[i], "DEDUP") {
-            ledger::check_tag("DEDUP id", args[i + 1], false)?;
-            let window = int(&ledger::WINDOW, args[i + 2])?;
-            let mut d = Dedup { id: args[i + 1], window, note: None };
+            let mut d = dedup(args[i + 1], args[i + 2])?;
             a.first += 3;
             if left(a.first) >= 2 && is(args[a.first], "NOTE") {
-                ledger::check_tag("NOTE", args[a.first + 1], true)?;
-                d.note = Some(args[a.first + 1]);
+                d.note = Some(note(args[a.first + 1])?);
                 a.first += 2;
             }
             a.dedup = Some(d);
@@ -214,9 +220,77 @@ pub fn push<'a>(args: &[&'a [u8]]) -> Result<PushArgs<'a>> {
     }
 }
 
-/// The mode at `args[at]`, its value, the optional GROUP and the index of the first
-/// message (RMQ.PUSH, and the push a schedule makes).
-pub(crate) fn push_tail<'a>(args: &[&'a [u8]], at: usize) -> Result<PushArgs<'a>> {
+fn dedup<'a>(id: &'a [u8], window: &[u8]) -> Result<Dedup<'a>> {
+    ledger::check_tag("DEDUP id", id, false)?;
+    Ok(Dedup { id, window: int(&ledger::WINDOW, window)?, note: None })
+}
+
+fn note(v: &[u8]) -> Result<&[u8]> {
+    ledger::check_tag("NOTE", v, true)?;
+    Ok(v)
+}
+
+/// Ends a push's options: every argument after it is a message.
+pub const MESSAGES: &str = "MESSAGES";
+
+/// The options a push may give before MESSAGES, each with how many values follow it (NOTE
+/// only right after DEDUP's). A schedule's push takes GROUP only.
+pub(crate) const PUSH_OPTIONS: [(&str, usize); 4] = [("GROUP", 1), ("SEQUENCE", 1), ("DEDUP", 2), ("NOTE", 1)];
+pub(crate) const SCHEDULE_OPTIONS: [(&str, usize); 1] = [("GROUP", 1)];
+
+/// Where MESSAGES ends the options that start at `args[at]`, if it does: it is the keyword
+/// wherever an option may stand, i.e. anywhere but as an option's value (an option is
+/// skipped with its values, any other argument alone, so that a misspelled option before
+/// MESSAGES is found and refused rather than stored as a message).
+pub(crate) fn messages_keyword(args: &[&[u8]], at: usize, options: &[(&str, usize)]) -> Option<usize> {
+    let mut i = at;
+    while let Some(&arg) = args.get(i) {
+        if is(arg, MESSAGES) {
+            return Some(i);
+        }
+        i += 1 + options.iter().find(|(w, _)| is(arg, w)).map_or(0, |&(_, n)| n);
+    }
+    None
+}
+
+/// The options in `args[at..end]` (`end`: where MESSAGES stands), each an option of
+/// `options` with its values, in any order, the last of a repeated one counting; anything
+/// else is refused.
+fn strict_options<'a>(args: &[&'a [u8]], at: usize, end: usize, options: &[(&str, usize)], mode: PushMode) -> Result<PushArgs<'a>> {
+    if end + 1 == args.len() {
+        return Err(RmqError::Syntax(format!("{MESSAGES} needs at least one message")));
+    }
+    let mut a = PushArgs { mode, group: None, first: end + 1, sequence: None, dedup: None };
+    let mut i = at;
+    // Whether the argument before is DEDUP's (a NOTE may follow it).
+    let mut after_dedup = false;
+    while i < end {
+        let arg = args[i];
+        let Some(&(word, n)) = options.iter().find(|(w, _)| is(arg, w)) else {
+            return Err(syntax(arg));
+        };
+        let v = args[i + 1];
+        match word {
+            "GROUP" => a.group = Some(check_group(v).map(|_| v)?),
+            "SEQUENCE" => a.sequence = Some(ledger::check_tag("SEQUENCE", v, true).map(|_| v)?),
+            "DEDUP" => a.dedup = Some(dedup(v, args[i + 2])?),
+            _ if after_dedup => {
+                if let Some(d) = a.dedup.as_mut() {
+                    d.note = Some(note(v)?);
+                }
+            }
+            _ => return Err(syntax(arg)),
+        }
+        after_dedup = word == "DEDUP";
+        i += 1 + n;
+    }
+    Ok(a)
+}
+
+/// The mode at `args[at]`, its value, and its options up to MESSAGES (`options`, then true),
+/// or else the optional GROUP right after the value (then false); with the index of the
+/// first message (RMQ.PUSH, and the push a schedule makes).
+pub(crate) fn push_tail<'a>(args: &[&'a [u8]], at: usize, options: &[(&str, usize)]) -> Result<(PushArgs<'a>, bool)> {
     let k = which(args[at], &MODES)?;
     let (v, _) = read(&MODES[k], args.get(at + 1).copied())?;
     let mode = match k {
@@ -225,12 +299,15 @@ pub(crate) fn push_tail<'a>(args: &[&'a [u8]], at: usize) -> Result<PushArgs<'a>
         2 => PushMode::At(v.int),
         _ => PushMode::Delay(v.int),
     };
+    if let Some(end) = messages_keyword(args, at + 2, options) {
+        return Ok((strict_options(args, at + 2, end, options, mode)?, true));
+    }
     if args.len() >= at + 5 && is(args[at + 2], "GROUP") {
         let g = args[at + 3];
         check_group(g)?;
-        return Ok(PushArgs { mode, group: Some(g), first: at + 4, sequence: None, dedup: None });
+        return Ok((PushArgs { mode, group: Some(g), first: at + 4, sequence: None, dedup: None }, false));
     }
-    Ok(PushArgs { mode, group: None, first: at + 2, sequence: None, dedup: None })
+    Ok((PushArgs { mode, group: None, first: at + 2, sequence: None, dedup: None }, false))
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -588,6 +665,56 @@ mod tests {
             let e = push(&a(&args)).unwrap_err().message();
             assert!(e.contains(word), "{args:?}: {e}");
         }
+    }
+
+    #[test]
+    fn push_messages_ends_the_options() {
+        let p = push(&a(&["q", "DELAY", "0", "MESSAGES", "GROUP", "g"])).unwrap();
+        assert_eq!((p.group, p.first), (None, 4), "after MESSAGES, options are messages");
+        let p = push(&a(&["q", "DELAY", "0", "dedup", "i", "5", "note", "n", "group", "g", "SEQUENCE", "s", "messages", "m"])).unwrap();
+        assert_eq!((p.group, p.sequence, p.first), (Some(&b"g"[..]), Some(&b"s"[..]), 13));
+        assert_eq!(p.dedup, Some(Dedup { id: b"i", window: 5, note: Some(b"n") }));
+        // A repeated option: the last value counts (a DEDUP given again drops the first's NOTE).
+        let p =
+            push(&a(&["q", "RANGE", "1", "GROUP", "a", "GROUP", "b", "DEDUP", "i", "5", "NOTE", "n", "DEDUP", "j", "6", "MESSAGES", "m"]))
+                .unwrap();
+        assert_eq!((p.group, p.dedup), (Some(&b"b"[..]), Some(Dedup { id: b"j", window: 6, note: None })));
+        // An option's value may be the word MESSAGES; a message may be anything.
+        let p = push(&a(&["q", "DELAY", "0", "GROUP", "MESSAGES", "MESSAGES", "MESSAGES", "x"])).unwrap();
+        assert_eq!((p.group, p.first), (Some(&b"MESSAGES"[..]), 6));
+        let unexpected = |w: &str| format!("ERR syntax error: unexpected argument '{w}'");
+        let none = "ERR syntax error: MESSAGES needs at least one message".to_string();
+        for (args, e) in [
+            // The typo: refused, not stored.
+            (vec!["q", "DELAY", "0", "GROUPP", "order-1", "MESSAGES", "order-1:paid"], unexpected("GROUPP")),
+            (vec!["q", "DELAY", "0", "m", "MESSAGES", "n"], unexpected("m")),
+            (vec!["q", "DELAY", "0", "NOTE", "n", "MESSAGES", "m"], unexpected("NOTE")),
+            (vec!["q", "DELAY", "0", "GROUP", "g", "NOTE", "n", "MESSAGES", "m"], unexpected("NOTE")),
+            (vec!["q", "DELAY", "0", "MESSAGES"], none.clone()),
+            (vec!["q", "DELAY", "0", "GROUP", "g", "messages"], none.clone()),
+            (
+                vec!["q", "DELAY", "0", "GROUP", "", "MESSAGES", "m"],
+                "ERR invalid GROUP: must be a non-empty string of at most 1024 bytes".into(),
+            ),
+            (
+                vec!["q", "DELAY", "0", "DEDUP", "i", "0", "MESSAGES", "m"],
+                "ERR invalid DEDUP: must be an integer from 1 to 2^41 (ms)".into(),
+            ),
+        ] {
+            assert_eq!(push(&a(&args)).unwrap_err().message(), e, "{args:?}");
+        }
+        // Without MESSAGES, as before: the misspelled option is a message.
+        assert_eq!(push(&a(&["q", "DELAY", "0", "GROUPP", "order-1", "order-1:paid"])).map(|p| p.first), Ok(3));
+    }
+
+    #[test]
+    fn push_without_a_mode_names_the_modes() {
+        let e = "ERR syntax error: expected RANGE, PRIORITY, AT or DELAY, got 'm'";
+        for args in [vec!["q", "m"], vec!["q", "m", "n"], vec!["q", "m", "n", "o"]] {
+            assert_eq!(push(&a(&args)).unwrap_err().message(), e, "{args:?}");
+        }
+        assert!(push(&a(&["q"])).unwrap_err().message().contains("wrong number"));
+        assert!(push(&a(&["q", "RANGE", "5"])).unwrap_err().message().contains("wrong number"));
     }
 
     #[test]

@@ -22,11 +22,8 @@ fn entry(ctx: Ctx, outcome: &std::ffi::CStr, seq: Option<u64>, note: Option<&[u8
     reply::array(ctx, 3);
     reply::simple(ctx, outcome);
     match seq {
-        // Sequence numbers are below 2^63 in practice; a larger one is sent as text.
-        Some(s) => match i64::try_from(s) {
-            Ok(v) => reply::int(ctx, v),
-            Err(_) => reply::bytes(ctx, s.to_string().as_bytes()),
-        },
+        // Sequence numbers end at 2^63 - 1 (core::ledger::MAX_SEQ): always an integer.
+        Some(s) => reply::int(ctx, s as i64),
         None => reply::null(ctx),
     }
     match note {

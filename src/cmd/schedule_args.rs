@@ -1,9 +1,10 @@
 //! Parsing RMQ.SCHEDULE (pure, like `args`): every rule on bad input is checked here,
 //! before anything is read or written.
 
-use crate::cmd::args::{arity, is, options, push_tail, queue, syntax, which, Opt, MODES};
+use crate::cmd::args::{arity, is, options, push_tail, queue, syntax, which, Opt, MESSAGES, MODES, SCHEDULE_OPTIONS};
 use crate::core::cron_schedule::{cron, Spec, Timing, END, EVERY, START, TIMES};
 use crate::core::error::{Result, RmqError};
+use crate::core::kind::PushMode;
 
 const CMD: &str = "rmq.schedule";
 /// Longest schedule name.
@@ -21,8 +22,8 @@ pub enum ScheduleOp<'a> {
 }
 
 /// RMQ.SCHEDULE Q SET name (EVERY ms | CRON expr [TZ zone]) [START unix-ms] [END unix-ms]
-/// [TIMES n] (RANGE ms | PRIORITY p | DELAY ms) [GROUP g] message | DEL name [name ...] |
-/// LIST
+/// [TIMES n] (RANGE ms | PRIORITY p | DELAY ms) [GROUP g] [MESSAGES] message | DEL name
+/// [name ...] | LIST
 pub fn schedule<'a>(args: &[&'a [u8]]) -> Result<ScheduleOp<'a>> {
     queue(args, CMD)?;
     arity(args, 2, CMD)?;
@@ -58,10 +59,10 @@ fn set<'a>(args: &[&'a [u8]], name: &'a [u8]) -> Result<ScheduleOp<'a>> {
         return Err(RmqError::Syntax("a schedule needs RANGE, PRIORITY or DELAY and a message".into()));
     }
     // The mode (AT too: the check below refuses it, as it refuses a stored one).
-    let push = push_tail(args, i)?;
+    let (push, strict) = push_tail(args, i, &SCHEDULE_OPTIONS)?;
     let (every, expr, zone) = (every.map(|e| e.int), expr.map(|e| e.raw), zone.map(|z| z.raw));
     let (start, end, times) = (start.map(|s| s.int), end.map(|e| e.int), times.map(|t| t.int as u64));
-    if push.group.is_none() && args.len() - i == 4 && is(args[i + 2], "GROUP") {
+    if !strict && push.group.is_none() && args.len() - i == 4 && is(args[i + 2], "GROUP") {
         // `... RANGE 1 GROUP g`: read as PUSH would, two messages; surely a missing one.
         return Err(RmqError::Syntax("a schedule needs a message after GROUP g".into()));
     }
@@ -89,16 +90,34 @@ fn set<'a>(args: &[&'a [u8]], name: &'a [u8]) -> Result<ScheduleOp<'a>> {
         mode: push.mode,
         group: push.group.map(<[u8]>::to_vec),
         message: args[push.first].to_vec(),
-        text: args[3..].join(&b' '),
+        text: canonical(&args[3..i], push.mode, push.group, args[push.first]),
     };
     spec.check()?;
     Ok(ScheduleOp::Set { name, spec })
 }
 
+/// The SET arguments after the name as LIST shows them: the timing as given, then the push
+/// in its canonical form, `<MODE> <value> [GROUP g] MESSAGES message`.
+fn canonical(timing: &[&[u8]], mode: PushMode, group: Option<&[u8]>, message: &[u8]) -> Vec<u8> {
+    let (word, v) = match mode {
+        PushMode::Range(v) => ("RANGE", v),
+        PushMode::Priority(v) => ("PRIORITY", v),
+        PushMode::At(v) => ("AT", v),
+        PushMode::Delay(v) => ("DELAY", v),
+    };
+    let v = v.to_string();
+    let mut words: Vec<&[u8]> = timing.to_vec();
+    words.extend([word.as_bytes(), v.as_bytes()]);
+    if let Some(g) = group {
+        words.extend([&b"GROUP"[..], g]);
+    }
+    words.extend([MESSAGES.as_bytes(), message]);
+    words.join(&b' ')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::kind::PushMode;
 
     fn parse(args: &[&'static str]) -> Result<ScheduleOp<'static>> {
         let args: Vec<&'static [u8]> = args.iter().map(|a| a.as_bytes()).collect();
@@ -141,7 +160,7 @@ mod tests {
         assert_eq!(s.timing, Timing::Every(500));
         assert_eq!((s.start, s.end, s.times), (Some(1_000_000_000_000), Some(2_000_000_000_000), Some(3)));
         assert_eq!((s.mode, s.group.as_deref(), &s.message[..]), (PushMode::Range(10), Some(&b"g"[..]), &b"hello"[..]));
-        assert_eq!(s.text, b"EVERY 500 START 1000000000000 END 2000000000000 TIMES 3 RANGE 10 GROUP g hello");
+        assert_eq!(s.text, b"EVERY 500 START 1000000000000 END 2000000000000 TIMES 3 RANGE 10 GROUP g MESSAGES hello");
         let s = spec_of(&["q", "set", "n", "tz", "Europe/Paris", "cron", "*/5 * * * * *", "delay", "5", "m"]);
         match &s.timing {
             Timing::Cron(c) => assert_eq!((c.expr.as_str(), c.zone.as_str()), ("*/5 * * * * *", "Europe/Paris")),
@@ -159,6 +178,23 @@ mod tests {
         assert_eq!((&s.timing, s.times), (&Timing::Every(6), Some(2)));
         // Like PUSH: GROUP followed by one argument is the message.
         assert_eq!(spec_of(&["q", "SET", "n", "EVERY", "5", "PRIORITY", "-3", "GROUP"]).message, b"GROUP");
+    }
+
+    #[test]
+    fn messages_ends_a_schedules_options() {
+        let s = spec_of(&["q", "SET", "n", "every", "5", "range", "01", "group", "g", "messages", "GROUP"]);
+        assert_eq!((s.mode, s.group.as_deref(), &s.message[..]), (PushMode::Range(1), Some(&b"g"[..]), &b"GROUP"[..]));
+        assert_eq!(s.text, b"every 5 RANGE 1 GROUP g MESSAGES GROUP", "LIST's canonical form");
+        assert_eq!(spec_of(&["q", "SET", "n", "EVERY", "5", "DELAY", "0", "m"]).text, b"EVERY 5 DELAY 0 MESSAGES m");
+        assert_eq!(spec_of(&["q", "SET", "n", "EVERY", "5", "DELAY", "0", "MESSAGES", "MESSAGES"]).message, b"MESSAGES");
+        for (rest, e) in [
+            (&["EVERY", "5", "RANGE", "1", "GROUPP", "g", "MESSAGES", "m"][..], "ERR syntax error: unexpected argument 'GROUPP'"),
+            (&["EVERY", "5", "RANGE", "1", "SEQUENCE", "s", "MESSAGES", "m"], "ERR syntax error: unexpected argument 'SEQUENCE'"),
+            (&["EVERY", "5", "RANGE", "1", "GROUP", "g", "MESSAGES"], "ERR syntax error: MESSAGES needs at least one message"),
+            (&["EVERY", "5", "RANGE", "1", "MESSAGES", "m", "n"], "ERR syntax error: unexpected argument 'n'"),
+        ] {
+            assert_eq!(set(rest).map(|_| ()).unwrap_err().message(), e, "{rest:?}");
+        }
     }
 
     #[test]

@@ -44,6 +44,7 @@ const SCHEDULE_SET: &[Arg] = &[
     opt("TIMES", "n", Ty::Int),
     arg("mode", Ty::OneOf(SCHEDULE_MODES)),
     opt("GROUP", "group", Ty::Str),
+    opt("MESSAGES", "messages", Ty::Token),
     arg("message", Ty::Str),
 ];
 const SCHEDULE_OPS: &[Arg] =
@@ -65,7 +66,8 @@ macro_rules! commands {
 
 commands! { COMMANDS:
     cmd_push => handlers::push {
-        name: c"rmq.push", flags: c"write deny-oom", key: KeyUse::Write, arity: -5, acl: c"write",
+        // Arity -2: a push without a mode is told the modes, whatever its length.
+        name: c"rmq.push", flags: c"write deny-oom", key: KeyUse::Write, arity: -2, acl: c"write",
         summary: c"Adds messages of one kind (range-merge, priority or fixed-time); duplicates merge by the kind's rule",
         complexity: c"O(N log(M)) for N messages in a queue of M",
         args: &[
@@ -74,6 +76,7 @@ commands! { COMMANDS:
             opt("GROUP", "group", Ty::Str),
             opt("SEQUENCE", "prefix", Ty::Str),
             Arg { optional: true, ..arg("dedup", Ty::Block(DEDUP)) },
+            opt("MESSAGES", "messages", Ty::Token),
             many("message"),
         ],
     }

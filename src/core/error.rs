@@ -147,7 +147,7 @@ impl RmqError {
             RmqError::OutOfMemory => "OOM command not allowed when used memory > 'maxmemory'.".into(),
             RmqError::BadSchedule(what) => format!("ERR invalid schedule: {what}"),
             RmqError::NotASequence => {
-                "ERR the queue's push sequence (seq{Q}) is not an integer from 0 to 2^64 - 1, or the push would pass it".into()
+                "ERR the queue's push sequence (seq{Q}) is not an integer from 0 to 2^63 - 1, or the push would pass it".into()
             }
             RmqError::Internal(what) => format!("ERR internal error: {what}"),
         }

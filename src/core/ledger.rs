@@ -71,7 +71,15 @@ fn num(b: &[u8]) -> Option<i64> {
 /// A sequence number as `seq{Q}` holds it (decimal, as INCR writes it); None if it is not
 /// one.
 pub fn read_seq(v: &[u8]) -> Option<u64> {
-    u64::try_from(num(v)?).ok()
+    u64::try_from(num(v)?).ok().filter(|&s| s <= MAX_SEQ)
+}
+
+/// The last sequence number: numbers run from 1 to 2^63 - 1 (so every one is a RESP integer).
+pub const MAX_SEQ: u64 = i64::MAX as u64;
+
+/// The first number of `n` messages numbered after `last`, if none would pass `MAX_SEQ`.
+pub fn first_seq(last: u64, n: usize) -> Option<u64> {
+    last.checked_add(n as u64).filter(|&end| end <= MAX_SEQ).map(|_| last + 1)
 }
 
 /// The content a SEQUENCE push stores: the prefix, the sequence number in `SEQ_DIGITS`
@@ -168,5 +176,15 @@ mod tests {
         assert!(check_tag("note", b"", true).is_ok());
         assert!(check_tag("id", &[0; MAX_TAG], false).is_ok());
         assert!(check_tag("id", &[0; MAX_TAG + 1], false).is_err());
+    }
+
+    #[test]
+    fn sequence_numbers_end_at_2_63_minus_1() {
+        assert_eq!(first_seq(0, 1), Some(1));
+        assert_eq!(first_seq(MAX_SEQ - 2, 2), Some(MAX_SEQ - 1));
+        assert_eq!(first_seq(MAX_SEQ - 1, 2), None);
+        assert_eq!(first_seq(MAX_SEQ, 1), None);
+        assert_eq!(read_seq(MAX_SEQ.to_string().as_bytes()), Some(MAX_SEQ));
+        assert_eq!(read_seq((MAX_SEQ + 1).to_string().as_bytes()), None);
     }
 }

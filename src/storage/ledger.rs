@@ -7,7 +7,7 @@
 //! replicated as its effect (SET, HSET, ZADD, HDEL, ZREM, PEXPIREAT with absolute times).
 
 use crate::core::error::{Result, RmqError};
-use crate::core::ledger::{read_seq, Seen};
+use crate::core::ledger::{first_seq, read_seq, Seen};
 use crate::core::names::{other_key, Other};
 use crate::ffi::key::{Key, KeyType};
 use crate::ffi::{Ctx, RStr};
@@ -86,7 +86,7 @@ impl Ledger {
             None => 0,
             Some(v) => read_seq(&v).ok_or(RmqError::NotASequence)?,
         };
-        last.checked_add(n as u64).map(|_| last + 1).ok_or(RmqError::NotASequence)
+        first_seq(last, n).ok_or(RmqError::NotASequence)
     }
 
     /// Writes what a push did: the last sequence number it gave, and the record of its

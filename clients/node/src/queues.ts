@@ -165,23 +165,11 @@ function groupBuffer(group: Data | undefined): Buffer | undefined {
   return byteLength("group", toBuffer(group, "group"), BOUNDS.groupBytes);
 }
 
-const isGroupWord = (m: Buffer): boolean => m.length === 5 && m.toString("latin1").toLowerCase() === "group";
-
-/** The RMQ.PUSH argument lists for one queue. Without a group, a first message spelt
- * `group` (any case) followed by two or more would be read as the GROUP option: another
- * message goes first, and if all are spelt `group` they are pushed two at a time. */
+/** The RMQ.PUSH argument lists for one queue. `MESSAGES` ends its options, so every
+ * message, however it is spelt (`group`, `MESSAGES`, ...), arrives as a message. */
 function pushArgs(queue: string, mode: Arg[], group: Buffer | undefined, messages: Buffer[]): Arg[][] {
-  if (group !== undefined) return [[queue, ...mode, "GROUP", group, ...messages]];
-  if (messages.length >= 3 && isGroupWord(messages[0])) {
-    const other = messages.findIndex((m) => !isGroupWord(m));
-    if (other < 0) {
-      const out: Arg[][] = [];
-      for (let i = 0; i < messages.length; i += 2) out.push([queue, ...mode, ...messages.slice(i, i + 2)]);
-      return out;
-    }
-    messages = [messages[other], ...messages.slice(0, other), ...messages.slice(other + 1)];
-  }
-  return [[queue, ...mode, ...messages]];
+  const options: Arg[] = group === undefined ? [] : ["GROUP", group];
+  return [[queue, ...mode, ...options, "MESSAGES", ...messages]];
 }
 
 function policyArgs(policy: Policy): Arg[] {
@@ -234,7 +222,7 @@ function scheduleArgs(name: string, message: Data, opts: ScheduleOptions): Arg[]
   args.push(...modeArgs("schedule", opts, SCHEDULE_MODES));
   const group = groupBuffer(opts.group);
   if (group !== undefined) args.push("GROUP", group);
-  args.push(messageList(message)[0]);
+  args.push("MESSAGES", messageList(message)[0]);
   return args;
 }
 

@@ -26,6 +26,19 @@ test("queueFor computes RMQ.ROUTE locally (SPEC test vectors, and the server agr
   assert.equal(route("b", 16384, bytes), await redis.call("RMQ.ROUTE", "b", 16384, bytes));
 });
 
+test("messages spelt like options arrive as messages (every push ends its options with MESSAGES)", async () => {
+  const q = new Queue(redis, "spelt");
+  assert.equal(await q.push(["GROUP", "x", "y", "MESSAGES", "dedup"], { priority: 1 }), 5);
+  assert.deepEqual((await redis.zrange("spelt", 0, -1)).sort(), ["GROUP", "MESSAGES", "dedup", "x", "y"]);
+  const g = new Queue(redis, "spelt-g");
+  assert.equal(await g.push(["MESSAGES", "group", "SEQUENCE"], { priority: 1, group: "g" }), 3);
+  const [taken] = await g.pop();
+  assert.equal(String(taken.body), "MESSAGES", "the group's first message, no option swallowed");
+  await g.schedule("s", "MESSAGES", { every: 3_600_000, priority: 1, group: "GROUP" });
+  const [entry] = await g.schedules();
+  assert.equal(entry.spec, "EVERY 3600000 PRIORITY 1 GROUP GROUP MESSAGES MESSAGES");
+});
+
 test("bad arguments throw before anything is sent", async () => {
   const q = new Queue(redis, "bad");
   assert.throws(() => new Queue(redis, "a{b}"), TypeError);

@@ -66,18 +66,10 @@ def _group(group: Optional[Data]) -> Optional[bytes]:
 
 def _push_commands(queue: str, mode: list, group: Optional[bytes],
                    messages: list[bytes]) -> list[tuple]:
-    """The RMQ.PUSH commands for one queue. Without a group, a first message spelt `group`
-    (any case) followed by two or more would be read as the GROUP option: another message
-    goes first, and if all are spelt `group` they are pushed two at a time."""
-    if group is not None:
-        return [("RMQ.PUSH", queue, *mode, "GROUP", group, *messages)]
-    if len(messages) >= 3 and messages[0].lower() == b"group":
-        other = next((i for i, m in enumerate(messages) if m.lower() != b"group"), None)
-        if other is None:
-            return [("RMQ.PUSH", queue, *mode, *messages[i:i + 2])
-                    for i in range(0, len(messages), 2)]
-        messages = [messages[other]] + messages[:other] + messages[other + 1:]
-    return [("RMQ.PUSH", queue, *mode, *messages)]
+    """The RMQ.PUSH command for one queue. `MESSAGES` ends its options, so every message,
+    however it is spelt (`group`, `MESSAGES`, ...), arrives as a message."""
+    options = [] if group is None else ["GROUP", group]
+    return [("RMQ.PUSH", queue, *mode, *options, "MESSAGES", *messages)]
 
 
 def _policy_args(fields: dict[str, int]) -> list:

@@ -63,7 +63,7 @@ def set_args(queue: str, name: Data, message: Data, every: Optional[int] = None,
     m = to_bytes(message)
     if not m:
         raise ValueError("a message must not be empty")
-    return args + [m]
+    return args + ["MESSAGES", m]
 
 
 def parse_list(queue: str, reply: Any) -> list[Schedule]:

@@ -174,7 +174,7 @@ def test_topic_push_routes_each_message_by_itself_one_push_per_queue() -> None:
     by_queue: dict[str, list[bytes]] = {}
     for m in msgs:
         by_queue.setdefault(rmq.route("t", 8, m), []).append(m)
-    assert sorted(t.client.calls) == sorted(("RMQ.PUSH", q, "PRIORITY", 3, *ms)
+    assert sorted(t.client.calls) == sorted(("RMQ.PUSH", q, "PRIORITY", 3, "MESSAGES", *ms)
                                             for q, ms in by_queue.items())
 
 
@@ -183,30 +183,31 @@ def test_topic_push_with_basis_or_group_uses_one_queue() -> None:
     t.push("order-1001:paid", "x", delay=900_000, group="order-1001", basis="item:42")
     t.push("a", "b", "c", range=5, group="order-1001")
     assert t.client.calls == [
-        ("RMQ.PUSH", "orders_13", "DELAY", 900_000, "GROUP", b"order-1001", b"order-1001:paid", b"x"),
-        ("RMQ.PUSH", t.queue_for("order-1001"), "RANGE", 5, "GROUP", b"order-1001", b"a", b"b", b"c"),
+        ("RMQ.PUSH", "orders_13", "DELAY", 900_000, "GROUP", b"order-1001", "MESSAGES",
+         b"order-1001:paid", b"x"),
+        ("RMQ.PUSH", t.queue_for("order-1001"), "RANGE", 5, "GROUP", b"order-1001", "MESSAGES",
+         b"a", b"b", b"c"),
     ]
 
 
-def test_a_first_message_spelt_group_is_not_taken_for_the_option() -> None:
+def test_messages_ends_the_options_so_any_spelling_is_a_message() -> None:
     q = rmq.Queue(Recorder(), "q")
     q.push("GROUP", "x", "y", priority=1)
-    q.push("group", "Group", "GROUP", priority=1)
-    q.push("GROUP", "x", priority=1)                 # one argument after it: a message
+    q.push("MESSAGES", priority=1, group="g")
     assert q.client.calls == [
-        ("RMQ.PUSH", "q", "PRIORITY", 1, b"x", b"GROUP", b"y"),
-        ("RMQ.PUSH", "q", "PRIORITY", 1, b"group", b"Group"),
-        ("RMQ.PUSH", "q", "PRIORITY", 1, b"GROUP"),
-        ("RMQ.PUSH", "q", "PRIORITY", 1, b"GROUP", b"x"),
+        ("RMQ.PUSH", "q", "PRIORITY", 1, "MESSAGES", b"GROUP", b"x", b"y"),
+        ("RMQ.PUSH", "q", "PRIORITY", 1, "GROUP", b"g", "MESSAGES", b"MESSAGES"),
     ]
 
 
-def test_messages_spelt_group_arrive_as_messages(r: redis.Redis) -> None:
+def test_messages_spelt_like_options_arrive_as_messages(r: redis.Redis) -> None:
     q = rmq.Queue(r, "gq")
     assert q.push("GROUP", "x", "y", priority=1) == 3
     assert q.push("group", "Group", "GROUP", "gRoUp", priority=1) == 3   # GROUP merges
+    assert q.push("MESSAGES", "dedup", "messages", priority=1) == 3
     assert sorted(r.zrange("gq", 0, -1)) == sorted([b"GROUP", b"x", b"y", b"group", b"Group",
-                                                    b"gRoUp"])
+                                                    b"gRoUp", b"MESSAGES", b"dedup",
+                                                    b"messages"])
 
 
 # -- against the server ---------------------------------------------------------------

@@ -479,10 +479,10 @@ def test_schedules_on_the_queue_page(start_dashboard: Any, r: redis.Redis) -> No
         return s if s["tick"]["fired"] >= 1 else None
     s = wait_for(fired, timeout=20, interval=0.2, what="the tick schedule fired")
     assert (s["hourly"]["next"], s["hourly"]["fired"], s["hourly"]["last"]) == (hourly, 0, None)
-    assert s["hourly"]["spec"] == "EVERY 3600000 PRIORITY 1 <hourly>"
+    assert s["hourly"]["spec"] == "EVERY 3600000 PRIORITY 1 MESSAGES <hourly>"
     assert s["tick"]["last"] is not None and s["tick"]["next"] > s["tick"]["last"]
     _, html, _ = http("GET", d.url + "/queues/sched")
-    assert 'id="schedules"' in html and "EVERY 3600000 PRIORITY 1 &lt;hourly&gt;" in html
+    assert 'id="schedules"' in html and "EVERY 3600000 PRIORITY 1 MESSAGES &lt;hourly&gt;" in html
     assert ms_time(hourly) in html
     # the tick's row: how many firings and the last one's time
     row = re.search(r"<tr><td>tick</td>(.*?)</tr>", html, re.S)

@@ -15,10 +15,11 @@ from test_cli import run_cli
 
 def test_set_args_are_checked_before_sending() -> None:
     assert set_args("q", "n", "m", every=5, priority=1, times=3, group="g") == [
-        "RMQ.SCHEDULE", "q", "SET", b"n", "EVERY", 5, "TIMES", 3, "PRIORITY", 1, "GROUP", b"g", b"m"]
+        "RMQ.SCHEDULE", "q", "SET", b"n", "EVERY", 5, "TIMES", 3, "PRIORITY", 1, "GROUP", b"g", "MESSAGES",
+        b"m"]
     assert set_args("q", "n", b"m", cron="0 9 * * 1", tz="Asia/Tokyo", delay=0, start=10 ** 12) == [
         "RMQ.SCHEDULE", "q", "SET", b"n", "CRON", "0 9 * * 1", "TZ", "Asia/Tokyo", "START", 10 ** 12,
-        "DELAY", 0, b"m"]
+        "DELAY", 0, "MESSAGES", b"m"]
     bad: list[dict[str, Any]] = [
         {"priority": 1},                                        # no timing
         {"every": 5, "cron": "* * * * *", "priority": 1},    # both
@@ -49,7 +50,7 @@ def test_queue_schedules_against_a_server(server: Any, r: redis.Redis) -> None:
     got = {s.name: s for s in q.schedules()}
     assert set(got) == {"daily", "tick"}
     tick = got["tick"]
-    assert tick.queue == "py_sched" and tick.spec == "EVERY 100 PRIORITY 3 job"
+    assert tick.queue == "py_sched" and tick.spec == "EVERY 100 PRIORITY 3 MESSAGES job"
     assert tick.fired >= 2 and tick.last == first + (tick.fired - 1) * 100
     assert got["daily"].fired == 0 and got["daily"].last is None
     assert q.info()["schedules"] == 2
@@ -84,4 +85,4 @@ def test_schedules_table_and_cli(server: Any, r: redis.Redis) -> None:
     p = run_cli("schedules", "py_cli", "--port", server.port)
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines()[1].split()[:2] == ["py_cli", "n"]
-    assert p.stdout.rstrip().endswith("EVERY 3600000 DELAY 5 m")
+    assert p.stdout.rstrip().endswith("EVERY 3600000 DELAY 5 MESSAGES m")
