@@ -103,44 +103,22 @@ public abstract class Target {
     }
 
     /**
-     * The RMQ.PUSH commands of one batch. Without a group, a first message spelt "group"
-     * (any case) followed by two or more would read as the GROUP option: another message
-     * goes first, and if all are spelt "group" they go two at a time.
+     * The RMQ.PUSH command of one batch: `MESSAGES` ends the options, so every body is a
+     * message however it is spelt (a list of commands, kept for callers that pipeline).
      */
     static List<Object[]> pushCommands(String queue, List<Message> batch) {
         Message first = batch.get(0);
         List<Object> head = new ArrayList<>(List.of("RMQ.PUSH", queue));
         head.addAll(Arrays.asList(first.mode()));
-        List<byte[]> bodies = new ArrayList<>();
-        batch.forEach(m -> bodies.add(m.body));
-        List<Object[]> out = new ArrayList<>();
         if (first.group != null) {
             head.add("GROUP");
             head.add(first.group);
-        } else if (bodies.size() >= 3 && isGroupWord(bodies.get(0))) {
-            int other = -1;
-            for (int i = 0; i < bodies.size() && other < 0; i++) {
-                if (!isGroupWord(bodies.get(i))) {
-                    other = i;
-                }
-            }
-            if (other < 0) {
-                for (int i = 0; i < bodies.size(); i += 2) {
-                    List<Object> c = new ArrayList<>(head);
-                    c.addAll(bodies.subList(i, Math.min(i + 2, bodies.size())));
-                    out.add(c.toArray());
-                }
-                return out;
-            }
-            bodies.add(0, bodies.remove(other));
         }
-        head.addAll(bodies);
+        head.add("MESSAGES");
+        batch.forEach(m -> head.add(m.body));
+        List<Object[]> out = new ArrayList<>();
         out.add(head.toArray());
         return out;
-    }
-
-    private static boolean isGroupWord(byte[] b) {
-        return new String(b, java.nio.charset.StandardCharsets.UTF_8).equalsIgnoreCase("group");
     }
 
     /** RMQ.INFO of each queue. */
@@ -239,6 +217,7 @@ public abstract class Target {
             c.add("GROUP");
             c.add(message.group);
         }
+        c.add("MESSAGES");
         c.add(message.body);
         return Instant.ofEpochMilli((Long) redis.call(c.toArray()));
     }
