@@ -14,6 +14,7 @@ pub mod error;
 pub mod firings;
 pub mod fnv;
 pub mod glob;
+pub mod journal;
 pub mod keyed;
 pub mod kind;
 pub mod ledger;
@@ -36,3 +37,5 @@ pub mod model;
 mod purity_tests;
 #[cfg(test)]
 mod rules_tests;
+#[cfg(test)]
+mod journal_tests;
