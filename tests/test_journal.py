@@ -272,8 +272,10 @@ def test_replica_holds_the_same_entries_and_traces():
         assert rc.xinfo_stream(f"journal{{{q}}}")["last-generated-id"] == \
             pc.xinfo_stream(f"journal{{{q}}}")["last-generated-id"]
         # TRACE is read-only: it answers on the replica
-        assert rc.execute_command("RMQ.TRACE", q, "m10") == pc.execute_command("RMQ.TRACE", q, "m10")
-        assert [e[1][1] for e in rc.execute_command("RMQ.TRACE", q, "m10")][:2] == [b"acked", b"popped"]
+        acked, nacked = got[0][0], got[10][0]
+        assert rc.execute_command("RMQ.TRACE", q, acked) == pc.execute_command("RMQ.TRACE", q, acked)
+        assert [e[1][1] for e in rc.execute_command("RMQ.TRACE", q, acked)][:2] == [b"acked", b"popped"]
+        assert [e[1][1] for e in rc.execute_command("RMQ.TRACE", q, nacked)][:2] == [b"nacked", b"popped"]
         # journal 0 is replicated as the key's deletion
         journal_on(pc, q, 0)
         assert pc.wait(1, 5000) == 1
