@@ -16,12 +16,16 @@ pub fn parse<'a>(args: &[&'a [u8]]) -> Result<(&'a [u8], usize)> {
     const CMD: &str = "rmq.trace";
     queue(args, CMD)?;
     arity(args, 2, CMD)?;
-    match args.len() {
-        2 => Ok((args[1], DEFAULT_COUNT)),
-        4 if args[2].eq_ignore_ascii_case(b"COUNT") => Ok((args[1], int(&COUNT, args[3])? as usize)),
-        4 => Err(RmqError::Syntax(format!("unexpected argument '{}'", String::from_utf8_lossy(args[2])))),
-        _ => Err(RmqError::Arity(CMD)),
+    // `COUNT n` pairs after the message (repeated: the last counts).
+    let mut count = DEFAULT_COUNT;
+    for pair in args[2..].chunks(2) {
+        if !pair[0].eq_ignore_ascii_case(b"COUNT") {
+            return Err(RmqError::Syntax(format!("unexpected argument '{}'", String::from_utf8_lossy(pair[0]))));
+        }
+        let Some(v) = pair.get(1) else { return Err(RmqError::Syntax("COUNT needs a value".into())) };
+        count = int(&COUNT, v)? as usize;
     }
+    Ok((args[1], count))
 }
 
 pub fn trace(c: &Call) -> Result<()> {
@@ -52,10 +56,12 @@ mod tests {
     fn arguments() {
         assert_eq!(parse(&a(&["q", "m"])), Ok((&b"m"[..], DEFAULT_COUNT)));
         assert_eq!(parse(&a(&["q", "m", "count", "7"])), Ok((&b"m"[..], 7)));
+        assert_eq!(parse(&a(&["q", "m", "COUNT", "7", "COUNT", "2"])), Ok((&b"m"[..], 2)));
         for (args, want) in [
             (vec!["q"], "ERR wrong number of arguments for 'rmq.trace' command"),
-            (vec!["q", "m", "COUNT"], "ERR wrong number of arguments for 'rmq.trace' command"),
-            (vec!["q", "m", "COUNT", "1", "x"], "ERR wrong number of arguments for 'rmq.trace' command"),
+            (vec!["q", "m", "COUNT"], "ERR syntax error: COUNT needs a value"),
+            (vec!["q", "m", "COUNT", "1", "x"], "ERR syntax error: unexpected argument 'x'"),
+            (vec!["q", "m", "COUNT", "1", "x", "2"], "ERR syntax error: unexpected argument 'x'"),
             (vec!["q", "m", "LIMIT", "1"], "ERR syntax error: unexpected argument 'LIMIT'"),
             (vec!["q", "m", "COUNT", "0"], "ERR invalid COUNT: must be an integer from 1 to 1000000"),
             (vec!["q", "m", "COUNT", "x"], "ERR invalid COUNT: must be an integer from 1 to 1000000"),

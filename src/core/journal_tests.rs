@@ -33,7 +33,14 @@ fn take(s: &mut MemStore) -> Vec<(Event, String, u32, Option<u64>, Option<Standi
         .collect()
 }
 
-fn e(ev: Event, msg: &str, d: u32, id: Option<u64>, st: Option<Standing>, timer: bool) -> (Event, String, u32, Option<u64>, Option<Standing>, bool) {
+fn e(
+    ev: Event,
+    msg: &str,
+    d: u32,
+    id: Option<u64>,
+    st: Option<Standing>,
+    timer: bool,
+) -> (Event, String, u32, Option<u64>, Option<Standing>, bool) {
     (ev, msg.to_string(), d, id, st, timer)
 }
 
@@ -66,10 +73,7 @@ fn push_pop_ack_and_merges() {
     assert_eq!(take(&mut s), vec![e(Event::Merged, "b", 0, None, Some(Standing::Due(20)), false)]);
     let p = rules::pop_named(&mut s, 30, 2, 1000);
     let id = p.first_id.unwrap();
-    assert_eq!(
-        take(&mut s),
-        vec![e(Event::Popped, "a", 1, Some(id), None, false), e(Event::Popped, "b", 1, Some(id + 1), None, false)]
-    );
+    assert_eq!(take(&mut s), vec![e(Event::Popped, "a", 1, Some(id), None, false), e(Event::Popped, "b", 1, Some(id + 1), None, false)]);
     assert_eq!(rules::ack(&mut s, &[m("b"), m("b"), m("zz")]), 1);
     assert_eq!(take(&mut s), vec![e(Event::Acked, "b", 1, Some(id + 1), None, false)]);
     // An in-flight content pushed again: a new waiting copy, deliveries 0.
@@ -154,13 +158,16 @@ fn fields_cut_long_messages_and_hash_them() {
     assert!(same_message(&exact, &exact, None));
     let timer = Note { event: Event::Expired, message: m("a"), deliveries: 1, id: None, standing: Some(Standing::Due(5)), timer: true };
     let f = fields(&timer, b"7");
-    assert_eq!(f.iter().map(|(k, v)| (*k, v.to_bytes())).collect::<Vec<_>>(), vec![
-        ("event", b"expired".to_vec()),
-        ("message", b"a".to_vec()),
-        ("deliveries", b"1".to_vec()),
-        ("by", b"timer".to_vec()),
-        ("due", b"5".to_vec())
-    ]);
+    assert_eq!(
+        f.iter().map(|(k, v)| (*k, v.to_bytes())).collect::<Vec<_>>(),
+        vec![
+            ("event", b"expired".to_vec()),
+            ("message", b"a".to_vec()),
+            ("deliveries", b"1".to_vec()),
+            ("by", b"timer".to_vec()),
+            ("due", b"5".to_vec())
+        ]
+    );
     let p = Note { standing: Some(Standing::Priority(-2.5)), timer: false, ..timer };
     assert_eq!(fields(&p, b"7").last().map(|(k, v)| (*k, v.to_bytes())), Some(("priority", b"-2.5".to_vec())));
     assert_eq!(Event::ALL.map(Event::name).len(), 10);

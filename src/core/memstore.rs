@@ -3,7 +3,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use crate::core::codec;
-use crate::core::journal::Note;
+use crate::core::journal_entry::Note;
 use crate::core::kind::Kind;
 use crate::core::policy::Policy;
 use crate::core::store::{Dead, Flight, Set, Store, Waiting};

@@ -222,7 +222,7 @@ pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, group: 
     if stored.is_none() || stale {
         s.set_kind(kind);
     }
-    let fresh = (s.journal_len() > 0).then(|| journal::fresh(s, msgs));
+    let fresh = (s.journal_len() > 0).then(|| journal::fresh(msgs, |m| waits(s, m)));
     let mut out = PushOutcome::default();
     let none_held = s.len(Set::Park) == 0 && s.len(Set::Hold) == 0;
     for m in msgs {
@@ -274,7 +274,7 @@ pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, group: 
         }
     }
     if let Some(fresh) = fresh {
-        journal::pushed(s, msgs, &fresh);
+        journal::pushed(s, kind_of(s).unwrap_or(kind), msgs, &fresh);
     }
     Ok(out)
 }
@@ -614,7 +614,7 @@ pub fn nack<S: Store>(s: &mut S, now: i64, lim: &Limits, m: &S::M, delay: Option
     let f = (s.journal_len() > 0).then(|| s.flight(m));
     let r = roll_back(s, now, lim, m, delay, dead);
     if let Some(f) = f {
-        let n = journal::rolled_back(s, m, &f, r == Rollback::Dead, false);
+        let n = journal::rolled_back(s, kind_of(s).unwrap_or(Kind::Fixed), m, &f, r == Rollback::Dead, false);
         s.note(n);
     }
     tidy(s);
@@ -641,7 +641,7 @@ pub fn sweep<S: Store>(s: &mut S, now: i64, lim: &Limits, limit: usize) -> Sweep
             out.dead += 1;
         }
         if let Some(f) = f {
-            let n = journal::rolled_back(s, m, &f, r == Rollback::Dead, true);
+            let n = journal::rolled_back(s, kind_of(s).unwrap_or(Kind::Fixed), m, &f, r == Rollback::Dead, true);
             s.note(n);
         }
     }
@@ -698,7 +698,7 @@ pub fn replay<S: Store>(s: &mut S, now: i64, limit: usize) -> u64 {
             add_waiting(s, m, score, Waiting { deliveries: 0, held_priority: None, group: d.group });
         }
         if journaled {
-            let n = journal::waiting(s, journal::Event::Replayed, m);
+            let n = journal::waiting(s, kind, journal::Event::Replayed, m);
             s.note(n);
         }
     }

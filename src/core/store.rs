@@ -2,7 +2,7 @@
 //! messages of groups, and a little metadata per message and per group (busy). `RedisQueue` implements it over real keys, `MemStore` in
 //! memory for tests.
 
-use crate::core::journal::Note;
+use crate::core::journal_entry::Note;
 use crate::core::kind::Kind;
 use crate::core::policy::{Field, Policy};
 

@@ -12,7 +12,7 @@ use std::ffi::CStr;
 use std::sync::OnceLock;
 
 use crate::core::error::{Result, RmqError};
-use crate::core::journal::{self, Event, Note, Value, MESSAGE_BYTES};
+use crate::core::journal_entry::{self as journal, Event, Note, Value, MESSAGE_BYTES};
 use crate::core::names::{other_key, Other};
 use crate::ffi::key::{Key, KeyType};
 use crate::ffi::rstr::Shared;

@@ -20,8 +20,8 @@ use crate::core::store::{Flight, Set, Store};
 use crate::ffi::key::{Key, KeyType};
 use crate::ffi::{Ctx, RStr};
 use crate::storage::effects::Effects;
-use crate::storage::{headers, journal_stream};
 use crate::storage::keys::{self, Header, KeyNames};
+use crate::storage::{headers, journal_stream};
 
 mod encoding;
 mod header;
