@@ -25,8 +25,11 @@ fn journaled(n: i64) -> MemStore {
     s
 }
 
-/// The notes as (event, message, deliveries, id, standing, timer), and forgets them.
-fn take(s: &mut MemStore) -> Vec<(Event, String, u32, Option<u64>, Option<Standing>, bool)> {
+/// A note as (event, message, deliveries, id, standing, timer).
+type Seen = (Event, String, u32, Option<u64>, Option<Standing>, bool);
+
+/// The notes, and forgets them.
+fn take(s: &mut MemStore) -> Vec<Seen> {
     std::mem::take(&mut s.journal)
         .into_iter()
         .map(|n| (n.event, String::from_utf8_lossy(&n.message).into_owned(), n.deliveries, n.id, n.standing, n.timer))

@@ -9,6 +9,9 @@ use super::{Ctx, RStr, OK};
 /// A Stream entry's id: milliseconds and sequence.
 pub type StreamId = (u64, u64);
 
+/// An entry's fields and values, as a visitor of `stream_rev_scan` sees them.
+pub type Pairs<'a> = [(&'a [u8], &'a [u8])];
+
 // SAFETY (every method below): the handle is null or open (`Key::open`), and checked to
 // be a Stream (or, for an add, empty or a Stream) before any call that needs one.
 impl Key {
@@ -16,7 +19,7 @@ impl Key {
     /// `fields` alternates field and value. The id, or None if the key holds another type
     /// or the entry cannot be added.
     pub fn stream_add(&self, fields: &[&RStr]) -> Option<StreamId> {
-        if self.is_null() || !matches!(self.key_type(), KeyType::Empty | KeyType::Stream) || fields.len() % 2 != 0 {
+        if self.is_null() || !matches!(self.key_type(), KeyType::Empty | KeyType::Stream) || !fields.len().is_multiple_of(2) {
             return None;
         }
         let mut argv: Vec<*mut raw::RedisModuleString> = fields.iter().map(|f| f.ptr()).collect();
@@ -41,7 +44,7 @@ impl Key {
 
     /// Calls `f` with each entry of the Stream, newest first, its id and its fields and
     /// values, until it returns false.
-    pub fn stream_rev_scan(&self, f: &mut dyn FnMut(StreamId, &[(&[u8], &[u8])]) -> bool) {
+    pub fn stream_rev_scan(&self, f: &mut dyn FnMut(StreamId, &Pairs) -> bool) {
         if self.key_type() != KeyType::Stream {
             return;
         }
