@@ -31,6 +31,7 @@ COMMANDS = {
     "rmq.route": (4, {"readonly", "fast"}, {"write"}),
     "rmq.tpop": (-3, {"write", "blocking"}, {"readonly"}),
     "rmq.queues": (-1, {"readonly"}, {"write"}),
+    "rmq.trace": (-3, {"readonly"}, {"write"}),
 }
 
 KEYLESS = {"rmq.route", "rmq.tpop", "rmq.queues"}
@@ -56,6 +57,7 @@ ARGUMENTS = {
     "rmq.route": ["topic", "slots", "basis"],
     "rmq.tpop": ["topic", "slots", "count", "quantum", "ms", "timeout-ms"],
     "rmq.queues": ["pattern", "count", "cursor"],
+    "rmq.trace": ["queue", "message", "count"],
 }
 
 # a valid call of each (after the command name) for COMMAND GETKEYS
@@ -79,6 +81,7 @@ VALID = {
     "rmq.route": ["topic", "8", "basis"],
     "rmq.tpop": ["topic", "8"],
     "rmq.queues": ["COUNT", "5"],
+    "rmq.trace": ["myq", "m"],
 }
 
 DOC_KEYS = {"summary", "since", "group", "complexity", "module", "arguments", "name", "type",

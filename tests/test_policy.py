@@ -14,10 +14,11 @@ from timing_support import start_blocked, watch_rollback
 
 DEFAULTS = {"retries": 16, "lease-ms": 30000, "max-queue-length": 0, "backoff-ms": 0,
             "backoff-max-ms": 3600000, "rate": 0, "rate-window-ms": 1000,
-            "paused": 0}
+            "paused": 0, "journal": 0}
 BOUNDS = {"retries": (0, 1000), "lease-ms": (1, 2 ** 31), "max-queue-length": (0, 2 ** 62),
           "backoff-ms": (0, 2 ** 31), "backoff-max-ms": (0, 2 ** 31), "rate": (0, 10 ** 9),
-          "rate-window-ms": (1, 2 ** 31), "paused": (0, 1)}
+          "rate-window-ms": (1, 2 ** 31), "paused": (0, 1),
+          "journal": (0, 1_000_000)}
 
 
 def policy(r, q, *args):

@@ -49,6 +49,7 @@ fn grammar(name: &str) -> Option<Grammar> {
         "rmq.info" => g(|a| shown(args::info(a)), &["q"], &[]),
         "rmq.route" => g(|a| shown(args::route(a)), &["t", "8", "b"], &[]),
         "rmq.queues" => g(|a| shown(args::queues(a)), &[], &[]),
+        "rmq.trace" => g(|a| shown(crate::cmd::trace::parse(a)), &["q", "m"], &[]),
         // CLAIM's options go after CLAIM (after DONE, every argument is a message).
         "rmq.redrive" => g(|a| shown(args::redrive(a)), &["q", "CLAIM"], &[]),
         "rmq.testclock" => g(|a| shown(args::testclock(a, 5)), &["SET", "5"], &[]),

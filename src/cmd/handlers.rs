@@ -14,7 +14,7 @@ use crate::runtime::delivery::{pushed, reply_popped, swept, take, Opened, Want};
 use crate::runtime::queue_stats::{self, Stat};
 use crate::runtime::topic_pop::{take_topic, Reply, TopicPop};
 use crate::runtime::{acl, alarm, blocking, cluster, events, ratelimit, settings};
-use crate::storage::schedules;
+use crate::storage::{journal_stream, schedules};
 
 impl Call<'_, '_> {
     fn queue(&self, write: bool) -> Result<Opened> {
@@ -274,13 +274,19 @@ pub fn policy(c: &Call) -> Result<()> {
             for (f, v) in pairs {
                 p.set(f, v);
             }
+            let journal = p.get(Field::Journal).unwrap_or(0) as u64;
+            if journal > 0 {
+                journal_stream::check(c.ctx, c.args[0])?;
+            }
             q.set_policy(Some(&p));
+            journal_stream::resize(c.ctx, c.args[0], journal);
             ratelimit::forget(c.ctx.db(), q.name().as_ref());
             q.wake_consumers();
             reply::simple(c.ctx, c"OK");
         }
         PolicyOp::Reset => {
             let had = q.set_policy(None);
+            journal_stream::resize(c.ctx, c.args[0], 0);
             ratelimit::forget(c.ctx.db(), q.name().as_ref());
             q.wake_consumers();
             reply::int(c.ctx, had as i64);

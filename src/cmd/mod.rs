@@ -1,6 +1,7 @@
 //! The commands: one table (`table`) of name, entry, flags, key, arity and docs, walked by
 //! registration and COMMAND DOCS; argument parsing (`args`, pure); the bodies
-//! (`handlers`; RMQ.QUEUES in `queues`; FIFO pushes and RMQ.REDRIVE in `fifo`).
+//! (`handlers`; RMQ.QUEUES in `queues`; FIFO pushes and RMQ.REDRIVE in `fifo`; RMQ.TRACE
+//! in `trace`).
 
 pub mod args;
 #[cfg(test)]
@@ -11,6 +12,7 @@ pub mod queues;
 pub mod schedule;
 pub mod schedule_args;
 pub mod table;
+pub mod trace;
 
 use crate::ffi::rstr::Argv;
 use crate::ffi::Ctx;

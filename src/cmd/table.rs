@@ -9,6 +9,7 @@ use crate::cmd::fifo;
 use crate::cmd::handlers;
 use crate::cmd::queues;
 use crate::cmd::schedule;
+use crate::cmd::trace;
 use crate::cmd::Call;
 use crate::core::error::{Result, RmqError};
 use crate::ffi::command::{self, arg, many, opt, tok, tok_many, Arg, KeyUse, Spec, Ty};
@@ -173,7 +174,7 @@ commands! { COMMANDS:
     }
     cmd_policy => handlers::policy {
         name: c"rmq.policy", flags: c"readonly", key: KeyUse::Write, arity: -3, acl: c"write slow",
-        summary: c"A queue's own settings (retries, lease-ms, max-queue-length, backoff-ms, backoff-max-ms, rate, rate-window-ms, paused): SET, GET (effective values) or RESET",
+        summary: c"A queue's own settings (retries, lease-ms, max-queue-length, backoff-ms, backoff-max-ms, rate, rate-window-ms, paused, journal): SET, GET (effective values) or RESET",
         complexity: c"O(1)",
         args: &[QUEUE, arg("operation", Ty::OneOf(POLICY_OPS))],
     }
@@ -196,6 +197,12 @@ commands! { COMMANDS:
         summary: c"Moves dead messages elsewhere in two steps: CLAIM takes them (oldest death first, and claims older than STALE ms again) into moving{Q}; DONE drops their claims once the caller has pushed them to their target",
         complexity: c"O(C + N log(M)) for C claims outstanding and N messages claimed",
         args: &[QUEUE, arg("operation", Ty::OneOf(REDRIVE_OPS))],
+    }
+    cmd_trace => trace::trace {
+        name: c"rmq.trace", flags: c"readonly", key: KeyUse::Read, arity: -3, acl: c"read slow",
+        summary: c"The journal's events of one message (RMQ.POLICY ... journal n), newest first, at most COUNT (default 100)",
+        complexity: c"O(N) for a journal of N entries",
+        args: &[QUEUE, arg("message", Ty::Str), opt("COUNT", "count", Ty::Int)],
     }
     cmd_route => handlers::route {
         name: c"rmq.route", flags: c"readonly fast", key: KeyUse::None, arity: 4, acl: c"fast",

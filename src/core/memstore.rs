@@ -3,6 +3,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use crate::core::codec;
+use crate::core::journal_entry::Note;
 use crate::core::kind::Kind;
 use crate::core::policy::Policy;
 use crate::core::store::{Dead, Flight, Set, Store, Waiting};
@@ -22,6 +23,8 @@ pub struct MemStore {
     /// module keeps it (`storage::last_ids`) until the clock passes it; the names of the
     /// deliveries in flight are in `flights`.
     pub last_id: Option<u64>,
+    /// The journal's notes, oldest first (kept only while the policy sets `journal`).
+    pub journal: Vec<Note<Vec<u8>>>,
 }
 
 fn idx(set: Set) -> usize {
@@ -193,5 +196,8 @@ impl Store for MemStore {
     }
     fn set_policy(&mut self, p: Option<&Policy>) -> bool {
         std::mem::replace(&mut self.policy, p.cloned()).is_some()
+    }
+    fn note(&mut self, n: Note<Vec<u8>>) {
+        self.journal.push(n);
     }
 }

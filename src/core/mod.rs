@@ -15,6 +15,8 @@ pub mod error;
 pub mod firings;
 pub mod fnv;
 pub mod glob;
+pub mod journal;
+pub mod journal_entry;
 pub mod keyed;
 pub mod kind;
 pub mod ledger;
@@ -29,6 +31,8 @@ pub mod shrink;
 pub mod store;
 
 // The in-memory store and the model of the rules, for the unit tests and the fuzz targets.
+#[cfg(test)]
+mod journal_tests;
 #[cfg(any(test, fuzzing))]
 pub mod memstore;
 #[cfg(any(test, fuzzing))]

@@ -1,6 +1,6 @@
 //! The names of a queue's keys and the rule for a queue's own name, in one place: `Q` and
 //! `prepare{Q}`, `dead{Q}`, `meta{Q}`, `park{Q}`, `parkidx{Q}`, `hold{Q}`, `sched{Q}`,
-//! `seq{Q}`, `dedup{Q}`, `dedupexp{Q}`, `moving{Q}`, all tagged `{Q}` so a queue lives in one cluster hash slot. Pure: the argument parsers,
+//! `seq{Q}`, `dedup{Q}`, `dedupexp{Q}`, `moving{Q}`, `journal{Q}`, all tagged `{Q}` so a queue lives in one cluster hash slot. Pure: the argument parsers,
 //! the storage and the event handlers all ask here.
 
 use crate::core::store::Set;
@@ -68,8 +68,8 @@ fn tagged_by<'k>(key: &'k [u8], prefixes: &[&[u8]]) -> Option<(usize, &'k [u8])>
 
 /// Tagged keys of a queue kept beside those `RedisQueue` opens: its schedules, its push
 /// sequence (a string), its deduplication records (a hash, and their ends in a sorted
-/// set) and its dead messages claimed for a move (a hash).
-const OTHER_PREFIXES: [&[u8]; 5] = [b"sched", b"seq", b"dedup", b"dedupexp", b"moving"];
+/// set), its dead messages claimed for a move (a hash) and its journal (a Stream).
+const OTHER_PREFIXES: [&[u8]; 6] = [b"sched", b"seq", b"dedup", b"dedupexp", b"moving", b"journal"];
 
 /// What `OTHER_PREFIXES` keeps, by index.
 #[derive(Clone, Copy)]
@@ -78,6 +78,7 @@ pub enum Other {
     Dedup = 2,
     DedupEnds = 3,
     Moving = 4,
+    Journal = 5,
 }
 
 /// The name of one of queue `q`'s keys of `OTHER_PREFIXES` but schedules.
@@ -132,9 +133,10 @@ mod tests {
         assert_eq!(owner(b"dead{q}"), Some(&b"q"[..]));
         assert_eq!(owner(b"sched{}"), None);
         assert_eq!(owner(b"q"), None);
-        assert_eq!(tagged_names(b"q").count(), KEYS + 4);
+        assert_eq!(tagged_names(b"q").count(), KEYS + 5);
+        assert_eq!(other_key(b"q", Other::Journal), b"journal{q}");
         assert_eq!(other_key(b"q", Other::DedupEnds), b"dedupexp{q}");
-        for k in [&b"seq{q}"[..], b"dedup{q}", b"dedupexp{q}", b"moving{q}"] {
+        for k in [&b"seq{q}"[..], b"dedup{q}", b"dedupexp{q}", b"moving{q}", b"journal{q}"] {
             assert_eq!((owner(k), queue_of(k)), (Some(&b"q"[..]), None));
         }
         assert_eq!(scheduled_queue(b"dedup{q}"), None);

@@ -17,6 +17,8 @@ pub enum Field {
     RateWindowMs,
     /// 1: POP and TPOP deliver nothing from the queue.
     Paused,
+    /// Events the queue's journal keeps (`journal{Q}`, `core::journal`); 0: none.
+    Journal,
 }
 
 // A field's name and inclusive bounds (shared with the settings of the same name).
@@ -26,7 +28,7 @@ pub const MAX_QUEUE_LENGTH: Bound = Bound::new("max-queue-length", 0, 1 << 62, U
 pub const MAX_MESSAGE_BYTES: Bound = Bound::new("max-message-bytes", 1, 536_870_912, Unit::Setting);
 
 impl Field {
-    pub const ALL: [Field; 8] = [
+    pub const ALL: [Field; 9] = [
         Field::Retries,
         Field::LeaseMs,
         Field::MaxQueueLength,
@@ -35,6 +37,7 @@ impl Field {
         Field::Rate,
         Field::RateWindowMs,
         Field::Paused,
+        Field::Journal,
     ];
 
     pub fn bounds(self) -> &'static Bound {
@@ -43,6 +46,7 @@ impl Field {
         const RATE: Bound = Bound::new("rate", 0, 1_000_000_000, Unit::Setting);
         const RATE_WINDOW_MS: Bound = Bound::new("rate-window-ms", 1, 1 << 31, Unit::Setting);
         const PAUSED: Bound = Bound::new("paused", 0, 1, Unit::Setting);
+        const JOURNAL: Bound = Bound::new("journal", 0, 1_000_000, Unit::Setting);
         match self {
             Field::Retries => &RETRIES,
             Field::LeaseMs => &LEASE_MS,
@@ -52,6 +56,7 @@ impl Field {
             Field::Rate => &RATE,
             Field::RateWindowMs => &RATE_WINDOW_MS,
             Field::Paused => &PAUSED,
+            Field::Journal => &JOURNAL,
         }
     }
 
@@ -119,6 +124,8 @@ pub struct Limits {
     pub rate_window_ms: i64,
     /// POP and TPOP deliver nothing.
     pub paused: bool,
+    /// Events kept in the journal; 0: none.
+    pub journal: i64,
 }
 
 impl Limits {
@@ -134,6 +141,7 @@ impl Limits {
             rate: 0,
             rate_window_ms: 1000,
             paused: false,
+            journal: 0,
         }
     }
 
@@ -150,6 +158,7 @@ impl Limits {
                     Field::Rate => self.rate = v,
                     Field::RateWindowMs => self.rate_window_ms = v,
                     Field::Paused => self.paused = v == 1,
+                    Field::Journal => self.journal = v,
                 }
             }
         }
@@ -167,6 +176,7 @@ impl Limits {
             Field::Rate => self.rate,
             Field::RateWindowMs => self.rate_window_ms,
             Field::Paused => self.paused as i64,
+            Field::Journal => self.journal,
         }
     }
 
@@ -197,6 +207,8 @@ mod tests {
         assert_eq!(Field::Retries.parse(b"1.5"), None);
         assert_eq!(Field::Paused.parse(b"1"), Some(1));
         assert_eq!(Field::Paused.parse(b"2"), None);
+        assert_eq!(Field::Journal.parse(b"1000000"), Some(1_000_000));
+        assert_eq!((Field::Journal.parse(b"1000001"), Field::Journal.parse(b"-1")), (None, None));
     }
 
     #[test]

@@ -19,6 +19,7 @@ use hashbrown::HashTable;
 
 use crate::core::codec;
 use crate::core::error::{Result, RmqError};
+use crate::core::journal;
 use crate::core::keyed::Keyed;
 use crate::core::kind::{Kind, PushMode, MIN_AT};
 use crate::core::policy::Limits;
@@ -221,6 +222,7 @@ pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, group: 
     if stored.is_none() || stale {
         s.set_kind(kind);
     }
+    let fresh = (s.journal_len() > 0).then(|| journal::fresh(msgs, |m| waits(s, m)));
     let mut out = PushOutcome::default();
     let none_held = s.len(Set::Park) == 0 && s.len(Set::Hold) == 0;
     for m in msgs {
@@ -270,6 +272,9 @@ pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, group: 
                 }
             }
         }
+    }
+    if let Some(fresh) = fresh {
+        journal::pushed(s, kind_of(s).unwrap_or(kind), msgs, &fresh);
     }
     Ok(out)
 }
@@ -440,6 +445,7 @@ pub fn pop_into<S: Store>(
     s.will_add(Set::Prepare, picked.len());
     let first_id = (named && !picked.is_empty()).then(|| s.name_deliveries(now, picked.len() as u64));
     let mut next_id = first_id;
+    let took_from = got.len();
     got.extend(picked.drain(..).map(|(m, score, w)| {
         s.rem(Set::Store, &m);
         if w != Waiting::default() {
@@ -464,6 +470,9 @@ pub fn pop_into<S: Store>(
         }
         (m, f.deliveries)
     }));
+    if s.journal_len() > 0 {
+        journal::popped(s, &got[took_from..], first_id);
+    }
     (group_waits, cut, first_id)
 }
 
@@ -544,8 +553,14 @@ fn end_delivery<S: Store>(s: &mut S, group: Option<&[u8]>) {
 /// RMQ.ACK: ends the in-flight deliveries; returns how many were in flight.
 pub fn ack<S: Store>(s: &mut S, msgs: &[S::M]) -> u64 {
     let mut n = 0;
+    let journaled = s.journal_len() > 0;
     for m in msgs {
+        // Read before it ends (only for the journal: an ACK needs no read).
+        let f = journaled.then(|| s.score(Set::Prepare, m).map(|_| s.flight(m))).flatten();
         if s.rem(Set::Prepare, m) {
+            if let Some(f) = f {
+                s.note(journal::delivery(journal::Event::Acked, m, &f));
+            }
             // The delivery's group is free again: its next message may go.
             if let Some(g) = s.end_flight(m) {
                 bring_back(s, &g);
@@ -596,7 +611,12 @@ fn roll_back<S: Store>(s: &mut S, now: i64, lim: &Limits, m: &S::M, delay: Optio
 /// RMQ.NACK: None if `m` was not in flight.
 pub fn nack<S: Store>(s: &mut S, now: i64, lim: &Limits, m: &S::M, delay: Option<i64>, dead: bool) -> Option<Rollback> {
     s.score(Set::Prepare, m)?;
+    let f = (s.journal_len() > 0).then(|| s.flight(m));
     let r = roll_back(s, now, lim, m, delay, dead);
+    if let Some(f) = f {
+        let n = journal::rolled_back(s, kind_of(s).unwrap_or(Kind::Fixed), m, &f, r == Rollback::Dead, false);
+        s.note(n);
+    }
     tidy(s);
     Some(r)
 }
@@ -612,10 +632,17 @@ pub fn sweep<S: Store>(s: &mut S, now: i64, lim: &Limits, limit: usize) -> Sweep
         });
     }
     let mut out = SweepOutcome::default();
+    let journaled = !expired.is_empty() && s.journal_len() > 0;
     for m in &expired {
         out.expired += 1;
-        if roll_back(s, now, lim, m, None, false) == Rollback::Dead {
+        let f = journaled.then(|| s.flight(m));
+        let r = roll_back(s, now, lim, m, None, false);
+        if r == Rollback::Dead {
             out.dead += 1;
+        }
+        if let Some(f) = f {
+            let n = journal::rolled_back(s, kind_of(s).unwrap_or(Kind::Fixed), m, &f, r == Rollback::Dead, true);
+            s.note(n);
         }
     }
     tidy(s);
@@ -632,10 +659,15 @@ pub fn extend<S: Store>(s: &mut S, m: &S::M, deadline: i64) -> Option<i64> {
 /// RMQ.CANCEL: removes waiting copies; returns how many.
 pub fn cancel<S: Store>(s: &mut S, msgs: &[S::M]) -> u64 {
     let mut n = 0;
+    let journaled = s.journal_len() > 0;
     for m in msgs {
         let w = s.waiting(m);
         if let Some((place, _)) = take_waiting(s, m) {
             s.set_waiting(m, None);
+            if journaled {
+                let e = journal::Event::Cancelled;
+                s.note(journal::Note { event: e, message: m.clone(), deliveries: w.deliveries, id: None, standing: None, timer: false });
+            }
             if let (Place::Store, Some(g)) = (place, &w.group) {
                 refresh(s, g);
             }
@@ -652,6 +684,7 @@ pub fn cancel<S: Store>(s: &mut S, msgs: &[S::M]) -> u64 {
 pub fn replay<S: Store>(s: &mut S, now: i64, limit: usize) -> u64 {
     let dead = oldest_dead(s, limit);
     let kind = kind_of(s).unwrap_or(Kind::Fixed);
+    let journaled = !dead.is_empty() && s.journal_len() > 0;
     for m in &dead {
         s.rem(Set::Dead, m);
         let d = s.dead(m);
@@ -663,6 +696,10 @@ pub fn replay<S: Store>(s: &mut S, now: i64, limit: usize) -> u64 {
         } else {
             let score = if kind == Kind::Priority { d.priority.unwrap_or(0.0) } else { now as f64 };
             add_waiting(s, m, score, Waiting { deliveries: 0, held_priority: None, group: d.group });
+        }
+        if journaled {
+            let n = journal::waiting(s, kind, journal::Event::Replayed, m);
+            s.note(n);
         }
     }
     dead.len() as u64

@@ -2,8 +2,9 @@
 //! messages of groups, and a little metadata per message and per group (busy). `RedisQueue` implements it over real keys, `MemStore` in
 //! memory for tests.
 
+use crate::core::journal_entry::Note;
 use crate::core::kind::Kind;
-use crate::core::policy::Policy;
+use crate::core::policy::{Field, Policy};
 
 /// A queue's sorted sets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -174,6 +175,14 @@ pub trait Store {
     fn policy(&self) -> Policy;
     /// Sets or drops the queue's policy; returns whether it had one.
     fn set_policy(&mut self, p: Option<&Policy>) -> bool;
+
+    /// How many events the queue's journal keeps (its policy's `journal`; 0: it keeps
+    /// none, and the rules make no `Note`).
+    fn journal_len(&self) -> u64 {
+        self.policy().get(Field::Journal).unwrap_or(0) as u64
+    }
+    /// Records one event in the journal (called only while `journal_len` > 0).
+    fn note(&mut self, _n: Note<Self::M>) {}
 
     fn first(&self, set: Set, rev: bool) -> Option<(Self::M, f64)> {
         let mut out = None;

@@ -11,6 +11,7 @@ pub enum KeyType {
     ZSet,
     Hash,
     String,
+    Stream,
     Other,
 }
 
@@ -38,6 +39,7 @@ pub(super) fn type_of(key: *mut raw::RedisModuleKey) -> KeyType {
         raw::REDISMODULE_KEYTYPE_ZSET => KeyType::ZSet,
         raw::REDISMODULE_KEYTYPE_HASH => KeyType::Hash,
         raw::REDISMODULE_KEYTYPE_STRING => KeyType::String,
+        raw::REDISMODULE_KEYTYPE_STREAM => KeyType::Stream,
         _ => KeyType::Other,
     }
 }
@@ -54,6 +56,11 @@ impl Key {
     pub fn open(ctx: Ctx, name: &RStr, write: bool) -> Key {
         let mode = if write { raw::REDISMODULE_READ | raw::REDISMODULE_WRITE } else { raw::REDISMODULE_READ };
         Key(unsafe { rm!(RedisModule_OpenKey)(ctx.ptr(), name.ptr(), mode as i32) }.cast())
+    }
+
+    /// The raw handle (null: none), for the calls on other types (`stream`).
+    pub(super) fn ptr(&self) -> *mut raw::RedisModuleKey {
+        self.0
     }
 
     /// Whether the key exists (a read-mode open of a missing key gives a null handle).

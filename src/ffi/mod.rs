@@ -27,6 +27,7 @@ pub mod hooks;
 pub mod key;
 pub mod reply;
 pub mod rstr;
+pub mod stream;
 pub mod timer;
 
 pub use context::Ctx;

@@ -31,6 +31,7 @@ use crate::ffi::{reply, Ctx, RStr};
 use crate::runtime::delivery::{reply_popped, take, Opened, Want};
 use crate::runtime::topic_pop::{reply_topic, take_topic, TopicDelivery, TopicPop};
 use crate::runtime::{alarm, topics, waiters};
+use crate::storage::journal_stream::{as_author, Author};
 
 /// What a blocked POP asked for, and where it waits.
 #[derive(Clone)]
@@ -44,6 +45,8 @@ struct Waiting {
 #[derive(Clone, Copy)]
 struct TopicWaiter {
     h: Handle,
+    /// Its client's id: the journal's `by` of what the timer takes for it.
+    client: u64,
     want: TopicPop,
     /// When it times out (Unix ms), None = never.
     deadline: Option<i64>,
@@ -83,9 +86,10 @@ pub fn block_topic(ctx: Ctx, topic: &[u8], want: TopicPop, timeout_ms: i64) {
     // No timeout for Redis to keep (0): the module's timer keeps it (see the top).
     let h = block::block_client::<TopicWait>(ctx, 0);
     let deadline = (timeout_ms > 0).then(|| now_ms() + timeout_ms);
+    let client = ctx.client_id();
     {
         let mut all = by_topic();
-        all.lists.entry((db, topic.to_vec())).or_default().push(TopicWaiter { h, want, deadline });
+        all.lists.entry((db, topic.to_vec())).or_default().push(TopicWaiter { h, client, want, deadline });
         all.topic_of.insert(h, (db, topic.to_vec()));
         if let Some(at) = deadline {
             all.deadlines.insert((at, h));
@@ -225,7 +229,7 @@ pub fn serve_topics(ctx: Ctx) {
                 continue;
             }
             let mut got = Vec::new();
-            if take_topic(ctx, &topic, w.want, now, &mut got) == 0 {
+            if as_author(Author::Client(w.client), || take_topic(ctx, &topic, w.want, now, &mut got)) == 0 {
                 dry_up_to = w.want.slots;
                 continue;
             }

@@ -15,6 +15,7 @@ use crate::ffi::timer::{self, OneShotFn};
 use crate::ffi::{Ctx, RStr};
 use crate::runtime::delivery::{swept, Opened};
 use crate::runtime::{alarm, blocking, schedules, settings, stats};
+use crate::storage::journal_stream::{as_author, Author};
 
 /// Work per timer step before yielding to clients: with the replication of its effects
 /// and the hop through the event loop a step then keeps a client waiting under 1 ms
@@ -98,7 +99,8 @@ fn tick(ctx: Ctx) {
         if writes_paused() {
             return Some(Next::At(now_ms() + alarm::PAUSE_RETRY_MS));
         }
-        step(ctx)
+        // Its events are the server's own (the journal's `by`).
+        as_author(Author::Timer, || step(ctx))
     });
     match outcome {
         Some(Some(Next::Now)) => continue_soon(ctx),

@@ -11,6 +11,7 @@ pub mod busy;
 pub mod claims;
 pub mod effects;
 pub mod headers;
+pub mod journal_stream;
 pub mod keys;
 pub mod last_ids;
 pub mod ledger;

@@ -31,4 +31,5 @@ export const POLICY_FIELDS: Record<string, readonly [number, number]> = {
   rate: [0, 1000000000],
   rateWindowMs: [1, 2147483648],
   paused: [0, 1],
+  journal: [0, 1000000],
 };

@@ -19,6 +19,8 @@ export interface Policy {
   rateWindowMs?: number;
   /** 1 (or true): POP and TPOP deliver nothing from the queue (see pause()) */
   paused?: number | boolean;
+  /** events the queue's journal keeps (journal{Q}, read by trace()); 0: no journal */
+  journal?: number;
 }
 
 /** The push mode: exactly one of `range`, `priority`, `at`, `delay` (all ms but
@@ -362,6 +364,22 @@ export class Queue extends Target {
   /** RMQ.POLICY GET: every field's effective value (camelCase names). */
   async policy(): Promise<Record<string, number>> {
     return policyObject(await send(this.client, "RMQ.POLICY", this.name, [this.name, "GET"]));
+  }
+
+  /** RMQ.TRACE: what happened to `message`, from the queue's journal (kept while its policy
+   * sets `journal`, e.g. `setPolicy({ journal: 10000 })`): its events, newest first, at most
+   * `opts.count` (default 100), each `[entryId, { field: value }]` with the fields event, message,
+   * [sha1,] deliveries, by[, id][, due | priority] (values as Buffers). */
+  async trace(message: Data, opts: { count?: number } = {}): Promise<[string, Record<string, Buffer>][]> {
+    const { count } = options<{ count?: number }>("trace", opts, ["count"]);
+    const args: Arg[] = [this.name, toBuffer(message)];
+    if (count !== undefined) args.push("COUNT", int("count", count, 1, 1_000_000));
+    const reply = (await send(this.client, "RMQ.TRACE", this.name, args)) as [Buffer, Buffer[]][];
+    return reply.map(([id, flat]) => {
+      const fields: Record<string, Buffer> = {};
+      for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i].toString()] = flat[i + 1];
+      return [id.toString(), fields];
+    });
   }
 
   /** RMQ.SCHEDULE SET: the server pushes `message` at every firing time. Resolves to the

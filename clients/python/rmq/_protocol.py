@@ -31,4 +31,5 @@ POLICY_FIELDS: dict[str, tuple[int, int]] = {
     'rate': (0, 1000000000),
     'rate_window_ms': (1, 2147483648),
     'paused': (0, 1),
+    'journal': (0, 1000000),
 }

@@ -232,6 +232,20 @@ class Queue(_Target):
         """RMQ.POLICY Q GET: every field's effective value (names with underscores)."""
         return self._policies()[self.name]
 
+    def trace(self, message: Data, count: Optional[int] = None) -> list[tuple[str, dict[str, bytes]]]:
+        """RMQ.TRACE: what happened to `message`, from the queue's journal (kept while its
+        policy sets `journal`, e.g. ``set_policy(journal=10000)``): its events, newest first,
+        at most `count` (default 100), each (entry id, {field: value}) with the fields
+        event, message, [sha1,] deliveries, by[, id][, due | priority]."""
+        args = ["RMQ.TRACE", self.name, to_bytes(message)]
+        if count is not None:
+            args += ["COUNT", check_int("count", count, 1, 1_000_000)]
+        out = []
+        for entry_id, flat in self.client.execute_command(*args):
+            it = iter(flat)
+            out.append((to_bytes(entry_id).decode(), {to_bytes(k).decode(): to_bytes(v) for k, v in zip(it, it)}))
+        return out
+
     def schedule(self, name: Data, message: Data, *, every: Optional[int] = None,
                  cron: Optional[str] = None, tz: Optional[str] = None,
                  priority: Optional[int] = None, delay: Optional[int] = None,

@@ -13,14 +13,15 @@ use redis_module::raw;
 
 use crate::core::codec;
 use crate::core::error::{Result, RmqError};
+use crate::core::journal::Note;
 use crate::core::kind::Kind;
 use crate::core::names::{KeyId, ALL, KEYS};
 use crate::core::store::{Flight, Set, Store};
 use crate::ffi::key::{Key, KeyType};
 use crate::ffi::{Ctx, RStr};
 use crate::storage::effects::Effects;
-use crate::storage::headers;
 use crate::storage::keys::{self, Header, KeyNames};
+use crate::storage::{headers, journal_stream};
 
 mod encoding;
 mod header;
@@ -63,6 +64,8 @@ pub struct RedisQueue {
     header: OnceCell<Header>,
     /// Lent at the first record written or deleted.
     scratch: RefCell<Option<Box<Scratch>>>,
+    /// The journal's notes of this command, written when it closes (`journal_stream`).
+    notes: Vec<Note<RStr>>,
 }
 
 const ZADD: &CStr = c"ZADD";
@@ -129,6 +132,7 @@ impl RedisQueue {
             wake: false,
             header,
             scratch: RefCell::new(None),
+            notes: Vec::new(),
         })
     }
 
@@ -405,6 +409,10 @@ impl RedisQueue {
     pub fn close(&mut self) {
         if !self.effects.is_empty() {
             self.effects.flush(self.ctx, &self.names);
+        }
+        if !self.notes.is_empty() {
+            let notes = std::mem::take(&mut self.notes);
+            journal_stream::write(self.ctx, self.names[0].as_ref(), &notes, self.journal_len());
         }
         let dirty = self.dirty.replace(0);
         for i in 0..KEYS {

@@ -5,9 +5,10 @@ use std::cell::OnceCell;
 use redis_module::raw;
 
 use crate::core::codec;
+use crate::core::journal::Note;
 use crate::core::kind::Kind;
 use crate::core::names::KeyId;
-use crate::core::policy::Policy;
+use crate::core::policy::{Field, Policy};
 use crate::core::store::{Dead, Flight, Set, Store, Waiting};
 use crate::ffi::call::call;
 use crate::ffi::key::Key;
@@ -265,6 +266,15 @@ impl Store for RedisQueue {
 
     fn policy(&self) -> Policy {
         self.stored_policy().clone().unwrap_or_default()
+    }
+
+    /// From the header every command reads: no look-up of its own.
+    fn journal_len(&self) -> u64 {
+        self.stored_policy().as_ref().and_then(|p| p.get(Field::Journal)).unwrap_or(0) as u64
+    }
+
+    fn note(&mut self, n: Note<RStr>) {
+        self.notes.push(n);
     }
 
     fn set_policy(&mut self, p: Option<&Policy>) -> bool {
