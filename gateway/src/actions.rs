@@ -100,9 +100,12 @@ fn check_attributes(attrs: &BTreeMap<String, String>, fifo: bool, creating: bool
             (_, Some((lo, hi))) => v.parse::<i64>().is_ok_and(|n| (lo..=hi).contains(&n)),
             ("FifoQueue", _) => creating && ((v == "true") == fifo) && (v == "true" || v == "false"),
             ("ContentBasedDeduplication", _) => fifo && (v == "true" || v == "false"),
-            ("DeduplicationScope" | "FifoThroughputLimit", _) => fifo,
+            ("DeduplicationScope", _) => fifo && (v == "messageGroup" || v == "queue"),
+            ("FifoThroughputLimit", _) => fifo && (v == "perQueue" || v == "perMessageGroupId"),
+            ("SqsManagedSseEnabled", _) => v == "true" || v == "false",
+            ("KmsDataKeyReusePeriodSeconds", _) => v.parse::<i64>().is_ok_and(|n| (60..=86_400).contains(&n)),
             ("RedrivePolicy", _) => crate::redrive::parse(v).map(|_| true)?,
-            ("Policy" | "RedriveAllowPolicy" | "KmsMasterKeyId" | "KmsDataKeyReusePeriodSeconds" | "SqsManagedSseEnabled", _) => true,
+            ("Policy" | "RedriveAllowPolicy" | "KmsMasterKeyId", _) => true,
             _ => return Err(SqsError::invalid_attribute_name(format!("Unknown Attribute {k}."))),
         };
         if !ok {
@@ -110,6 +113,11 @@ fn check_attributes(attrs: &BTreeMap<String, String>, fifo: bool, creating: bool
         }
     }
     Ok(())
+}
+
+/// The attributes that an empty value removes rather than sets.
+fn removable(name: &str) -> bool {
+    matches!(name, "Policy" | "RedrivePolicy" | "RedriveAllowPolicy")
 }
 
 /// The RMQ `retries` a queue's redrive policy (or its absence) implies.
@@ -159,9 +167,14 @@ async fn apply_attributes(
         }
     }
     let mut redrive_entry = None;
-    let mut fields: Vec<(&str, String)> = attrs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    // SQS: an empty policy removes the attribute (Terraform removes them so).
+    let (removed, kept): (Vec<_>, Vec<_>) = attrs.iter().partition(|(k, v)| v.is_empty() && removable(k));
+    let mut fields: Vec<(&str, String)> = kept.into_iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
     fields.push(("LastModifiedTimestamp", now_s.to_string()));
     pipe.hset_multiple(&key, &fields).ignore();
+    if !removed.is_empty() {
+        pipe.hdel(&key, removed.into_iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>()).ignore();
+    }
     if creation.is_some() || redrive.is_some() {
         let policy = redrive.unwrap_or(None);
         pipe.cmd("RMQ.POLICY").arg(name).arg("SET").arg("retries").arg(retries_of(&policy)).ignore();
@@ -207,7 +220,7 @@ async fn create_queue(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult
         // SQS: the same attributes again is a success, different ones an error.
         let same = attrs.iter().all(|(k, v)| match existing.get(k) {
             Some(e) => e == v,
-            None => default_of(k) == Some(v.as_str()),
+            None => default_of(k) == Some(v.as_str()) || (v.is_empty() && removable(k)),
         });
         return if same {
             Ok(json!({"QueueUrl": url}))
@@ -359,7 +372,11 @@ async fn get_queue_attributes(gw: &Gateway, caller: &Caller, input: &Value) -> S
     if q.fifo() {
         all.entry("FifoQueue".into()).or_insert_with(|| "true".into());
         all.entry("ContentBasedDeduplication".into()).or_insert_with(|| "false".into());
+        all.entry("DeduplicationScope".into()).or_insert_with(|| "queue".into());
+        all.entry("FifoThroughputLimit".into()).or_insert_with(|| "perQueue".into());
     }
+    // The gateway encrypts nothing itself (Redis's own TLS and disk encryption do that).
+    all.entry("SqsManagedSseEnabled".into()).or_insert_with(|| "false".into());
     let all_wanted = wanted.iter().any(|w| w == "All");
     let mut out = Map::new();
     for w in &wanted {
@@ -451,6 +468,7 @@ async fn list_queue_tags(caller: &Caller, input: &Value) -> SqsResult<Value> {
 struct Outgoing {
     delay_ms: i64,
     group: Option<String>,
+    /// The deduplication window's id (RMQ.PUSH DEDUP).
     dedup: Option<String>,
     stored: Stored,
 }
@@ -480,10 +498,11 @@ fn outgoing(q: &Queue, caller: &Caller, entry: &Value) -> SqsResult<Outgoing> {
     let delay = int_field(entry, "DelaySeconds", 0, 900)?;
     let (mut group, mut dedup) = (None, None);
     if q.fifo() {
-        if delay.is_some() {
-            return Err(SqsError::invalid_parameter_value(
-                "Value for parameter DelaySeconds is invalid. Reason: The request include parameter that is not valid for this queue type.",
-            ));
+        // SQS takes a per-message DelaySeconds of 0 on a FIFO queue (the SDKs send it).
+        if let Some(d) = delay.filter(|d| *d != 0) {
+            return Err(SqsError::invalid_parameter_value(format!(
+                "Value {d} for parameter DelaySeconds is invalid. Reason: The request include parameter that is not valid for this queue type."
+            )));
         }
         group = Some(
             required(entry, "MessageGroupId")
@@ -508,6 +527,11 @@ fn outgoing(q: &Queue, caller: &Caller, entry: &Value) -> SqsResult<Outgoing> {
         }
     }
     let delay_ms = delay.unwrap_or_else(|| q.num("DelaySeconds")) * 1000;
+    // DeduplicationScope messageGroup: the window is the group's (neither id has a space).
+    let window = match (&group, &dedup) {
+        (Some(g), Some(d)) if q.attrs.get("DeduplicationScope").is_some_and(|s| s == "messageGroup") => Some(format!("{g} {d}")),
+        _ => dedup.clone(),
+    };
     let stored = Stored {
         id: uuid::Uuid::new_v4().to_string(),
         body: body.to_string(),
@@ -515,10 +539,10 @@ fn outgoing(q: &Queue, caller: &Caller, entry: &Value) -> SqsResult<Outgoing> {
         sent: now_ms(),
         sender: caller.key_id.clone(),
         group: group.clone(),
-        dedup: dedup.clone(),
+        dedup,
         trace,
     };
-    Ok(Outgoing { delay_ms, group, dedup, stored })
+    Ok(Outgoing { delay_ms, group, dedup: window, stored })
 }
 
 /// Runs a pipeline of commands that change queue `queue` (one round trip); the commands'
@@ -733,6 +757,15 @@ async fn receive_message(gw: &Gateway, caller: &Caller, input: &Value) -> SqsRes
     if got.is_empty() && wait > 0 {
         got = long_poll(gw, caller, &q, count, lease, wait).await?;
     }
+    if vt == 0 && !got.is_empty() {
+        // Visible again at once, as SQS leaves it (a lease of 1 ms still hid it for that
+        // long): each delivery ends as a ChangeMessageVisibility 0 would end it.
+        let mut pipe = redis::pipe();
+        for (_, _, id) in &got {
+            pipe.cmd("RMQ.NACKID").arg(&q.name).arg(*id).ignore();
+        }
+        pipe.query_async::<()>(&mut conn).await?;
+    }
     let messages = got.iter().map(|(raw, d, id)| received(&q, raw, *d, *id, &sys_wanted, &attr_wanted)).collect();
     Ok(to_body(&Receive { messages }))
 }
@@ -786,9 +819,7 @@ fn received(q: &Queue, raw: &[u8], deliveries: i64, id: u64, sys_wanted: &[Strin
         .attrs
         .into_iter()
         .filter(|(name, _)| {
-            attr_wanted
-                .iter()
-                .any(|w| w == "All" || w == ".*" || w == name || w.strip_suffix(".*").is_some_and(|p| name.starts_with(&format!("{p}."))))
+            attr_wanted.iter().any(|w| w == "All" || w == "*" || w == name || w.strip_suffix(".*").is_some_and(|p| name.starts_with(p)))
         })
         .collect();
     Received {
