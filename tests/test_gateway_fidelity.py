@@ -158,3 +158,69 @@ def test_oversized_body_is_an_error_sdks_parse(gw, sqs):
         sqs.send_message(QueueUrl=url, MessageBody="x" * (2 * 1024 * 1024 + 1))
     assert code(e) == "RequestEntityTooLarge"
     assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 413
+
+
+def test_tag_limits(sqs):
+    with pytest.raises(ClientError) as e:
+        sqs.create_queue(QueueName="t", tags={f"k{i}": "v" for i in range(51)})
+    assert code(e) == "InvalidParameterValue"
+    url = sqs.create_queue(QueueName="t", tags={f"k{i}": "v" for i in range(49)})["QueueUrl"]
+    # Retagging an existing key does not count twice; the 51st key is refused.
+    sqs.tag_queue(QueueUrl=url, Tags={"k0": "w", "k49": "v"})
+    with pytest.raises(ClientError) as e:
+        sqs.tag_queue(QueueUrl=url, Tags={"k50": "v"})
+    assert code(e) == "InvalidParameterValue" and message(e) == "Too many tags added for queue t."
+    assert len(sqs.list_queue_tags(QueueUrl=url)["Tags"]) == 50
+    url2 = sqs.create_queue(QueueName="t2")["QueueUrl"]
+    sqs.tag_queue(QueueUrl=url2, Tags={"k" * 128: "v" * 256, "empty": ""})
+    for tags in [{"k" * 129: "v"}, {"k": "v" * 257}, {"": "v"}]:
+        with pytest.raises(ClientError) as e:
+            sqs.tag_queue(QueueUrl=url2, Tags=tags)
+        assert code(e) == "InvalidParameterValue", tags
+    assert sqs.list_queue_tags(QueueUrl=url2)["Tags"] == {"k" * 128: "v" * 256, "empty": ""}
+
+
+def test_number_attributes_must_be_numbers(sqs):
+    url = sqs.create_queue(QueueName="n")["QueueUrl"]
+    for v in ["42", "-1.5", "1e10", "0.000001"]:
+        sqs.send_message(QueueUrl=url, MessageBody="m", MessageAttributes={"n": {"DataType": "Number", "StringValue": v}})
+    sqs.send_message(QueueUrl=url, MessageBody="m", MessageAttributes={"n": {"DataType": "Number.int", "StringValue": "7"}})
+    for v in ["abc", "1.2.3", "1e200", "1" * 39]:
+        with pytest.raises(ClientError) as e:
+            sqs.send_message(QueueUrl=url, MessageBody="m",
+                             MessageAttributes={"n": {"DataType": "Number", "StringValue": v}})
+        assert code(e) == "InvalidParameterValue", v
+        assert message(e) == "Can't cast the value of message (user) attribute 'n' to a number.", v
+    r = sqs.send_message_batch(QueueUrl=url, Entries=[
+        {"Id": "ok", "MessageBody": "m", "MessageAttributes": {"n": {"DataType": "Number", "StringValue": "1"}}},
+        {"Id": "bad", "MessageBody": "m", "MessageAttributes": {"n": {"DataType": "Number", "StringValue": "x"}}}])
+    assert [s["Id"] for s in r["Successful"]] == ["ok"] and [f["Id"] for f in r["Failed"]] == ["bad"]
+
+
+def test_error_texts_are_aws_own(sqs):
+    url = sqs.create_queue(QueueName="e")["QueueUrl"]
+    cases = [
+        (lambda: sqs.send_message_batch(QueueUrl=url, Entries=[]), "EmptyBatchRequest",
+         "There should be at least one SendMessageBatchRequestEntry in the request."),
+        (lambda: sqs.delete_message_batch(QueueUrl=url, Entries=[]), "EmptyBatchRequest",
+         "There should be at least one DeleteMessageBatchRequestEntry in the request."),
+        (lambda: sqs.change_message_visibility_batch(QueueUrl=url, Entries=[]), "EmptyBatchRequest",
+         "There should be at least one ChangeMessageVisibilityBatchRequestEntry in the request."),
+        (lambda: sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": "m"} for i in range(11)]),
+         "TooManyEntriesInBatchRequest", "Maximum number of entries per request are 10. You have sent 11."),
+        (lambda: sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": "a", "MessageBody": "x" * 600_000},
+                                                               {"Id": "b", "MessageBody": "y" * 448_577}]),
+         "BatchRequestTooLong", "Batch requests cannot be longer than 1048576 bytes. You have sent 1048577 bytes."),
+        (lambda: sqs.send_message(QueueUrl=url, MessageBody="m", DelaySeconds=901), "InvalidParameterValue",
+         "Value 901 for parameter DelaySeconds is invalid. Reason: Must be between 0 and 900, if provided."),
+        (lambda: sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=11), "InvalidParameterValue",
+         "Value 11 for parameter MaxNumberOfMessages is invalid. Reason: Must be between 1 and 10, if provided."),
+    ]
+    for call, want_code, want_message in cases:
+        with pytest.raises(ClientError) as e:
+            call()
+        assert (e.value.response["Error"]["Code"].split(".")[-1], message(e)) == (want_code.split(".")[-1], want_message)
+    # A batch of exactly 1 MiB in total is taken.
+    r = sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": "a", "MessageBody": "x" * 600_000},
+                                                      {"Id": "b", "MessageBody": "y" * 448_576}])
+    assert len(r["Successful"]) == 2

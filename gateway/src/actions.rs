@@ -211,6 +211,7 @@ async fn create_queue(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult
     }
     check_attributes(&attrs, fifo, true)?;
     let tags = string_map(input, "tags")?;
+    check_tags(&name, &tags, 0)?;
     let mut conn = caller.backend.conn.clone();
     let key = store::meta_key(&name);
     let (existing, gone): (HashMap<String, String>, bool) =
@@ -432,14 +433,31 @@ async fn set_queue_attributes(caller: &Caller, input: &Value) -> SqsResult<Value
 
 // ---- tags ----
 
+/// SQS's tag limits: at most 50 on a queue (`existing` more than `tags` has already), keys
+/// of 1–128 characters and values of at most 256.
+fn check_tags(queue: &str, tags: &BTreeMap<String, String>, existing: usize) -> SqsResult<()> {
+    if tags.len() + existing > 50 {
+        return Err(SqsError::invalid_parameter_value(format!("Too many tags added for queue {queue}.")));
+    }
+    if tags.keys().any(|k| k.is_empty() || k.chars().count() > 128) {
+        return Err(SqsError::invalid_parameter_value("Tag keys must be between 1 and 128 characters in length."));
+    }
+    if tags.values().any(|v| v.chars().count() > 256) {
+        return Err(SqsError::invalid_parameter_value("Tag values must be at most 256 characters in length."));
+    }
+    Ok(())
+}
+
 async fn tag_queue(caller: &Caller, input: &Value) -> SqsResult<Value> {
     let q = load_queue(caller, queue_of_url(input)?).await?;
     let tags = string_map(input, "Tags")?;
     if tags.is_empty() {
         return Err(SqsError::missing_parameter("The request must contain the parameter Tags."));
     }
-    let pairs: Vec<(&String, &String)> = tags.iter().collect();
     let mut conn = caller.backend.conn.clone();
+    let current: Vec<String> = conn.hkeys(store::tags_key(&q.name)).await?;
+    check_tags(&q.name, &tags, current.iter().filter(|k| !tags.contains_key(*k)).count())?;
+    let pairs: Vec<(&String, &String)> = tags.iter().collect();
     let _: () = conn.hset_multiple(store::tags_key(&q.name), &pairs).await?;
     Ok(json!({}))
 }
@@ -658,16 +676,28 @@ async fn send_message(caller: &Caller, input: &Value) -> SqsResult<Vec<u8>> {
     Ok(to_body(&send_result(&q, &e, None, id, seq)))
 }
 
+/// SQS's limit on a SendMessageBatch's messages together.
+const MAX_BATCH_BYTES: usize = 1_048_576;
+
 fn failed(id: &str, e: &SqsError) -> Value {
     json!({"Id": id, "SenderFault": e.sender_fault(), "Code": e.code, "Message": e.message})
 }
 
 async fn send_message_batch(caller: &Caller, input: &Value) -> SqsResult<Vec<u8>> {
     let q = cached_queue(caller, queue_of_url(input)?).await?;
-    let entries = batch_entries(input)?;
-    let total: usize = entries.iter().map(|(_, e)| e.get("MessageBody").and_then(Value::as_str).map_or(0, str::len)).sum();
-    if total as i64 > q.num("MaximumMessageSize").max(262_144) {
-        return Err(SqsError::batch_request_too_long("Batch requests cannot be longer than the queue's maximum message size in total."));
+    let entries = batch_entries(input, "SendMessageBatch")?;
+    // What SQS counts: every entry's body and message attributes.
+    let total: usize = entries
+        .iter()
+        .map(|(_, e)| {
+            let body = e.get("MessageBody").and_then(Value::as_str).map_or(0, str::len);
+            body + parse_attrs(e, "MessageAttributes").map_or(0, |a| message::attributes_size(&a))
+        })
+        .sum();
+    if total > MAX_BATCH_BYTES {
+        return Err(SqsError::batch_request_too_long(format!(
+            "Batch requests cannot be longer than {MAX_BATCH_BYTES} bytes. You have sent {total} bytes."
+        )));
     }
     let (mut ids, mut outs, mut failures) = (Vec::new(), Vec::new(), Vec::new());
     for (id, e) in &entries {
@@ -856,7 +886,7 @@ async fn delete_message(caller: &Caller, input: &Value) -> SqsResult<Value> {
 
 async fn delete_message_batch(caller: &Caller, input: &Value) -> SqsResult<Value> {
     let q = cached_queue(caller, queue_of_url(input)?).await?;
-    let entries = batch_entries(input)?;
+    let entries = batch_entries(input, "DeleteMessageBatch")?;
     let (mut ids, mut named, mut failures) = (Vec::new(), Vec::new(), Vec::new());
     for (id, e) in entries {
         match required(e, "ReceiptHandle").and_then(|h| read_handle(&q, h)) {
@@ -903,7 +933,7 @@ async fn change_visibility(caller: &Caller, input: &Value) -> SqsResult<Value> {
 
 async fn change_visibility_batch(caller: &Caller, input: &Value) -> SqsResult<Value> {
     let q = cached_queue(caller, queue_of_url(input)?).await?;
-    let entries = batch_entries(input)?;
+    let entries = batch_entries(input, "ChangeMessageVisibilityBatch")?;
     let (mut ok, mut failures) = (Vec::new(), Vec::new());
     for (id, e) in entries {
         let r = match (required(e, "ReceiptHandle"), visibility_timeout(e)) {
