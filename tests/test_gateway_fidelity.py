@@ -224,3 +224,87 @@ def test_error_texts_are_aws_own(sqs):
     r = sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": "a", "MessageBody": "x" * 600_000},
                                                       {"Id": "b", "MessageBody": "y" * 448_576}])
     assert len(r["Successful"]) == 2
+
+
+def test_racing_creates_with_different_attributes(gw, start_gateway, r):
+    other = start_gateway()
+    clients = [gw.sqs(), other.sqs()]
+    for i in range(15):
+        name = f"race{i}"
+        barrier = threading.Barrier(2)
+        results = [None, None]
+
+        def create(k):
+            barrier.wait()
+            try:
+                clients[k].create_queue(QueueName=name, Attributes={"VisibilityTimeout": str(10 + k)})
+                results[k] = "ok"
+            except ClientError as e:
+                results[k] = e.response["Error"]["Code"]
+
+        threads = [threading.Thread(target=create, args=(k,)) for k in range(2)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        assert sorted(results) == ["QueueAlreadyExists", "ok"], (name, results)
+        winner = results.index("ok")
+        assert r.hget(f"rmqgw:q{{{name}}}", "VisibilityTimeout") == str(10 + winner).encode()
+    a = clients[0].get_queue_attributes(QueueUrl=f"{gw.url}/000000000000/race0", AttributeNames=["All"])["Attributes"]
+    assert "created" not in a
+
+
+def test_cancelled_move_task_stops_moving(r, sqs):
+    sqs.create_queue(QueueName="dlq")
+    sqs.create_queue(QueueName="src", Attributes={
+        "RedrivePolicy": json.dumps({"deadLetterTargetArn": arn("dlq"), "maxReceiveCount": 1})})
+    for i in range(10):
+        r.execute_command("RMQ.PUSH", "dlq", "DELAY", 0, f"dead{i}")
+    handle = sqs.start_message_move_task(SourceArn=arn("dlq"), MaxNumberOfMessagesPerSecond=1)["TaskHandle"]
+    deadline = time.monotonic() + 30
+    while r.zcard("src") < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    moved = sqs.cancel_message_move_task(TaskHandle=handle)["ApproximateNumberOfMessagesMoved"]
+    at_cancel = r.zcard("src")
+    time.sleep(2.5)  # past the next message's turn at 1 per second
+    assert r.zcard("src") == at_cancel and moved <= at_cancel <= moved + 1
+    [task] = sqs.list_message_move_tasks(SourceArn=arn("dlq"))["Results"]
+    assert task["Status"] == "CANCELLED"
+
+
+def test_nothing_is_pushed_into_a_deleted_queue(r, sqs):
+    dlq = sqs.create_queue(QueueName="dlq")["QueueUrl"]
+    src = sqs.create_queue(QueueName="src", Attributes={
+        "RedrivePolicy": json.dumps({"deadLetterTargetArn": arn("dlq"), "maxReceiveCount": 1})})["QueueUrl"]
+    sqs.delete_queue(QueueUrl=dlq)
+    sqs.send_message(QueueUrl=src, MessageBody="doomed")
+    [m] = sqs.receive_message(QueueUrl=src)["Messages"]
+    sqs.change_message_visibility(QueueUrl=src, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0)
+    time.sleep(1.5)  # several rounds of every gateway's mover
+    assert r.exists("dlq", "rmqgw:q{dlq}") == 0
+    assert r.zcard("dead{src}") == 1 and r.hlen("moving{src}") == 0
+    # Once a target of the name exists again, the dead move there.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            dlq = sqs.create_queue(QueueName="dlq")["QueueUrl"]
+            break
+        except ClientError:
+            time.sleep(0.5)
+    got = sqs.receive_message(QueueUrl=dlq, WaitTimeSeconds=20)["Messages"]
+    assert [g["Body"] for g in got] == ["doomed"]
+
+
+def test_move_task_into_a_deleted_queue_fails(r, sqs):
+    sqs.create_queue(QueueName="dlq")
+    src = sqs.create_queue(QueueName="src", Attributes={
+        "RedrivePolicy": json.dumps({"deadLetterTargetArn": arn("dlq"), "maxReceiveCount": 1})})["QueueUrl"]
+    for i in range(10):
+        r.execute_command("RMQ.PUSH", "dlq", "DELAY", 0, f"dead{i}")
+    sqs.start_message_move_task(SourceArn=arn("dlq"), MaxNumberOfMessagesPerSecond=1)
+    deadline = time.monotonic() + 30
+    while r.zcard("src") < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    sqs.delete_queue(QueueUrl=src)
+    time.sleep(2.5)
+    assert r.exists("src", "rmqgw:q{src}") == 0
+    [task] = sqs.list_message_move_tasks(SourceArn=arn("dlq"))["Results"]
+    assert task["Status"] == "FAILED" and "deleted" in task["FailureReason"]

@@ -197,6 +197,22 @@ async fn apply_attributes(
     Ok(())
 }
 
+/// CreateQueue of a name that exists (`existing`, its stored attributes): SQS answers the
+/// same attributes again with the queue, different ones with QueueNameExists. The
+/// attributes it was created with (`created`) decide while its others are being written.
+fn existing_queue(existing: &HashMap<String, String>, attrs: &BTreeMap<String, String>, url: String) -> SqsResult<Value> {
+    let created: Option<BTreeMap<String, String>> = existing.get("created").and_then(|c| serde_json::from_str(c).ok());
+    let same = attrs.iter().all(|(k, v)| match existing.get(k).or(created.as_ref().and_then(|c| c.get(k))) {
+        Some(e) => e == v,
+        None => default_of(k) == Some(v.as_str()) || (v.is_empty() && removable(k)),
+    });
+    if same {
+        Ok(json!({"QueueUrl": url}))
+    } else {
+        Err(SqsError::queue_name_exists("A queue already exists with the same name and a different value for attribute(s)"))
+    }
+}
+
 async fn create_queue(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult<Value> {
     let name = required(input, "QueueName")?.to_string();
     if !valid_queue_name(&name) {
@@ -218,16 +234,7 @@ async fn create_queue(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult
         redis::pipe().hgetall(&key).exists(store::gone_key(&name)).query_async(&mut conn).await?;
     let url = gw.queue_url(&name);
     if !existing.is_empty() {
-        // SQS: the same attributes again is a success, different ones an error.
-        let same = attrs.iter().all(|(k, v)| match existing.get(k) {
-            Some(e) => e == v,
-            None => default_of(k) == Some(v.as_str()) || (v.is_empty() && removable(k)),
-        });
-        return if same {
-            Ok(json!({"QueueUrl": url}))
-        } else {
-            Err(SqsError::queue_name_exists("A queue already exists with the same name and a different value for attribute(s)"))
-        };
+        return existing_queue(&existing, &attrs, url);
     }
     if gone {
         return Err(SqsError::queue_deleted_recently(format!(
@@ -235,8 +242,21 @@ async fn create_queue(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult
             TOMBSTONE_MS / 1000
         )));
     }
+    // One conditional write decides a race between creations (on any gateways): the first
+    // `created` (its attributes) wins, and a later one is compared with it, even before
+    // the winner's attributes are written.
+    let claim = serde_json::to_string(&attrs).unwrap_or_default();
+    let won: bool = conn.hset_nx(&key, "created", &claim).await?;
+    if !won {
+        let existing: HashMap<String, String> = conn.hgetall(&key).await?;
+        return existing_queue(&existing, &attrs, url);
+    }
     let hkey = hex::encode(uuid::Uuid::new_v4().as_bytes()) + &hex::encode(uuid::Uuid::new_v4().as_bytes());
-    apply_attributes(caller, &name, &attrs, now_ms() / 1000, Some(Creation { hkey, tags: &tags })).await?;
+    if let Err(e) = apply_attributes(caller, &name, &attrs, now_ms() / 1000, Some(Creation { hkey, tags: &tags })).await {
+        // Refused (an ACL): the claim goes too, so that nothing half made is left.
+        let _: redis::RedisResult<()> = conn.del(&key).await;
+        return Err(e);
+    }
     caller.backend.queues.forget(&name);
     Ok(json!({"QueueUrl": url}))
 }
@@ -361,7 +381,7 @@ async fn get_queue_attributes(gw: &Gateway, caller: &Caller, input: &Value) -> S
         all.insert(name.into(), q.num(name).to_string());
     }
     for (k, v) in &q.attrs {
-        if k != "hkey" {
+        if k != "hkey" && k != "created" {
             all.insert(k.clone(), v.clone());
         }
     }
