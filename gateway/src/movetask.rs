@@ -80,12 +80,8 @@ pub async fn start(
 /// (not cancelled, nor replaced by a newer task), and its destination still exists (a
 /// message is never pushed into a deleted queue: the task fails instead).
 async fn may_move(conn: &mut crate::store::Conn, key: &str, handle: &str, dest: &str) -> redis::RedisResult<bool> {
-    let (current, status, dest_exists): (Option<String>, Option<String>, bool) = redis::pipe()
-        .hget(key, "TaskHandle")
-        .hget(key, "Status")
-        .exists(crate::store::meta_key(dest))
-        .query_async(conn)
-        .await?;
+    let (current, status, dest_exists): (Option<String>, Option<String>, bool) =
+        redis::pipe().hget(key, "TaskHandle").hget(key, "Status").exists(crate::store::meta_key(dest)).query_async(conn).await?;
     if current.as_deref() != Some(handle) || status.as_deref() != Some("RUNNING") {
         return Ok(false);
     }

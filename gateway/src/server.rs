@@ -91,7 +91,10 @@ pub async fn run(args: Args) -> Result<(), String> {
         metrics: Metrics::default(),
         stopping: stop_rx,
     });
-    let app = Router::new().route("/health", get(health)).route("/metrics", get(metrics)).fallback(any(sqs))
+    let app = Router::new()
+        .route("/health", get(health))
+        .route("/metrics", get(metrics))
+        .fallback(any(sqs))
         .layer(axum::middleware::map_response(crate::replies::with_request_id))
         .with_state(gw.clone());
     crate::redrive::spawn(gw.default.clone(), gw.stopping.clone());
