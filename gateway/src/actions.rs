@@ -100,9 +100,12 @@ fn check_attributes(attrs: &BTreeMap<String, String>, fifo: bool, creating: bool
             (_, Some((lo, hi))) => v.parse::<i64>().is_ok_and(|n| (lo..=hi).contains(&n)),
             ("FifoQueue", _) => creating && ((v == "true") == fifo) && (v == "true" || v == "false"),
             ("ContentBasedDeduplication", _) => fifo && (v == "true" || v == "false"),
-            ("DeduplicationScope" | "FifoThroughputLimit", _) => fifo,
+            ("DeduplicationScope", _) => fifo && (v == "messageGroup" || v == "queue"),
+            ("FifoThroughputLimit", _) => fifo && (v == "perQueue" || v == "perMessageGroupId"),
+            ("SqsManagedSseEnabled", _) => v == "true" || v == "false",
+            ("KmsDataKeyReusePeriodSeconds", _) => v.parse::<i64>().is_ok_and(|n| (60..=86_400).contains(&n)),
             ("RedrivePolicy", _) => crate::redrive::parse(v).map(|_| true)?,
-            ("Policy" | "RedriveAllowPolicy" | "KmsMasterKeyId" | "KmsDataKeyReusePeriodSeconds" | "SqsManagedSseEnabled", _) => true,
+            ("Policy" | "RedriveAllowPolicy" | "KmsMasterKeyId", _) => true,
             _ => return Err(SqsError::invalid_attribute_name(format!("Unknown Attribute {k}."))),
         };
         if !ok {
@@ -110,6 +113,11 @@ fn check_attributes(attrs: &BTreeMap<String, String>, fifo: bool, creating: bool
         }
     }
     Ok(())
+}
+
+/// The attributes that an empty value removes rather than sets.
+fn removable(name: &str) -> bool {
+    matches!(name, "Policy" | "RedrivePolicy" | "RedriveAllowPolicy")
 }
 
 /// The RMQ `retries` a queue's redrive policy (or its absence) implies.
@@ -159,9 +167,14 @@ async fn apply_attributes(
         }
     }
     let mut redrive_entry = None;
-    let mut fields: Vec<(&str, String)> = attrs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    // SQS: an empty policy removes the attribute (Terraform removes them so).
+    let (removed, kept): (Vec<_>, Vec<_>) = attrs.iter().partition(|(k, v)| v.is_empty() && removable(k));
+    let mut fields: Vec<(&str, String)> = kept.into_iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
     fields.push(("LastModifiedTimestamp", now_s.to_string()));
     pipe.hset_multiple(&key, &fields).ignore();
+    if !removed.is_empty() {
+        pipe.hdel(&key, removed.into_iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>()).ignore();
+    }
     if creation.is_some() || redrive.is_some() {
         let policy = redrive.unwrap_or(None);
         pipe.cmd("RMQ.POLICY").arg(name).arg("SET").arg("retries").arg(retries_of(&policy)).ignore();
@@ -184,6 +197,22 @@ async fn apply_attributes(
     Ok(())
 }
 
+/// CreateQueue of a name that exists (`existing`, its stored attributes): SQS answers the
+/// same attributes again with the queue, different ones with QueueNameExists. The
+/// attributes it was created with (`created`) decide while its others are being written.
+fn existing_queue(existing: &HashMap<String, String>, attrs: &BTreeMap<String, String>, url: String) -> SqsResult<Value> {
+    let created: Option<BTreeMap<String, String>> = existing.get("created").and_then(|c| serde_json::from_str(c).ok());
+    let same = attrs.iter().all(|(k, v)| match existing.get(k).or(created.as_ref().and_then(|c| c.get(k))) {
+        Some(e) => e == v,
+        None => default_of(k) == Some(v.as_str()) || (v.is_empty() && removable(k)),
+    });
+    if same {
+        Ok(json!({"QueueUrl": url}))
+    } else {
+        Err(SqsError::queue_name_exists("A queue already exists with the same name and a different value for attribute(s)"))
+    }
+}
+
 async fn create_queue(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult<Value> {
     let name = required(input, "QueueName")?.to_string();
     if !valid_queue_name(&name) {
@@ -198,22 +227,14 @@ async fn create_queue(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult
     }
     check_attributes(&attrs, fifo, true)?;
     let tags = string_map(input, "tags")?;
+    check_tags(&name, &tags, 0)?;
     let mut conn = caller.backend.conn.clone();
     let key = store::meta_key(&name);
     let (existing, gone): (HashMap<String, String>, bool) =
         redis::pipe().hgetall(&key).exists(store::gone_key(&name)).query_async(&mut conn).await?;
     let url = gw.queue_url(&name);
     if !existing.is_empty() {
-        // SQS: the same attributes again is a success, different ones an error.
-        let same = attrs.iter().all(|(k, v)| match existing.get(k) {
-            Some(e) => e == v,
-            None => default_of(k) == Some(v.as_str()),
-        });
-        return if same {
-            Ok(json!({"QueueUrl": url}))
-        } else {
-            Err(SqsError::queue_name_exists("A queue already exists with the same name and a different value for attribute(s)"))
-        };
+        return existing_queue(&existing, &attrs, url);
     }
     if gone {
         return Err(SqsError::queue_deleted_recently(format!(
@@ -221,8 +242,21 @@ async fn create_queue(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult
             TOMBSTONE_MS / 1000
         )));
     }
+    // One conditional write decides a race between creations (on any gateways): the first
+    // `created` (its attributes) wins, and a later one is compared with it, even before
+    // the winner's attributes are written.
+    let claim = serde_json::to_string(&attrs).unwrap_or_default();
+    let won: bool = conn.hset_nx(&key, "created", &claim).await?;
+    if !won {
+        let existing: HashMap<String, String> = conn.hgetall(&key).await?;
+        return existing_queue(&existing, &attrs, url);
+    }
     let hkey = hex::encode(uuid::Uuid::new_v4().as_bytes()) + &hex::encode(uuid::Uuid::new_v4().as_bytes());
-    apply_attributes(caller, &name, &attrs, now_ms() / 1000, Some(Creation { hkey, tags: &tags })).await?;
+    if let Err(e) = apply_attributes(caller, &name, &attrs, now_ms() / 1000, Some(Creation { hkey, tags: &tags })).await {
+        // Refused (an ACL): the claim goes too, so that nothing half made is left.
+        let _: redis::RedisResult<()> = conn.del(&key).await;
+        return Err(e);
+    }
     caller.backend.queues.forget(&name);
     Ok(json!({"QueueUrl": url}))
 }
@@ -357,7 +391,7 @@ async fn get_queue_attributes(gw: &Gateway, caller: &Caller, input: &Value) -> S
         all.insert(name.into(), q.num(name).to_string());
     }
     for (k, v) in &q.attrs {
-        if k != "hkey" {
+        if k != "hkey" && k != "created" {
             all.insert(k.clone(), v.clone());
         }
     }
@@ -369,7 +403,11 @@ async fn get_queue_attributes(gw: &Gateway, caller: &Caller, input: &Value) -> S
     if q.fifo() {
         all.entry("FifoQueue".into()).or_insert_with(|| "true".into());
         all.entry("ContentBasedDeduplication".into()).or_insert_with(|| "false".into());
+        all.entry("DeduplicationScope".into()).or_insert_with(|| "queue".into());
+        all.entry("FifoThroughputLimit".into()).or_insert_with(|| "perQueue".into());
     }
+    // The gateway encrypts nothing itself (Redis's own TLS and disk encryption do that).
+    all.entry("SqsManagedSseEnabled".into()).or_insert_with(|| "false".into());
     let all_wanted = wanted.iter().any(|w| w == "All");
     let mut out = Map::new();
     for w in &wanted {
@@ -425,14 +463,31 @@ async fn set_queue_attributes(caller: &Caller, input: &Value) -> SqsResult<Value
 
 // ---- tags ----
 
+/// SQS's tag limits: at most 50 on a queue (`existing` more than `tags` has already), keys
+/// of 1–128 characters and values of at most 256.
+fn check_tags(queue: &str, tags: &BTreeMap<String, String>, existing: usize) -> SqsResult<()> {
+    if tags.len() + existing > 50 {
+        return Err(SqsError::invalid_parameter_value(format!("Too many tags added for queue {queue}.")));
+    }
+    if tags.keys().any(|k| k.is_empty() || k.chars().count() > 128) {
+        return Err(SqsError::invalid_parameter_value("Tag keys must be between 1 and 128 characters in length."));
+    }
+    if tags.values().any(|v| v.chars().count() > 256) {
+        return Err(SqsError::invalid_parameter_value("Tag values must be at most 256 characters in length."));
+    }
+    Ok(())
+}
+
 async fn tag_queue(caller: &Caller, input: &Value) -> SqsResult<Value> {
     let q = load_queue(caller, queue_of_url(input)?).await?;
     let tags = string_map(input, "Tags")?;
     if tags.is_empty() {
         return Err(SqsError::missing_parameter("The request must contain the parameter Tags."));
     }
-    let pairs: Vec<(&String, &String)> = tags.iter().collect();
     let mut conn = caller.backend.conn.clone();
+    let current: Vec<String> = conn.hkeys(store::tags_key(&q.name)).await?;
+    check_tags(&q.name, &tags, current.iter().filter(|k| !tags.contains_key(*k)).count())?;
+    let pairs: Vec<(&String, &String)> = tags.iter().collect();
     let _: () = conn.hset_multiple(store::tags_key(&q.name), &pairs).await?;
     Ok(json!({}))
 }
@@ -461,6 +516,7 @@ async fn list_queue_tags(caller: &Caller, input: &Value) -> SqsResult<Value> {
 struct Outgoing {
     delay_ms: i64,
     group: Option<String>,
+    /// The deduplication window's id (RMQ.PUSH DEDUP).
     dedup: Option<String>,
     stored: Stored,
 }
@@ -490,10 +546,11 @@ fn outgoing(q: &Queue, caller: &Caller, entry: &Value) -> SqsResult<Outgoing> {
     let delay = int_field(entry, "DelaySeconds", 0, 900)?;
     let (mut group, mut dedup) = (None, None);
     if q.fifo() {
-        if delay.is_some() {
-            return Err(SqsError::invalid_parameter_value(
-                "Value for parameter DelaySeconds is invalid. Reason: The request include parameter that is not valid for this queue type.",
-            ));
+        // SQS takes a per-message DelaySeconds of 0 on a FIFO queue (the SDKs send it).
+        if let Some(d) = delay.filter(|d| *d != 0) {
+            return Err(SqsError::invalid_parameter_value(format!(
+                "Value {d} for parameter DelaySeconds is invalid. Reason: The request include parameter that is not valid for this queue type."
+            )));
         }
         group = Some(
             required(entry, "MessageGroupId")
@@ -518,6 +575,11 @@ fn outgoing(q: &Queue, caller: &Caller, entry: &Value) -> SqsResult<Outgoing> {
         }
     }
     let delay_ms = delay.unwrap_or_else(|| q.num("DelaySeconds")) * 1000;
+    // DeduplicationScope messageGroup: the window is the group's (neither id has a space).
+    let window = match (&group, &dedup) {
+        (Some(g), Some(d)) if q.attrs.get("DeduplicationScope").is_some_and(|s| s == "messageGroup") => Some(format!("{g} {d}")),
+        _ => dedup.clone(),
+    };
     let stored = Stored {
         id: uuid::Uuid::new_v4().to_string(),
         body: body.to_string(),
@@ -525,10 +587,10 @@ fn outgoing(q: &Queue, caller: &Caller, entry: &Value) -> SqsResult<Outgoing> {
         sent: now_ms(),
         sender: caller.key_id.clone(),
         group: group.clone(),
-        dedup: dedup.clone(),
+        dedup,
         trace,
     };
-    Ok(Outgoing { delay_ms, group, dedup, stored })
+    Ok(Outgoing { delay_ms, group, dedup: window, stored })
 }
 
 /// Runs a pipeline of commands that change queue `queue` (one round trip); the commands'
@@ -648,16 +710,28 @@ async fn send_message(caller: &Caller, input: &Value) -> SqsResult<Vec<u8>> {
     Ok(to_body(&send_result(&q, &e, None, id, seq)))
 }
 
+/// SQS's limit on a SendMessageBatch's messages together.
+const MAX_BATCH_BYTES: usize = 1_048_576;
+
 fn failed(id: &str, e: &SqsError) -> Value {
     json!({"Id": id, "SenderFault": e.sender_fault(), "Code": e.code, "Message": e.message})
 }
 
 async fn send_message_batch(caller: &Caller, input: &Value) -> SqsResult<Vec<u8>> {
     let q = cached_queue(caller, queue_of_url(input)?).await?;
-    let entries = batch_entries(input)?;
-    let total: usize = entries.iter().map(|(_, e)| e.get("MessageBody").and_then(Value::as_str).map_or(0, str::len)).sum();
-    if total as i64 > q.num("MaximumMessageSize").max(262_144) {
-        return Err(SqsError::batch_request_too_long("Batch requests cannot be longer than the queue's maximum message size in total."));
+    let entries = batch_entries(input, "SendMessageBatch")?;
+    // What SQS counts: every entry's body and message attributes.
+    let total: usize = entries
+        .iter()
+        .map(|(_, e)| {
+            let body = e.get("MessageBody").and_then(Value::as_str).map_or(0, str::len);
+            body + parse_attrs(e, "MessageAttributes").map_or(0, |a| message::attributes_size(&a))
+        })
+        .sum();
+    if total > MAX_BATCH_BYTES {
+        return Err(SqsError::batch_request_too_long(format!(
+            "Batch requests cannot be longer than {MAX_BATCH_BYTES} bytes. You have sent {total} bytes."
+        )));
     }
     let (mut ids, mut outs, mut failures) = (Vec::new(), Vec::new(), Vec::new());
     for (id, e) in &entries {
@@ -747,6 +821,15 @@ async fn receive_message(gw: &Gateway, caller: &Caller, input: &Value) -> SqsRes
     if got.is_empty() && wait > 0 {
         got = long_poll(gw, caller, &q, count, lease, wait).await?;
     }
+    if vt == 0 && !got.is_empty() {
+        // Visible again at once, as SQS leaves it (a lease of 1 ms still hid it for that
+        // long): each delivery ends as a ChangeMessageVisibility 0 would end it.
+        let mut pipe = redis::pipe();
+        for (_, _, id) in &got {
+            pipe.cmd("RMQ.NACKID").arg(&q.name).arg(*id).ignore();
+        }
+        pipe.query_async::<()>(&mut conn).await?;
+    }
     let messages = got.iter().map(|(raw, d, id)| received(&q, raw, *d, *id, &sys_wanted, &attr_wanted)).collect();
     Ok(to_body(&Receive { messages }))
 }
@@ -811,9 +894,7 @@ fn received(q: &Queue, raw: &[u8], deliveries: i64, id: u64, sys_wanted: &[Strin
         .attrs
         .into_iter()
         .filter(|(name, _)| {
-            attr_wanted
-                .iter()
-                .any(|w| w == "All" || w == ".*" || w == name || w.strip_suffix(".*").is_some_and(|p| name.starts_with(&format!("{p}."))))
+            attr_wanted.iter().any(|w| w == "All" || w == "*" || w == name || w.strip_suffix(".*").is_some_and(|p| name.starts_with(p)))
         })
         .collect();
     Received {
@@ -850,7 +931,7 @@ async fn delete_message(caller: &Caller, input: &Value) -> SqsResult<Value> {
 
 async fn delete_message_batch(caller: &Caller, input: &Value) -> SqsResult<Value> {
     let q = cached_queue(caller, queue_of_url(input)?).await?;
-    let entries = batch_entries(input)?;
+    let entries = batch_entries(input, "DeleteMessageBatch")?;
     let (mut ids, mut named, mut failures) = (Vec::new(), Vec::new(), Vec::new());
     for (id, e) in entries {
         match required(e, "ReceiptHandle").and_then(|h| read_handle(&q, h)) {
@@ -897,7 +978,7 @@ async fn change_visibility(caller: &Caller, input: &Value) -> SqsResult<Value> {
 
 async fn change_visibility_batch(caller: &Caller, input: &Value) -> SqsResult<Value> {
     let q = cached_queue(caller, queue_of_url(input)?).await?;
-    let entries = batch_entries(input)?;
+    let entries = batch_entries(input, "ChangeMessageVisibilityBatch")?;
     let (mut ok, mut failures) = (Vec::new(), Vec::new());
     for (id, e) in entries {
         let r = match (required(e, "ReceiptHandle"), visibility_timeout(e)) {

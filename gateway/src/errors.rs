@@ -50,6 +50,8 @@ errors! {
     signature_does_not_match => FORBIDDEN, "SignatureDoesNotMatch", "SignatureDoesNotMatch;Sender";
     request_expired => FORBIDDEN, "RequestExpired", "RequestExpired;Sender";
     access_denied => FORBIDDEN, "AccessDenied", "AccessDenied;Sender";
+    request_entity_too_large => PAYLOAD_TOO_LARGE, "RequestEntityTooLarge", "RequestEntityTooLarge;Sender";
+    request_timeout => REQUEST_TIMEOUT, "RequestTimeout", "RequestTimeout;Sender";
     service_unavailable => SERVICE_UNAVAILABLE, "ServiceUnavailable", "ServiceUnavailable;Server";
     internal => INTERNAL_SERVER_ERROR, "InternalError", "InternalError;Receiver";
 }

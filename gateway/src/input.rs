@@ -38,8 +38,9 @@ pub fn int_field(input: &Value, name: &str, lo: i64, hi: i64) -> SqsResult<Optio
         None | Some(Value::Null) => Ok(None),
         Some(v) => match v.as_i64() {
             Some(n) if (lo..=hi).contains(&n) => Ok(Some(n)),
+            // SQS's own text.
             _ => Err(SqsError::invalid_parameter_value(format!(
-                "Value for parameter {name} is invalid. Reason: must be between {lo} and {hi}."
+                "Value {v} for parameter {name} is invalid. Reason: Must be between {lo} and {hi}, if provided."
             ))),
         },
     }
@@ -94,18 +95,19 @@ pub fn parse_attrs(input: &Value, name: &str) -> SqsResult<BTreeMap<String, Attr
     }
 }
 
-/// A batch's entries after the batch-wide checks SQS makes (count, distinct valid ids).
-pub fn batch_entries(input: &Value) -> SqsResult<Vec<(String, &Value)>> {
+/// A batch's entries after the batch-wide checks SQS makes (count, distinct valid ids), with
+/// SQS's texts, which name the action (`SendMessageBatch`…).
+pub fn batch_entries<'a>(input: &'a Value, action: &str) -> SqsResult<Vec<(String, &'a Value)>> {
     let entries = match input.get("Entries") {
         Some(Value::Array(a)) => a,
         None | Some(Value::Null) => return Err(SqsError::missing_parameter("The request must contain the parameter Entries.")),
         Some(_) => return Err(SqsError::serialization("Entries must be a list")),
     };
     if entries.is_empty() {
-        return Err(SqsError::empty_batch_request("There should be at least one entry in the request."));
+        return Err(SqsError::empty_batch_request(format!("There should be at least one {action}RequestEntry in the request.")));
     }
     if entries.len() > 10 {
-        return Err(SqsError::too_many_entries("Maximum number of entries per request are 10."));
+        return Err(SqsError::too_many_entries(format!("Maximum number of entries per request are 10. You have sent {}.", entries.len())));
     }
     let mut seen = HashSet::new();
     let mut out = Vec::new();

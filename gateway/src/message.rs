@@ -103,13 +103,50 @@ pub fn valid_body(s: &str) -> bool {
         .all(|c| matches!(c, '\u{9}' | '\u{a}' | '\u{d}' | '\u{20}'..='\u{d7ff}' | '\u{e000}'..='\u{fffd}' | '\u{10000}'..='\u{10ffff}'))
 }
 
+/// What message attributes count toward MaximumMessageSize, as SQS counts them: each one's
+/// name, DataType and value (a Binary one's bytes).
+pub fn attributes_size(attrs: &BTreeMap<String, Attribute>) -> usize {
+    attrs
+        .iter()
+        .map(|(name, a)| {
+            let value = a.string_value.as_ref().map_or(0, String::len) + a.binary_value.as_ref().map_or(0, Vec::len);
+            name.len() + a.data_type.len() + value
+        })
+        .sum()
+}
+
+/// A Number attribute's value as SQS takes it: a decimal number (sign, digits, a point, an
+/// exponent) of at most 38 significant digits, between -10^128 and 10^126.
+pub fn valid_number(s: &str) -> bool {
+    let t = s.strip_prefix(['-', '+']).unwrap_or(s);
+    let (mantissa, exp) = match t.find(['e', 'E']) {
+        Some(i) => (&t[..i], Some(&t[i + 1..])),
+        None => (t, None),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits_ok = !(int.is_empty() && frac.is_empty()) && int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit());
+    let exp_ok = exp.is_none_or(|e| {
+        let e = e.strip_prefix(['-', '+']).unwrap_or(e);
+        !e.is_empty() && e.len() <= 5 && e.bytes().all(|b| b.is_ascii_digit())
+    });
+    if !digits_ok || !exp_ok {
+        return false;
+    }
+    let significant = int.trim_start_matches('0').len() + frac.len();
+    let significant = if int.trim_start_matches('0').is_empty() { frac.trim_start_matches('0').len() } else { significant };
+    let v: f64 = s.parse().unwrap_or(f64::INFINITY);
+    significant <= 38 && v.abs() < 1e126 && (v == 0.0 || v.abs() >= 1e-128)
+}
+
 /// Checks message attributes as SQS does (at most 10, names, types, values) and returns
 /// their size in bytes (counted toward MaximumMessageSize).
 pub fn check_attributes(attrs: &BTreeMap<String, Attribute>) -> SqsResult<usize> {
     if attrs.len() > 10 {
-        return Err(SqsError::invalid_parameter_value("a message may have at most 10 message attributes"));
+        return Err(SqsError::invalid_parameter_value(format!(
+            "Number of message attributes [{}] exceeds the allowed maximum [10].",
+            attrs.len()
+        )));
     }
-    let mut size = 0;
     for (name, a) in attrs {
         let name_ok = !name.is_empty()
             && name.len() <= 256
@@ -124,20 +161,26 @@ pub fn check_attributes(attrs: &BTreeMap<String, Attribute>) -> SqsResult<usize>
         }
         let base = a.data_type.split('.').next().unwrap_or("");
         if a.data_type.len() > 256 || !matches!(base, "String" | "Number" | "Binary") {
-            return Err(SqsError::invalid_parameter_value(format!("message attribute '{name}' has an invalid DataType")));
+            return Err(SqsError::invalid_parameter_value(format!(
+                "The message attribute '{name}' has an invalid message attribute type, the set of supported type prefixes is Binary, Number, and String."
+            )));
         }
         match (base, &a.string_value, &a.binary_value) {
-            ("Binary", None, Some(b)) if !b.is_empty() => size += b.len(),
-            ("String" | "Number", Some(s), None) if !s.is_empty() && valid_body(s) => size += s.len(),
+            ("Binary", None, Some(b)) if !b.is_empty() => {}
+            ("Number", Some(s), None) if !s.is_empty() && !valid_number(s) => {
+                return Err(SqsError::invalid_parameter_value(format!(
+                    "Can't cast the value of message (user) attribute '{name}' to a number."
+                )))
+            }
+            ("String" | "Number", Some(s), None) if !s.is_empty() && valid_body(s) => {}
             _ => {
                 return Err(SqsError::invalid_parameter_value(format!(
                     "message attribute '{name}' must have a non-empty value of its DataType"
                 )))
             }
         }
-        size += name.len() + a.data_type.len();
     }
-    Ok(size)
+    Ok(attributes_size(attrs))
 }
 
 #[cfg(test)]
@@ -176,6 +219,18 @@ mod tests {
         assert_eq!(r.stored.attrs["rmq.encoding"].string_value.as_deref(), Some("base64"));
         // A damaged gateway message is read as foreign, never as a failure.
         assert_eq!(decode(b"rmqgw1 00000000000000000001 {").stored.body, "rmqgw1 00000000000000000001 {");
+    }
+
+    #[test]
+    fn numbers() {
+        for ok in ["0", "-1", "+2.5", "1e5", "1E-5", ".5", "5.", "007", "12345678901234567890123456789012345678", "0.000001"] {
+            assert!(valid_number(ok), "{ok}");
+        }
+        for bad in
+            ["", "-", "abc", "1.2.3", "1e", "e5", "1 ", "0x10", "NaN", "inf", "1e126", "1e-129", "123456789012345678901234567890123456789"]
+        {
+            assert!(!valid_number(bad), "{bad}");
+        }
     }
 
     #[test]

@@ -64,9 +64,9 @@ pub async fn start(
     let mut pipe = redis::pipe();
     pipe.atomic().del(&key).ignore().hset_multiple(&key, &fields).ignore();
     pipe.query_async::<()>(&mut conn).await?;
-    let (source, dest) = (source.to_string(), dest.to_string());
+    let (source, dest, task) = (source.to_string(), dest.to_string(), handle.clone());
     tokio::spawn(async move {
-        if let Err(e) = run(&backend, &source, &dest, rate, to_move).await {
+        if let Err(e) = run(&backend, &source, &dest, &task, rate, to_move).await {
             tracing::warn!("message move task on {source}: {e}");
             let mut conn = backend.conn.clone();
             let _: redis::RedisResult<()> =
@@ -76,14 +76,29 @@ pub async fn start(
     Ok(json!({"TaskHandle": handle}))
 }
 
-async fn run(backend: &Backend, source: &str, dest: &str, rate: Option<i64>, to_move: i64) -> redis::RedisResult<()> {
+/// Whether task `handle` may go on moving: it is still the queue's task, still RUNNING
+/// (not cancelled, nor replaced by a newer task), and its destination still exists (a
+/// message is never pushed into a deleted queue: the task fails instead).
+async fn may_move(conn: &mut crate::store::Conn, key: &str, handle: &str, dest: &str) -> redis::RedisResult<bool> {
+    let (current, status, dest_exists): (Option<String>, Option<String>, bool) =
+        redis::pipe().hget(key, "TaskHandle").hget(key, "Status").exists(crate::store::meta_key(dest)).query_async(conn).await?;
+    if current.as_deref() != Some(handle) || status.as_deref() != Some("RUNNING") {
+        return Ok(false);
+    }
+    if !dest_exists {
+        let _: () = conn.hset_multiple(key, &[("Status", "FAILED"), ("FailureReason", "the destination queue was deleted")]).await?;
+        return Ok(false);
+    }
+    Ok(true)
+}
+
+async fn run(backend: &Backend, source: &str, dest: &str, handle: &str, rate: Option<i64>, to_move: i64) -> redis::RedisResult<()> {
     let mut conn = backend.conn.clone();
     let key = task_key(source);
     let started = Instant::now();
     let mut moved = 0i64;
     while moved < to_move {
-        let status: Option<String> = conn.hget(&key, "Status").await?;
-        if status.as_deref() != Some("RUNNING") {
+        if !may_move(&mut conn, &key, handle, dest).await? {
             return Ok(());
         }
         if let Some(r) = rate {
@@ -98,6 +113,11 @@ async fn run(backend: &Backend, source: &str, dest: &str, rate: Option<i64>, to_
             redis::cmd("RMQ.POP").arg(source).arg("COUNT").arg(n).arg("LEASE").arg(60_000).query_async(&mut conn).await?;
         let Some(got) = got else { break };
         for (raw, _) in got {
+            // Checked again after the pacing wait, before every message: a cancel stops
+            // the task at once (the messages taken but not moved return with their lease).
+            if !may_move(&mut conn, &key, handle, dest).await? {
+                return Ok(());
+            }
             let mut push = redis::cmd("RMQ.PUSH");
             push.arg(dest).arg("DELAY").arg(0);
             if let Some(g) = message::decode(&raw).stored.group {

@@ -78,6 +78,12 @@ async fn move_all(backend: &Backend) -> redis::RedisResult<()> {
     let mut conn = backend.conn.clone();
     let sources: Vec<(String, String)> = conn.hgetall(SOURCES).await?;
     for (source, target) in sources {
+        // Nothing is pushed into a deleted queue: the dead stay in the source until a
+        // target of the name exists again.
+        let exists: bool = conn.exists(crate::store::meta_key(&target)).await?;
+        if !exists {
+            continue;
+        }
         let claimed: Vec<Claimed> = redis::cmd("RMQ.REDRIVE")
             .arg(&source)
             .arg("CLAIM")

@@ -14,6 +14,16 @@ pub fn to_body<T: Serialize>(v: &T) -> Vec<u8> {
     serde_json::to_vec(v).unwrap_or_else(|_| unreachable!())
 }
 
+/// Every response names its request, as SQS's do (`x-amzn-RequestId`, which the SDKs put in
+/// their response metadata and errors): a fresh UUID each.
+pub async fn with_request_id(mut r: axum::response::Response) -> axum::response::Response {
+    let id = uuid::Uuid::new_v4().hyphenated().to_string();
+    if let Ok(v) = axum::http::HeaderValue::from_str(&id) {
+        r.headers_mut().insert("x-amzn-requestid", v);
+    }
+    r
+}
+
 /// ReceiveMessage: `{}` when nothing was received.
 #[derive(Serialize, Default)]
 pub struct Receive {

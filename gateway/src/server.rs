@@ -95,7 +95,12 @@ pub async fn run(args: Args) -> Result<(), String> {
         metrics: Metrics::default(),
         stopping: stop_rx,
     });
-    let app = Router::new().route("/health", get(health)).route("/metrics", get(metrics)).fallback(any(sqs)).with_state(gw.clone());
+    let app = Router::new()
+        .route("/health", get(health))
+        .route("/metrics", get(metrics))
+        .fallback(any(sqs))
+        .layer(axum::middleware::map_response(crate::replies::with_request_id))
+        .with_state(gw.clone());
     crate::redrive::spawn(gw.default.clone(), gw.stopping.clone());
     println!("rmq-gateway listening on http://{local}");
     serve(listener, app, stop_tx).await;
@@ -203,8 +208,8 @@ async fn sqs(State(gw): State<Arc<Gateway>>, method: Method, uri: Uri, headers: 
     let body = match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, MAX_BODY)).await {
         Ok(Ok(b)) => b,
         // Over the limit (or cut off by the client, which then reads no answer).
-        Ok(Err(_)) => return (StatusCode::PAYLOAD_TOO_LARGE, "request body over 2 MiB\n").into_response(),
-        Err(_) => return (StatusCode::REQUEST_TIMEOUT, "request body not received in time\n").into_response(),
+        Ok(Err(_)) => return error_response(&SqsError::request_entity_too_large("The request body is longer than 2 MiB.")),
+        Err(_) => return error_response(&SqsError::request_timeout("The request body was not received in time.")),
     };
     let target = headers.get("x-amz-target").and_then(|v| v.to_str().ok()).unwrap_or("");
     let action = target.strip_prefix("AmazonSQS.").unwrap_or("");

@@ -47,7 +47,7 @@ fuzz_target!(|r: Req| {
                 let _ = md5s::of_attributes(&attrs);
             }
         }
-        if let Ok(entries) = input::batch_entries(&v) {
+        if let Ok(entries) = input::batch_entries(&v, "SendMessageBatch") {
             assert!((1..=10).contains(&entries.len()));
         }
     }
