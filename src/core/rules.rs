@@ -452,6 +452,7 @@ pub fn pop_into<S: Store>(
     got: &mut Vec<(S::M, u32)>,
 ) -> (u64, bool, Option<u64>) {
     let (mut group_waits, mut cut) = (0, false);
+    let got_before = got.len();
     let Some(kind) = kind_of(s) else { return (group_waits, cut, None) };
     release_holds(s, now, RELEASE_PER_POP);
     let (min, max, rev) = deliverable_range(kind, now);
@@ -492,7 +493,7 @@ pub fn pop_into<S: Store>(
     // parked. (Before the parking below: till then a group's head is its first indexed.)
     // But a group whose pinned head waits (SPEC v5) delivers nothing else: such a copy is
     // not taken but parked behind it, and what its pick made this pop pass over stays.
-    let mut i = 0;
+    let (mut i, mut again) = (0, false);
     while i < picked.len() {
         let (m, score, w) = &picked[i];
         if let Some(g) = &w.group {
@@ -503,18 +504,10 @@ pub fn pop_into<S: Store>(
                         let g = w.group.unwrap_or_default();
                         s.rem(Set::Store, &m);
                         s.park(&m, score, &g);
-                        // The pinned head is taken in its place when it is due; else what
-                        // this pick made the pop pass over stays where it is.
-                        let due = h.set == Set::Store && h.score >= min && h.score <= max && s.score(Set::Prepare, &h.m).is_none();
-                        if due {
-                            parked.retain(|(pm, _, _)| pm.as_ref() != h.m.as_ref());
-                            unindex(s, &h.m, h.score);
-                            let hw = s.waiting(&h.m);
-                            picked.insert(i, (h.m, h.score, hw));
-                            i += 1;
-                        } else {
-                            parked.retain(|(_, _, pg)| *pg != g);
-                        }
+                        // What this pick made the pop pass over stays where it is, and the
+                        // pop looks again (below) for what it may take instead.
+                        parked.retain(|(_, _, pg)| *pg != g);
+                        again = true;
                         continue;
                     }
                     first => park_head(s, first, g),
@@ -556,6 +549,13 @@ pub fn pop_into<S: Store>(
         }
         (m, f.deliveries)
     }));
+    let taken = got.len() - got_before;
+    if again && taken < count {
+        // Each look again sets at least one copy aside for good: it ends. Its names follow
+        // this one's (the same clock, the next numbers).
+        let (waits, more_cut, more_id) = pop_into(s, now, count - taken, deadline, named, picked, got);
+        return (group_waits + waits, cut || more_cut, first_id.or(more_id));
+    }
     (group_waits, cut, first_id)
 }
 
