@@ -141,12 +141,25 @@ class Queue:
         self.dead = {}
         self.policy = {}
         self.bucket = None
+        # Order through retries: group -> its pinned message (rolled back into the group,
+        # not delivered since), which goes before anything else of the group.
+        self.pins = {}
 
     def empty(self):
         return not (self.waiting or self.flight or self.dead)
 
     def busy(self, g):
         return g is not None and any(f.group == g for f in self.flight.values())
+
+    def pinned(self, g):
+        """The group's pinned message, while it still waits in the group (a pin never
+        outlives its waiting copy: nothing of a purged or emptied queue is kept)."""
+        p = self.pins.get(g)
+        w = self.waiting.get(p) if p is not None else None
+        if w is None or w.group != g or w.deliveries == 0:
+            self.pins.pop(g, None)
+            return None
+        return p
 
     def busy_groups(self):
         return {f.group for f in self.flight.values() if f.group is not None}
@@ -202,6 +215,11 @@ class Model:
         if m in q.flight:
             return False
         if w.group is not None and q.busy(w.group):
+            return False
+        # A group whose rolled-back message waits delivers nothing else meanwhile (even a
+        # message that comes first in the queue's order; while it waits a retry delay,
+        # the whole group waits).
+        if w.group is not None and q.pinned(w.group) not in (None, m):
             return False
         if w.hold is not None and w.hold > self.now:
             return False
@@ -324,6 +342,8 @@ class Model:
                 merged += 1
                 if mu != "RANGE":
                     w.score = score   # priority / fixed: latest wins (a held copy stays held)
+                if w.group != group and w.group is not None and q.pins.get(w.group) == m:
+                    del q.pins[w.group]   # moved to another group: it heads its old one no more
                 w.group = group       # the latest push sets the group
         self.counters["pushed"] += added
         self.counters["merged"] += merged
@@ -358,6 +378,8 @@ class Model:
                 fail(f"{q.name!r}: delivered {m!r} reporting {d} deliveries, model says "
                      f"{w.deliveries + 1}")
             del q.waiting[m]
+            if w.group is not None and q.pins.get(w.group) == m:
+                del q.pins[w.group]   # delivered again: its group is busy with it now
             q.flight[m] = Flight(self.now + lease, d,
                                  w.score if q.kind == "priority" else None, w.group)
             if w.group is not None:
@@ -476,14 +498,17 @@ class Model:
         w = q.waiting.get(m)
         if w is not None:
             w.deliveries = f.deliveries   # the newer waiting copy keeps score and group
-            return "requeued"
-        if delay is None:
-            delay = self.backoff(lim, f.deliveries)
-        if q.kind == "priority":
-            q.waiting[m] = Waiting(f.priority, f.deliveries, f.group,
-                                   self.now + delay if delay > 0 else None)
         else:
-            q.waiting[m] = Waiting(self.now + delay, f.deliveries, f.group, None)
+            if delay is None:
+                delay = self.backoff(lim, f.deliveries)
+            if q.kind == "priority":
+                w = Waiting(f.priority, f.deliveries, f.group, self.now + delay if delay > 0 else None)
+            else:
+                w = Waiting(self.now + delay, f.deliveries, f.group, None)
+            q.waiting[m] = w
+        if f.group is not None and w.group == f.group:
+            # Back in its group, it goes again before the group's later messages.
+            q.pins[f.group] = m
         return "requeued"
 
     def nack(self, name, m, delay, dead, reply):

@@ -67,6 +67,10 @@ def test_every_way_a_delivery_ends_frees_the_group(r, end):
     if end in ("sweep", "timer"):
         # rolled back with its priority: it comes first again
         assert got == [(b"first", 2)]
+    elif end == "nack":
+        # v5: it heads its group again, and the group waits out its retry delay
+        assert got is None
+        return
     else:
         assert got == [(b"second", 1)]
 

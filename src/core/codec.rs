@@ -177,8 +177,11 @@ pub fn decode_dead(b: &[u8]) -> Dead {
 
 /// The group index (`parkidx{Q}`: parked messages and groups' heads) orders a group's
 /// messages by a key whose byte order is the queue's order: ascending due time, or
-/// descending priority.
+/// descending priority. `PINNED` keys a group's pinned head: before any other.
 pub fn order_key(kind: Kind, score: f64) -> [u8; 8] {
+    if score == PINNED {
+        return [0; 8];
+    }
     let u = (score as i64 as u64) ^ (1 << 63);
     if kind.is_timed() { u } else { !u }.to_be_bytes()
 }
@@ -190,6 +193,16 @@ pub fn index_member(kind: Kind, score: f64, m: &[u8], buf: &mut Vec<u8>) {
     buf.reserve(8 + m.len());
     buf.extend_from_slice(&order_key(kind, score));
     buf.extend_from_slice(m);
+}
+
+/// The index score of a group's pinned head (SPEC v5: a rolled-back grouped message heads
+/// its group again, whatever its score), which no message's score is: timed scores are
+/// Unix ms times and priorities bounded integers.
+pub const PINNED: f64 = f64::NEG_INFINITY;
+
+/// Whether a park index member is its group's pinned head.
+pub fn index_pinned(member: &[u8]) -> bool {
+    member.starts_with(&[0; 8])
 }
 
 /// The message of a park index member.
@@ -318,6 +331,13 @@ mod tests {
         let mut member = Vec::new();
         index_member(Kind::Range, 5.0, b"m\0", &mut member);
         assert_eq!(index_message(&member), b"m\0");
+        assert!(!index_pinned(&member));
+        for kind in [Kind::Fixed, Kind::Priority] {
+            let pinned = order_key(kind, PINNED);
+            assert!(scores.iter().all(|&s| pinned < order_key(kind, s)), "a pinned head comes first");
+            index_member(kind, PINNED, b"m", &mut member);
+            assert!(index_pinned(&member));
+        }
         assert!(group_score(b"order-1") < (1u64 << 53) as f64);
         assert_ne!(group_score(b"order-1"), group_score(b"order-2"));
     }

@@ -6,7 +6,7 @@ use crate::core::codec;
 use crate::core::journal_entry::Note;
 use crate::core::kind::Kind;
 use crate::core::policy::Policy;
-use crate::core::store::{Dead, Flight, Set, Store, Waiting};
+use crate::core::store::{Dead, Flight, Indexed, Set, Store, Waiting};
 
 #[derive(Default, Clone, Debug, PartialEq)]
 pub struct MemStore {
@@ -49,25 +49,30 @@ impl MemStore {
 
     /// True when no metadata is kept without the message it belongs to, every busy group
     /// has its message in flight, and the group index holds every parked message and at
-    /// most one message in `Store` per group (its head, only while it is not busy), each
-    /// under its group and score; a group that is not busy has its first indexed message in
-    /// `Store`.
+    /// most one message in `Store` per group (its head, only while it is not busy, and its
+    /// first indexed message), each under its group and score, or as a pinned head (first
+    /// key, in `Store`, `Park` or `Hold`); a group that is not busy has its first indexed
+    /// message in `Store` (or, pinned, in `Hold`).
     pub fn meta_consistent(&self) -> bool {
         let waiting = |m: &Vec<u8>| [Set::Store, Set::Park, Set::Hold].iter().any(|&s| self.sets[idx(s)].contains_key(m));
         let group = |m: &Vec<u8>| self.waiting.get(m).and_then(|w| w.group.clone());
         let parked = |m: &Vec<u8>| self.sets[idx(Set::Park)].contains_key(m);
-        let parked_indexed =
-            self.sets[idx(Set::Park)].iter().all(|(m, sc)| group(m).is_some_and(|g| self.index.contains(&self.entry(&g, *sc, m))));
+        let indexed = |g: &[u8], sc: f64, m: &Vec<u8>| {
+            self.index.contains(&self.entry(g, sc, m)) || self.index.contains(&self.entry(g, codec::PINNED, m))
+        };
+        let parked_indexed = self.sets[idx(Set::Park)].iter().all(|(m, sc)| group(m).is_some_and(|g| indexed(&g, *sc, m)));
         let entries_true = self.index.iter().all(|(g, o, m)| {
             let score = self.score(Set::Park, m).or_else(|| self.score(Set::Store, m));
-            score.is_some_and(|sc| self.order(sc) == *o) && group(m).as_ref() == Some(g)
+            let keyed = if *o == [0; 8] { waiting(m) } else { score.is_some_and(|sc| self.order(sc) == *o) };
+            keyed && group(m).as_ref() == Some(g)
         });
-        let heads: Vec<_> = self.index.iter().filter(|(_, _, m)| !parked(m)).collect();
+        let first = |g: &Vec<u8>| self.index.range((g.clone(), [0; 8], Vec::new())..).next();
+        let heads: Vec<_> = self.index.iter().filter(|(_, _, m)| self.sets[idx(Set::Store)].contains_key(m)).collect();
         let one_head_per_group = heads.windows(2).all(|w| w[0].0 != w[1].0);
         let heads_of_free_groups = heads.iter().all(|(g, _, _)| !self.busy.contains_key(g));
-        let free_groups_headed = self.index.iter().all(|(g, _, _)| {
-            self.busy.contains_key(g) || self.index.range((g.clone(), [0; 8], Vec::new())..).next().is_some_and(|(_, _, f)| !parked(f))
-        });
+        let heads_first = heads.iter().all(|h| first(&h.0) == Some(*h));
+        let free_groups_headed =
+            self.index.iter().all(|(g, _, _)| self.busy.contains_key(g) || first(g).is_some_and(|(_, _, f)| !parked(f)));
         self.waiting.keys().all(waiting)
             && self.flights.keys().all(|m| self.sets[1].contains_key(m))
             && self.dead.keys().all(|m| self.sets[2].contains_key(m))
@@ -76,6 +81,7 @@ impl MemStore {
             && entries_true
             && one_head_per_group
             && heads_of_free_groups
+            && heads_first
             && free_groups_headed
             && (self.kind.is_some() || self.is_empty())
     }
@@ -110,9 +116,9 @@ impl Store for MemStore {
     fn count(&self, set: Set, min: f64, max: f64) -> u64 {
         self.sets[idx(set)].values().filter(|s| **s >= min && **s <= max).count() as u64
     }
-    fn park(&mut self, m: &Vec<u8>, score: f64, g: &[u8]) {
+    fn park_keyed(&mut self, m: &Vec<u8>, score: f64, key: f64, g: &[u8]) {
         self.sets[idx(Set::Park)].insert(m.clone(), score);
-        self.index.insert(self.entry(g, score, m));
+        self.index.insert(self.entry(g, key, m));
     }
     fn unpark_scored(&mut self, m: &Vec<u8>, score: f64) {
         self.sets[idx(Set::Park)].remove(m);
@@ -128,11 +134,10 @@ impl Store for MemStore {
             }
         }
     }
-    fn best_indexed(&self, g: &[u8]) -> Option<(Vec<u8>, f64, bool)> {
-        let (_, _, m) = self.index.range((g.to_vec(), [0; 8], Vec::new())..).next().filter(|(ig, _, _)| ig == g)?;
-        let parked = self.score(Set::Park, m);
-        let score = parked.or_else(|| self.score(Set::Store, m))?;
-        Some((m.clone(), score, parked.is_some()))
+    fn best_indexed(&self, g: &[u8]) -> Option<Indexed<Vec<u8>>> {
+        let (_, o, m) = self.index.range((g.to_vec(), [0; 8], Vec::new())..).next().filter(|(ig, _, _)| ig == g)?;
+        let (set, score) = [Set::Park, Set::Store, Set::Hold].into_iter().find_map(|set| Some((set, self.score(set, m)?)))?;
+        Some(Indexed { m: m.clone(), score, set, pinned: *o == [0; 8] })
     }
     fn kind(&self) -> Option<Kind> {
         self.kind

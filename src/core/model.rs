@@ -10,6 +10,11 @@
 //! each followed content is waiting, in flight or dead, or was acked, cancelled or merged
 //! into a copy of itself); pops take what the brute-force reference says; `has_deliverable`,
 //! `info`, `next_due_after`, `next_work` and `pending` agree with the store.
+//!
+//! Order through retries (SPEC v5) is followed here, not read from the store: a grouped
+//! message whose delivery is rolled back back into its group is its group's *pinned*
+//! message (`Model::pins`) until it is next delivered, cancelled or dead, or leaves the
+//! group; while it is, the reference pop takes nothing else of the group.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -80,6 +85,8 @@ pub struct Model {
     max_retries: u32,
     /// Every delivery name given, in order.
     ids: Vec<u64>,
+    /// Each group's pinned message: the model's own record of who must go first.
+    pins: BTreeMap<Vec<u8>, Vec<u8>>,
 }
 
 macro_rules! ensure {
@@ -101,8 +108,9 @@ fn better(kind: Kind, a: f64, b: f64) -> bool {
 
 /// What a pop must take, computed from the SPEC by brute force: every waiting copy that is
 /// deliverable (content and group not in flight, due, not held), best first, at most one
-/// per group, up to `count`. Returns the scores (ties make the messages unspecified).
-pub fn reference_pop(s: &MemStore, now: i64, count: usize) -> Vec<f64> {
+/// per group, up to `count`, and of a group with a pinned message (`pins`: group →
+/// message) that one only. Returns the scores (ties make the messages unspecified).
+pub fn reference_pop(s: &MemStore, pins: &BTreeMap<Vec<u8>, Vec<u8>>, now: i64, count: usize) -> Vec<f64> {
     let kind = s.kind.unwrap_or(Kind::Fixed);
     let mut cands: Vec<(f64, Option<Vec<u8>>)> = Vec::new();
     for set in [Set::Store, Set::Park, Set::Hold] {
@@ -116,7 +124,7 @@ pub fn reference_pop(s: &MemStore, now: i64, count: usize) -> Vec<f64> {
             } else {
                 score
             };
-            let free = w.group.as_ref().is_none_or(|g| !s.busy.contains_key(g));
+            let free = w.group.as_ref().is_none_or(|g| !s.busy.contains_key(g) && pins.get(g).is_none_or(|p| *p == m));
             let due = !kind.is_timed() || score <= now as f64;
             if free && due && s.score(Set::Prepare, &m).is_none() {
                 cands.push((score, w.group));
@@ -155,6 +163,7 @@ impl Model {
             groups: BTreeSet::new(),
             max_retries: lim.retries,
             ids: Vec::new(),
+            pins: BTreeMap::new(),
         }
     }
 
@@ -216,7 +225,7 @@ impl Model {
                 }
             }
             Op::Pop { count, lease, named } => {
-                let expected = reference_pop(&before, now, *count);
+                let expected = reference_pop(&before, &self.pins, now, *count);
                 let deadline = now.saturating_add(*lease);
                 let popped = if *named { pop_named(&mut self.s, now, *count, deadline) } else { pop(&mut self.s, now, *count, deadline) };
                 let got = popped.got;
@@ -349,11 +358,36 @@ impl Model {
             }
             Op::Clock(t) => self.now = *t,
         }
+        self.follow_pins(op, &before);
         let is = self.copies(&self.s);
         for (m, c) in &is {
             ensure!(want[m] == *c, "{m:?} went from {:?} to {c:?}, expected {:?} ({op:?})", was[m], want[m]);
         }
         self.check()
+    }
+
+    /// Notes the pins `op` made or ended (SPEC v5): a rollback that leaves a grouped
+    /// delivery's message waiting in the delivery's group pins it there; a pin ends when its
+    /// message is delivered again (its group is busy then), cancelled or dead, or a push
+    /// moves it to another group (or none).
+    fn follow_pins(&mut self, op: &Op, before: &MemStore) {
+        let s = &self.s;
+        let waits_in = |m: &Vec<u8>, g: &Vec<u8>| {
+            [Set::Store, Set::Park, Set::Hold].iter().any(|&set| s.score(set, m).is_some()) && s.waiting(m).group.as_ref() == Some(g)
+        };
+        self.pins.retain(|g, m| waits_in(m, g));
+        let (rolled_back, dead): (Vec<&Vec<u8>>, bool) = match op {
+            Op::Nack { m, dead, .. } => (vec![m], *dead),
+            Op::Sweep(_) => (before.flights.keys().collect(), false),
+            _ => (Vec::new(), false),
+        };
+        for m in rolled_back {
+            let died = dead || before.flight(m).deliveries > self.lim.retries;
+            let ended = !died && s.score(Set::Prepare, m).is_none() && before.score(Set::Prepare, m).is_some();
+            if let Some(g) = before.flight(m).group.filter(|g| ended && waits_in(m, g)) {
+                self.pins.insert(g, m.clone());
+            }
+        }
     }
 
     /// The error a push must answer, if any (checked in the order of the SPEC).
@@ -463,6 +497,11 @@ impl Model {
             if s.busy.contains_key(g) {
                 continue;
             }
+            if self.pins.contains_key(g) {
+                // SPEC v5: its pinned message goes first, whatever its score (the reference
+                // pop checks that nothing else of the group is taken).
+                continue;
+            }
             let heads = deliverable_in(Set::Store, g);
             for p in deliverable_in(Set::Park, g) {
                 ensure!(
@@ -472,7 +511,7 @@ impl Model {
             }
         }
         // What a pop would take now.
-        let deliverable = !reference_pop(s, now, 1).is_empty();
+        let deliverable = !reference_pop(s, &self.pins, now, 1).is_empty();
         let has = has_deliverable(s, now);
         ensure!(!has || deliverable, "has_deliverable says yes, a pop would take nothing");
         if s.len(Set::Store) + s.len(Set::Hold) < 64 {

@@ -14,16 +14,24 @@
 //! is parked then, a bounded number per pop. A waiting copy whose content is in flight
 //! stays in `Store` without heading its group, and pops skip it; there are at most as many
 //! as deliveries in flight.
+//!
+//! Order through retries (SPEC v5): a grouped message whose delivery is rolled back becomes
+//! its group's head again, *pinned*: indexed under `codec::PINNED`, before any other key,
+//! so it stays first whatever its score (its due time after a retry delay, or a push that
+//! comes first), and a held one (`Hold`, priority) heads its group from there, nothing of
+//! the group in `Store` meanwhile. The pin ends with its waiting copy (popped, cancelled,
+//! or moved to another group by a push); a delivery of it rolled back again pins it again.
+//! Nothing is read or written for it on any other path: the pin is the index member.
 
 use hashbrown::HashTable;
 
-use crate::core::codec;
+use crate::core::codec::{self, PINNED};
 use crate::core::error::{Result, RmqError};
 use crate::core::journal;
 use crate::core::keyed::Keyed;
 use crate::core::kind::{Kind, PushMode, MIN_AT};
 use crate::core::policy::Limits;
-use crate::core::store::{Dead, Flight, Set, Store, Waiting};
+use crate::core::store::{Dead, Flight, Indexed, Set, Store, Waiting};
 
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct PushOutcome {
@@ -99,15 +107,58 @@ fn insert<S: Store>(s: &mut S, m: &S::M, score: f64, group: Option<&[u8]>) {
     }
     let kind = kind_of(s).unwrap_or(Kind::Fixed);
     match s.best_indexed(g) {
-        Some((f, fs, _)) if !before(kind, m.as_ref(), score, f.as_ref(), fs) => s.park(m, score, g),
+        Some(f) if f.pinned || !before(kind, m.as_ref(), score, f.m.as_ref(), f.score) => s.park(m, score, g),
         first => {
-            if let Some((h, hs, false)) = first {
-                s.rem(Set::Store, &h);
-                s.park(&h, hs, g);
-            }
+            park_head(s, first, g);
             s.add(Set::Store, m, score);
             s.index_head(m, score, Some(g));
         }
+    }
+}
+
+/// The group's head in `Store`, if `first` is one, waits behind a new head, parked.
+fn park_head<S: Store>(s: &mut S, first: Option<Indexed<S::M>>, g: &[u8]) {
+    if let Some(Indexed { m: h, score: hs, set: Set::Store, pinned }) = first {
+        s.rem(Set::Store, &h);
+        s.park_keyed(&h, hs, if pinned { PINNED } else { hs }, g);
+    }
+}
+
+/// SPEC v5: a grouped message whose delivery was rolled back waits as its group's pinned
+/// head until it is acked, cancelled or dead: nothing of its group goes before it, not
+/// even a message pushed later that comes first. Held back by a retry delay till `until`
+/// (priority: in `Hold`), the whole group waits. Parked while the group is still busy (a
+/// second delivery of older data) or another pinned head is first. Its waiting record is
+/// written.
+fn pin<S: Store>(s: &mut S, m: &S::M, score: f64, g: &[u8], until: Option<f64>) {
+    let first = s.best_indexed(g);
+    let behind = first.as_ref().is_some_and(|f| f.pinned) || s.busy(g);
+    match until {
+        Some(t) => {
+            if !behind {
+                park_head(s, first, g);
+            }
+            s.add(Set::Hold, m, t);
+            s.index_head(m, PINNED, Some(g));
+        }
+        None if behind => s.park_keyed(m, score, PINNED, g),
+        None => {
+            park_head(s, first, g);
+            s.add(Set::Store, m, score);
+            s.index_head(m, PINNED, Some(g));
+        }
+    }
+}
+
+/// Takes the waiting copy of `m`, kept with `score`, out of the group index; returns
+/// whether it was indexed, and whether as its group's pinned head (tried second: a head
+/// that is not pinned, the usual case, costs one removal).
+fn unindex<S: Store>(s: &mut S, m: &S::M, score: f64) -> (bool, bool) {
+    if s.index_head(m, score, None) {
+        (true, false)
+    } else {
+        let pinned = s.index_head(m, PINNED, None);
+        (pinned, pinned)
     }
 }
 
@@ -124,12 +175,12 @@ fn refresh<S: Store>(s: &mut S, g: &[u8]) {
 /// it goes back to `Store` as the head; one whose content is in flight goes back too but
 /// heads nothing (it leaves the index), and the next follows.
 fn bring_back<S: Store>(s: &mut S, g: &[u8]) {
-    while let Some((m, score, true)) = s.best_indexed(g) {
+    while let Some(Indexed { m, score, set: Set::Park, pinned }) = s.best_indexed(g) {
         s.unpark_to_head(&m, score);
         if s.score(Set::Prepare, &m).is_none() {
             break;
         }
-        s.index_head(&m, score, None);
+        s.index_head(&m, if pinned { PINNED } else { score }, None);
     }
 }
 
@@ -139,25 +190,23 @@ fn add_waiting<S: Store>(s: &mut S, m: &S::M, score: f64, w: Waiting) {
     insert(s, m, score, w.group.as_deref());
 }
 
-/// Takes the waiting copy of `m` out of where it is; returns its place and score.
-fn take_waiting<S: Store>(s: &mut S, m: &S::M) -> Option<(Place, f64)> {
+/// Takes the waiting copy of `m` out of where it is; returns its place, its score and
+/// whether it was its group's pinned head.
+fn take_waiting<S: Store>(s: &mut S, m: &S::M) -> Option<(Place, f64, bool)> {
     let place = place_of(s, m)?;
-    let score = match place {
-        Place::Store => {
-            let sc = s.score(Set::Store, m)?;
-            s.rem(Set::Store, m);
-            // If it headed its group.
-            s.index_head(m, sc, None);
-            Some(sc)
-        }
-        Place::Park => s.unpark(m),
-        Place::Hold => {
-            let sc = s.score(Set::Hold, m);
-            s.rem(Set::Hold, m);
-            sc
-        }
+    let set = match place {
+        Place::Store => Set::Store,
+        Place::Park => Set::Park,
+        Place::Hold => Set::Hold,
     };
-    score.map(|sc| (place, sc))
+    let score = s.score(set, m)?;
+    s.rem(set, m);
+    // If it headed its group or was parked (a held copy is indexed only when pinned).
+    let pinned = match place {
+        Place::Hold => s.index_head(m, PINNED, None),
+        _ => unindex(s, m, score).1,
+    };
+    Some((place, score, pinned))
 }
 
 /// The queue's kind: as stored, or, if its metadata was lost (`meta{Q}` deleted, or `Q`
@@ -247,6 +296,12 @@ pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, group: 
                 w.held_priority = Some(score);
                 s.set_waiting(m, Some(&w));
             }
+            // Moved to another group, it heads its old one no more.
+            if let Some(old) = old_group.as_deref().filter(|&o| Some(o) != group) {
+                if s.index_head(m, PINNED, None) {
+                    refresh(s, old);
+                }
+            }
             continue;
         }
         let same_group = old_group.as_deref() == group;
@@ -262,10 +317,17 @@ pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, group: 
                 out.added += 1;
                 add_waiting(s, m, score, Waiting { deliveries: 0, held_priority: None, group: w.group });
             }
-            Some((_, old)) => {
+            Some((_, old, pinned)) => {
                 out.merged += 1;
                 let new = if mode.replaces_waiting() { score } else { old };
-                add_waiting(s, m, new, w);
+                match group.filter(|_| pinned && same_group) {
+                    // Still in its group: still its pinned head.
+                    Some(g) => {
+                        s.set_waiting(m, Some(&w));
+                        pin(s, m, new, g, None);
+                    }
+                    None => add_waiting(s, m, new, w),
+                }
                 // The copy may have left its group, or now rank behind a parked member.
                 for g in old_group.as_deref().into_iter().chain(group) {
                     refresh(s, g);
@@ -289,7 +351,7 @@ fn merge_into_store<S: Store>(s: &mut S, m: &S::M, score: f64, replace: bool) {
     if old_group.is_some() {
         s.set_waiting(m, Some(&w));
         if let Some(old) = s.score(Set::Store, m) {
-            s.index_head(m, old, None);
+            unindex(s, m, old);
         }
     }
     if replace {
@@ -326,7 +388,14 @@ pub fn release_holds<S: Store>(s: &mut S, now: i64, limit: usize) -> usize {
         s.rem(Set::Hold, m);
         let mut w = s.waiting(m);
         let priority = w.held_priority.take().unwrap_or(0.0);
-        add_waiting(s, m, priority, w);
+        match w.group.clone().filter(|_| s.index_head(m, PINNED, None)) {
+            // A pinned head goes on heading its group, now deliverable.
+            Some(g) => {
+                s.set_waiting(m, Some(&w));
+                pin(s, m, priority, &g, None);
+            }
+            None => add_waiting(s, m, priority, w),
+        }
     }
     ended.len()
 }
@@ -388,6 +457,7 @@ pub fn pop_into<S: Store>(
     got: &mut Vec<(S::M, u32)>,
 ) -> (u64, bool, Option<u64>) {
     let (mut group_waits, mut cut) = (0, false);
+    let got_before = got.len();
     let Some(kind) = kind_of(s) else { return (group_waits, cut, None) };
     release_holds(s, now, RELEASE_PER_POP);
     let (min, max, rev) = deliverable_range(kind, now);
@@ -426,15 +496,30 @@ pub fn pop_into<S: Store>(
     // in `Store` without heading it (a copy whose content was in flight, or older data),
     // and then the group's head, if it has one in `Store`, waits behind this delivery,
     // parked. (Before the parking below: till then a group's head is its first indexed.)
-    for (m, score, w) in picked.iter() {
+    // But a group whose pinned head waits (SPEC v5) delivers nothing else: such a copy is
+    // not taken but parked behind it, and what its pick made this pop pass over stays.
+    let (mut i, mut again) = (0, false);
+    while i < picked.len() {
+        let (m, score, w) = &picked[i];
         if let Some(g) = &w.group {
-            if !s.index_head(m, *score, None) {
-                if let Some((h, hs, false)) = s.best_indexed(g) {
-                    s.rem(Set::Store, &h);
-                    s.park(&h, hs, g);
+            if !unindex(s, m, *score).0 {
+                match s.best_indexed(g) {
+                    Some(h) if h.pinned => {
+                        let (m, score, w) = picked.remove(i);
+                        let g = w.group.unwrap_or_default();
+                        s.rem(Set::Store, &m);
+                        s.park(&m, score, &g);
+                        // What this pick made the pop pass over stays where it is, and the
+                        // pop looks again (below) for what it may take instead.
+                        parked.retain(|(_, _, pg)| *pg != g);
+                        again = true;
+                        continue;
+                    }
+                    first => park_head(s, first, g),
                 }
             }
         }
+        i += 1;
     }
     group_waits = parked.len() as u64;
     for (m, score, g) in &parked {
@@ -473,6 +558,13 @@ pub fn pop_into<S: Store>(
     if s.journal_len() > 0 {
         journal::popped(s, &got[took_from..], first_id);
     }
+    let taken = got.len() - got_before;
+    if again && taken < count {
+        // Each look again sets at least one copy aside for good: it ends. Its names follow
+        // this one's (the same clock, the next numbers).
+        let (waits, more_cut, more_id) = pop_into(s, now, count - taken, deadline, named, picked, got);
+        return (group_waits + waits, cut || more_cut, first_id.or(more_id));
+    }
     (group_waits, cut, first_id)
 }
 
@@ -503,7 +595,9 @@ pub fn has_deliverable<S: Store>(s: &S, now: i64) -> bool {
     let (mut seen, mut found) = (0, false);
     let mut look = |m: S::M, _| {
         seen += 1;
-        let free = s.waiting(&m).group.is_none_or(|g| !s.busy(&g));
+        // A group whose pinned head waits delivers nothing else (a copy beside it is parked).
+        let behind_pin = |g: &[u8]| s.best_indexed(g).is_some_and(|h| h.pinned && h.m.as_ref() != m.as_ref());
+        let free = s.waiting(&m).group.is_none_or(|g| !s.busy(&g) && !behind_pin(&g));
         found = free && s.score(Set::Prepare, &m).is_none();
         !found && seen < LOOK
     };
@@ -578,32 +672,61 @@ pub fn ack<S: Store>(s: &mut S, msgs: &[S::M]) -> u64 {
 fn roll_back<S: Store>(s: &mut S, now: i64, lim: &Limits, m: &S::M, delay: Option<i64>, dead: bool) -> Rollback {
     let f = s.take_flight(m);
     s.rem(Set::Prepare, m);
-    end_delivery(s, f.group.as_deref());
     let kind = kind_of(s).unwrap_or(Kind::Fixed);
     if dead || f.deliveries > lim.retries {
+        end_delivery(s, f.group.as_deref());
         s.add(Set::Dead, m, now as f64);
         let d = Dead { priority: (kind == Kind::Priority).then(|| f.priority.unwrap_or(0.0)), group: f.group };
         // A content already dead dies again: the record is its latest death's (even none).
         s.set_dead(m, Some(&d).filter(|d| **d != Dead::default()));
         return Rollback::Dead;
     }
+    // The delivery's group is free of it, and the message heads it again (`pin`) rather
+    // than the group's next message.
+    if let Some(g) = &f.group {
+        s.set_free(g);
+    }
     if place_of(s, m).is_some() {
-        // A newer waiting copy keeps its own score and group and inherits the count.
+        // A newer waiting copy keeps its own score and group and inherits the count; in the
+        // delivery's group, it is the rolled-back message and heads it.
         let mut w = s.waiting(m);
         w.deliveries = f.deliveries;
         s.set_waiting(m, Some(&w));
+        match f.group.as_deref().filter(|&g| w.group.as_deref() == Some(g)) {
+            Some(g) => {
+                if let Some((_, score, _)) = take_waiting(s, m) {
+                    pin(s, m, score, g, None);
+                }
+            }
+            None => {
+                if let Some(g) = &f.group {
+                    refresh(s, g);
+                }
+            }
+        }
         return Rollback::Requeued;
     }
     let delay = delay.unwrap_or_else(|| lim.backoff(f.deliveries));
+    let until = now.saturating_add(delay) as f64;
     let mut w = Waiting { deliveries: f.deliveries, held_priority: None, group: f.group };
-    match kind {
-        Kind::Priority if delay > 0 => {
-            w.held_priority = Some(f.priority.unwrap_or(0.0));
+    let score = match kind {
+        Kind::Priority => f.priority.unwrap_or(0.0),
+        _ => until,
+    };
+    let held = (kind == Kind::Priority && delay > 0).then_some(until);
+    if held.is_some() {
+        w.held_priority = Some(score);
+    }
+    match (w.group.clone(), held) {
+        (Some(g), _) => {
             s.set_waiting(m, Some(&w));
-            s.add(Set::Hold, m, now.saturating_add(delay) as f64);
+            pin(s, m, score, &g, held);
         }
-        Kind::Priority => add_waiting(s, m, f.priority.unwrap_or(0.0), w),
-        _ => add_waiting(s, m, now.saturating_add(delay) as f64, w),
+        (None, Some(t)) => {
+            s.set_waiting(m, Some(&w));
+            s.add(Set::Hold, m, t);
+        }
+        (None, None) => add_waiting(s, m, score, w),
     }
     Rollback::Requeued
 }
@@ -662,13 +785,14 @@ pub fn cancel<S: Store>(s: &mut S, msgs: &[S::M]) -> u64 {
     let journaled = s.journal_len() > 0;
     for m in msgs {
         let w = s.waiting(m);
-        if let Some((place, _)) = take_waiting(s, m) {
+        if let Some((place, _, pinned)) = take_waiting(s, m) {
             s.set_waiting(m, None);
             if journaled {
                 let e = journal::Event::Cancelled;
                 s.note(journal::Note { event: e, message: m.clone(), deliveries: w.deliveries, id: None, standing: None, timer: false });
             }
-            if let (Place::Store, Some(g)) = (place, &w.group) {
+            // The group's head went (a pinned one may have been held): its next heads it.
+            if let (true, Some(g)) = (place == Place::Store || pinned, &w.group) {
                 refresh(s, g);
             }
             n += 1;

@@ -9,7 +9,7 @@ use crate::core::memstore::MemStore;
 use crate::core::model::{Model, Op};
 use crate::core::policy::Limits;
 use crate::core::rules::*;
-use crate::core::store::{Dead, Flight, Set, Store};
+use crate::core::store::{Dead, Flight, Indexed, Set, Store};
 
 fn lim() -> Limits {
     Limits::server(2, 30_000, 16, 0)
@@ -261,12 +261,12 @@ fn a_groups_later_messages_are_held_back_from_their_push_behind_its_head() {
     grouped(&mut s, 0, PushMode::Priority(5), "g", &["a", "b", "c"]);
     assert_eq!(s.members(Set::Store), vec![(m("a"), 5.0)], "one message of an idle group in Q");
     assert_eq!(s.len(Set::Park), 2);
-    assert_eq!(s.best_indexed(b"g"), Some((m("a"), 5.0, false)), "the head is indexed first");
+    assert_eq!(s.best_indexed(b"g"), Some(Indexed { m: m("a"), score: 5.0, set: Set::Store, pinned: false }), "the head is indexed first");
     // A push that beats the head swaps them; one that does not waits behind it.
     grouped(&mut s, 0, PushMode::Priority(9), "g", &["d"]);
     grouped(&mut s, 0, PushMode::Priority(1), "g", &["e"]);
     assert_eq!(s.members(Set::Store), vec![(m("d"), 9.0)]);
-    assert_eq!(s.best_indexed(b"g"), Some((m("d"), 9.0, false)));
+    assert_eq!(s.best_indexed(b"g"), Some(Indexed { m: m("d"), score: 9.0, set: Set::Store, pinned: false }));
     // A head whose score drops behind a parked message is overtaken.
     grouped(&mut s, 0, PushMode::Priority(0), "g", &["d"]);
     assert_eq!(s.members(Set::Store).len(), 1);
@@ -357,7 +357,19 @@ fn every_way_a_delivery_ends_frees_its_group() {
         assert_eq!(pop(&mut s, 10, 1, 500).got, vec![(m("a"), 1)], "{how}");
         assert!(pop(&mut s, 10, 1, 500).got.is_empty(), "{how}: b held back");
         end(&mut s);
-        assert_eq!(pop(&mut s, 600, 1, 900).got, vec![(m("b"), 1)], "{how}: b freed");
+        assert!(s.meta_consistent(), "{how}");
+        // Rolled back, a goes again first (SPEC v5), after its retry delay.
+        let (at, first) = match how {
+            "nack" => (1050, Some((m("a"), 2))),
+            "expiry" => (600, Some((m("a"), 2))),
+            _ => (600, None),
+        };
+        if let Some(first) = first {
+            assert!(pop(&mut s, at - 1, 1, at + 500).got.iter().all(|(x, _)| x != &m("b")), "{how}: b waits");
+            assert_eq!(pop(&mut s, at, 1, at + 500).got, vec![first], "{how}");
+            assert_eq!(ack(&mut s, &ms(&["a"])), 1);
+        }
+        assert_eq!(pop(&mut s, at, 1, at + 500).got, vec![(m("b"), 1)], "{how}: b freed");
         assert!(s.meta_consistent(), "{how}");
     }
 }
@@ -714,21 +726,16 @@ fn has_deliverable_looks_at_the_group_of_an_ended_hold() {
     grouped(&mut s, 0, PushMode::Priority(5), "g", &["x"]);
     assert_eq!(pop(&mut s, 0, 1, 1000).got, vec![(m("x"), 1)]);
     assert_eq!(nack(&mut s, 0, &lim(), &m("x"), Some(50), false), Some(Rollback::Requeued));
-    // Another message of g in flight while x is held: when x's delay ends it is parked.
+    // SPEC v5: a message of g pushed while x is held waits behind x (the whole group waits).
     grouped(&mut s, 0, PushMode::Priority(1), "g", &["y"]);
-    assert_eq!(pop(&mut s, 0, 1, 1000).got, vec![(m("y"), 1)]);
-    assert!(!has_deliverable(&s, 50), "x's group is busy: a pop would take nothing");
-    assert!(pop(&mut s, 50, 1, 1000).got.is_empty());
-    // Once g is free the released x is deliverable again.
-    let mut t = MemStore::default();
-    grouped(&mut t, 0, PushMode::Priority(5), "g", &["x"]);
-    pop(&mut t, 0, 1, 1000);
-    nack(&mut t, 0, &lim(), &m("x"), Some(50), false);
-    grouped(&mut t, 0, PushMode::Priority(1), "g", &["y"]);
-    pop(&mut t, 0, 1, 1000);
-    ack(&mut t, &ms(&["y"]));
-    assert!(has_deliverable(&t, 50));
-    assert_eq!(pop(&mut t, 50, 1, 1000).got, vec![(m("x"), 2)]);
+    assert!(!has_deliverable(&s, 10), "x's group waits for x: a pop would take nothing");
+    assert!(pop(&mut s, 10, 1, 1000).got.is_empty());
+    // When its delay ends, x is deliverable, then y.
+    assert!(has_deliverable(&s, 50));
+    assert_eq!(pop(&mut s, 50, 1, 1000).got, vec![(m("x"), 2)]);
+    assert!(!has_deliverable(&s, 50), "x's group is busy");
+    ack(&mut s, &ms(&["x"]));
+    assert_eq!(pop(&mut s, 50, 1, 1000).got, vec![(m("y"), 1)]);
 }
 
 #[test]
@@ -757,4 +764,116 @@ fn a_name_ends_only_its_own_delivery() {
     let third = pop_named(&mut s, now + 11, 1, now + 30).first_id.unwrap();
     assert!(third > second);
     assert_eq!(named(&s, second), None);
+}
+
+/// Pops one at a time at `now`, acking each: the order a group is consumed in.
+fn drain(s: &mut MemStore, now: i64) -> Vec<String> {
+    let mut out = Vec::new();
+    while let Some((m, _)) = pop(s, now, 1, now + 1000).got.pop() {
+        ack(s, std::slice::from_ref(&m));
+        out.push(String::from_utf8_lossy(&m).into_owned());
+    }
+    out
+}
+
+#[test]
+fn a_rolled_back_grouped_message_goes_again_before_its_groups_later_ones() {
+    // SPEC v5, for every kind and every rollback: NACK, NACK DELAY 0, a lease run out.
+    for kind in [Kind::Fixed, Kind::Range, Kind::Priority] {
+        for how in 0..3 {
+            let mut s = MemStore::default();
+            let mode = match kind {
+                Kind::Fixed => PushMode::Delay(0),
+                Kind::Range => PushMode::Range(1),
+                Kind::Priority => PushMode::Priority(1),
+            };
+            grouped(&mut s, 90, mode, "o", &["created", "paid", "shipped"]);
+            assert_eq!(names(&pop(&mut s, 100, 1, 200).got), pairs(&[("created", 1)]));
+            match how {
+                0 => assert_eq!(nack(&mut s, 150, &lim(), &m("created"), None, false), Some(Rollback::Requeued)),
+                1 => assert_eq!(nack(&mut s, 150, &lim(), &m("created"), Some(0), false), Some(Rollback::Requeued)),
+                _ => assert_eq!(sweep(&mut s, 200, &lim(), 10).expired, 1),
+            }
+            assert!(s.meta_consistent(), "{kind:?} {how}");
+            assert_eq!(drain(&mut s, 300), ["created", "paid", "shipped"], "{kind:?} rollback {how}");
+        }
+    }
+}
+
+#[test]
+fn a_group_waits_out_its_rolled_back_messages_retry_delay() {
+    for kind in [Kind::Fixed, Kind::Range, Kind::Priority] {
+        let mut s = MemStore::default();
+        let mode = match kind {
+            Kind::Fixed => PushMode::Delay(0),
+            Kind::Range => PushMode::Range(1),
+            Kind::Priority => PushMode::Priority(1),
+        };
+        grouped(&mut s, 90, mode, "o", &["a", "b"]);
+        assert_eq!(names(&pop(&mut s, 100, 1, 200).got), pairs(&[("a", 1)]));
+        push(&mut s, 90, &lim(), mode, None, &ms(&["free"])).unwrap();
+        assert_eq!(nack(&mut s, 100, &lim(), &m("a"), Some(50), false), Some(Rollback::Requeued));
+        // A message pushed into the group meanwhile waits too, even one that comes first.
+        let early = match kind {
+            Kind::Priority => PushMode::Priority(9),
+            Kind::Range => PushMode::Range(1),
+            _ => PushMode::Delay(0),
+        };
+        grouped(&mut s, 110, early, "o", &["late"]);
+        assert!(s.meta_consistent());
+        let taken: Vec<Vec<u8>> = pop(&mut s, 120, 10, 1000).got.into_iter().map(|(m, _)| m).collect();
+        assert!(taken.iter().all(|t| t == &m("free")), "{kind:?}: nothing of the group before its retry: {taken:?}");
+        ack(&mut s, &taken);
+        assert!(!has_deliverable(&s, 120));
+        assert_eq!(next_due_after(&s, 120), Some(150), "{kind:?}: consumers wake at the retry");
+        assert_eq!(names(&pop(&mut s, 150, 10, 1000).got), pairs(&[("a", 2)]), "{kind:?}: the retry alone");
+        ack(&mut s, &ms(&["a"]));
+        let rest = drain(&mut s, 150);
+        let want: &[&str] = if kind == Kind::Priority { &["late", "b"] } else { &["b", "late"] };
+        assert_eq!(rest, want, "{kind:?}: then the group in the queue's order");
+    }
+}
+
+#[test]
+fn a_pinned_head_stays_first_through_pushes_cancel_and_death() {
+    let mut s = MemStore::default();
+    grouped(&mut s, 100, PushMode::Delay(0), "g", &["a", "b", "c"]);
+    pop(&mut s, 100, 1, 200);
+    nack(&mut s, 100, &lim(), &m("a"), Some(30), false);
+    assert_eq!(s.best_indexed(b"g").map(|h| (h.m, h.pinned)), Some((m("a"), true)));
+    // A push of it into its group keeps the pin (at its new due time); one into another
+    // group ends it, and its old group goes on in order.
+    grouped(&mut s, 100, PushMode::Delay(40), "g", &["a"]);
+    assert!(pop(&mut s, 120, 5, 300).got.is_empty(), "still waited for");
+    grouped(&mut s, 100, PushMode::Delay(40), "h", &["a"]);
+    assert!(s.meta_consistent());
+    assert_eq!(names(&pop(&mut s, 120, 5, 300).got), pairs(&[("b", 1)]));
+    ack(&mut s, &ms(&["b"]));
+    // Cancelled, its group goes on.
+    grouped(&mut s, 120, PushMode::Delay(0), "g", &["d"]);
+    assert_eq!(names(&pop(&mut s, 120, 5, 300).got), pairs(&[("c", 1)]));
+    assert_eq!(nack(&mut s, 120, &lim(), &m("c"), Some(100), false), Some(Rollback::Requeued));
+    assert!(pop(&mut s, 130, 5, 300).got.iter().all(|(m, _)| m.as_slice() != b"d"));
+    assert_eq!(cancel(&mut s, &ms(&["c"])), 1);
+    assert!(s.meta_consistent());
+    assert_eq!(names(&pop(&mut s, 130, 5, 300).got), pairs(&[("d", 1)]));
+    // Dead, likewise.
+    grouped(&mut s, 130, PushMode::Delay(0), "k", &["x", "y"]);
+    pop(&mut s, 130, 1, 300);
+    let dead_lim = Limits { retries: 0, ..lim() };
+    assert_eq!(nack(&mut s, 130, &dead_lim, &m("x"), None, false), Some(Rollback::Dead));
+    assert_eq!(names(&pop(&mut s, 130, 5, 300).got), pairs(&[("y", 1)]));
+}
+
+#[test]
+fn a_copy_pushed_while_in_flight_is_the_rolled_back_message() {
+    // The content re-pushed into its group while in flight waits behind... itself: after
+    // the rollback, that copy heads the group, not the group's next message.
+    let mut s = MemStore::default();
+    grouped(&mut s, 100, PushMode::Delay(0), "g", &["a", "b"]);
+    pop(&mut s, 100, 1, 200);
+    grouped(&mut s, 100, PushMode::Delay(0), "g", &["a"]);
+    nack(&mut s, 100, &lim(), &m("a"), None, false);
+    assert!(s.meta_consistent());
+    assert_eq!(drain(&mut s, 100), ["a", "b"]);
 }

@@ -62,6 +62,20 @@ pub struct Dead {
     pub group: Option<Group>,
 }
 
+/// A group's first indexed message (`Store::best_indexed`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Indexed<M> {
+    pub m: M,
+    /// Its score in `set`.
+    pub score: f64,
+    /// Where it waits: `Store` (the group's head), `Park`, or `Hold` (a pinned head held
+    /// back by a retry delay).
+    pub set: Set,
+    /// Indexed as the group's pinned head (SPEC v5: its delivery was rolled back, and
+    /// nothing of its group goes before it).
+    pub pinned: bool,
+}
+
 /// Members are the store's own handle on a message (a refcounted Redis string, or bytes in
 /// tests) so the logic never copies message bodies.
 pub trait Member: Clone + AsRef<[u8]> {}
@@ -102,7 +116,12 @@ pub trait Store {
     fn count(&self, set: Set, min: f64, max: f64) -> u64;
 
     /// Parks a waiting message of group `g` with its queue score (indexed, if it was not).
-    fn park(&mut self, m: &Self::M, score: f64, g: &[u8]);
+    fn park(&mut self, m: &Self::M, score: f64, g: &[u8]) {
+        self.park_keyed(m, score, score, g)
+    }
+    /// `park`, indexed under `key` (`codec::PINNED` for the group's pinned head, else its
+    /// score).
+    fn park_keyed(&mut self, m: &Self::M, score: f64, key: f64, g: &[u8]);
     /// Takes a message out of `Park` (and the index); its score, if it was there.
     fn unpark(&mut self, m: &Self::M) -> Option<f64> {
         let score = self.score(Set::Park, m)?;
@@ -116,13 +135,14 @@ pub trait Store {
         self.rem(Set::Park, m);
         self.add(Set::Store, m, score);
     }
-    /// Indexes a message of group `g` in `Store` as the group's head (`g` Some), or takes
-    /// a message kept in `Store` with `score` out of the index (None); returns whether the
-    /// index changed.
+    /// Indexes a message of group `g` as the group's head (`g` Some), or takes a message
+    /// indexed under `score` out of the index (None); returns whether the index changed.
+    /// `score` is the message's score in `Store`, or `codec::PINNED` for a pinned head
+    /// (which may also wait in `Hold`).
     fn index_head(&mut self, m: &Self::M, score: f64, g: Option<&[u8]>) -> bool;
-    /// The indexed message of group `g` (its head in `Store`, or parked) that comes first
-    /// in the queue's order, with its score and whether it is parked.
-    fn best_indexed(&self, g: &[u8]) -> Option<(Self::M, f64, bool)>;
+    /// The indexed message of group `g` that comes first in the group's order (a pinned
+    /// head, then the queue's order).
+    fn best_indexed(&self, g: &[u8]) -> Option<Indexed<Self::M>>;
     /// Whether group `g` may have indexed messages (a cheaper look than `best_indexed`,
     /// which may say yes for a group that shares its index hash with another).
     fn may_have_indexed(&self, g: &[u8]) -> bool {

@@ -9,7 +9,7 @@ use crate::core::journal::Note;
 use crate::core::kind::Kind;
 use crate::core::names::KeyId;
 use crate::core::policy::{Field, Policy};
-use crate::core::store::{Dead, Flight, Set, Store, Waiting};
+use crate::core::store::{Dead, Flight, Indexed, Set, Store, Waiting};
 use crate::ffi::call::call;
 use crate::ffi::key::Key;
 use crate::ffi::rstr::Shared;
@@ -73,9 +73,9 @@ impl Store for RedisQueue {
         call(self.ctx, c"ZCOUNT", &[name, &lo, &hi]).and_then(|r| r.integer()).map_or(0, |n| n.max(0) as u64)
     }
 
-    fn park(&mut self, m: &RStr, score: f64, g: &[u8]) {
+    fn park_keyed(&mut self, m: &RStr, score: f64, key: f64, g: &[u8]) {
         self.zadd(KeyId::Park, m, score, 0);
-        let member = self.index_member(score, m);
+        let member = self.index_member(key, m);
         self.zadd(KeyId::ParkIndex, &member, codec::group_score(g), 0);
     }
 
@@ -92,7 +92,7 @@ impl Store for RedisQueue {
         }
     }
 
-    fn best_indexed(&self, g: &[u8]) -> Option<(RStr, f64, bool)> {
+    fn best_indexed(&self, g: &[u8]) -> Option<Indexed<RStr>> {
         let index = self.key(KeyId::ParkIndex)?;
         let h = codec::group_score(g);
         let mut best = None;
@@ -100,8 +100,10 @@ impl Store for RedisQueue {
         index.zscan(h, h, false, &mut |member, _| {
             let m = RStr::from_bytes(codec::index_message(member.as_ref()));
             if self.waiting_record(&m).is_some_and(|v| codec::waiting_group(v.as_ref()) == Some(g)) {
-                let parked = self.score(Set::Park, &m);
-                best = parked.or_else(|| self.score(Set::Store, &m)).map(|sc| (m, sc, parked.is_some()));
+                let pinned = codec::index_pinned(member.as_ref());
+                // Parked, its head, or (only when pinned) held back by a retry delay.
+                let sets: &[Set] = if pinned { &[Set::Park, Set::Store, Set::Hold] } else { &[Set::Park, Set::Store] };
+                best = sets.iter().find_map(|&set| Some(Indexed { score: self.score(set, &m)?, m: m.clone(), set, pinned }));
             }
             best.is_none()
         });
