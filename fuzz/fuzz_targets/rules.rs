@@ -52,6 +52,7 @@ struct LimitsIn {
     max_queue_length: Num,
     backoff_ms: Num,
     backoff_max_ms: Num,
+    journal: Num,
 }
 
 impl LimitsIn {
@@ -69,6 +70,8 @@ impl LimitsIn {
             rate: 0,
             rate_window_ms: 1000,
             paused: false,
+            // Off or a few events: the rules' journal notes run beside every operation.
+            journal: self.journal.within(0, 8),
         }
     }
 }

@@ -646,7 +646,7 @@ async fn push(caller: &Caller, q: &Queue, entries: &[Outgoing]) -> SqsResult<Vec
         if let Some(d) = &e.dedup {
             pipe.arg("DEDUP").arg(d).arg(DEDUP_WINDOW_MS).arg("NOTE").arg(&e.stored.id);
         }
-        pipe.arg(message::encode(&e.stored));
+        pipe.arg("MESSAGES").arg(message::encode(&e.stored));
     }
     // After the pushes, on the same connection: DeleteQueue removes every key of the queue
     // at once, so a push it did not take along came after it, before this check, which then

@@ -123,7 +123,8 @@ async fn run(backend: &Backend, source: &str, dest: &str, handle: &str, rate: Op
             if let Some(g) = message::decode(&raw).stored.group {
                 push.arg("GROUP").arg(g);
             }
-            let _: i64 = push.arg(raw.as_slice()).query_async(&mut conn).await?;
+            // MESSAGES: a foreign message spelt like an option is still a message.
+            let _: i64 = push.arg("MESSAGES").arg(raw.as_slice()).query_async(&mut conn).await?;
             let _: i64 = redis::cmd("RMQ.ACK").arg(source).arg(raw.as_slice()).query_async(&mut conn).await?;
             moved += 1;
             let _: i64 = conn.hincr(&key, "ApproximateNumberOfMessagesMoved", 1).await?;

@@ -102,7 +102,8 @@ async fn move_all(backend: &Backend) -> redis::RedisResult<()> {
             if let Some(g) = group {
                 push.arg("GROUP").arg(g);
             }
-            let _: i64 = push.arg(raw.as_slice()).query_async(&mut conn).await?;
+            // MESSAGES: a foreign message spelt like an option is still a message.
+            let _: i64 = push.arg("MESSAGES").arg(raw.as_slice()).query_async(&mut conn).await?;
             let _: i64 = redis::cmd("RMQ.REDRIVE").arg(&source).arg("DONE").arg(raw.as_slice()).query_async(&mut conn).await?;
         }
     }
