@@ -268,7 +268,7 @@ fuzz:
 
 # Model-based live fuzzing for hours (scripts/soak.py): seed after seed of random command
 # sequences with restarts, promotions and (every fourth seed, on a 3-primary cluster) slot
-# moves, every reply and key checked against the model of SPEC. Own servers on free ports,
+# moves, every reply and key checked against the model of the contract. Own servers on free ports,
 # stopped by pid. SOAK_SECONDS=600 make soak for a shorter run; a failing seed prints the
 # command line that replays it (RMQ_FUZZ_SEED=... RMQ_FUZZ_STEPS=... pytest ...).
 SOAK_SECONDS ?= 3600

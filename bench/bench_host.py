@@ -23,7 +23,7 @@ not:
 
 Bound, every row: rmq ≤ 1.03× floor in call() instructions, and in wall time the median
 ratio to floor ≤ 1.03 or within the rounds' own spread (the machine is shared; callgrind
-is the exact figure). Not 1.03× none: a module that follows keyspace events at all (SPEC
+is the exact figure). Not 1.03× none: a module that follows keyspace events at all (the contract
 needs them: DEL of Q cleans up, ZADD-written messages wake consumers) makes Redis walk its
 subscriber list for every event of every command, which alone costs commands whose
 events it does not follow up to 1.06× (floor ÷ none, shown beside; docs/EVENTS.md).
@@ -210,7 +210,7 @@ def report(cg, wall, cfgs, pipelines, a):
         "event classes RMQ follows and has a command filter, and does nothing (bench/floor_module/"
         "floor.c). Any module that follows keyspace events at all makes Redis walk its subscriber "
         "list for every event of every command, matching or not (moduleNotifyKeyspaceEvent), and "
-        "SPEC needs them (DEL of Q cleans up its queue, ZADD-written messages wake consumers): "
+        "the contract needs them (DEL of Q cleans up its queue, ZADD-written messages wake consumers): "
         "floor ÷ none, shown beside, is that walk's cost, which no such module can go below. Why RMQ has the command filter, and what it costs over Redis's "
         "own dispatch of it: docs/EVENTS.md.",
         "",

@@ -1245,7 +1245,7 @@ def render_md(rows, mi, cmd, noise, elapsed, logs, errors):
         "N times a second instead of 10). If lateness shrinks with it, deliveries are waiting for the event "
         "loop to wake up for some other reason than the module's due-time timer.")
     md.append(
-        "- *rate: most delivered in any 100 ms*: the limit is a token bucket of `rate` tokens (SPEC), so "
+        "- *rate: most delivered in any 100 ms*: the limit is a token bucket of `rate` tokens (docs/COMMANDS.md), so "
         "tokens that pile up while the server (or every consumer) is kept off its core go out together "
         "once it runs again: up to one per ms missed. A round whose server waited seconds for core 0 "
         "(*server / probe runnable but waiting*) can exceed 200 without any fault in the limiter; the "

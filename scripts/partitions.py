@@ -172,7 +172,7 @@ def write_md(results: list[dict], args, server_label: str, elapsed: float, path:
         "confirmed (a POP in flight during the ACK may return it); "
         "**re-pushed**: the same, for a message that a push may have queued again (a push "
         "attempt that ended after the acked copy's POP was sent: a push of content in "
-        "flight adds a new copy, SPEC; or a push of unknown outcome, connection lost or "
+        "flight adds a new copy, the contract; or a push of unknown outcome, connection lost or "
         "timed out, which can reach the server after the heal): a new copy, not an ACK "
         "undone;",
         "- **duplicates**: deliveries beyond a message's first (at least once allows them);",

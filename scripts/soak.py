@@ -116,7 +116,7 @@ def main():
         f"- duration: {elapsed / 60:.1f} min (SOAK_SECONDS={a.seconds:.0f}), {a.steps} steps per seed",
         f"- seeds {first} .. {seed - 1} (every fourth on a 3-primary cluster with slot moves)",
         f"- steps: {steps}; faults injected: {dict(sorted(faults.items()))}",
-        "- model: SPEC v3, strictly (no deviation)",
+        "- model: the v3 contract, strictly (no deviation)",
         "",
         f"**{summary}**",
         "",

@@ -1,5 +1,5 @@
 //! RMQ: a message queue inside Redis. See README.md; the command contract is the
-//! project's SPEC (its text is summarised in docs/COMMANDS.md).
+//! project's the contract (its text is summarised in docs/COMMANDS.md).
 //!
 //! Layers, each depending only on those before it:
 //! - `core`: the queue's rules over a `Store` trait, pure (no Redis, no `unsafe`);

@@ -340,7 +340,7 @@ class Fuzzer:
     def watched(self, c, op, verify=True):
         """Runs a single command under WATCH of all the queue's keys: when the model says it
         changed nothing (a nil NACK, an ACK of nothing, a read, an error...), a MULTI/EXEC
-        after it must go through (SPEC: a command that changes nothing leaves its keys
+        after it must go through (docs/COMMANDS.md: a command that changes nothing leaves its keys
         untouched for WATCH; one that errors changes nothing)."""
         q = op.q.encode() if isinstance(op.q, str) else op.q
         keys = [q] + [p + b"{" + q + b"}" for p in (b"prepare", b"dead", b"meta", b"park",
@@ -610,7 +610,7 @@ class Fuzzer:
                 return
             exp = f"{topic}_{zlib.crc32(basis) % slots}".encode()
             if r[0] != exp:
-                raise ModelMismatch(f"ROUTE {topic} {slots} {basis!r} replied {r[0]!r}, SPEC {exp!r}")
+                raise ModelMismatch(f"ROUTE {topic} {slots} {basis!r} replied {r[0]!r}, the contract {exp!r}")
         return Op(q, [["RMQ.ROUTE", topic, slots, basis]], check)
 
     def _advance_ms(self):
@@ -694,7 +694,7 @@ class Fuzzer:
     def do_block(self, q):
         """A POP with BLOCK on its own connection while nothing is deliverable, then a push
         (and for `range` the clock reaching its due time) from the fuzzer's connection: the
-        blocked consumer must get it at once (SPEC: no polling), as a POP right after the
+        blocked consumer must get it at once (docs/COMMANDS.md: no polling), as a POP right after the
         push would."""
         rng, m = self.rng, self.model
         qm = m.q(q)

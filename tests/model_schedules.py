@@ -1,4 +1,4 @@
-"""SPEC's RMQ.SCHEDULE in the model (model_support.Model): SET / DEL / LIST and the firings
+"""the contract's RMQ.SCHEDULE in the model (model_support.Model): SET / DEL / LIST and the firings
 the timer makes when the test clock moves, for the timings the fuzzer uses: `EVERY ms`
 and the 6-field `*/k * * * * *` (every k seconds, k dividing 60), each with START, END,
 TIMES, and the RANGE / PRIORITY / DELAY modes with or without a group.

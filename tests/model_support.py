@@ -1,21 +1,21 @@
-"""A plain model of SPEC.md (the command contract), for the model-based live fuzzer.
+"""A plain model of docs/COMMANDS.md (the command contract), for the model-based live fuzzer.
 
-`Model` holds what SPEC says the server holds: per queue its kind, its waiting copies
+`Model` holds what the contract says the server holds: per queue its kind, its waiting copies
 (score, delivery count, group, retry hold), its in-flight deliveries (lease deadline,
 delivery count, the priority it was delivered with, group), its dead messages (time of
 death, last priority, group) and its policy; the module clock (the test clock, so every
 time is exact); the server-wide settings; and the `INFO rmq` counters.
 
-Each command is a method that *checks* the server's reply against SPEC and then applies
-it. Where SPEC leaves a choice to the server (equal priorities or due times, which
+Each command is a method that *checks* the server's reply against the contract and then applies
+it. Where the contract leaves a choice to the server (equal priorities or due times, which
 expired leases a `SWEEP LIMIT` takes, which of several equally old dead messages a
 `REPLAY COUNT` takes, TPOP's starting queue, how many a rate limit lets through) the
-method accepts any choice SPEC allows and follows the one the server made: a POP's
+method accepts any choice the contract allows and follows the one the server made: a POP's
 reply names its choice; for SWEEP and REPLAY the server's keys after the command do
-(the `after` dump passed in). Anything SPEC does not allow raises `ModelMismatch`.
+(the `after` dump passed in). Anything the contract does not allow raises `ModelMismatch`.
 
 `check_keys(model, dump)` compares every key of the server with the model: `Q`,
-`prepare{Q}` and `dead{Q}` member by member, score by score, as SPEC's Keys section
+`prepare{Q}` and `dead{Q}` member by member, score by score, as the contract's Keys section
 defines them; waiting messages held back (by their group, or a priority retry delay) may
 be in another key tagged `{Q}`; an empty queue leaves no key but its policy; no other key
 exists. Rate limits are checked as bounds: a POP never takes more than a token bucket of
@@ -176,7 +176,7 @@ def kind_of_mode(mode):
 
 
 class Model:
-    """SPEC's state of one server (or of one cluster: queues are independent)."""
+    """the contract's state of one server (or of one cluster: queues are independent)."""
 
     def __init__(self, now, retries=16, lease_ms=30000, max_message_bytes=1048576,
                  max_queue_length=0):
@@ -391,7 +391,7 @@ class Model:
         q = self.q(name)
         entries = [(e[0], e[1]) for e in (reply or [])]
         if reply is not None and not entries:
-            fail(f"POP replied an empty array (SPEC: nil when nothing is deliverable)")
+            fail(f"POP replied an empty array (docs/COMMANDS.md: nil when nothing is deliverable)")
         if q.kind is None:
             if entries:
                 fail(f"POP of an empty queue gave {entries!r}")
@@ -408,7 +408,7 @@ class Model:
             least = 1 if (avail >= 1 and b.must_give(self.now, lim["rate-window-ms"])) else 0
             if not least <= k <= most:
                 fail(f"{q.name!r} (rate {lim['rate']}/{lim['rate-window-ms']} ms): POP COUNT "
-                     f"{count} took {k}, SPEC allows {least}..{most}")
+                     f"{count} took {k}, the contract allows {least}..{most}")
             b.take(self.now, k)
             if k < avail:
                 self.counters["rate_limited"] += 1   # fewer than asked: the rate limit
@@ -515,7 +515,7 @@ class Model:
         q = self.q(name)
         if m not in q.flight:
             if reply is not None:
-                fail(f"NACK of {m!r} (not in flight) replied {reply!r}, SPEC says nil")
+                fail(f"NACK of {m!r} (not in flight) replied {reply!r}, the contract says nil")
             return
         r = self._roll_back(q, self.limits(q), m, delay, dead)
         self.counters["nacked"] += 1
@@ -732,7 +732,7 @@ def check_keys(model, dump):
                 elsewhere.update(m for m, _s in v)
         busy = q.busy_groups()
         key = model._better(q)
-        # SPEC v3: a grouped message may wait outside `Q` while its group is in flight or
+        # the v3 contract: a grouped message may wait outside `Q` while its group is in flight or
         # another waiting message of its group comes first (or ties) in the queue's order.
         firsts = {}
         for w in q.waiting.values():

@@ -236,7 +236,7 @@ def test_nack_delay_zero_allowed(r):
 
 
 def test_nack_delay_on_priority_queue_holds_back(r):
-    """SPEC NACK: on a priority queue a delay holds the message back until now + delay,
+    """the contract NACK: on a priority queue a delay holds the message back until now + delay,
     after which it competes with its priority again."""
     push(r, "q", "PRIORITY", 5, "a")
     push(r, "q", "PRIORITY", 1, "b")

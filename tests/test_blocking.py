@@ -1,4 +1,4 @@
-"""Blocking pops: RMQ.POP Q [COUNT n] [LEASE ms] BLOCK ms (SPEC: RMQ.POP, Observability).
+"""Blocking pops: RMQ.POP Q [COUNT n] [LEASE ms] BLOCK ms (docs/COMMANDS.md: RMQ.POP, Observability).
 
 When nothing is deliverable the client waits until something is -- a push, a NACK, a lease
 rollback by the timer, an ACK that frees the waiting copy of an in-flight content, a REPLAY,

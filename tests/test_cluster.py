@@ -1,4 +1,4 @@
-"""Redis Cluster (SPEC: Model, Keys/topics, Replication, persistence, cluster).
+"""Redis Cluster (docs/COMMANDS.md: Model, Keys/topics, Replication, persistence, cluster).
 
 One 6-node cluster (3 primaries, 1 replica each; see cluster_support.py) for the module:
   - a topic of 64 slots produced and consumed through redis-py's RedisCluster: the queues
@@ -79,7 +79,7 @@ def queue_dump(conn, q):
 
 def test_topic_spreads_over_primaries_and_is_consumed_exactly_once(cluster, rc):
     any_node = rc.get_random_node()
-    # ROUTE agrees with zlib.crc32 (and the SPEC's vectors)
+    # ROUTE agrees with zlib.crc32 (and the contract's vectors)
     for topic, n, basis, want in (("t", 8, "hello", b"t_6"), ("t", 16, "item:42", b"t_13"),
                                   ("t", 1024, "order-1001", b"t_569"), ("t", 4, "", b"t_0")):
         assert rc.execute_command("RMQ.ROUTE", topic, n, basis, target_nodes=any_node) == want
@@ -420,7 +420,7 @@ def test_reshard_new_owner_rolls_back_lease_that_expires_after_the_move(cluster,
     assert now_ms() < deadline - 300, "the move took too long to test a later expiry"
     assert cluster.owner_of_slot(slot) is dst
     assert dst.conn().zscore(prep(q), b"short") == deadline
-    # SPEC: a lease is rolled back within 1 s of its expiry by the queue's primary
+    # the contract: a lease is rolled back within 1 s of its expiry by the queue's primary
     try:
         wait_for(lambda: now_ms() > deadline and dst.conn().zscore(prep(q), b"short") is None,
                  timeout=(deadline - now_ms()) / 1000 + 1.5, interval=0.02,

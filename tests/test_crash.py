@@ -1,4 +1,4 @@
-"""Crash safety (SPEC: "Every command is atomic: a crash leaves each message in exactly one
+"""Crash safety (docs/COMMANDS.md: "Every command is atomic: a crash leaves each message in exactly one
 of its states"), with --appendonly yes --appendfsync always.
 
 Producer threads push unique messages (a message counts as pushed only once the server

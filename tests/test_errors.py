@@ -1,5 +1,5 @@
 """Errors: shapes, WRONGTYPE, "a command that errors changes nothing", bad queue names,
-arity, and a fuzz-ish barrage of malformed calls (SPEC: Commands preamble, Keys)."""
+arity, and a fuzz-ish barrage of malformed calls (docs/COMMANDS.md: Commands preamble, Keys)."""
 
 import random
 import socket
@@ -292,7 +292,7 @@ def test_no_arguments_is_arity_error(r, cmd):
     ("RMQ.ROUTE", "t", "8", "a", "b"),
 ])
 def test_wrong_argument_count(r, args):
-    # SPEC-AMBIGUOUS: a missing trailing value could also be reported as a syntax error;
+    # the contract-AMBIGUOUS: a missing trailing value could also be reported as a syntax error;
     # we only require an error that changes nothing.
     expect_error_unchanged(r, *args)
 

@@ -1,5 +1,5 @@
 """rmq-gateway driven by real clients (boto3, which checks the MD5s SQS returns): every
-action of GATEWAY.md, the stored keys behind them, receipt handles, FIFO, interop with
+action of docs/gateway.md, the stored keys behind them, receipt handles, FIFO, interop with
 RMQ.PUSH, restarts and a second gateway."""
 
 import hashlib

@@ -1,4 +1,4 @@
-"""rmq-gateway's access rules: SigV4 with a credentials file (every refusal GATEWAY.md lists),
+"""rmq-gateway's access rules: SigV4 with a credentials file (every refusal docs/gateway.md lists),
 Redis users behind access keys, presigned URLs, the start refusal rules and the AWS CLI."""
 
 import datetime

@@ -121,7 +121,7 @@ def test_readme_example_is_the_app(worker):
     src = (TESTS / "gateway_celery_support.py").read_text().split("\n")
     begin, end = src.index("# README:celery begin"), src.index("# README:celery end")
     snippet = "\n".join(src[begin + 1:end]) + "\n"
-    assert snippet in (REPO / "README.md").read_text(), "README.md's Celery example is not the tested app"
+    assert snippet in (REPO / "docs" / "gateway.md").read_text(), "docs/gateway.md's Celery example is not the tested app"
 
 
 def test_200_tasks_each_run_exactly_once(r, gw, worker):

@@ -1,4 +1,4 @@
-"""Groups (SPEC: Model, PUSH ... GROUP, POP, NACK, REPLAY, PENDING, INFO rmq group_waits):
+"""Groups (docs/COMMANDS.md: Model, PUSH ... GROUP, POP, NACK, REPLAY, PENDING, INFO rmq group_waits):
 at most one delivery of a group in flight, the group's other messages held back until it
 ends, consumed in the queue's order; the latest push sets a content's group."""
 
@@ -327,7 +327,7 @@ def _fill_group(r, q, group, n, prefix, batch=5000):
 
 def test_pop_past_a_group_just_turned_busy_does_not_grow_with_its_backlog(r):
     """The issue's shape (#21): a group's backlog while it is idle, one POP makes it busy,
-    then a message of another group: POP COUNT 10 answers it at once. SPEC v3 holds a
+    then a message of another group: POP COUNT 10 answers it at once. the v3 contract holds a
     group's later messages back from their push on, so the POP moves nothing; its server
     time is that of the same POP over a small backlog (before the fix it parked the whole
     backlog, 0.58 s for 200k)."""
@@ -347,7 +347,7 @@ def test_pop_past_a_group_just_turned_busy_does_not_grow_with_its_backlog(r):
 
 
 def test_a_push_that_beats_the_groups_head_swaps_them(r):
-    """SPEC v3: the group's first waiting message is in `Q`, the later ones behind it."""
+    """the v3 contract: the group's first waiting message is in `Q`, the later ones behind it."""
     gpush(r, "q", "PRIORITY", 5, "g", "a", "b")
     gpush(r, "q", "PRIORITY", 9, "g", "c")
     assert zs(r, "q") == {b"c": 9.0} and zs(r, "park{q}") == {b"a": 5.0, b"b": 5.0}
@@ -359,7 +359,7 @@ def test_a_push_that_beats_the_groups_head_swaps_them(r):
 
 
 def _v2_backlog(r, q, group, n):
-    """A busy group's backlog in `Q` as SPEC v2's module left it (all in `Q` while the
+    """A busy group's backlog in `Q` as the v2 contract's module left it (all in `Q` while the
     group was idle, then one delivery taken): written by hand, as a load would bring it."""
     r.zadd(q, {f"v{i}": 1000 + i for i in range(n)})
     fields = {f"wv{i}": f"0::{group}" for i in range(n)}
@@ -428,7 +428,7 @@ def test_an_earlier_versions_group_head_record_is_tolerated(r):
     assert r.keys("*q*") == []
 
 
-# Which groups are busy lives in memory (SPEC v3), filled from the in-flight records the
+# Which groups are busy lives in memory (the v3 contract), filled from the in-flight records the
 # first time a queue's groups are looked at. Every way a queue's keys can change without
 # the module must make it read them again: here the module has looked at q and knows g
 # free (c of group g waits), then q's keys are replaced by ones where g is busy.

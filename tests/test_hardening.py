@@ -175,7 +175,7 @@ def test_a_lost_kind_is_inferred(r, lost):
 
 @pytest.mark.parametrize("policy", [False, True])
 def test_a_kind_left_behind_by_deleted_keys_gives_way(r, policy):
-    """SPEC: the kind lasts until store, prepare and dead are all empty; a store deleted by
+    """the contract: the kind lasts until store, prepare and dead are all empty; a store deleted by
     hand leaves meta{Q} behind, and the next push of another kind must not be refused."""
     if policy:
         r.execute_command("RMQ.POLICY", "k", "SET", "retries", 5)

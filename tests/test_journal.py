@@ -1,4 +1,4 @@
-"""The journal (SPEC v5): `RMQ.POLICY Q SET journal n` keeps the last n events of Q in the
+"""The journal (the v5 contract): `RMQ.POLICY Q SET journal n` keeps the last n events of Q in the
 Stream `journal{Q}`, one entry per event and message (event, message[, sha1], deliveries,
 by[, id][, due | priority]); RMQ.TRACE Q message [COUNT n] reads one message's events,
 newest first.

@@ -1,5 +1,5 @@
 """Model and Keys: key names and types, hash tags, no leftover keys, key specs of the
-commands, RMQ.INFO / RMQ.PENDING shapes, and the INFO rmq counters (SPEC: Model, Keys,
+commands, RMQ.INFO / RMQ.PENDING shapes, and the INFO rmq counters (docs/COMMANDS.md: Model, Keys,
 Observability)."""
 
 import time
@@ -380,7 +380,7 @@ def test_info_rmq_counters_scenario(r):
     popped, swept, _ = pop_expire_sweep(r, "q", lease=1, wait_ms=3)    # popped 4, expired 1
     assert popped == [(b"c", 1)] and swept == 1
     after = info_rmq(r)
-    # SPEC-AMBIGUOUS: we count NACK ... DEAD as a nack (it fails a delivery) and as a move
+    # the contract-AMBIGUOUS: we count NACK ... DEAD as a nack (it fails a delivery) and as a move
     # to dead; a NACK of a message not in flight counts nowhere.
     expected = {"pushed": 3, "merged": 1, "popped": 4, "acked": 1, "nacked": 2, "expired": 1,
                 "dead": 1, "replayed": 1, "cancelled": 1}
@@ -389,7 +389,7 @@ def test_info_rmq_counters_scenario(r):
 
 
 def test_info_rmq_counters_copies_and_batch(r):
-    # SPEC-AMBIGUOUS: a duplicate inside one batch merges into the copy the same batch just
+    # the contract-AMBIGUOUS: a duplicate inside one batch merges into the copy the same batch just
     # added, so it counts as `merged`; a push of an in-flight content adds a copy (`pushed`).
     before = info_rmq(r)
     push(r, "q", "PRIORITY", 1, "a", "a", "b")     # pushed 2, merged 1

@@ -10,7 +10,7 @@ independent of the churn's size: the key-name cache (`storage::keys`, at most 4,
 derived names and headers, about 3 MB when full) and allocator rounding. On the build
 before the tables shrank, the same churn left about 7 MB over the start.
 
-Per-queue counters (RMQ.INFO) outlive their queues by SPEC, for up to `stats-queues`
+Per-queue counters (RMQ.INFO) outlive their queues by the contract, for up to `stats-queues`
 queues (default 100,000): that memory stays by design, so it is made small (about 120
 bytes a queue, at most PER_COUNTED here with the slab's room to grow), and it goes when
 `stats-queues` is lowered. On the build before, 80,000 counted queues held about 28 MB."""

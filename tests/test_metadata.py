@@ -1,6 +1,6 @@
 """Command metadata (COMMAND DOCS / INFO / GETKEYS, arity enforced by Redis), the
 maxmemory-policy eviction warning (server log and INFO rmq_eviction_risk) and the INFO rmq
-counters after a scripted scenario (SPEC: Model, Observability)."""
+counters after a scripted scenario (docs/COMMANDS.md: Model, Observability)."""
 
 import time
 
@@ -12,7 +12,8 @@ from ops_support import BlockedPop, log_wait, pairs, tree, wait_blocked
 
 # name -> (arity, flags that must be present, flags that must be absent)
 COMMANDS = {
-    "rmq.push": (-5, {"write", "denyoom"}, {"readonly"}),
+    # -2: a push without a mode reaches the module, whose error names the modes (v5)
+    "rmq.push": (-2, {"write", "denyoom"}, {"readonly"}),
     "rmq.pop": (-2, {"write"}, {"readonly"}),
     "rmq.ack": (-3, {"write", "fast"}, {"readonly"}),
     "rmq.nack": (-3, {"write", "fast"}, {"readonly"}),
@@ -38,7 +39,7 @@ KEYLESS = {"rmq.route", "rmq.tpop", "rmq.queues"}
 
 # name -> argument names, in order (top level; PUSH's mode is a oneof)
 ARGUMENTS = {
-    "rmq.push": ["queue", "mode", "group", "prefix", "dedup", "message"],
+    "rmq.push": ["queue", "mode", "group", "prefix", "dedup", "messages", "message"],
     "rmq.pop": ["queue", "count", "ms", "timeout-ms", "ids"],
     "rmq.ack": ["queue", "message"],
     "rmq.nack": ["queue", "message", "ms", "dead"],
@@ -129,7 +130,8 @@ def test_command_docs_argument_details(server):
     assert push[4]["type"] == "block" and push[4]["flags"] == ["optional"]
     assert [(a.get("token"), a["type"], a.get("flags")) for a in push[4]["arguments"]] == \
         [("DEDUP", "string", None), (None, "integer", None), ("NOTE", "string", ["optional"])]
-    assert push[5]["flags"] == ["multiple"]
+    assert (push[5]["token"], push[5]["type"], push[5]["flags"]) == ("MESSAGES", "pure-token", ["optional"])
+    assert push[6]["flags"] == ["multiple"]
     redrive = _docs(c, "rmq.redrive")["arguments"][1]
     assert [(a["token"], a["type"], a.get("flags")) for a in redrive["arguments"]] == \
         [("CLAIM", "block", None), ("DONE", "string", ["multiple"])]
@@ -142,7 +144,8 @@ def test_command_docs_argument_details(server):
     assert [(a["token"], a["type"]) for a in sched["arguments"]] == \
         [("SET", "block"), ("DEL", "string"), ("LIST", "pure-token")]
     set_ = sched["arguments"][0]["arguments"]
-    assert [a["name"] for a in set_] == ["name", "timing", "unix-ms", "unix-ms", "n", "mode", "group", "message"]
+    assert [a["name"] for a in set_] == ["name", "timing", "unix-ms", "unix-ms", "n", "mode", "group", "messages",
+                                     "message"]
     assert [(a.get("token"), a["type"]) for a in set_[1]["arguments"]] == [("EVERY", "integer"), (None, "block")]
     popa = _docs(c, "rmq.pop")["arguments"]
     assert [(a.get("token"), a.get("flags")) for a in popa[1:]] == \

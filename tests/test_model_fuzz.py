@@ -2,7 +2,7 @@
 sequences of every command against live servers on the test clock (`test-clock 1`), with
 restarts (DEBUG RELOAD, SIGTERM, kill -9, RDB only), replica promotions and slot moves
 injected; every reply and, after every step, every key and the INFO rmq counters agree
-with the model of SPEC.md.
+with the model of docs/COMMANDS.md.
 
 Environment:
   RMQ_FUZZ_SEED     the seed (default: a random one, printed; a failure prints it and the
@@ -70,12 +70,12 @@ def test_model_fuzz_slot_moves():
 
 # ---------------------------------------------------------------------------------------
 # What the fuzzer found, as minimal reproductions: module bugs (fixed; each test failed
-# before its fix), and SPEC v3's held-back layout the model checks (a group's later
+# before its fix), and the v3 contract's held-back layout the model checks (a group's later
 # messages wait outside Q behind its first).
 # ---------------------------------------------------------------------------------------
 
 def test_tpop_round_robin_after_a_queue_runs_dry(r):
-    """SPEC (TPOP): messages are taken round-robin, one from each queue with something
+    """the contract (TPOP): messages are taken round-robin, one from each queue with something
     deliverable in turn. t_0 has one message, t_1 and t_2 three each: COUNT 5 is one turn
     of three and a second turn of two, so t_1 and t_2 give two each. Before its fix the module gave
     t_1 three and t_2 one (after the first turn it shares what is left out by position,
@@ -91,7 +91,7 @@ def test_tpop_round_robin_after_a_queue_runs_dry(r):
 
 
 def test_dead_again_without_group_forgets_old_group(r):
-    """SPEC: a content's group is the one given by its latest push, and a replayed message
+    """the contract: a content's group is the one given by its latest push, and a replayed message
     keeps the group it had. `a` dies in group g; pushed again without a group it dies
     again: dead{q} holds the one entry of its latest death, in no group, so REPLAY gives
     a message in no group. Before its fix the module kept the dead metadata of the first death (it
@@ -120,7 +120,7 @@ def _watch_holds(server, r, setup, cmd, q="q"):
 
 
 def test_push_merging_into_a_parked_copy_unchanged_leaves_keys_untouched(server, r):
-    """SPEC: a command that changes nothing leaves its keys untouched for WATCH. `d` waits
+    """the contract: a command that changes nothing leaves its keys untouched for WATCH. `d` waits
     in group g (held back: a's delivery of g is in flight) with priority 1; pushing it again
     with priority 1 and group g changes nothing, and WATCH must hold (before its fix the module unparked and
     parked it again)."""
@@ -130,7 +130,7 @@ def test_push_merging_into_a_parked_copy_unchanged_leaves_keys_untouched(server,
 
 
 def test_push_merging_into_a_held_copy_unchanged_leaves_keys_untouched(server, r):
-    """SPEC: a command that changes nothing leaves its keys untouched for WATCH. `e` is held
+    """the contract: a command that changes nothing leaves its keys untouched for WATCH. `e` is held
     back by its retry delay (backoff) with priority 2 in group g; pushing it again with
     priority 2 and group g changes nothing. Before its fix the module took it out of
     hold{q} and put it back, and wrote its record again (found by `make soak`, seed
@@ -144,7 +144,7 @@ def test_push_merging_into_a_held_copy_unchanged_leaves_keys_untouched(server, r
 
 
 def test_policy_set_of_the_same_values_leaves_keys_untouched(server, r):
-    """SPEC: a command that changes nothing leaves its keys untouched for WATCH; setting a
+    """the contract: a command that changes nothing leaves its keys untouched for WATCH; setting a
     queue's policy to the values it has changes nothing, and WATCH must hold (before its fix meta{q} was written
     again)."""
     assert _watch_holds(server, r, [("RMQ.POLICY", "q", "SET", "retries", 2)],
@@ -166,7 +166,7 @@ def three_primaries():
 
 
 def test_tpop_serves_a_slot_just_imported(three_primaries):
-    """SPEC (TPOP): under Redis Cluster, TPOP takes from the topic's queues in the hash
+    """the contract (TPOP): under Redis Cluster, TPOP takes from the topic's queues in the hash
     slots this node serves. After mt_0's slot has moved to node B, TPOP on B must see
     mt_0's message. Before its fix the module kept the served slots it last read from CLUSTER NODES and
     read them again for a slot it did not show only 100 ms later -- by the module clock:
@@ -186,7 +186,7 @@ def test_tpop_serves_a_slot_just_imported(three_primaries):
 
 
 def test_tpop_counts_rate_limited_only_when_short(r):
-    """SPEC (Observability): rate_limited counts POPs and TPOPs that delivered fewer than
+    """the contract (Observability): rate_limited counts POPs and TPOPs that delivered fewer than
     asked because of a rate limit. t_0's bucket is empty; a TPOP of one message that t_1
     gives in full delivered what it asked for, and is not counted (before its fix it was: the TPOP looked at
     t_0 first and found its rate limit)."""
@@ -202,9 +202,9 @@ def test_tpop_counts_rate_limited_only_when_short(r):
 
 
 def test_idle_group_messages_wait_behind_its_first(r):
-    """SPEC v3 (Keys): a group's later messages may be held back outside `Q` from their push
+    """the v3 contract (Keys): a group's later messages may be held back outside `Q` from their push
     on, behind the group's first waiting message. (Found by the model fuzzer as a deviation
-    from SPEC v2, which v3 now allows: the model checks that only such messages are outside
+    from the v2 contract, which v3 now allows: the model checks that only such messages are outside
     `Q`.) After a's delivery is acked, b heads group g in `Q` and c waits behind it."""
     r.execute_command("RMQ.PUSH", "q", "DELAY", 0, "GROUP", "g", "a", "b", "c")
     assert r.zrange("q", 0, -1) == [b"a"], "held back from the push on"

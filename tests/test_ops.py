@@ -1,4 +1,4 @@
-"""RMQ.EXTEND, RMQ.CANCEL, RMQ.REPLAY, RMQ.INFO and RMQ.PENDING (SPEC: Commands), sentence
+"""RMQ.EXTEND, RMQ.CANCEL, RMQ.REPLAY, RMQ.INFO and RMQ.PENDING (docs/COMMANDS.md: Commands), sentence
 by sentence: replies (RESP2 and RESP3), key contents and scores, errors (wrong arity, bad
 values, braces in the queue name, WRONGTYPE) and that a command that errors changes
 nothing."""
@@ -300,7 +300,7 @@ def test_replay_merges_range_keeps_waiting_due_time(r):
 
 
 def test_replay_merges_fixed_keeps_waiting_due_time(r):
-    """SPEC REPLAY: a content already waiting merges into the waiting copy, which keeps its
+    """the contract REPLAY: a content already waiting merges into the waiting copy, which keeps its
     score (it is the newer): a replayed order time-out must not fire early."""
     push(r, "q", "DELAY", 0, "a")
     pop(r, "q")
@@ -461,7 +461,7 @@ def test_info_counts_waiting_copy_of_in_flight_content(r):
     pop(r, "q", "LEASE", 60000)
     push(r, "q", "DELAY", 0, "a")
     info = rmq_info(r, "q")
-    # SPEC: ready = waiting and due now; the copy is both (though POP skips it for now)
+    # the contract: ready = waiting and due now; the copy is both (though POP skips it for now)
     assert info["waiting"] == 1 and info["ready"] == 1 and info["inflight"] == 1
 
 

@@ -1,4 +1,4 @@
-"""RMQ.POLICY Q SET paused 1|0 (SPEC: RMQ.POLICY, RMQ.INFO): while paused, POP and TPOP
+"""RMQ.POLICY Q SET paused 1|0 (docs/COMMANDS.md: RMQ.POLICY, RMQ.INFO): while paused, POP and TPOP
 deliver nothing from the queue (BLOCK waits and is woken on resume); everything else works as
 usual; GET and INFO show it; it replicates and holds on a promoted replica."""
 

@@ -1,4 +1,4 @@
-"""Persistence (SPEC: Replication, persistence, cluster).
+"""Persistence (docs/COMMANDS.md: Replication, persistence, cluster).
 
 A seeded random workload of every command (short leases rolled back by the server timer
 during it), then a restart on the same dir restores exactly the state before it -- keys,

@@ -1,4 +1,4 @@
-"""RMQ.POLICY (SPEC: RMQ.POLICY, NACK, SWEEP, POP, INFO): a queue's own settings, kept while
+"""RMQ.POLICY (docs/COMMANDS.md: RMQ.POLICY, NACK, SWEEP, POP, INFO): a queue's own settings, kept while
 the queue is empty, replicated; retry backoff on fixed, range and priority queues (by NACK
 and by expiry), priority holds, rate limits with blocked consumers."""
 

@@ -1,4 +1,4 @@
-"""RMQ.POP: order, due-ness, COUNT, LEASE, BLOCK, never twice in flight (SPEC: RMQ.POP, Model)."""
+"""RMQ.POP: order, due-ness, COUNT, LEASE, BLOCK, never twice in flight (docs/COMMANDS.md: RMQ.POP, Model)."""
 
 import time
 

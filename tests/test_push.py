@@ -1,4 +1,4 @@
-"""RMQ.PUSH: kinds, merge rules, bounds, limits, binary messages (SPEC: Model, RMQ.PUSH)."""
+"""RMQ.PUSH: kinds, merge rules, bounds, limits, binary messages (docs/COMMANDS.md: Model, RMQ.PUSH)."""
 
 import pytest
 
@@ -258,7 +258,7 @@ def test_push_of_dead_content_adds_waiting_copy_fresh_count(r):
     store, prepare, dd = state(r, "q")
     assert store == {b"m": 6.0}
     assert prepare == {}
-    # SPEC-AMBIGUOUS: SPEC says the dead message "stays there until someone replays it";
+    # the contract-AMBIGUOUS: the contract says the dead message "stays there until someone replays it";
     # we read that as: the dead copy is untouched by a new push of the same content.
     assert list(dd) == [b"m"]
     assert pop(r, "q") == [(b"m", 1)]
@@ -375,7 +375,7 @@ def test_push_syntax_errors(r):
 
 
 def test_options_are_case_insensitive(r):
-    # SPEC-AMBIGUOUS: SPEC writes options in upper case; like every Redis command we expect
+    # the contract-AMBIGUOUS: the contract writes options in upper case; like every Redis command we expect
     # them to be case-insensitive.
     assert push(r, "q", "priority", 1, "a") == 1
     assert push(r, "q2", "Range", 100, "a") == 1

@@ -1,4 +1,4 @@
-"""RMQ.PUSH's SEQUENCE and DEDUP options (SPEC v4, for rmq-gateway's FIFO queues).
+"""RMQ.PUSH's SEQUENCE and DEDUP options (the v4 contract, for rmq-gateway's FIFO queues).
 
 Replies per message, stored contents and scores, the keys `seq{Q}`, `dedup{Q}` and
 `dedupexp{Q}` with their values and expiry (read against the server's clock), windows

@@ -1,4 +1,4 @@
-"""What is a queue, and a queue deleted by hand (SPEC: RMQ.QUEUES, "Changes in v4"): a name
+"""What is a queue, and a queue deleted by hand (docs/COMMANDS.md: RMQ.QUEUES, "Changes in v4"): a name
 is listed while the module keeps something for it (any of its `{Q}`-tagged keys), not for a
 sorted set alone (an application's leaderboard), though POP and TPOP still take messages
 ZADD-written into a queue's `Q`; `DEL Q`, `UNLINK Q` or Q's expiry, with nothing in flight

@@ -1,4 +1,4 @@
-"""RMQ.INFO Q's per-queue counters and lag (SPEC: RMQ.INFO, Settings `stats-queues`): each
+"""RMQ.INFO Q's per-queue counters and lag (docs/COMMANDS.md: RMQ.INFO, Settings `stats-queues`): each
 counter counts for its queue what the INFO rmq counter of the same name counts (`died`: INFO
 rmq's `dead`), they add up to INFO rmq's, survive the queue emptying, and are kept for at most
 `stats-queues` queues; `lag_ms` is now minus the earliest due time of a ready message."""

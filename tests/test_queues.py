@@ -1,4 +1,4 @@
-"""RMQ.QUEUES [MATCH pattern] [COUNT n] [CURSOR c] (SPEC: RMQ.QUEUES): the queues this server
+"""RMQ.QUEUES [MATCH pattern] [COUNT n] [CURSOR c] (docs/COMMANDS.md: RMQ.QUEUES): the queues this server
 holds (any queue with a `{Q}`-tagged key; a sorted set alone is none: test_queue_membership.py),
 SCAN-like; every queue present for the whole iteration returned
 at least once, COUNT bounding each reply; MATCH a Redis glob; ACL-filtered; the registry kept

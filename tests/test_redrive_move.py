@@ -1,4 +1,4 @@
-"""RMQ.REDRIVE (SPEC v4, for rmq-gateway's redrive): dead messages claimed out of dead{Q}
+"""RMQ.REDRIVE (the v4 contract, for rmq-gateway's redrive): dead messages claimed out of dead{Q}
 into moving{Q} (oldest death first, with group and priority), stale claims taken again,
 claims dropped with DONE; a mover that dies between claim and push loses nothing; every
 error changes nothing; replication; RMQ.QUEUES."""

@@ -1,4 +1,4 @@
-"""Replication (SPEC: Replication, persistence, cluster).
+"""Replication (docs/COMMANDS.md: Replication, persistence, cluster).
 
 - Every state change reaches replicas as its effects: after a seeded random workload of every
   command (with timer rollbacks during it) and WAIT, a replica -- and a replica attached
@@ -124,7 +124,7 @@ def test_replica_changes_nothing_by_itself_and_promotion_rolls_back_leases(serve
         assert now_ms() < deadline, "test too slow: the short leases ran out before SIGSTOP"
         replica_before = dump(rc)
         assert_same(snap, replica_before, "primary", "replica")
-        # past the deadlines by more than the 1 s the SPEC allows a primary
+        # past the deadlines by more than the 1 s the contract allows a primary
         while now_ms() < deadline + 1300:
             time.sleep(0.05)
         assert_same(replica_before, dump(rc), "replica before", "replica after the deadlines")

@@ -1,4 +1,4 @@
-"""RMQ.ROUTE and topics (SPEC: Keys / topic paragraph, RMQ.ROUTE)."""
+"""RMQ.ROUTE and topics (docs/COMMANDS.md: Keys / topic paragraph, RMQ.ROUTE)."""
 
 import random
 import zlib

@@ -1,4 +1,4 @@
-"""RMQ.SCHEDULE (SPEC v3): repeating pushes fired by the server itself.
+"""RMQ.SCHEDULE (the v3 contract): repeating pushes fired by the server itself.
 
 EVERY and CRON firings (counts, planned times read back from LIST and the queue's scores,
 against the server clock), TIMES, END, DEL, SET replacing, every bad input (an error that

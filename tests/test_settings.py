@@ -1,4 +1,4 @@
-"""Settings: module arguments at load, CONFIG GET/SET rmq.*, invalid values (SPEC: Settings)."""
+"""Settings: module arguments at load, CONFIG GET/SET rmq.*, invalid values (docs/COMMANDS.md: Settings)."""
 
 import re
 

@@ -1,4 +1,4 @@
-"""RMQ.SWEEP and the server-side expiry timer (SPEC: RMQ.SWEEP).
+"""RMQ.SWEEP and the server-side expiry timer (docs/COMMANDS.md: RMQ.SWEEP).
 
 The module also rolls back expired leases by itself (within 100 ms normally), which would
 race a client-side SWEEP.  Tests that assert SWEEP's exact reply therefore pop, let the
@@ -128,7 +128,7 @@ def test_sweep_retries_exhausted_goes_dead(start_server):
     popped, swept, left = pop_expire_sweep(c, "q", lease=1, wait_ms=4)
     t1 = now_ms(c)
     assert popped == [(b"a", 1)]
-    # SPEC-AMBIGUOUS: SWEEP "rolls back ... exactly as a NACK without DELAY would"; an expiry
+    # the contract-AMBIGUOUS: SWEEP "rolls back ... exactly as a NACK without DELAY would"; an expiry
     # that sends the message to dead is still counted in the reply.
     assert swept == 1 and left == 0
     store, prepare, dd = state(c, "q")
@@ -223,7 +223,7 @@ def test_timer_leaves_unexpired_leases(r):
 
 
 def test_timer_large_backlog_small_steps(r):
-    # SPEC: a backlog is rolled back by the timer within 1 s of expiry, in small steps.
+    # the contract: a backlog is rolled back by the timer within 1 s of expiry, in small steps.
     # The steps' length in time is a benchmark figure (bench/bench_timers.py), not a test
     # assertion; here we check the work was split into many steps and nothing was lost.
     n = 20000

@@ -1,4 +1,4 @@
-"""The server-side expiry timer (SPEC: RMQ.SWEEP, timer paragraph; Replication, persistence;
+"""The server-side expiry timer (docs/COMMANDS.md: RMQ.SWEEP, timer paragraph; Replication, persistence;
 Observability).
 
 On a primary the module rolls back every expired lease of every queue by itself, with no

@@ -1,4 +1,4 @@
-"""RMQ.TPOP (SPEC: RMQ.TPOP): a whole topic consumed with one call per server, round-robin
+"""RMQ.TPOP (docs/COMMANDS.md: RMQ.TPOP): a whole topic consumed with one call per server, round-robin
 within and across calls, each queue's rules applied, blocking woken by every source, first
 come first served with POP waiters, key permissions checked by the module, and the index of
 non-empty queues rebuilt after restarts, SWAPDB, FLUSH and keys that arrive."""

@@ -1,4 +1,4 @@
-"""RMQ.TPOP and RMQ.ROUTE, SPEC v3: QUANTUM (messages per queue per turn), queues written by
+"""RMQ.TPOP and RMQ.ROUTE, the v3 contract: QUANTUM (messages per queue per turn), queues written by
 other commands seen by TPOP (after a load too, and waking blocked TPOPs), a blocked TPOP
 that costs nothing per empty slot (blocked by the module, not on every queue key), and
 ROUTE / TPOP refusing a topic whose slots would not be valid queue names."""

@@ -16,7 +16,7 @@ redis-server on a free 127.0.0.1 port (under `valgrind --tool=callgrind` with
              copy rolled back keeps its delivery count there), ZADD prepare, HSET meta
              f<m> (the in-flight record with the priority a rollback restores); the ack:
              ZREM prepare, HDEL meta f<m>.
-  layout     RMQ's layout (SPEC v3: a group's later messages are held back from their push
+  layout     RMQ's layout (the v3 contract: a group's later messages are held back from their push
              on, in park{Q} scored in the queue's order, indexed by group in parkidx{Q};
              only each group's head is in Q; each waiting message's group in its w<m>
              record): the ungrouped work, plus at the pop the heads' records read (HMGET
@@ -25,13 +25,13 @@ redis-server on a free 127.0.0.1 port (under `valgrind --tool=callgrind` with
              message found (ZRANGEBYSCORE parkidx h h LIMIT 0 1 on the group's hash), its
              group checked (HMGET w<m>: groups may share the hash) and its score read
              (ZMSCORE park), then moved back (ZREM park, ZADD Q).
-  ideal      the least any layout can do that keeps SPEC's keys: held-back messages in a
+  ideal      the least any layout can do that keeps the contract's keys: held-back messages in a
              list per group (`hb{Q}:<group>`, each entry `score:message`, in order: one
              LPOP both finds and removes a group's next), and one record per message
              (r<m>, its group; the pop overwrites it with the in-flight record instead of
              deleting one and writing another); the ungrouped work, plus at the pop the
              heads' records read (HMGET r<m>: their groups); at the ack, per group, LPOP
-             hb{Q}:<group> and ZADD Q. It leaves out what SPEC needs besides (INFO's
+             hb{Q}:<group> and ZADD Q. It leaves out what the contract needs besides (INFO's
              `ready` and `next_due` over held-back timed messages without a scan, the busy
              state), so it is below any real layout.
   ideal+set  `ideal`, with the held-back messages also in one sorted set scored in the

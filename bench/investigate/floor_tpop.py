@@ -19,7 +19,7 @@ a flight record) and of its ack (remove both), as the drains do it:
 
 (ZPOPMAX would reply each score, formatted as a double: more than the rest of a message's
 work, and nothing the module does. The members taken are read first, not counted.) The
-reply the SPEC asks for is added from the module's own callgrind figures (--entry-pop,
+reply the contract asks for is added from the module's own callgrind figures (--entry-pop,
 --entry-tpop: RM_ReplyWithArray 227, RM_ReplyWithString 437, RM_ReplyWithLongLong 151 an
 entry; TPOP's entry has the queue's name too).
 

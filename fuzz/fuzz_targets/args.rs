@@ -1,6 +1,6 @@
 //! Command argument parsing (src/cmd/args.rs, src/cmd/schedule_args.rs) and strict integers (core::num) on argument
 //! vectors of arbitrary bytes: no parser panics; whatever one accepts is within the
-//! SPEC's bounds, and printed back in canonical form it parses to the same thing; every
+//! the contract's bounds, and printed back in canonical form it parses to the same thing; every
 //! error has its reply text; `parse_int` agrees with the standard parser.
 #![no_main]
 

@@ -1,7 +1,7 @@
 //! The queue rules (core::rules) over the in-memory store, driven by arbitrary sequences
 //! of every operation (push in each mode with or without a group, pop, ack, nack with a
 //! delay or to dead, extend, cancel, sweep, replay, the timer releasing holds, settings
-//! changing, the clock moving or set back) with numbers up to the SPEC's bounds (2^53 ms,
+//! changing, the clock moving or set back) with numbers up to the contract's bounds (2^53 ms,
 //! |priority| <= 2^53, counts up to usize::MAX), each step checked by the shared model
 //! (`core::model`, also behind the unit test `model_random_operations_keep_invariants`).
 #![no_main]

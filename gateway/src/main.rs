@@ -1,5 +1,5 @@
 //! rmq-gateway: the Amazon SQS API (AWS JSON 1.0) over RMQ queues. The contract is
-//! GATEWAY.md; the differences from SQS are listed in the README.
+//! docs/gateway.md; the differences from SQS are listed in the README.
 
 mod actions;
 mod metrics;

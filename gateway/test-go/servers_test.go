@@ -161,7 +161,7 @@ func env(name, otherwise string) string {
 	return otherwise
 }
 
-// readmeHas: whether README.md holds the lines between "// README:<tag> begin" and
+// readmeHas: whether docs/gateway.md holds the lines between "// README:<tag> begin" and
 // "// README:<tag> end" in source, one tab of indentation less.
 func readmeHas(t *testing.T, tag, source string) bool {
 	t.Helper()
@@ -186,7 +186,7 @@ func readmeHas(t *testing.T, tag, source string) bool {
 	if len(want) == 0 {
 		t.Fatalf("no README:%s markers in %s", tag, source)
 	}
-	readme, err := os.ReadFile(filepath.Join(repo, "README.md"))
+	readme, err := os.ReadFile(filepath.Join(repo, "docs", "gateway.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

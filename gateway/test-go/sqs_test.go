@@ -101,7 +101,7 @@ func TestReadmeExample(t *testing.T) {
 		t.Fatalf("not deleted: %v", a)
 	}
 	if !readmeHas(t, "go", "sqs_test.go") {
-		t.Fatal("README.md's Go example is not the one tested here")
+		t.Fatal("docs/gateway.md's Go example is not the one tested here")
 	}
 }
 

@@ -186,7 +186,7 @@ fn every_token_of_every_command() {
                     assert!(named, "{name} {tok} {v:?}: {m}");
                 }
                 // Given twice: the last one counts (PUSH's GROUP has its place fixed by the
-                // SPEC: after it, another GROUP is a message).
+                // the contract: after it, another GROUP is a message).
                 if name == "rmq.push" || matches!(ty, Ty::Token) {
                     continue;
                 }

@@ -195,7 +195,7 @@ pub fn index_member(kind: Kind, score: f64, m: &[u8], buf: &mut Vec<u8>) {
     buf.extend_from_slice(m);
 }
 
-/// The index score of a group's pinned head (SPEC v5: a rolled-back grouped message heads
+/// The index score of a group's pinned head (the v5 contract: a rolled-back grouped message heads
 /// its group again, whatever its score), which no message's score is: timed scores are
 /// Unix ms times and priorities bounded integers.
 pub const PINNED: f64 = f64::NEG_INFINITY;

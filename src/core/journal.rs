@@ -1,4 +1,4 @@
-//! The journal (SPEC v5): what happened to each message, one entry per event and message,
+//! The journal (the v5 contract): what happened to each message, one entry per event and message,
 //! kept by a queue whose policy sets `journal n` (in the Stream `journal{Q}`, written by
 //! `storage::journal_stream`). Here, pure: which entry (`journal_entry::Note`) an operation
 //! produces, made by the rules at each event through `Store::note`, only while the queue

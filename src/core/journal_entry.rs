@@ -1,4 +1,4 @@
-//! A journal entry (SPEC v5): what one event of one message says (`Note`: made by the
+//! A journal entry (the v5 contract): what one event of one message says (`Note`: made by the
 //! rules through `core::journal`), and the entry's fields and values (`fields`): the
 //! message cut to its first `MESSAGE_BYTES` bytes with the SHA-1 of the whole when longer,
 //! the delivery count after the event, who (`by`), the delivery's name and where a waiting

@@ -1,17 +1,17 @@
 //! The model of the queue rules shared by the model test (`rules_tests`) and the fuzz
 //! target `rules` (fuzz/): operations applied to a `MemStore`, each checked against what
-//! the SPEC promises, computed by brute force from the store before and after it.
+//! the contract promises, computed by brute force from the store before and after it.
 //!
 //! Checked after every step: metadata is consistent; a content has at most one waiting
 //! copy (in `Store`, `Park` or `Hold`) and one delivery in flight; a group has at most one
 //! delivery in flight and a free group's parked messages wait behind a deliverable one
-//! in `Store` (SPEC v3); every copy of a
+//! in `Store` (the v3 contract); every copy of a
 //! content moves only as the operation allows (nothing appears, is lost or duplicated:
 //! each followed content is waiting, in flight or dead, or was acked, cancelled or merged
 //! into a copy of itself); pops take what the brute-force reference says; `has_deliverable`,
 //! `info`, `next_due_after`, `next_work` and `pending` agree with the store.
 //!
-//! Order through retries (SPEC v5) is followed here, not read from the store: a grouped
+//! Order through retries (the v5 contract) is followed here, not read from the store: a grouped
 //! message whose delivery is rolled back back into its group is its group's *pinned*
 //! message (`Model::pins`) until it is next delivered, cancelled or dead, or leaves the
 //! group; while it is, the reference pop takes nothing else of the group.
@@ -106,7 +106,7 @@ fn better(kind: Kind, a: f64, b: f64) -> bool {
     }
 }
 
-/// What a pop must take, computed from the SPEC by brute force: every waiting copy that is
+/// What a pop must take, computed from the contract by brute force: every waiting copy that is
 /// deliverable (content and group not in flight, due, not held), best first, at most one
 /// per group, up to `count`, and of a group with a pinned message (`pins`: group →
 /// message) that one only. Returns the scores (ties make the messages unspecified).
@@ -366,7 +366,7 @@ impl Model {
         self.check()
     }
 
-    /// Notes the pins `op` made or ended (SPEC v5): a rollback that leaves a grouped
+    /// Notes the pins `op` made or ended (the v5 contract): a rollback that leaves a grouped
     /// delivery's message waiting in the delivery's group pins it there; a pin ends when its
     /// message is delivered again (its group is busy then), cancelled or dead, or a push
     /// moves it to another group (or none).
@@ -390,7 +390,7 @@ impl Model {
         }
     }
 
-    /// The error a push must answer, if any (checked in the order of the SPEC).
+    /// The error a push must answer, if any (checked in the order of the contract).
     fn push_error(&self, s: &MemStore, mode: PushMode, msgs: &[Vec<u8>]) -> Option<RmqError> {
         if let Some(holds) = s.kind.or_else(|| kind_of(s)) {
             let inferred_timed = s.kind.is_none() && holds.is_timed() && mode.kind().is_timed();
@@ -487,7 +487,7 @@ impl Model {
         busy.sort();
         ensure!(busy == in_flight_groups, "busy groups are exactly those in flight");
         let kind = s.kind.unwrap_or(Kind::Fixed);
-        // SPEC v3: a group's later messages wait behind its first. A free group's parked
+        // the v3 contract: a group's later messages wait behind its first. A free group's parked
         // messages all come after a deliverable one of the group in `Store` (its head).
         let deliverable_in = |set, g: &Vec<u8>| -> Vec<f64> {
             let mine = s.members(set).into_iter().filter(|(m, _)| s.waiting(m).group.as_ref() == Some(g));
@@ -498,7 +498,7 @@ impl Model {
                 continue;
             }
             if self.pins.contains_key(g) {
-                // SPEC v5: its pinned message goes first, whatever its score (the reference
+                // the v5 contract: its pinned message goes first, whatever its score (the reference
                 // pop checks that nothing else of the group is taken).
                 continue;
             }

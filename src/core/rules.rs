@@ -2,7 +2,7 @@
 //! pop order, the never-twice-in-flight rules (per content and per group), ack, rollback
 //! with retries, backoff and dead letters, lease changes, replay and the read-only views.
 //!
-//! Groups without a scan (SPEC v3): a group's later messages are *parked* (`Set::Park`,
+//! Groups without a scan (the v3 contract): a group's later messages are *parked* (`Set::Park`,
 //! indexed by group) from their push on, behind its *head*, its first deliverable waiting
 //! message, the only one kept in `Store` (indexed with them, so the group's first indexed
 //! message is its head when it is in `Store`: no record per group); while the group has a
@@ -15,7 +15,7 @@
 //! stays in `Store` without heading its group, and pops skip it; there are at most as many
 //! as deliveries in flight.
 //!
-//! Order through retries (SPEC v5): a grouped message whose delivery is rolled back becomes
+//! Order through retries (the v5 contract): a grouped message whose delivery is rolled back becomes
 //! its group's head again, *pinned*: indexed under `codec::PINNED`, before any other key,
 //! so it stays first whatever its score (its due time after a retry delay, or a push that
 //! comes first), and a held one (`Hold`, priority) heads its group from there, nothing of
@@ -91,7 +91,7 @@ fn before(kind: Kind, a: &[u8], sa: f64, b: &[u8], sb: f64) -> bool {
     (codec::order_key(kind, sa), a) < (codec::order_key(kind, sb), b)
 }
 
-/// Puts a waiting message where it belongs (SPEC v3: a group's later messages are held
+/// Puts a waiting message where it belongs (the v3 contract: a group's later messages are held
 /// back behind its first, so `Q` holds at most one deliverable message per group): parked
 /// while its group is busy or its first indexed message (its head, or a parked one about
 /// to go back) comes first; else in `Store` as the group's head, the old head parked
@@ -124,7 +124,7 @@ fn park_head<S: Store>(s: &mut S, first: Option<Indexed<S::M>>, g: &[u8]) {
     }
 }
 
-/// SPEC v5: a grouped message whose delivery was rolled back waits as its group's pinned
+/// the v5 contract: a grouped message whose delivery was rolled back waits as its group's pinned
 /// head until it is acked, cancelled or dead: nothing of its group goes before it, not
 /// even a message pushed later that comes first. Held back by a retry delay till `until`
 /// (priority: in `Hold`), the whole group waits. Parked while the group is still busy (a
@@ -235,7 +235,7 @@ pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, group: 
     let kind = mode.kind();
     let stored = s.kind();
     // Metadata outlives a completely empty queue only when its keys were deleted by hand
-    // around `meta{Q}`. SPEC ends the kind there: once the batch is valid, it is cleared as
+    // around `meta{Q}`. the contract ends the kind there: once the batch is valid, it is cleared as
     // `tidy` would have (the policy stays) and this push sets the kind anew.
     let mut stale = false;
     if let Some(holds) = stored.or_else(|| kind_of(s)) {
@@ -496,7 +496,7 @@ pub fn pop_into<S: Store>(
     // in `Store` without heading it (a copy whose content was in flight, or older data),
     // and then the group's head, if it has one in `Store`, waits behind this delivery,
     // parked. (Before the parking below: till then a group's head is its first indexed.)
-    // But a group whose pinned head waits (SPEC v5) delivers nothing else: such a copy is
+    // But a group whose pinned head waits (the v5 contract) delivers nothing else: such a copy is
     // not taken but parked behind it, and what its pick made this pop pass over stays.
     let (mut i, mut again) = (0, false);
     while i < picked.len() {

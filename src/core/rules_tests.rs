@@ -358,7 +358,7 @@ fn every_way_a_delivery_ends_frees_its_group() {
         assert!(pop(&mut s, 10, 1, 500).got.is_empty(), "{how}: b held back");
         end(&mut s);
         assert!(s.meta_consistent(), "{how}");
-        // Rolled back, a goes again first (SPEC v5), after its retry delay.
+        // Rolled back, a goes again first (the v5 contract), after its retry delay.
         let (at, first) = match how {
             "nack" => (1050, Some((m("a"), 2))),
             "expiry" => (600, Some((m("a"), 2))),
@@ -726,7 +726,7 @@ fn has_deliverable_looks_at_the_group_of_an_ended_hold() {
     grouped(&mut s, 0, PushMode::Priority(5), "g", &["x"]);
     assert_eq!(pop(&mut s, 0, 1, 1000).got, vec![(m("x"), 1)]);
     assert_eq!(nack(&mut s, 0, &lim(), &m("x"), Some(50), false), Some(Rollback::Requeued));
-    // SPEC v5: a message of g pushed while x is held waits behind x (the whole group waits).
+    // the v5 contract: a message of g pushed while x is held waits behind x (the whole group waits).
     grouped(&mut s, 0, PushMode::Priority(1), "g", &["y"]);
     assert!(!has_deliverable(&s, 10), "x's group waits for x: a pop would take nothing");
     assert!(pop(&mut s, 10, 1, 1000).got.is_empty());
@@ -778,7 +778,7 @@ fn drain(s: &mut MemStore, now: i64) -> Vec<String> {
 
 #[test]
 fn a_rolled_back_grouped_message_goes_again_before_its_groups_later_ones() {
-    // SPEC v5, for every kind and every rollback: NACK, NACK DELAY 0, a lease run out.
+    // the v5 contract, for every kind and every rollback: NACK, NACK DELAY 0, a lease run out.
     for kind in [Kind::Fixed, Kind::Range, Kind::Priority] {
         for how in 0..3 {
             let mut s = MemStore::default();

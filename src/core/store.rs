@@ -71,7 +71,7 @@ pub struct Indexed<M> {
     /// Where it waits: `Store` (the group's head), `Park`, or `Hold` (a pinned head held
     /// back by a retry delay).
     pub set: Set,
-    /// Indexed as the group's pinned head (SPEC v5: its delivery was rolled back, and
+    /// Indexed as the group's pinned head (the v5 contract: its delivery was rolled back, and
     /// nothing of its group goes before it).
     pub pinned: bool,
 }

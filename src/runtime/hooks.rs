@@ -157,7 +157,7 @@ fn q_deleted(ctx: Ctx, k: &[u8]) {
     deleted.push((ctx.db(), k.to_vec()));
 }
 
-/// SPEC (RMQ.QUEUES): a queue whose `Q` was deleted by hand, with nothing in flight,
+/// the contract (RMQ.QUEUES): a queue whose `Q` was deleted by hand, with nothing in flight,
 /// dead or claimed and no policy or schedule, loses its other keys too (its push sequence
 /// and deduplication records included), and so its listing (unless
 /// it was pushed to again meanwhile). Not while its slot migrates away: MIGRATE deletes each

@@ -66,7 +66,7 @@ struct Slot {
 
 /// The counted queues, and where each is by database and name. A command finds its queue
 /// again at the place kept with the queue's key names (`KeyNames::stats_hint`), without
-/// hashing. Counters outlive their queues (SPEC), up to `stats-queues` of them, so each
+/// hashing. Counters outlive their queues (docs/COMMANDS.md), up to `stats-queues` of them, so each
 /// costs little: the name is kept once (the index holds only slab places), about 120 bytes
 /// a queue with its name's allocation (up to ~180 while the slab has room to grow into).
 #[derive(Default)]

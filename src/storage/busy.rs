@@ -1,4 +1,4 @@
-//! A queue's deliveries in flight with a group, in memory. SPEC v3 lets this live here: a
+//! A queue's deliveries in flight with a group, in memory. the v3 contract lets this live here: a
 //! pop and an ACK then change a set here instead of a field of `meta{Q}` (a write and its
 //! replication each), and an ACK learns the delivery's group here instead of reading its
 //! record. The keys stay the truth: a queue's state is filled from its in-flight records

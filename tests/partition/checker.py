@@ -7,7 +7,7 @@ acknowledged push or ACK promised and what happened.
   (durably, when the consumer was durable; a POP already in flight is concurrent with the
   ACK and may return the message, as a lease that ran out before the ACK lets it), not
   counting those a push of the same content may have queued again (after_ack_repushed): a
-  push attempt that ended after the acked copy's POP was sent (SPEC: a push of content in
+  push attempt that ended after the acked copy's POP was sent (docs/COMMANDS.md: a push of content in
   flight adds a new waiting copy; a producer's retry after an error does that), or one of
   unknown outcome (the connection lost or timed out: its packets may reach the server after
   the heal, as Jepsen's indeterminate operations may take effect at any later time);

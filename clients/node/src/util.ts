@@ -54,7 +54,7 @@ export function int(name: string, value: unknown, low: number, high: number): nu
 }
 
 /** An integer's every digit (String(2 ** 62) is 4611686018427388000), so that error
- * messages say the bounds as the other clients and the SPEC do. */
+ * messages say the bounds as the other clients and the contract do. */
 const exact = (n: number): string => (Number.isSafeInteger(n) ? String(n) : BigInt(n).toString());
 
 /** An options object checked as Python checks keyword arguments: `undefined` is no

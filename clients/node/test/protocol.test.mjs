@@ -18,7 +18,7 @@ test("the generated copy is protocol.json", () => {
   assert.deepEqual(POLICY_FIELDS, camelKeys(protocol.policy_fields));
 });
 
-test("a bound past 2^53 is said with every digit, as the SPEC and the Python client say it", async () => {
+test("a bound past 2^53 is said with every digit, as the contract and the Python client say it", async () => {
   const q = new Queue({}, "q");     // refused before anything is sent: no client needed
   await assert.rejects(q.setPolicy({ maxQueueLength: 2 ** 63 }),
     { name: "RangeError", message: "maxQueueLength must be in [0, 4611686018427387904], got 9223372036854775808" });

@@ -15,7 +15,7 @@ before(async () => {
 });
 after(() => server.stop());
 
-test("queueFor computes RMQ.ROUTE locally (SPEC test vectors, and the server agrees)", async () => {
+test("queueFor computes RMQ.ROUTE locally (the contract test vectors, and the server agrees)", async () => {
   const vectors = [["hello", 8, "_6"], ["item:42", 16, "_13"], ["order-1001", 1024, "_569"], ["", 4, "_0"]];
   for (const [basis, slots, suffix] of vectors) {
     assert.equal(route("t", slots, basis), `t${suffix}`);

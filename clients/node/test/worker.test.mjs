@@ -54,7 +54,7 @@ test("10,000 messages by concurrency 8: each handled exactly once, nothing left"
   assert.equal(w.stats.lost, 0);
   const info = await topic.info();
   assert.deepEqual([info.waiting, info.inflight, info.dead], [0, 0, 0]);
-  if ("acked" in info) assert.equal(info.acked, 10000);   // per-queue counters: SPEC v3
+  if ("acked" in info) assert.equal(info.acked, 10000);   // per-queue counters: the v3 contract
 });
 
 test("throw → NACK with the queue's backoff, Dead → NACK DEAD, events", async () => {

@@ -28,7 +28,7 @@ QUEUE_COUNTERS = (
     ("rmq_queue_acked", "acked"), ("rmq_queue_nacked", "nacked"),
     ("rmq_queue_expired", "expired"), ("rmq_queue_died", "died"),
 )
-#: INFO rmq fields that are counters since start (SPEC, Observability); the others are gauges.
+#: INFO rmq fields that are counters since start (the contract, Observability); the others are gauges.
 SERVER_COUNTERS = ("pushed", "merged", "popped", "acked", "nacked", "expired", "dead",
                    "replayed", "cancelled", "group_waits", "rate_limited", "schedule_fired",
                    "schedule_skipped")

@@ -23,7 +23,7 @@ INFO_BATCH = 1000
 SERVER_ERRORS = (redis.ConnectionError, redis.TimeoutError, MovedError, AskError,
                  ClusterDownError, TryAgainError, MasterDownError)
 
-#: RMQ.INFO's per-queue counters (SPEC v3), the same names as INFO rmq's (`died`: `dead`).
+#: RMQ.INFO's per-queue counters (the v3 contract), the same names as INFO rmq's (`died`: `dead`).
 QUEUE_COUNTERS = ("pushed", "merged", "popped", "acked", "nacked", "expired", "died",
                   "replayed", "cancelled")
 #: Every RMQ.INFO field the pages show (None when the server's module does not give it).
@@ -173,7 +173,7 @@ class Source:
 
 
 def valid_name(name: str) -> bool:
-    """A queue name as SPEC allows it: non-empty, without { or }."""
+    """A queue name as the contract allows it: non-empty, without { or }."""
     return bool(name) and "{" not in name and "}" not in name
 
 

@@ -33,10 +33,10 @@ final class Readme {
         return out;
     }
 
-    /** Whether README.md holds the snippet as consecutive lines. */
+    /** Whether docs/gateway.md (the gateway's guide) holds the snippet as consecutive lines. */
     static boolean contains(String tag, Path source) throws IOException {
         Path repo = Path.of(System.getProperty("rmq.repo", "../.."));
-        List<String> readme = Files.readAllLines(repo.resolve("README.md"));
+        List<String> readme = Files.readAllLines(repo.resolve("docs/gateway.md"));
         List<String> want = snippet(tag, source);
         for (int i = 0; i + want.size() <= readme.size(); i++) {
             if (readme.subList(i, i + want.size()).equals(want)) {

@@ -112,7 +112,7 @@ class SdkTest {
         assertEquals("0", a.get(QueueAttributeName.APPROXIMATE_NUMBER_OF_MESSAGES_NOT_VISIBLE));
         assertEquals("1", servers.redis("GET", "seq{orders}"));
         assertTrue(Readme.contains("java", Path.of("src/test/java/rmq/gateway/SdkTest.java")),
-                "README.md's Java example is not the one tested here");
+                "docs/gateway.md's Java example is not the one tested here");
     }
 
     @Test

@@ -128,8 +128,8 @@ class SpringTest {
             assertTrue(m.matches(), line);
             want.add(m.group(1) + "=" + (m.group(2) == null ? "http://127.0.0.1:9324" : m.group(2)));
         }
-        String readme = Files.readString(Path.of(System.getProperty("rmq.repo", "../..")).resolve("README.md"));
-        assertTrue(readme.contains(String.join("\n", want) + "\n"), "README.md lacks " + want);
+        String readme = Files.readString(Path.of(System.getProperty("rmq.repo", "../..")).resolve("docs/gateway.md"));
+        assertTrue(readme.contains(String.join("\n", want) + "\n"), "docs/gateway.md lacks " + want);
     }
 
     @Test

@@ -1,0 +1,206 @@
+"""The examples of the README and docs, read as tests (tests/test_doc_examples.py runs them).
+
+A fenced block whose info string names a language this file knows is an example, and runs:
+  redis-cli   a recorded session: `host:port> COMMAND` lines, each followed by the reply as
+              redis-cli prints it; replayed against a fresh server, reply by reply
+  python, js, sh
+              run as written (the docs' port 6380 becomes the test server's); an
+              untagged block right after it, marked `<!-- example: output -->`, is what it
+              must print
+Every other block (untagged, `text`, `conf`, …) is prose. HTML comments just before a
+block (invisible where the Markdown is rendered) steer it:
+  <!-- example: skip REASON -->   not run (the reason is required: a long-running server)
+  <!-- example: fresh -->         an empty server first (the blocks of one file otherwise
+                                  share one server, in order, as a reader's session does)
+  <!-- example: wait MS -->       wait MS milliseconds first (the prose says "5 s later")
+  <!-- example: output -->        (on an untagged block) the output of the block before it
+  <!-- example: gateway -->       an rmq-gateway runs beside the server (one per file), and
+                                  the docs' 127.0.0.1:9324 becomes its address
+Clock-dependent values are masked on both sides before comparing (`mask`), never dropped:
+Unix times in milliseconds, stream entry ids, and durations written as `~N`.
+"""
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+RUNNABLE = ("redis-cli", "python", "js", "sh")
+FENCE = re.compile(r"^(```+|~~~+)\s*([\w+-]*)\s*$")
+DIRECTIVE = re.compile(r"^<!--\s*example:\s*(\w+)\s*(.*?)\s*-->\s*$")
+PROMPT = re.compile(r"^[\w.-]+:\d+(?:\[\d+\])?> ?(.*)$")
+DOC_ADDRESS = "127.0.0.1:6380"
+DOC_GATEWAY = "127.0.0.1:9324"
+
+
+@dataclass
+class Block:
+    path: str
+    line: int  # 1-based line of the opening fence
+    lang: str
+    text: str
+    directives: dict = field(default_factory=dict)
+    output: "Block | None" = None  # the expected-output block that follows, if any
+
+    @property
+    def where(self):
+        return f"{self.path}:{self.line}"
+
+
+class DocError(ValueError):
+    """A malformed example (unclosed fence, bad directive): the doc must be fixed."""
+
+
+def blocks(path, text=None, name=None):
+    """Every fenced block of a Markdown file, with the directives just before it; an
+    `output` block is attached to the block before it instead of standing alone."""
+    if text is None:
+        text = Path(path).read_text()
+    name = name or str(path)
+    lines = text.split("\n")
+    out, pending, i = [], {}, 0
+    while i < len(lines):
+        line = lines[i]
+        d = DIRECTIVE.match(line.strip())
+        if d:
+            key, value = d.group(1), d.group(2)
+            if key not in ("skip", "fresh", "wait", "output", "gateway"):
+                raise DocError(f"{name}:{i + 1}: unknown example directive {key!r}")
+            if key == "skip" and not value:
+                raise DocError(f"{name}:{i + 1}: `example: skip` needs a reason")
+            if key == "wait" and not value.isdigit():
+                raise DocError(f"{name}:{i + 1}: `example: wait` needs milliseconds")
+            pending[key] = value
+            i += 1
+            continue
+        m = FENCE.match(line)
+        if not m:
+            if line.strip():
+                pending = {}
+            i += 1
+            continue
+        fence, lang, start = m.group(1), m.group(2).lower(), i
+        body = []
+        i += 1
+        while i < len(lines) and not lines[i].startswith(fence[:3]):
+            body.append(lines[i])
+            i += 1
+        if i == len(lines):
+            raise DocError(f"{name}:{start + 1}: unclosed code fence")
+        i += 1
+        block = Block(name, start + 1, lang, "\n".join(body) + "\n", pending)
+        pending = {}
+        if "output" in block.directives:
+            if not out or out[-1].lang not in RUNNABLE or out[-1].lang == "redis-cli":
+                raise DocError(f"{block.where}: an output block must follow a python, js or "
+                               "sh example")
+            out[-1].output = block
+            continue
+        out.append(block)
+    return out
+
+
+def session(block):
+    """A redis-cli block as [(command line, expected reply lines)]."""
+    steps = []
+    for n, line in enumerate(block.text.rstrip("\n").split("\n")):
+        m = PROMPT.match(line)
+        if m:
+            steps.append((m.group(1), []))
+        elif not steps and not line.strip():
+            continue
+        elif not steps:
+            raise DocError(f"{block.where}: line {n + 1} of the session comes before any "
+                           f"prompt: {line!r}")
+        else:
+            steps[-1][1].append(line)
+    if not steps:
+        raise DocError(f"{block.where}: a redis-cli block with no `host:port>` prompt")
+    return steps
+
+
+_MASKS = (
+    (re.compile(r"\b1[6-9]\d{11}-\d+\b"), "<entry-id>"),
+    (re.compile(r"\b1[6-9]\d{11}\b"), "<unix-ms>"),
+    (re.compile(r"~\d+"), "~<n>"),
+)
+
+
+def mask(text):
+    """The text with the values that depend on the clock replaced by placeholders."""
+    for pattern, placeholder in _MASKS:
+        text = pattern.sub(placeholder, text)
+    return text
+
+
+def with_address(code, port, gateway_port=None):
+    """An example's code pointed at the test server (and gateway) instead of the docs'
+    port 6380 (and 9324), however the example spells the address."""
+    if gateway_port is not None:
+        code = re.sub(r"\b9324\b", str(gateway_port), code)
+    return re.sub(r"\b6380\b", str(port), code)
+
+
+# --- links ------------------------------------------------------------------------------
+LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*#*\s*$")
+
+
+def slug(heading):
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to dashes."""
+    text = re.sub(r"`|\*|_(?=\w)|(?<=\w)_", "", heading).strip().lower()
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def anchors(text):
+    seen, out = {}, set()
+    in_fence = False
+    for line in text.split("\n"):
+        if FENCE.match(line):
+            in_fence = not in_fence
+            continue
+        m = None if in_fence else HEADING.match(line)
+        if m:
+            s = slug(m.group(1))
+            n = seen.get(s, 0)
+            seen[s] = n + 1
+            out.add(s if n == 0 else f"{s}-{n}")
+    return out
+
+
+def relative_links(text):
+    """The link targets of a Markdown text outside code blocks and inline code."""
+    out, in_fence = [], False
+    for line in text.split("\n"):
+        if FENCE.match(line):
+            in_fence = not in_fence
+            continue
+        if in_fence:
+            continue
+        line = re.sub(r"`[^`]*`", "", line)
+        for target in LINK.findall(line):
+            if not re.match(r"^[a-z][a-z0-9+.-]*:", target):
+                out.append(target)
+    return out
+
+
+def broken_links(path, root):
+    """[(target, why)] for each relative link of `path` that leads nowhere."""
+    path, root = Path(path), Path(root).resolve()
+    text = path.read_text()
+    bad = []
+    for target in relative_links(text):
+        file_part, _, anchor = target.partition("#")
+        dest = path if not file_part else (path.parent / file_part)
+        try:
+            resolved = dest.resolve()
+        except OSError as e:
+            bad.append((target, str(e)))
+            continue
+        if root not in resolved.parents and resolved != root:
+            bad.append((target, "points outside the repository"))
+        elif not resolved.exists():
+            bad.append((target, "no such file"))
+        elif anchor and resolved.suffix == ".md" and anchor not in anchors(resolved.read_text()):
+            bad.append((target, f"no heading #{anchor} in {resolved.relative_to(root)}"))
+    return bad

@@ -1,0 +1,59 @@
+"""Re-records the redis-cli sessions of Markdown files against a fresh server with the module:
+each reply the file shows is replaced by what the server answers, except where the two are
+equal once clock values are masked (the doc keeps its example times). Review the diff.
+
+    python3 tests/record_doc_sessions.py docs/tour.md [more.md ...]
+
+The same replay as tests/test_doc_examples.py (directives `fresh`, `wait`, `skip`)."""
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import doc_blocks  # noqa: E402
+from conftest import start_server  # noqa: E402
+from test_doc_examples import redis_cli  # noqa: E402
+
+
+def record(path):
+    text = Path(path).read_text()
+    lines = text.split("\n")
+    server = start_server()
+    changed = 0
+    try:
+        # rewrite from the last block up, so earlier line numbers stay valid
+        blocks = [b for b in doc_blocks.blocks(path, text) if b.lang == "redis-cli"
+                  and "skip" not in b.directives]
+        replies = {}
+        for b in blocks:
+            if "fresh" in b.directives:
+                server.client().flushall()
+            if "wait" in b.directives:
+                time.sleep(int(b.directives["wait"]) / 1000)
+            out = []
+            for command, expected in doc_blocks.session(b):
+                got = redis_cli(server.port, command)
+                want = "\n".join(expected).rstrip("\n")
+                if doc_blocks.mask(got) == doc_blocks.mask(want):
+                    got = want
+                else:
+                    changed += 1
+                prompt = next(line for line in b.text.split("\n")
+                              if doc_blocks.PROMPT.match(line)).split(">")[0]
+                out.append(f"{prompt}> {command}")
+                out.extend(got.split("\n") if got else [])
+            replies[b.line] = out
+        for b in sorted(blocks, key=lambda b: -b.line):
+            n_body = len(b.text.rstrip("\n").split("\n"))
+            lines[b.line:b.line + n_body] = replies[b.line]
+    finally:
+        server.stop()
+    Path(path).write_text("\n".join(lines))
+    return changed
+
+
+if __name__ == "__main__":
+    for p in sys.argv[1:]:
+        print(f"{p}: {record(p)} replies re-recorded")
