@@ -44,5 +44,6 @@ final class Protocol {
         POLICY_FIELDS.put("rate", new long[] {0L, 1000000000L});
         POLICY_FIELDS.put("rate_window_ms", new long[] {1L, 2147483648L});
         POLICY_FIELDS.put("paused", new long[] {0L, 1L});
+        POLICY_FIELDS.put("journal", new long[] {0L, 1000000L});
     }
 }
