@@ -76,6 +76,11 @@ public final class Policy {
         return set("paused", paused ? 1 : 0);
     }
 
+    /** Keep the last `events` events of each queue in its journal (0: none; RMQ.TRACE reads it). */
+    public Policy journal(long events) {
+        return set("journal", events);
+    }
+
     /** Sets the fields on every queue of the queue or topic. */
     public void apply() {
         if (fields.isEmpty()) {

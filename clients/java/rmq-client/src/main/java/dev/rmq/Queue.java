@@ -70,6 +70,31 @@ public final class Queue extends Target {
         return infoByQueue().get(name);
     }
 
+    /** RMQ.TRACE: what happened to `message`, newest first, at most 100 events. */
+    public List<JournalEntry> trace(String message) {
+        return trace(message, 100);
+    }
+
+    /**
+     * RMQ.TRACE Q message COUNT count: the message's events from the queue's journal (kept
+     * while its policy sets {@code journal}), newest first; empty without a journal.
+     */
+    public List<JournalEntry> trace(String message, int count) {
+        byte[] m = Checks.utf8("message", message);
+        Object reply = redis.call("RMQ.TRACE", name, m, "COUNT", Checks.within("count", count, 1, 1_000_000));
+        List<JournalEntry> out = new ArrayList<>();
+        for (Object e : (List<?>) reply) {
+            List<?> pair = (List<?>) e;
+            List<?> flat = (List<?>) pair.get(1);
+            java.util.Map<String, byte[]> fields = new java.util.LinkedHashMap<>();
+            for (int i = 0; i + 1 < flat.size(); i += 2) {
+                fields.put(new String((byte[]) flat.get(i), java.nio.charset.StandardCharsets.UTF_8), (byte[]) flat.get(i + 1));
+            }
+            out.add(new JournalEntry(new String((byte[]) pair.get(0), java.nio.charset.StandardCharsets.UTF_8), fields));
+        }
+        return out;
+    }
+
     /** RMQ.POLICY Q GET. */
     public java.util.Map<String, Object> currentPolicy() {
         return policies().get(name);

@@ -167,11 +167,19 @@ class ConformanceTest {
                         case "rate": p.rate(n); break;
                         case "rate_window_ms": p.rateWindow(Duration.ofMillis(n)); break;
                         case "paused": p.paused(n != 0); break;
+                        case "journal": p.journal(n); break;
                         default: throw new IllegalArgumentException("unknown policy field " + k);
                     }
                 });
                 p.apply();
                 return null;
+            }
+            case "trace": {
+                Queue q = (Queue) target;
+                List<JournalEntry> entries = opt.containsKey("count")
+                        ? q.trace((String) args.get(0), ((Number) opt.get("count")).intValue())
+                        : q.trace((String) args.get(0));
+                return entries;
             }
             case "policy":
                 return target instanceof Queue ? ((Queue) target).currentPolicy() : target.policies();
