@@ -197,7 +197,8 @@ class Model:
     def limits(self, q):
         lim = {"retries": self.settings["retries"], "lease-ms": self.settings["lease-ms"],
                "max-queue-length": self.settings["max-queue-length"], "backoff-ms": 0,
-               "backoff-max-ms": 3600000, "rate": 0, "rate-window-ms": 1000, "paused": 0}
+               "backoff-max-ms": 3600000, "rate": 0, "rate-window-ms": 1000, "paused": 0,
+               "journal": 0}
         lim.update(q.policy)
         return lim
 
@@ -734,12 +735,18 @@ def check_keys(model, dump):
         key = model._better(q)
         # SPEC v3: a grouped message may wait outside `Q` while its group is in flight or
         # another waiting message of its group comes first (or ties) in the queue's order.
+        # SPEC v5: a group's pinned (rolled-back) message heads it whatever its score: it is
+        # the one in `Q`, and every other message of its group may wait outside.
         firsts = {}
         for w in q.waiting.values():
             if w.group is not None and not (w.hold is not None and w.hold > model.now):
                 firsts.setdefault(w.group, []).append(key(w))
         for m, w in q.waiting.items():
-            behind = w.group is not None and sum(k <= key(w) for k in firsts.get(w.group, ())) > 1
+            pin = q.pinned(w.group) if w.group is not None else None
+            if pin is not None:
+                behind = pin != m
+            else:
+                behind = w.group is not None and sum(k <= key(w) for k in firsts.get(w.group, ())) > 1
             held = ((w.hold is not None and w.hold > model.now)
                     or (w.group is not None and (w.group in busy or behind)))
             s = store.get(m)
