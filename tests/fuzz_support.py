@@ -562,7 +562,8 @@ class Fuzzer:
             if every is None:
                 args[1] = "61 * * * * *"
         sname = rng.choice(names)
-        text = b" ".join(a if isinstance(a, bytes) else str(a).encode() for a in args + [msg])
+        # LIST shows the push in its canonical form, ending its options with MESSAGES.
+        text = b" ".join(a if isinstance(a, bytes) else str(a).encode() for a in args + ["MESSAGES", msg])
         sched = model_schedules.Sched(every, cron_k, start, end, times, mode, value, group, msg, text)
         return Op(q, [["RMQ.SCHEDULE", q, "SET", sname, *args, msg]],
                   lambda r: model_schedules.schedule_set(m, q, sname, sched, r[0], syntax))

@@ -141,8 +141,9 @@ class Queue:
         self.dead = {}
         self.policy = {}
         self.bucket = None
-        # Order through retries: group -> its pinned message (rolled back into the group,
-        # not delivered since), which goes before anything else of the group.
+        # Order through retries: group -> (its pinned message, rolled back into the group
+        # and not delivered since, and that message's waiting copy), which goes before
+        # anything else of the group.
         self.pins = {}
 
     def empty(self):
@@ -154,9 +155,10 @@ class Queue:
     def pinned(self, g):
         """The group's pinned message, while it still waits in the group (a pin never
         outlives its waiting copy: nothing of a purged or emptied queue is kept)."""
-        p = self.pins.get(g)
-        w = self.waiting.get(p) if p is not None else None
-        if w is None or w.group != g or w.deliveries == 0:
+        p, pw = self.pins.get(g, (None, None))
+        # The same copy (a REPLAY that resets its count keeps it pinned: it is not acked,
+        # cancelled or dead); a copy pushed after it ended is a new one.
+        if p is None or self.waiting.get(p) is not pw or pw.group != g:
             self.pins.pop(g, None)
             return None
         return p
@@ -197,7 +199,8 @@ class Model:
     def limits(self, q):
         lim = {"retries": self.settings["retries"], "lease-ms": self.settings["lease-ms"],
                "max-queue-length": self.settings["max-queue-length"], "backoff-ms": 0,
-               "backoff-max-ms": 3600000, "rate": 0, "rate-window-ms": 1000, "paused": 0}
+               "backoff-max-ms": 3600000, "rate": 0, "rate-window-ms": 1000, "paused": 0,
+               "journal": 0}
         lim.update(q.policy)
         return lim
 
@@ -342,7 +345,7 @@ class Model:
                 merged += 1
                 if mu != "RANGE":
                     w.score = score   # priority / fixed: latest wins (a held copy stays held)
-                if w.group != group and w.group is not None and q.pins.get(w.group) == m:
+                if w.group != group and w.group is not None and q.pinned(w.group) == m:
                     del q.pins[w.group]   # moved to another group: it heads its old one no more
                 w.group = group       # the latest push sets the group
         self.counters["pushed"] += added
@@ -378,7 +381,7 @@ class Model:
                 fail(f"{q.name!r}: delivered {m!r} reporting {d} deliveries, model says "
                      f"{w.deliveries + 1}")
             del q.waiting[m]
-            if w.group is not None and q.pins.get(w.group) == m:
+            if w.group is not None and q.pinned(w.group) == m:
                 del q.pins[w.group]   # delivered again: its group is busy with it now
             q.flight[m] = Flight(self.now + lease, d,
                                  w.score if q.kind == "priority" else None, w.group)
@@ -508,7 +511,7 @@ class Model:
             q.waiting[m] = w
         if f.group is not None and w.group == f.group:
             # Back in its group, it goes again before the group's later messages.
-            q.pins[f.group] = m
+            q.pins[f.group] = (m, w)
         return "requeued"
 
     def nack(self, name, m, delay, dead, reply):
@@ -734,12 +737,18 @@ def check_keys(model, dump):
         key = model._better(q)
         # the v3 contract: a grouped message may wait outside `Q` while its group is in flight or
         # another waiting message of its group comes first (or ties) in the queue's order.
+        # SPEC v5: a group's pinned (rolled-back) message heads it whatever its score: it is
+        # the one in `Q`, and every other message of its group may wait outside.
         firsts = {}
         for w in q.waiting.values():
             if w.group is not None and not (w.hold is not None and w.hold > model.now):
                 firsts.setdefault(w.group, []).append(key(w))
         for m, w in q.waiting.items():
-            behind = w.group is not None and sum(k <= key(w) for k in firsts.get(w.group, ())) > 1
+            pin = q.pinned(w.group) if w.group is not None else None
+            if pin is not None:
+                behind = pin != m
+            else:
+                behind = w.group is not None and sum(k <= key(w) for k in firsts.get(w.group, ())) > 1
             held = ((w.hold is not None and w.hold > model.now)
                     or (w.group is not None and (w.group in busy or behind)))
             s = store.get(m)

@@ -457,13 +457,13 @@ pub fn pop_into<S: Store>(
     got: &mut Vec<(S::M, u32)>,
 ) -> (u64, bool, Option<u64>) {
     let (mut group_waits, mut cut) = (0, false);
-    let got_before = got.len();
     let Some(kind) = kind_of(s) else { return (group_waits, cut, None) };
     release_holds(s, now, RELEASE_PER_POP);
     let (min, max, rev) = deliverable_range(kind, now);
     picked.clear();
     picked.reserve(count.min(64));
     let mut parked: Vec<(S::M, f64, Vec<u8>)> = Vec::new();
+    let mut behind_pin: Vec<(S::M, f64, Vec<u8>)> = Vec::new();
     // Groups this pop took a message of or found busy, each looked up in the store once:
     // found by its keyed hash (names are the pushers'), its name where the message taken
     // or parked keeps it (no copy). The hasher is seeded at the first group met: a pop of
@@ -485,7 +485,15 @@ pub fn pop_into<S: Store>(
             }
         }
         if s.score(Set::Prepare, &m).is_none() {
-            if let Some((_, hash)) = group {
+            if let Some((g, hash)) = group {
+                // A group whose pinned head waits (SPEC v5) delivers nothing else: a copy
+                // found in `Store` beside it (its content was in flight, or older data) is
+                // parked behind it, and the pop goes on to take the head in its turn.
+                if s.best_indexed(g).is_some_and(|h| h.pinned && h.m.as_ref() != m.as_ref()) {
+                    behind_pin.push((m, score, w.group.take().unwrap_or_default()));
+                    cut = parked.len() + behind_pin.len() >= PARK_PER_POP;
+                    return !cut;
+                }
                 held.insert_unique(hash, Held { hash, parked: false, at: picked.len() }, |h| h.hash);
             }
             picked.push((m, score, w));
@@ -496,33 +504,16 @@ pub fn pop_into<S: Store>(
     // in `Store` without heading it (a copy whose content was in flight, or older data),
     // and then the group's head, if it has one in `Store`, waits behind this delivery,
     // parked. (Before the parking below: till then a group's head is its first indexed.)
-    // But a group whose pinned head waits (the v5 contract) delivers nothing else: such a copy is
-    // not taken but parked behind it, and what its pick made this pop pass over stays.
-    let (mut i, mut again) = (0, false);
-    while i < picked.len() {
-        let (m, score, w) = &picked[i];
+    for (m, score, w) in picked.iter() {
         if let Some(g) = &w.group {
             if !unindex(s, m, *score).0 {
-                match s.best_indexed(g) {
-                    Some(h) if h.pinned => {
-                        let (m, score, w) = picked.remove(i);
-                        let g = w.group.unwrap_or_default();
-                        s.rem(Set::Store, &m);
-                        s.park(&m, score, &g);
-                        // What this pick made the pop pass over stays where it is, and the
-                        // pop looks again (below) for what it may take instead.
-                        parked.retain(|(_, _, pg)| *pg != g);
-                        again = true;
-                        continue;
-                    }
-                    first => park_head(s, first, g),
-                }
+                let first = s.best_indexed(g);
+                park_head(s, first, g);
             }
         }
-        i += 1;
     }
     group_waits = parked.len() as u64;
-    for (m, score, g) in &parked {
+    for (m, score, g) in parked.iter().chain(&behind_pin) {
         s.rem(Set::Store, m);
         s.park(m, *score, g);
     }
@@ -557,13 +548,6 @@ pub fn pop_into<S: Store>(
     }));
     if s.journal_len() > 0 {
         journal::popped(s, &got[took_from..], first_id);
-    }
-    let taken = got.len() - got_before;
-    if again && taken < count {
-        // Each look again sets at least one copy aside for good: it ends. Its names follow
-        // this one's (the same clock, the next numbers).
-        let (waits, more_cut, more_id) = pop_into(s, now, count - taken, deadline, named, picked, got);
-        return (group_waits + waits, cut || more_cut, first_id.or(more_id));
     }
     (group_waits, cut, first_id)
 }

@@ -877,3 +877,23 @@ fn a_copy_pushed_while_in_flight_is_the_rolled_back_message() {
     assert!(s.meta_consistent());
     assert_eq!(drain(&mut s, 100), ["a", "b"]);
 }
+
+#[test]
+fn a_pop_takes_a_pinned_head_in_its_turn_past_a_copy_beside_it() {
+    // A copy of the group's found in `Store` before its pinned head (its content was in
+    // flight when pushed) is parked, and the head comes out in the queue's order, before
+    // a worse message, not after it.
+    let mut s = MemStore::default();
+    push(&mut s, 100, &lim(), PushMode::Priority(1), None, &ms(&["x"])).unwrap();
+    assert_eq!(names(&pop(&mut s, 100, 1, 200).got), pairs(&[("x", 1)]));
+    grouped(&mut s, 100, PushMode::Priority(7), "g", &["a"]);
+    grouped(&mut s, 100, PushMode::Priority(8), "g", &["x"]);
+    assert_eq!(names(&pop(&mut s, 100, 1, 200).got), pairs(&[("a", 1)]));
+    ack(&mut s, &ms(&["x"]));
+    assert_eq!(nack(&mut s, 100, &lim(), &m("a"), Some(0), false), Some(Rollback::Requeued));
+    push(&mut s, 100, &lim(), PushMode::Priority(-5), None, &ms(&["e"])).unwrap();
+    assert!(s.meta_consistent());
+    assert_eq!(names(&pop(&mut s, 100, 3, 200).got), pairs(&[("a", 2), ("e", 1)]));
+    ack(&mut s, &ms(&["a"]));
+    assert_eq!(names(&pop(&mut s, 100, 3, 200).got), pairs(&[("x", 1)]));
+}
