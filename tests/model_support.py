@@ -737,7 +737,7 @@ def check_keys(model, dump):
         key = model._better(q)
         # the v3 contract: a grouped message may wait outside `Q` while its group is in flight or
         # another waiting message of its group comes first (or ties) in the queue's order.
-        # SPEC v5: a group's pinned (rolled-back) message heads it whatever its score: it is
+        # the v5 contract: a group's pinned (rolled-back) message heads it whatever its score: it is
         # the one in `Q`, and every other message of its group may wait outside.
         firsts = {}
         for w in q.waiting.values():

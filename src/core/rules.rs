@@ -486,7 +486,7 @@ pub fn pop_into<S: Store>(
         }
         if s.score(Set::Prepare, &m).is_none() {
             if let Some((g, hash)) = group {
-                // A group whose pinned head waits (SPEC v5) delivers nothing else: a copy
+                // A group whose pinned head waits (the v5 contract) delivers nothing else: a copy
                 // found in `Store` beside it (its content was in flight, or older data) is
                 // parked behind it, and the pop goes on to take the head in its turn.
                 if s.best_indexed(g).is_some_and(|h| h.pinned && h.m.as_ref() != m.as_ref()) {
