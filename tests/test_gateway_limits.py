@@ -130,6 +130,7 @@ class IdleWatch:
             assert data == b"", "an idle connection got an answer"
             self.times.append(time.monotonic())
             self.sel.unregister(key.fileobj)
+            key.fileobj.close()   # its descriptor is free for a replacement
             seen += 1
         return seen
 
@@ -167,8 +168,8 @@ def gone(s):
 
 
 def test_idle_connections_closed_and_capped_while_a_client_is_served(start_gateway):
-    limit = raise_fd_limit(MAX_CONNECTIONS + 1500)
-    n = min(MAX_CONNECTIONS + 50, limit - 1000)
+    limit = raise_fd_limit(MAX_CONNECTIONS + 2000)
+    n = min(MAX_CONNECTIONS + 50, limit - 1500)
     gw = start_gateway()
     sqs = gw.sqs()
     url = sqs.create_queue(QueueName="served")["QueueUrl"]   # its connection is open now
