@@ -316,7 +316,7 @@ def test_oversized_requests_refused_without_harm_to_others(start_gateway):
     s.close()
     assert answer == b"" or answer.startswith(b"HTTP/1.1 431"), answer[:200]
     sqs.create_queue(QueueName="still-served")
-    assert sqs.list_queues()["QueueUrls"] == [f"{gw.url}/000000000000/still-served"]
+    assert sqs.list_queues(QueueNamePrefix="still-served")["QueueUrls"] == [f"{gw.url}/000000000000/still-served"]
 
 
 def test_slow_body_is_cut_off_without_harm_to_others(start_gateway):

@@ -79,12 +79,15 @@ pub async fn start(
 /// Whether task `handle` may go on moving: it is still the queue's task, still RUNNING
 /// (not cancelled, nor replaced by a newer task), and its destination still exists (a
 /// message is never pushed into a deleted queue: the task fails instead).
+/// The task's key and the destination's live in different cluster slots (maybe on different
+/// primaries), so they are read apart: one pipeline over both fails with CROSSSLOT.
 async fn may_move(conn: &mut crate::store::Conn, key: &str, handle: &str, dest: &str) -> redis::RedisResult<bool> {
-    let (current, status, dest_exists): (Option<String>, Option<String>, bool) =
-        redis::pipe().hget(key, "TaskHandle").hget(key, "Status").exists(crate::store::meta_key(dest)).query_async(conn).await?;
+    let (current, status): (Option<String>, Option<String>) =
+        redis::pipe().hget(key, "TaskHandle").hget(key, "Status").query_async(conn).await?;
     if current.as_deref() != Some(handle) || status.as_deref() != Some("RUNNING") {
         return Ok(false);
     }
+    let dest_exists: bool = conn.exists(crate::store::meta_key(dest)).await?;
     if !dest_exists {
         let _: () = conn.hset_multiple(key, &[("Status", "FAILED"), ("FailureReason", "the destination queue was deleted")]).await?;
         return Ok(false);
