@@ -11,28 +11,11 @@ import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.function.Executable;
 
 /** Every bad argument is refused with IllegalArgumentException before anything is sent. */
-class ArgumentsTest {
-    static TestServer server;
-    static RmqClient rmq;
-
-    @BeforeAll
-    static void start() throws Exception {
-        server = TestServer.start();
-        rmq = RmqClient.create(server.uri());
-    }
-
-    @AfterAll
-    static void stop() {
-        rmq.close();
-        server.close();
-    }
-
+class ArgumentsTest extends OneServerTest {
     /** How many RMQ.* commands the server has run (INFO commandstats). */
     private static long rmqCalls() {
         String stats = Replies.text(rmq.redis().call("INFO", "commandstats"));

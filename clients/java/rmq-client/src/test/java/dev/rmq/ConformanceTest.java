@@ -15,8 +15,6 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.stream.Stream;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.DynamicTest;
 import org.junit.jupiter.api.TestFactory;
 
@@ -25,22 +23,7 @@ import org.junit.jupiter.api.TestFactory;
  * mapped to the Java API by the README's naming rule (snake_case call and option names in
  * camelCase, ms options as Durations, times as Instants).
  */
-class ConformanceTest {
-    static TestServer server;
-    static RmqClient rmq;
-
-    @BeforeAll
-    static void start() throws Exception {
-        server = TestServer.start();
-        rmq = RmqClient.create(server.uri());
-    }
-
-    @AfterAll
-    static void stop() {
-        rmq.close();
-        server.close();
-    }
-
+class ConformanceTest extends OneServerTest {
     @SuppressWarnings("unchecked")
     @TestFactory
     Stream<DynamicTest> cases() throws Exception {

@@ -7,28 +7,11 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
 import java.util.stream.Collectors;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 /** The three kinds' merge rules through the Java types, read back from the server. */
-class MergeRulesTest {
-    static TestServer server;
-    static RmqClient rmq;
-
-    @BeforeAll
-    static void start() throws Exception {
-        server = TestServer.start();
-        rmq = RmqClient.create(server.uri());
-    }
-
-    @AfterAll
-    static void stop() {
-        rmq.close();
-        server.close();
-    }
-
+class MergeRulesTest extends OneServerTest {
     @BeforeEach
     void flush() {
         rmq.redis().call("FLUSHALL");

@@ -4,27 +4,10 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import java.util.Random;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /** queueFor is computed locally; it must name the queue RMQ.ROUTE names, for any bytes. */
-class RoutingTest {
-    static TestServer server;
-    static RmqClient rmq;
-
-    @BeforeAll
-    static void start() throws Exception {
-        server = TestServer.start();
-        rmq = RmqClient.create(server.uri());
-    }
-
-    @AfterAll
-    static void stop() {
-        rmq.close();
-        server.close();
-    }
-
+class RoutingTest extends OneServerTest {
     @Test
     void queueForMatchesRoute() {
         Random random = new Random(43);
