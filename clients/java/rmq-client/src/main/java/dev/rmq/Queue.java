@@ -2,7 +2,9 @@ package dev.rmq;
 
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 
 /** One queue, e.g. {@code rmq.queue("prices_3")}. */
 public final class Queue extends Target {
@@ -52,17 +54,7 @@ public final class Queue extends Target {
         }
         List<Object> c = new ArrayList<>(List.of("RMQ.POP", name, "COUNT",
                 Checks.bounded("count", count, "count")));
-        Object[] cmd = leaseBlock(c, lease, block);
-        long start = System.nanoTime();
-        List<Delivery> out = new ArrayList<>();
-        Object reply = via.call(cmd);
-        if (reply != null) {
-            for (Object e : (List<?>) reply) {
-                List<?> f = (List<?>) e;
-                out.add(new Delivery(redis, durable, name, (byte[]) f.get(0), (Long) f.get(1), leaseEnd(start, lease)));
-            }
-        }
-        return out;
+        return deliveries(leaseBlock(c, lease, block), lease, via, name);
     }
 
     /** RMQ.INFO. */
@@ -86,17 +78,17 @@ public final class Queue extends Target {
         for (Object e : (List<?>) reply) {
             List<?> pair = (List<?>) e;
             List<?> flat = (List<?>) pair.get(1);
-            java.util.Map<String, byte[]> fields = new java.util.LinkedHashMap<>();
+            Map<String, byte[]> fields = new LinkedHashMap<>();
             for (int i = 0; i + 1 < flat.size(); i += 2) {
-                fields.put(new String((byte[]) flat.get(i), java.nio.charset.StandardCharsets.UTF_8), (byte[]) flat.get(i + 1));
+                fields.put(Replies.text(flat.get(i)), (byte[]) flat.get(i + 1));
             }
-            out.add(new JournalEntry(new String((byte[]) pair.get(0), java.nio.charset.StandardCharsets.UTF_8), fields));
+            out.add(new JournalEntry(Replies.text(pair.get(0)), fields));
         }
         return out;
     }
 
     /** RMQ.POLICY Q GET. */
-    public java.util.Map<String, Object> currentPolicy() {
+    public Map<String, Object> currentPolicy() {
         return policies().get(name);
     }
 

@@ -94,7 +94,7 @@ public abstract class Target {
             batch.add(m);
         }
         List<Object[]> commands = new ArrayList<>();
-        byQueue.forEach((q, batches) -> batches.forEach(b -> commands.addAll(pushCommands(q, b))));
+        byQueue.forEach((q, batches) -> batches.forEach(b -> commands.add(pushCommand(q, b))));
         long added = 0;
         for (Object reply : redis.callAll(commands, durableFor(durable))) {
             added += (Long) reply;
@@ -102,23 +102,18 @@ public abstract class Target {
         return added;
     }
 
-    /**
-     * The RMQ.PUSH command of one batch: `MESSAGES` ends the options, so every body is a
-     * message however it is spelt (a list of commands, kept for callers that pipeline).
-     */
-    static List<Object[]> pushCommands(String queue, List<Message> batch) {
+    /** The RMQ.PUSH of one batch: `MESSAGES` ends the options, so every body is a message however it is spelt. */
+    static Object[] pushCommand(String queue, List<Message> batch) {
         Message first = batch.get(0);
-        List<Object> head = new ArrayList<>(List.of("RMQ.PUSH", queue));
-        head.addAll(Arrays.asList(first.mode()));
+        List<Object> c = new ArrayList<>(List.of("RMQ.PUSH", queue));
+        c.addAll(Arrays.asList(first.mode()));
         if (first.group != null) {
-            head.add("GROUP");
-            head.add(first.group);
+            c.add("GROUP");
+            c.add(first.group);
         }
-        head.add("MESSAGES");
-        batch.forEach(m -> head.add(m.body));
-        List<Object[]> out = new ArrayList<>();
-        out.add(head.toArray());
-        return out;
+        c.add("MESSAGES");
+        batch.forEach(m -> c.add(m.body));
+        return c.toArray();
     }
 
     /** RMQ.INFO of each queue. */
@@ -274,5 +269,24 @@ public abstract class Target {
 
     static long leaseEnd(long start, Duration lease) {
         return lease == null ? 0 : start + lease.toNanos();
+    }
+
+    /**
+     * Sends a POP or TPOP and reads its entries: `[message, deliveries]` of `queue`, or, with
+     * `queue` null (TPOP), `[queue, message, deliveries]`.
+     */
+    List<Delivery> deliveries(Object[] cmd, Duration lease, Sender via, String queue) {
+        long start = System.nanoTime();
+        List<Delivery> out = new ArrayList<>();
+        Object reply = via.call(cmd);
+        if (reply != null) {
+            int at = queue == null ? 1 : 0;
+            for (Object e : (List<?>) reply) {
+                List<?> f = (List<?>) e;
+                String q = queue == null ? Replies.text(f.get(0)) : queue;
+                out.add(new Delivery(redis, durable, q, (byte[]) f.get(at), (Long) f.get(at + 1), leaseEnd(start, lease)));
+            }
+        }
+        return out;
     }
 }

@@ -93,18 +93,7 @@ public final class Topic extends Target {
             c.add("QUANTUM");
             c.add(Checks.bounded("quantum", quantum, "quantum"));
         }
-        Object[] cmd = leaseBlock(c, lease, block);
-        long start = System.nanoTime();
-        List<Delivery> out = new ArrayList<>();
-        Object reply = via.call(cmd);
-        if (reply != null) {
-            for (Object e : (List<?>) reply) {
-                List<?> f = (List<?>) e;
-                out.add(new Delivery(redis, durable, Replies.text(f.get(0)), (byte[]) f.get(1), (Long) f.get(2),
-                        leaseEnd(start, lease)));
-            }
-        }
-        return out;
+        return deliveries(leaseBlock(c, lease, block), lease, via, null);
     }
 
     /** RMQ.INFO summed over the slots' queues. */
