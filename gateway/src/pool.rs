@@ -145,8 +145,9 @@ mod tests {
         assert_eq!(n.load(Ordering::SeqCst), 3);
     }
 
-    #[tokio::test]
-    async fn a_waiter_gets_the_connection_given_back() {
+    /// The connection a second taker, waiting on a full pool of one, gets once `end` has
+    /// ended the first lease (the first connection is 0, a new one the waiter opens 10).
+    async fn waiter_gets_after(end: impl FnOnce(Lease<'_, usize>)) -> usize {
         let pool = Arc::new(Pool::new(1));
         let n = AtomicUsize::new(0);
         let a = pool.take(Duration::ZERO, opener(&n)).await.unwrap().unwrap();
@@ -157,24 +158,18 @@ mod tests {
             *l.conn()
         });
         tokio::time::sleep(Duration::from_millis(20)).await;
-        a.give_back();
-        assert_eq!(waiter.await.unwrap(), 0);
+        end(a);
+        waiter.await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_waiter_gets_the_connection_given_back() {
+        assert_eq!(waiter_gets_after(|a: Lease<'_, usize>| a.give_back()).await, 0);
     }
 
     #[tokio::test]
     async fn a_waiter_gets_a_slot_closed() {
-        let pool = Arc::new(Pool::new(1));
-        let n = AtomicUsize::new(0);
-        let a = pool.take(Duration::ZERO, opener(&n)).await.unwrap().unwrap();
-        let p2 = pool.clone();
-        let waiter = tokio::spawn(async move {
-            let n = AtomicUsize::new(10);
-            let mut l = p2.take(Duration::from_secs(30), opener(&n)).await.unwrap().unwrap();
-            *l.conn()
-        });
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        drop(a);
-        assert_eq!(waiter.await.unwrap(), 10, "a new connection in the freed slot");
+        assert_eq!(waiter_gets_after(|a: Lease<'_, usize>| drop(a)).await, 10, "a new connection in the freed slot");
     }
 
     #[tokio::test]
