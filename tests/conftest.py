@@ -166,3 +166,16 @@ def start_gateway(server):
     yield start
     for g in started:
         g.stop()
+
+
+@pytest.fixture
+def gw(r, start_gateway):
+    """A gateway without credentials against `server` (flushed by `r` first); test files
+    that need another kind define their own `gw`."""
+    return start_gateway()
+
+
+@pytest.fixture
+def sqs(gw):
+    """A boto3 SQS client of `gw`."""
+    return gw.sqs()

@@ -101,3 +101,13 @@ class Gateway:
         cfg = Config(retries={"total_max_attempts": 1}, read_timeout=60, **config)
         return boto3.client("sqs", endpoint_url=self.url, region_name=region,
                             aws_access_key_id=key, aws_secret_access_key=secret, config=cfg)
+
+
+def error_code(exc):
+    """The SQS error code of a `pytest.raises(ClientError)` result."""
+    return exc.value.response["Error"]["Code"]
+
+
+def error_message(exc):
+    """The SQS error message of a `pytest.raises(ClientError)` result."""
+    return exc.value.response["Error"]["Message"]

@@ -23,7 +23,6 @@ def record(path):
     server = start_server()
     changed = 0
     try:
-        # rewrite from the last block up, so earlier line numbers stay valid
         blocks = [b for b in doc_blocks.blocks(path, text) if b.lang == "redis-cli"
                   and "skip" not in b.directives]
         replies = {}
@@ -33,6 +32,8 @@ def record(path):
             if "wait" in b.directives:
                 time.sleep(int(b.directives["wait"]) / 1000)
             out = []
+            prompt = next(line for line in b.text.split("\n")
+                          if doc_blocks.PROMPT.match(line)).split(">")[0]
             for command, expected in doc_blocks.session(b):
                 got = redis_cli(server.port, command)
                 want = "\n".join(expected).rstrip("\n")
@@ -40,11 +41,10 @@ def record(path):
                     got = want
                 else:
                     changed += 1
-                prompt = next(line for line in b.text.split("\n")
-                              if doc_blocks.PROMPT.match(line)).split(">")[0]
                 out.append(f"{prompt}> {command}")
                 out.extend(got.split("\n") if got else [])
             replies[b.line] = out
+        # rewrite from the last block up, so earlier line numbers stay valid
         for b in sorted(blocks, key=lambda b: -b.line):
             n_body = len(b.text.rstrip("\n").split("\n"))
             lines[b.line:b.line + n_body] = replies[b.line]

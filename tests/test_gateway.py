@@ -9,19 +9,7 @@ import time
 import pytest
 from botocore.exceptions import ClientError
 
-
-@pytest.fixture
-def gw(r, start_gateway):
-    return start_gateway()
-
-
-@pytest.fixture
-def sqs(gw):
-    return gw.sqs()
-
-
-def code(exc):
-    return exc.value.response["Error"]["Code"]
+from gateway_support import error_code
 
 
 def server_ms(r):
@@ -36,7 +24,7 @@ def test_queue_lifecycle(r, gw, sqs):
     assert sqs.create_queue(QueueName="orders")["QueueUrl"] == url
     with pytest.raises(ClientError) as e:
         sqs.create_queue(QueueName="orders", Attributes={"VisibilityTimeout": "5"})
-    assert code(e) == "QueueAlreadyExists"
+    assert error_code(e) == "QueueAlreadyExists"
     assert sqs.get_queue_url(QueueName="orders")["QueueUrl"] == url
     sqs.create_queue(QueueName="other")
     assert sqs.list_queues()["QueueUrls"] == [url, f"{gw.url}/000000000000/other"]
@@ -63,16 +51,16 @@ def test_queue_lifecycle(r, gw, sqs):
 def test_invalid_names_and_attributes(sqs):
     with pytest.raises(ClientError) as e:
         sqs.create_queue(QueueName="bad name")
-    assert code(e) == "InvalidParameterValue"
+    assert error_code(e) == "InvalidParameterValue"
     with pytest.raises(ClientError) as e:
         sqs.create_queue(QueueName="q", Attributes={"VisibilityTimeout": "43201"})
-    assert code(e) == "InvalidAttributeValue"
+    assert error_code(e) == "InvalidAttributeValue"
     with pytest.raises(ClientError) as e:
         sqs.create_queue(QueueName="q", Attributes={"Colour": "blue"})
-    assert code(e) == "InvalidAttributeName"
+    assert error_code(e) == "InvalidAttributeName"
     with pytest.raises(ClientError) as e:
         sqs.create_queue(QueueName="q.fifo")
-    assert code(e) == "InvalidParameterValue"
+    assert error_code(e) == "InvalidParameterValue"
 
 
 def test_send_receive_with_attributes_and_md5s(r, sqs):
@@ -116,20 +104,20 @@ def test_send_validation(sqs):
     url = sqs.create_queue(QueueName="q", Attributes={"MaximumMessageSize": "1024"})["QueueUrl"]
     with pytest.raises(ClientError) as e:
         sqs.send_message(QueueUrl=url, MessageBody="bad \x00 char")
-    assert code(e) == "InvalidMessageContents"
+    assert error_code(e) == "InvalidMessageContents"
     with pytest.raises(ClientError) as e:
         sqs.send_message(QueueUrl=url, MessageBody="x" * 1025)
-    assert code(e) == "InvalidParameterValue"
+    assert error_code(e) == "InvalidParameterValue"
     with pytest.raises(ClientError) as e:
         sqs.send_message(QueueUrl=url, MessageBody="x", DelaySeconds=901)
-    assert code(e) == "InvalidParameterValue"
+    assert error_code(e) == "InvalidParameterValue"
     with pytest.raises(ClientError) as e:
         sqs.send_message(QueueUrl=url, MessageBody="x",
                          MessageAttributes={"AWS.x": {"DataType": "String", "StringValue": "v"}})
-    assert code(e) == "InvalidParameterValue"
+    assert error_code(e) == "InvalidParameterValue"
     with pytest.raises(ClientError) as e:
         sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=11)
-    assert code(e) == "InvalidParameterValue"
+    assert error_code(e) == "InvalidParameterValue"
 
 
 def test_same_body_twice_is_two_messages(sqs):
@@ -161,7 +149,7 @@ def test_delay_and_queue_attributes(r, sqs):
     assert sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["VisibilityTimeout"])["Attributes"] == {"VisibilityTimeout": "7"}
     with pytest.raises(ClientError) as e:
         sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["Nope"])
-    assert code(e) == "InvalidAttributeName"
+    assert error_code(e) == "InvalidAttributeName"
     sqs.purge_queue(QueueUrl=url)
     a = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
     assert (a["ApproximateNumberOfMessages"], a["ApproximateNumberOfMessagesNotVisible"], a["ApproximateNumberOfMessagesDelayed"]) == ("0", "0", "0")
@@ -184,7 +172,7 @@ def test_visibility_expiry_counts_and_stale_handles(r, sqs):
     assert r.zcard("prepare{q}") == 1
     with pytest.raises(ClientError) as e:
         sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=first["ReceiptHandle"], VisibilityTimeout=5)
-    assert code(e) == "AWS.SimpleQueueService.MessageNotInflight"
+    assert error_code(e) == "AWS.SimpleQueueService.MessageNotInflight"
     # The current handle extends and then ends it.
     before = r.zscore("prepare{q}", r.zrange("prepare{q}", 0, 0)[0])
     sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=second["ReceiptHandle"], VisibilityTimeout=600)
@@ -242,7 +230,7 @@ def test_first_format_handles_are_refused(r, sqs):
     old = base64.urlsafe_b64encode(data + hmac.new(key, data, "sha256").digest()[:16]).rstrip(b"=").decode()
     with pytest.raises(ClientError) as e:
         sqs.delete_message(QueueUrl=url, ReceiptHandle=old)
-    assert code(e) == "ReceiptHandleIsInvalid"
+    assert error_code(e) == "ReceiptHandleIsInvalid"
     assert r.zcard("prepare{q}") == 1
 
 
@@ -254,11 +242,11 @@ def test_forged_handles_refused(sqs):
     for bad in ["garbage", h[:-4] + ("AAAA" if not h.endswith("AAAA") else "BBBB"), ""]:
         with pytest.raises(ClientError) as e:
             sqs.delete_message(QueueUrl=url, ReceiptHandle=bad)
-        assert code(e) in ("ReceiptHandleIsInvalid", "MissingParameter")
+        assert error_code(e) in ("ReceiptHandleIsInvalid", "MissingParameter")
     # A handle of another queue is not a handle of this one.
     with pytest.raises(ClientError) as e:
         sqs.delete_message(QueueUrl=other, ReceiptHandle=h)
-    assert code(e) == "ReceiptHandleIsInvalid"
+    assert error_code(e) == "ReceiptHandleIsInvalid"
 
 
 def test_long_poll_wakes_on_send(r, sqs, gw):
@@ -308,7 +296,7 @@ def test_batches_with_per_entry_failures(r, sqs):
     ]:
         with pytest.raises(ClientError) as e:
             sqs.send_message_batch(QueueUrl=url, Entries=entries)
-        assert code(e) == expected
+        assert error_code(e) == expected
     assert r.zcard("q") == 2
     got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
     assert sorted(m["Body"] for m in got) == ["one", "three"]
@@ -368,10 +356,10 @@ def test_fifo_order_exclusivity_and_dedup(r, sqs):
     assert r.zscore("dedupexp{f.fifo}", "d1") == ends and 0 < r.pttl("dedup{f.fifo}") <= 300000
     with pytest.raises(ClientError) as e:
         sqs.send_message(QueueUrl=url, MessageBody="x")
-    assert code(e) == "MissingParameter"
+    assert error_code(e) == "MissingParameter"
     with pytest.raises(ClientError) as e:
         sqs.send_message(QueueUrl=url, MessageBody="x", MessageGroupId="A", DelaySeconds=1)
-    assert code(e) == "InvalidParameterValue"
+    assert error_code(e) == "InvalidParameterValue"
     # DeleteQueue takes the sequence and the deduplication records along.
     sqs.delete_queue(QueueUrl=url)
     assert r.keys("*{f.fifo}*") == [b"rmqgw:gone{f.fifo}"]
@@ -481,10 +469,10 @@ def test_redrive_to_a_dead_letter_queue(r, sqs):
     assert sqs.list_dead_letter_source_queues(QueueUrl=dlq)["queueUrls"] == []
     with pytest.raises(ClientError) as e:
         sqs.set_queue_attributes(QueueUrl=url, Attributes={"RedrivePolicy": '{"deadLetterTargetArn": "arn:aws:sqs:us-east-1:000000000000:nope", "maxReceiveCount": 1}'})
-    assert code(e) == "InvalidParameterValue"
+    assert error_code(e) == "InvalidParameterValue"
     with pytest.raises(ClientError) as e:
         sqs.set_queue_attributes(QueueUrl=url, Attributes={"RedrivePolicy": '{"maxReceiveCount": 1}'})
-    assert code(e) == "InvalidAttributeValue"
+    assert error_code(e) == "InvalidAttributeValue"
 
 
 def test_redrive_timing_and_interrupted_moves(r, sqs):
@@ -529,7 +517,7 @@ def test_message_move_task_back_to_the_source(r, sqs):
     assert r.zcard("dlq") == 6
     with pytest.raises(ClientError) as e:
         sqs.start_message_move_task(SourceArn="arn:aws:sqs:us-east-1:000000000000:src")
-    assert code(e) == "InvalidParameterValue"
+    assert error_code(e) == "InvalidParameterValue"
     t0 = time.monotonic()
     handle = sqs.start_message_move_task(SourceArn=dlq_arn, MaxNumberOfMessagesPerSecond=4)["TaskHandle"]
     deadline = time.monotonic() + 30
@@ -550,7 +538,7 @@ def test_message_move_task_back_to_the_source(r, sqs):
     assert {m["Attributes"]["ApproximateReceiveCount"] for m in got} == {"1"}
     with pytest.raises(ClientError) as e:
         sqs.cancel_message_move_task(TaskHandle=handle)
-    assert code(e) == "ResourceNotFoundException"
+    assert error_code(e) == "ResourceNotFoundException"
     # Deleting the dead-letter queue removes its task's state too.
     sqs.delete_queue(QueueUrl=url.replace("/src", "/dlq"))
     assert r.keys("*{dlq}*") == [b"rmqgw:gone{dlq}"]

@@ -18,13 +18,9 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
-from gateway_support import Gateway
+from gateway_support import Gateway, error_code
 
 CREDS = "# test keys\n\nAKIDGOOD s3cretGOOD\nAKIDLIMITED s3cretLIMITED limited limitedpw\n"
-
-
-def code(exc):
-    return exc.value.response["Error"]["Code"]
 
 
 @pytest.fixture
@@ -76,7 +72,7 @@ def test_refused_signatures(signed, key, secret, region, expected):
     sqs = signed.sqs(key=key, secret=secret, region=region)
     with pytest.raises(ClientError) as e:
         sqs.list_queues()
-    assert code(e) == expected
+    assert error_code(e) == expected
     assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
 
 
@@ -123,12 +119,12 @@ def test_redis_user_acls(r, signed):
     # A queue it may not use: refused, and nothing of it is made.
     with pytest.raises(ClientError) as e:
         limited.create_queue(QueueName="secret")
-    assert code(e) == "AccessDenied"
+    assert error_code(e) == "AccessDenied"
     assert r.keys("*secret*") == []
     purl = url.replace("pub1", "private")
     with pytest.raises(ClientError) as e:
         limited.send_message(QueueUrl=purl, MessageBody="no")
-    assert code(e) == "AccessDenied"
+    assert error_code(e) == "AccessDenied"
     assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
     assert r.zcard("private") == 0
 
@@ -192,7 +188,7 @@ def test_noperm_inside_multi_is_access_denied(r, start_gateway):
         assert sqs.create_queue(QueueName="pub-plain")["ResponseMetadata"]["HTTPStatusCode"] == 200
         with pytest.raises(ClientError) as e:
             sqs.create_queue(QueueName="pub-tagged", tags={"team": "a"})
-        assert code(e) == "AccessDenied"
+        assert error_code(e) == "AccessDenied"
         assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
         assert e.value.response["ResponseMetadata"]["RetryAttempts"] == 0
         assert r.exists("rmqgw:q{pub-tagged}", "rmqgw:t{pub-tagged}") == 0

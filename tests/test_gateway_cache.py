@@ -8,15 +8,11 @@ import time
 import pytest
 from botocore.exceptions import ClientError
 
-from gateway_support import Gateway
+from gateway_support import Gateway, error_code
 
 # The longest freshness the gateway takes: the stale-entry tests use it so that the
 # deletion and the stale send fall inside it even on a stalled machine.
 LONGEST_MS = 2000
-
-
-def code(exc):
-    return exc.value.response["Error"]["Code"]
 
 
 def lease_left_ms(r, queue):
@@ -91,7 +87,7 @@ def test_a_deleted_queue_cannot_be_created_again_for_a_while(r, start_gateway):
     sqs.delete_queue(QueueUrl=sqs.get_queue_url(QueueName="other")["QueueUrl"])
     with pytest.raises(ClientError) as e:
         sqs.create_queue(QueueName="other")
-    assert code(e) == "AWS.SimpleQueueService.QueueDeletedRecently"
+    assert error_code(e) == "AWS.SimpleQueueService.QueueDeletedRecently"
 
 
 def test_attribute_changes_reach_another_gateway_within_its_freshness(r, start_gateway):

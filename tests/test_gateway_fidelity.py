@@ -13,23 +13,7 @@ import urllib.request
 import pytest
 from botocore.exceptions import ClientError
 
-
-@pytest.fixture
-def gw(r, start_gateway):
-    return start_gateway()
-
-
-@pytest.fixture
-def sqs(gw):
-    return gw.sqs()
-
-
-def code(exc):
-    return exc.value.response["Error"]["Code"]
-
-
-def message(exc):
-    return exc.value.response["Error"]["Message"]
+from gateway_support import error_code, error_message
 
 
 def arn(name):
@@ -58,8 +42,8 @@ def test_fifo_accepts_delay_0_and_reports_its_attributes(sqs):
     assert [s["Id"] for s in r["Successful"]] == ["1"] and r.get("Failed", []) == []
     with pytest.raises(ClientError) as e:
         sqs.send_message(QueueUrl=url, MessageBody="c", MessageGroupId="g", DelaySeconds=5)
-    assert code(e) == "InvalidParameterValue"
-    assert message(e) == ("Value 5 for parameter DelaySeconds is invalid. Reason: The request include "
+    assert error_code(e) == "InvalidParameterValue"
+    assert error_message(e) == ("Value 5 for parameter DelaySeconds is invalid. Reason: The request include "
                           "parameter that is not valid for this queue type.")
     a = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
     assert a["DeduplicationScope"] == "queue" and a["FifoThroughputLimit"] == "perQueue"
@@ -72,7 +56,7 @@ def test_fifo_accepts_delay_0_and_reports_its_attributes(sqs):
                  ("SqsManagedSseEnabled", "yes")]:
         with pytest.raises(ClientError) as e:
             sqs.set_queue_attributes(QueueUrl=url, Attributes={k: v})
-        assert code(e) == "InvalidAttributeValue", k
+        assert error_code(e) == "InvalidAttributeValue", k
     # A standard queue reports SqsManagedSseEnabled too, but no FIFO attributes.
     std = sqs.create_queue(QueueName="s")["QueueUrl"]
     a = sqs.get_queue_attributes(QueueUrl=std, AttributeNames=["All"])["Attributes"]
@@ -156,27 +140,27 @@ def test_oversized_body_is_an_error_sdks_parse(gw, sqs):
     url = sqs.create_queue(QueueName="big")["QueueUrl"]
     with pytest.raises(ClientError) as e:
         sqs.send_message(QueueUrl=url, MessageBody="x" * (2 * 1024 * 1024 + 1))
-    assert code(e) == "RequestEntityTooLarge"
+    assert error_code(e) == "RequestEntityTooLarge"
     assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 413
 
 
 def test_tag_limits(sqs):
     with pytest.raises(ClientError) as e:
         sqs.create_queue(QueueName="t", tags={f"k{i}": "v" for i in range(51)})
-    assert code(e) == "InvalidParameterValue"
+    assert error_code(e) == "InvalidParameterValue"
     url = sqs.create_queue(QueueName="t", tags={f"k{i}": "v" for i in range(49)})["QueueUrl"]
     # Retagging an existing key does not count twice; the 51st key is refused.
     sqs.tag_queue(QueueUrl=url, Tags={"k0": "w", "k49": "v"})
     with pytest.raises(ClientError) as e:
         sqs.tag_queue(QueueUrl=url, Tags={"k50": "v"})
-    assert code(e) == "InvalidParameterValue" and message(e) == "Too many tags added for queue t."
+    assert error_code(e) == "InvalidParameterValue" and error_message(e) == "Too many tags added for queue t."
     assert len(sqs.list_queue_tags(QueueUrl=url)["Tags"]) == 50
     url2 = sqs.create_queue(QueueName="t2")["QueueUrl"]
     sqs.tag_queue(QueueUrl=url2, Tags={"k" * 128: "v" * 256, "empty": ""})
     for tags in [{"k" * 129: "v"}, {"k": "v" * 257}, {"": "v"}]:
         with pytest.raises(ClientError) as e:
             sqs.tag_queue(QueueUrl=url2, Tags=tags)
-        assert code(e) == "InvalidParameterValue", tags
+        assert error_code(e) == "InvalidParameterValue", tags
     assert sqs.list_queue_tags(QueueUrl=url2)["Tags"] == {"k" * 128: "v" * 256, "empty": ""}
 
 
@@ -189,8 +173,8 @@ def test_number_attributes_must_be_numbers(sqs):
         with pytest.raises(ClientError) as e:
             sqs.send_message(QueueUrl=url, MessageBody="m",
                              MessageAttributes={"n": {"DataType": "Number", "StringValue": v}})
-        assert code(e) == "InvalidParameterValue", v
-        assert message(e) == "Can't cast the value of message (user) attribute 'n' to a number.", v
+        assert error_code(e) == "InvalidParameterValue", v
+        assert error_message(e) == "Can't cast the value of message (user) attribute 'n' to a number.", v
     r = sqs.send_message_batch(QueueUrl=url, Entries=[
         {"Id": "ok", "MessageBody": "m", "MessageAttributes": {"n": {"DataType": "Number", "StringValue": "1"}}},
         {"Id": "bad", "MessageBody": "m", "MessageAttributes": {"n": {"DataType": "Number", "StringValue": "x"}}}])
@@ -219,7 +203,7 @@ def test_error_texts_are_aws_own(sqs):
     for call, want_code, want_message in cases:
         with pytest.raises(ClientError) as e:
             call()
-        assert (e.value.response["Error"]["Code"].split(".")[-1], message(e)) == (want_code.split(".")[-1], want_message)
+        assert (e.value.response["Error"]["Code"].split(".")[-1], error_message(e)) == (want_code.split(".")[-1], want_message)
     # A batch of exactly 1 MiB in total is taken.
     r = sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": "a", "MessageBody": "x" * 600_000},
                                                       {"Id": "b", "MessageBody": "y" * 448_576}])
