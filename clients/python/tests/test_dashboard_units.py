@@ -10,8 +10,8 @@ import time
 import pytest
 
 from rmq.dashboard import security, text
-from rmq.dashboard.sampler import Sampler, matches, row
-from rmq.dashboard.source import QueueRow, Snapshot, info_dict, name_str
+from rmq.dashboard.sampler import Sampler, matches, natural_key, row
+from rmq.dashboard.source import QueueRow, Snapshot, info_dict, journal_entry, name_str
 
 
 def test_show_escapes_what_is_not_plain_text() -> None:
@@ -136,8 +136,89 @@ def test_rates_sorting_and_paging() -> None:
 
 
 def test_a_counter_going_back_gives_no_rate() -> None:
-    assert row("q", None, {"pushed": 5}, {"pushed": 9}, 2.0)["pushed_rate"] is None
-    assert row("q", None, {"pushed": 9}, {"pushed": 5}, 2.0)["pushed_rate"] == 2.0
+    assert row("q", None, {"pushed": 5}, [((9, 0, 0), 2.0)])["pushed_rate"] is None
+    assert row("q", None, {"pushed": 9}, [((5, 0, 0), 2.0)])["pushed_rate"] == 2.0
+    # gone back since the minute's anchor (a restart): the previous sample's delta instead
+    assert row("q", None, {"pushed": 7}, [((9, 0, 0), 60.0), ((5, 0, 0), 2.0)]
+               )["pushed_rate"] == 1.0
+
+
+def test_rates_are_averaged_over_the_last_minute() -> None:
+    """A burst of 120 pushes at the start, then none: the rate is the minute's average
+    (not 60/s for one sample, then 0), and the burst leaves it once it is a minute old."""
+    times = [0.0, 2.0, 4.0, *[4.0 + 2 * i for i in range(1, 40)]]
+    pushed = [0, 120, *[120] * (len(times) - 2)]
+    s = Sampler(FakeSource(*[snap(t, {"q": {"pushed": p, "acked": 0, "died": 0}}, pushed=p)
+                            for t, p in zip(times, pushed)]), interval=2)
+    seen = {}
+    for t in times:
+        s.sample()
+        seen[t] = (s.page()["queues"][0]["pushed_rate"], s.series()["pushed"][-1])
+    assert seen[0.0] == (None, None)
+    assert seen[2.0] == (60.0, 60.0)  # all the dashboard has seen: 2 s
+    assert seen[30.0] == (4.0, 4.0)  # 120 over the 30 s since its first sample
+    assert seen[60.0] == (2.0, 2.0)
+    # the anchors are 10 s apart: past the minute the rate is measured from the newest
+    # anchor at least 60 s old (here t=10 s, after the burst)
+    assert seen[70.0] == (0.0, 0.0) and seen[80.0] == (0.0, 0.0)
+
+
+def test_queue_names_sort_naturally() -> None:
+    names = ["orders_10", "orders_2", "Orders_1", "orders_2b", "billing", "orders_01", "a10b2",
+             "a10b10", "a9"]
+    s = Sampler(FakeSource(snap(1.0, {n: {"waiting": 1} for n in names}, pushed=0)),
+                interval=2)
+    s.sample()
+    order = [r["name"] for r in s.page(per_page=50)["queues"]]
+    assert order == ["a9", "a10b2", "a10b10", "billing", "Orders_1", "orders_01", "orders_2",
+                     "orders_2b", "orders_10"]
+    assert [r["name"] for r in s.page(desc=True)["queues"]] == order[::-1]
+    # another column's ties stay in the names' natural order
+    assert [r["name"] for r in s.page(sort="waiting", desc=True)["queues"]] == order
+    assert natural_key("x²") < natural_key("x³")  # digits other than 0-9 are letters
+
+
+def test_lag_is_shown_one_way_for_every_kind() -> None:
+    assert text.lag(0, "range") == "0.0 s" and text.lag(400, "fixed") == "0.4 s"
+    assert text.lag(95_000, "range") == "1 min 35 s"
+    assert text.lag(7_380_000, None) == "2 h 03 min"
+    assert text.lag(3 * 86_400_000 + 3_600_000, "fixed") == "3 d 01 h"
+    assert text.lag(None, "priority") == "none (priority)"
+    assert text.lag(None, None) == "–"
+
+
+def test_journal_entries_are_read_whatever_their_bytes() -> None:
+    e = journal_entry(b"1796616152376-3", [b"event", b"acked", b"message", b"\xff<x>",
+                                          b"deliveries", b"2", b"by", b"w\xfe", b"id", b"99"])
+    assert e == {"entry": "1796616152376-3", "time": 1796616152376, "message": b"\xff<x>",
+                 "event": "acked", "sha1": None, "deliveries": "2", "by": "w\\xfe",
+                 "id": "99", "due": None, "priority": None}
+
+
+def test_an_outage_is_dated_from_its_first_failed_read() -> None:
+    class Flaky:
+        def __init__(self) -> None:
+            self.up = True
+
+        def snapshot(self) -> Snapshot:
+            if not self.up:
+                raise ConnectionError("refused")
+            return snap(time.time(), {"q": {"waiting": 3}}, pushed=0)
+    src = Flaky()
+    s = Sampler(src, interval=1)
+    s.sample()
+    assert s.outage() == (None, None)
+    src.up = False
+    before = time.time()
+    s.sample()
+    since, error = s.outage()
+    assert since is not None and since >= before and error == "ConnectionError: refused"
+    s.sample()
+    assert s.outage()[0] == since, "dated from the first failure"
+    assert s.page()["queues"][0]["waiting"] == 3, "the last figures stay"
+    src.up = True
+    s.sample()
+    assert s.outage() == (None, None)
 
 
 def test_a_failed_read_is_kept_for_the_page() -> None:

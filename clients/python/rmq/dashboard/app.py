@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import secrets
+import threading
+import time
+from collections import OrderedDict
 from typing import Any, Optional
 from urllib.parse import urlencode
 
@@ -13,11 +16,13 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from .._protocol import POLICY_FIELDS
 from . import security, text
 from .sampler import Sampler
-from .source import Source, valid_name
+from .source import JOURNAL_EVENTS, SERVER_ERRORS, Source, error_text, valid_name
 
 PER_PAGE = 50
 MAX_PER_PAGE = 500
 DEAD_PER_PAGE = 50
+#: Queue pages kept as last read, shown (marked as old) while Redis is unreachable.
+KEPT_PAGES = 32
 #: RMQ.POLICY fields the policy form edits, by their wire names (paused has its own buttons).
 POLICY_FORM_FIELDS = tuple(f.replace("_", "-") for f in POLICY_FIELDS if f != "paused")
 
@@ -44,6 +49,10 @@ def _detail_json(d: dict[str, Any]) -> dict[str, Any]:
                 for s in d["schedules"]]}
 
 
+def _entry_json(e: dict[str, Any]) -> dict[str, Any]:
+    return {**e, "message": text.message_json(e["message"])}
+
+
 def _row_json(r: dict[str, Any]) -> dict[str, Any]:
     return {**r, "name": r["label"],
             "url": url_for("queue_page", name=text.url_name(r["name"]))}
@@ -59,9 +68,11 @@ def create_app(source: Source, sampler: Sampler, writable: bool = False,
 
     app.jinja_env.filters.update(show=text.show, plain=text.is_plain, hexdump=text.hexdump,
                                  ms_time=text.ms_time, url_name=text.url_name,
+                                 lag=text.lag, duration=text.duration,
                                  dash=lambda v: "–" if v is None else v)
     app.jinja_env.globals.update(writable=writable, csrf_token=csrf_token,
-                                 policy_fields=POLICY_FORM_FIELDS)
+                                 policy_fields=POLICY_FORM_FIELDS,
+                                 journal_events=JOURNAL_EVENTS)
 
     @app.before_request
     def guard() -> Optional[Response]:
@@ -106,6 +117,17 @@ def create_app(source: Source, sampler: Sampler, writable: bool = False,
     if metrics_only:
         return app
     app.jinja_env.globals.update(interval=sampler.interval)
+    kept: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
+    kept_lock = threading.Lock()
+
+    def stale(figures: Optional[float]) -> Optional[dict[str, Any]]:
+        """What the pages say while the servers do not answer: since when, why, and how
+        old the figures shown are (None while they answer)."""
+        since, error = sampler.outage()
+        if since is None:
+            return None
+        return {"since": since, "error": error, "figures": figures,
+                "age": None if figures is None else max(0.0, time.time() - figures)}
 
     def list_args() -> dict[str, Any]:
         return {"match": request.args.get("match", ""),
@@ -122,7 +144,9 @@ def create_app(source: Source, sampler: Sampler, writable: bool = False,
         def link(**change: Any) -> str:
             q = {**args, "desc": "1" if args["desc"] else "", **change}
             return "?" + urlencode({k: v for k, v in q.items() if v not in ("", None)})
-        return render_template("index.html", data=data, args=args, link=link)
+        return render_template("index.html", data=data, args=args, link=link,
+                               stale=stale(data["taken"]), msg=request.args.get("msg"),
+                               error=request.args.get("error"))
 
     @app.get("/api/queues")
     def api_queues() -> Response:
@@ -144,15 +168,66 @@ def create_app(source: Source, sampler: Sampler, writable: bool = False,
     def api_queue(name: str) -> Response:
         return jsonify(_detail_json(detail(name)))
 
+    def journal_args() -> dict[str, str]:
+        event = request.args.get("event", "")
+        return {"event": event if event in JOURNAL_EVENTS else "",
+                "text": request.args.get("text", "").strip()}
+
+    def traced() -> Optional[bytes]:
+        """The message whose timeline is asked for: ?trace=TEXT, or ?trace_hex=HEX for
+        bytes that are not text (the journal's links)."""
+        try:
+            raw = bytes.fromhex(request.args.get("trace_hex", ""))
+        except ValueError:
+            abort(400, "trace_hex must be hexadecimal")
+        return raw or request.args.get("trace", "").encode() or None
+
+    def checked(name: str) -> str:
+        if not valid_name(name):
+            abort(400, f"invalid queue name {name!r}: empty, or with {{ or }}")
+        return name
+
+    @app.get("/api/queues/<path:name>/journal")
+    def api_journal(name: str) -> Response:
+        j = source.journal(checked(name), **journal_args())
+        return jsonify({**j, "entries": [_entry_json(e) for e in j["entries"]]})
+
+    @app.get("/api/queues/<path:name>/trace")
+    def api_trace(name: str) -> Response:
+        message = traced()
+        if message is None:
+            abort(400, "give the message as ?trace=TEXT or ?trace_hex=HEX")
+        t = source.trace(checked(name), message)
+        return jsonify({**t, "events": [_entry_json(e) for e in t["events"]]})
+
     @app.get("/queues/<path:name>")
-    def queue_page(name: str) -> str:
-        return render_template("queue.html", q=detail(name), dead_per_page=DEAD_PER_PAGE,
+    def queue_page(name: str) -> Any:
+        jargs, message = journal_args(), traced()
+        try:
+            view = {"q": detail(name), "journal": source.journal(name, **jargs),
+                    "trace": None if message is None else source.trace(name, message)}
+        except SERVER_ERRORS as e:
+            sampler.mark_failing(error_text(e))
+            with kept_lock:
+                last = kept.get(request.full_path)
+            if last is None:
+                return render_template("unreachable.html", name=name,
+                                       stale=stale(None)), 503
+            read, view = last
+        else:
+            read = time.time()
+            with kept_lock:
+                kept[request.full_path] = (read, view)
+                kept.move_to_end(request.full_path)
+                while len(kept) > KEPT_PAGES:
+                    kept.popitem(last=False)
+        return render_template("queue.html", **view, jargs=jargs, traced=message,
+                               dead_per_page=DEAD_PER_PAGE, stale=stale(read),
                                msg=request.args.get("msg"), error=request.args.get("error"))
 
     def act(name: str, *command: Any, done: str) -> Response:
         """Run one command on the queue and go back to its page with the outcome."""
-        if not valid_name(name):
-            abort(400, f"invalid queue name {name!r}: empty, or with {{ or }}")
+        checked(name)
         try:
             reply = source.client.execute_command(*command)
             outcome = {"msg": done.format(reply=reply)}
@@ -196,6 +271,38 @@ def create_app(source: Source, sampler: Sampler, writable: bool = False,
         if not pairs:
             return redirect(url_for("queue_page", name=name) + "?msg=nothing+changed", 303)
         return act(name, "RMQ.POLICY", name, "SET", *pairs, done="policy set")
+
+    def confirmed(name: str) -> Optional[Response]:
+        """Purge and drop run only when the form names the queue (typed by the person)."""
+        typed = request.form.get("confirm", "")
+        if typed in (name, text.show(name)):
+            return None
+        return redirect(url_for("queue_page", name=name) + "?" + urlencode(
+            {"error": "type the queue's name to confirm: nothing was removed"}), 303)
+
+    @app.post("/queues/<path:name>/purge")
+    def purge(name: str) -> Response:
+        dead = request.form.get("dead") == "1"
+        refused = confirmed(checked(name))
+        if refused:
+            return refused
+        return act(name, "RMQ.PURGE", name, *(["DEAD"] if dead else []),
+                   done="purged {reply} message(s)" + (", dead letters included" if dead
+                                                       else ""))
+
+    @app.post("/queues/<path:name>/drop")
+    def drop(name: str) -> Response:
+        refused = confirmed(checked(name))
+        if refused:
+            return refused
+        try:
+            reply = source.client.execute_command("RMQ.DROP", name)
+        except redis.ResponseError as e:
+            return redirect(url_for("queue_page", name=name) + "?" + urlencode(
+                {"error": str(e)}), 303)
+        shown = text.show(name)
+        outcome = f"dropped queue {shown}" if reply else f"queue {shown} had nothing to drop"
+        return redirect(url_for("index") + "?" + urlencode({"msg": outcome}), 303)
 
     @app.post("/queues/<path:name>/policy-reset")
     def policy_reset(name: str) -> Response:

@@ -11,11 +11,21 @@ import redis
 from redis.exceptions import (AskError, ClusterDownError, MasterDownError, MovedError,
                               TryAgainError)
 
-from .._util import Client, as_dict, is_cluster
+from .._util import Client, as_dict, is_cluster, to_str
+from .text import as_bytes, show
 
 #: RMQ.QUEUES per call (a hint to the server) and RMQ.INFO per pipeline round trip.
 SCAN_COUNT = 1000
 INFO_BATCH = 1000
+#: Journal entries a queue's page shows, and how many of the newest it reads when filtered
+#: (each refresh of an open page reads them again: bounded whatever the journal's length).
+JOURNAL_ROWS = 100
+JOURNAL_SCAN = 1000
+#: A message's events its timeline shows at most (RMQ.TRACE's COUNT).
+TRACE_COUNT = 1000
+#: The journal's events (RMQ.TRACE's `event` field), for the page's filter.
+JOURNAL_EVENTS = ("pushed", "merged", "popped", "acked", "nacked", "expired", "dead",
+                  "replayed", "cancelled", "purged")
 
 #: Errors about the server rather than the queue: a reply with one of them fails the whole
 #: read (under Cluster the primaries are then learnt again), where any other error, such as
@@ -170,6 +180,68 @@ class Source:
             "schedules": schedules,
             "errors": errors,
         }
+
+
+    def journal(self, name: str, event: str = "", text: str = "") -> dict[str, Any]:
+        """The newest entries of the queue's journal (the Stream journal{Q}), newest first;
+        with `event` only that event's, with `text` only those whose message (as shown) or
+        `by` holds it (case-insensitive). `length` is the journal's, `scanned` how many of
+        its newest entries were read, `error` what its server refused (a key of the wrong
+        type)."""
+        if not valid_name(name):
+            raise ValueError(f"invalid queue name {name!r}: empty, or with {{ or }}")
+        key = f"journal{{{name}}}"
+        filtered = bool(event or text)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.execute_command("XLEN", key)
+        pipe.execute_command("XREVRANGE", key, "+", "-", "COUNT",
+                             JOURNAL_SCAN if filtered else JOURNAL_ROWS)
+        length, entries = pipe.execute(raise_on_error=False)
+        for reply in (length, entries):
+            if isinstance(reply, SERVER_ERRORS):
+                raise reply
+            if isinstance(reply, Exception):
+                return {"entries": [], "length": 0, "scanned": 0, "error": error_text(reply)}
+        needle = text.lower()
+        chosen = []
+        for entry_id, fields in entries:
+            e = journal_entry(entry_id, fields)
+            if event and e["event"] != event:
+                continue
+            if needle and needle not in show(e["message"]).lower() \
+                    and needle not in (e["by"] or "").lower():
+                continue
+            chosen.append(e)
+            if len(chosen) == JOURNAL_ROWS:
+                break
+        return {"entries": chosen, "length": length, "scanned": len(entries), "error": None}
+
+    def trace(self, name: str, message: bytes) -> dict[str, Any]:
+        """RMQ.TRACE: the journal's events of one message, oldest first (a timeline reads
+        down), or the error its server gave."""
+        if not valid_name(name):
+            raise ValueError(f"invalid queue name {name!r}: empty, or with {{ or }}")
+        try:
+            reply = self.client.execute_command("RMQ.TRACE", name, message,
+                                                "COUNT", TRACE_COUNT)
+        except SERVER_ERRORS:
+            raise
+        except redis.ResponseError as e:
+            return {"events": [], "error": error_text(e)}
+        return {"events": [journal_entry(i, f) for i, f in reversed(reply)], "error": None}
+
+
+def journal_entry(entry_id: Any, fields: Any) -> dict[str, Any]:
+    """One journal entry: its id and time (Unix ms, the id's first part), the message's
+    bytes as stored (at most 256) and the other fields as text (None when absent)."""
+    raw = {to_str(k): v for k, v in zip(fields[::2], fields[1::2])}
+    ident = to_str(entry_id)
+    out: dict[str, Any] = {"entry": ident, "time": int(ident.partition("-")[0]),
+                           "message": as_bytes(raw.get("message", b""))}
+    for f in ("event", "sha1", "deliveries", "by", "id", "due", "priority"):
+        v = raw.get(f)
+        out[f] = None if v is None else as_bytes(v).decode("utf-8", "backslashreplace")
+    return out
 
 
 def valid_name(name: str) -> bool:

@@ -106,3 +106,27 @@ def ms_time(ms: Optional[Any]) -> str:
 
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def duration(seconds: float) -> str:
+    """A span of time the same way everywhere: 0.4 s, 12.0 s, 3 min 05 s, 2 h 10 min,
+    4 d 03 h."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    whole = int(seconds)
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60:02d} s"
+    if whole < 86400:
+        return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
+    return f"{whole // 86400} d {whole % 86400 // 3600:02d} h"
+
+
+def lag(ms: Optional[Any], kind: Optional[str]) -> str:
+    """A queue's lag (RMQ.INFO lag_ms), one way for every kind: a priority queue has no
+    due times, so none, said so rather than a bare dash."""
+    if kind == "priority":
+        return "none (priority)"
+    if ms is None:
+        return "–"
+    return duration(max(0, int(ms)) / 1000)
+

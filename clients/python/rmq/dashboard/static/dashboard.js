@@ -11,18 +11,32 @@
   var charts = {};
   var colors = ["#2563eb", "#16a34a", "#dc2626"];
 
+  function shown(u, v) {
+    return v == null ? "–" : (Math.round(v * 10) / 10).toString();
+  }
+
+  // Away from the cursor the legend shows the latest values (uPlot's own shows "--").
+  function latest(u) {
+    var last = u.data[0].length - 1;
+    var away = u.cursor.left == null || u.cursor.left < 0;
+    if (away && last >= 0 && u.legend.idx !== last) { u.setLegend({ idx: last }, false); }
+  }
+
   function chart(id, names, data) {
     var el = document.getElementById(id);
     var opts = {
       width: Math.max(300, el.clientWidth),
       height: 220,
       series: [{}].concat(names.map(function (n, i) {
-        return { label: n, stroke: colors[i], width: 2, spanGaps: true };
+        return { label: n, stroke: colors[i], width: 2, spanGaps: true, value: shown };
       })),
       axes: [{}, { size: 60 }],
-      scales: { x: { time: true } }
+      scales: { x: { time: true } },
+      hooks: { setLegend: [latest] }
     };
-    return new uPlot(opts, data, el);
+    var u = new uPlot(opts, data, el);
+    latest(u);
+    return u;
   }
 
   function draw(h) {
@@ -31,7 +45,7 @@
       "chart-backlog": [["waiting", "in flight", "dead"], [h.t, h.waiting, h.inflight, h.dead]]
     };
     Object.keys(sets).forEach(function (id) {
-      if (charts[id]) { charts[id].setData(sets[id][1]); }
+      if (charts[id]) { charts[id].setData(sets[id][1]); latest(charts[id]); }
       else { charts[id] = chart(id, sets[id][0], sets[id][1]); }
     });
   }
