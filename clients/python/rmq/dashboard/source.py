@@ -232,9 +232,12 @@ class Source:
 
 
 def journal_entry(entry_id: Any, fields: Any) -> dict[str, Any]:
-    """One journal entry: its id and time (Unix ms, the id's first part), the message's
-    bytes as stored (at most 256) and the other fields as text (None when absent)."""
-    raw = {to_str(k): v for k, v in zip(fields[::2], fields[1::2])}
+    """One journal entry (its fields a flat list or a dict): its id and time (Unix ms, the
+    id's first part), the message's bytes as stored (at most 256) and the other fields as
+    text (None when absent)."""
+    # XREVRANGE comes as a dict through redis-py's reply parsing, RMQ.TRACE as it is sent
+    pairs = fields.items() if isinstance(fields, dict) else zip(fields[::2], fields[1::2])
+    raw = {to_str(k): v for k, v in pairs}
     ident = to_str(entry_id)
     out: dict[str, Any] = {"entry": ident, "time": int(ident.partition("-")[0]),
                            "message": as_bytes(raw.get("message", b""))}
