@@ -27,7 +27,7 @@
     var opts = {
       width: Math.max(300, el.clientWidth),
       height: 220,
-      series: [{}].concat(names.map(function (n, i) {
+      series: [{ value: "{YYYY}-{MM}-{DD} {HH}:{mm}:{ss}" }].concat(names.map(function (n, i) {
         return { label: n, stroke: colors[i], width: 2, spanGaps: true, value: shown };
       })),
       axes: [{}, { size: 60 }],
