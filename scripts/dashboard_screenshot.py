@@ -5,11 +5,12 @@
 
 Starts its own redis-server with the module (tests/server_support.Server, a free port,
 stopped by pid), fills a 16-slot `orders` topic, a `mail` range queue, a `billing` queue
-with dead letters (one of them binary), a `legacy` queue whose `meta{legacy}` was
+with dead letters (one of them binary) and a journal, a `legacy` queue whose `meta{legacy}` was
 overwritten with a string (its server refuses its RMQ.INFO) and a `farq` queue due in
 2^52 ms (past year 9999), runs a small producer/consumer load for `--seconds` so the charts
 move, then opens `python -m rmq dashboard --writable` in headless Chromium
-(tests/dashboard_support) and saves the list page and the billing queue's page; with
+(tests/dashboard_support) and saves the list page and the billing queue's page (its
+journal, and the timeline of one invoice that died); with
 `--more DIR`, the pages of `legacy` and `farq` too, into DIR.
 """
 
@@ -63,8 +64,9 @@ def main() -> int:
     stop = threading.Event()
     try:
         r = server.client()
+        r.client_setname("billing-worker")  # the journal's `by`
         billing = rmq.Queue(r, "billing")
-        billing.set_policy(retries=3, backoff_ms=500)
+        billing.set_policy(retries=3, backoff_ms=500, journal=1000)
         billing.push("invoice-1017", "invoice-1018", b"\x89PNG\r\n\x1a\n\x00\xffbinary",
                      "<b>not bold</b>", priority=5)
         for m in billing.pop(count=4, lease_ms=60_000):
@@ -87,8 +89,8 @@ def main() -> int:
             driver.get(dash.url + "/")  # by name: legacy, which cannot be read, among the others
             time.sleep(3)
             driver.save_screenshot(str(REPO / "docs/dashboard.png"))
-            driver.set_window_size(1400, 1500)
-            driver.get(dash.url + "/queues/billing")
+            driver.set_window_size(1400, 2300)
+            driver.get(dash.url + "/queues/billing?trace=invoice-1017")
             time.sleep(1)
             driver.save_screenshot(str(REPO / "docs/dashboard-queue.png"))
             if args.more:

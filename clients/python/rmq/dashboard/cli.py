@@ -57,7 +57,7 @@ def add_commands(sub: Any) -> None:
                             "the last read")
         if name == "dashboard":
             p.add_argument("--writable", action="store_true",
-                           help="allow replay, cancel, pause/resume and policy edits")
+                           help="allow replay, cancel, pause/resume, policy edits, purge and drop")
         p.set_defaults(run=run)
 
 
