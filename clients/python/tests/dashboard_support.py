@@ -54,7 +54,7 @@ class Dashboard:
                                      stdin=subprocess.DEVNULL,
                                      env={**clean_env(), **(env or {})})
 
-    def wait_ready(self, timeout: float = 20) -> "Dashboard":
+    def wait_ready(self, timeout: float = 60) -> "Dashboard":
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

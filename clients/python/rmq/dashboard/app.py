@@ -203,11 +203,12 @@ def create_app(source: Source, sampler: Sampler, writable: bool = False,
     @app.get("/queues/<path:name>")
     def queue_page(name: str) -> Any:
         jargs, message = journal_args(), traced()
+        began = time.time()
         try:
             view = {"q": detail(name), "journal": source.journal(name, **jargs),
                     "trace": None if message is None else source.trace(name, message)}
         except SERVER_ERRORS as e:
-            sampler.mark_failing(error_text(e))
+            sampler.mark_failing(error_text(e), began)
             with kept_lock:
                 last = kept.get(request.full_path)
             if last is None:

@@ -131,24 +131,25 @@ class Sampler:
 
     def sample(self) -> None:
         """Read one snapshot and fold it in; an error is kept for the page to show."""
-        start = time.monotonic()
+        start, began = time.monotonic(), time.time()
         try:
             self._fold(self.source.snapshot())
         except Exception as e:  # shown on the page; the next sample tries again
             log.warning("reading the queues failed: %s", e)
-            self.mark_failing(error_text(e))
+            self.mark_failing(error_text(e), began)
         finally:
             # reading and rendering stay a bounded share of this process's and the servers'
             # time, however many queues there are
             self.pause = max(self.interval, BUSY_FACTOR * (time.monotonic() - start))
 
-    def mark_failing(self, error: str) -> None:
-        """The servers did not answer (this sample, or a page's own read): the pages say
-        since when their figures are old."""
+    def mark_failing(self, error: str, began: float) -> None:
+        """The servers did not answer a read that began at `began` (a sample, or a page's
+        own read; the client retries for seconds before it gives up): the pages say since
+        when their figures are old."""
         with self._lock:
             self.error = error
             if self.failing_since is None:
-                self.failing_since = time.time()
+                self.failing_since = began
 
     def outage(self) -> tuple[Optional[float], Optional[str]]:
         """Since when the servers have not answered, and their last error (None, None while
