@@ -21,8 +21,9 @@ from .source import JOURNAL_EVENTS, SERVER_ERRORS, Source, error_text, valid_nam
 PER_PAGE = 50
 MAX_PER_PAGE = 500
 DEAD_PER_PAGE = 50
-#: Queue pages kept as last read, shown (marked as old) while Redis is unreachable.
-KEPT_PAGES = 32
+#: Queue pages kept as last read, shown (marked as old) while Redis is unreachable: a few,
+#: as each holds up to ~300 messages (in flight, dead, waiting, journal).
+KEPT_PAGES = 8
 #: RMQ.POLICY fields the policy form edits, by their wire names (paused has its own buttons).
 POLICY_FORM_FIELDS = tuple(f.replace("_", "-") for f in POLICY_FIELDS if f != "paused")
 
