@@ -79,8 +79,8 @@ def test_purge_from_the_page(start_dashboard: Any, r: redis.Redis, chrome: Any) 
     d = start_dashboard("--writable")
     chrome.get(d.url + "/queues/full")
     confirm_and_click(chrome, "full", "purge")
-    wait_for(lambda: "purged 4 message(s)" in flash(chrome), timeout=20, interval=0.2,
-             what="the purge's outcome")
+    wait_for(lambda: flash(chrome), timeout=20, interval=0.2, what="the purge's outcome")
+    assert "purged 4 message(s)" in flash(chrome), flash(chrome)
     assert r.zcard("full") == 0 and r.zcard("dead{full}") == 1
     assert r.execute_command("RMQ.PENDING", "full") == []
     assert rmq.Queue(r, "full").policy()["retries"] == 5, "the policy stays"
@@ -98,8 +98,8 @@ def test_drop_from_the_page(start_dashboard: Any, r: redis.Redis, chrome: Any) -
     d = start_dashboard("--writable")
     chrome.get(d.url + "/queues/doomed")
     confirm_and_click(chrome, "doomed", "drop")
-    wait_for(lambda: "dropped queue doomed" in flash(chrome), timeout=20, interval=0.2,
-             what="the drop's outcome on the queue list")
+    wait_for(lambda: flash(chrome), timeout=20, interval=0.2, what="the drop's outcome")
+    assert "dropped queue doomed" in flash(chrome), flash(chrome)
     assert "/queues/" not in chrome.current_url, "back on the queue list"
     assert r.keys("*{doomed}*") == [] and not r.exists("doomed")
     names = r.execute_command("RMQ.QUEUES")[1]
