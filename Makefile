@@ -47,6 +47,8 @@
 #               writes scripts/results/partitions.md + .png. `make test` runs a 2-cycle slice.
 #   make bench-node  the Node worker vs a hand-written loop vs BullMQ (~2 min); writes
 #               scripts/results/bench_node.md.
+#   make bench-java  the Java worker vs a hand-written loop on Lettuce vs Redisson's delayed
+#               queue (~3 min); writes scripts/results/bench_java.md.
 #
 # The benchmarks (bench/: one file per target, bench/harness/ their shared parts) and their
 # smoke runs: docs/BENCHMARKS.md. Reports go to scripts/results/.
@@ -235,10 +237,15 @@ test-node: deps build
 # The Java client, worker and Spring Boot starter (clients/java, Maven, Java 17): their
 # JUnit 5 tests against servers they start themselves with the built module (RMQ_MODULE,
 # RMQ_SERVER_BIN as for the other tests). Maven fetches its dependencies on the first run
-# (-B: batch mode, no prompts); ~4 min.
+# (-B: batch mode, no prompts); ~4 min. Then the client's replies on Valkey 9.1: the
+# conformance file, the merge rules, routing, refused arguments and the README example
+# (JAVA_VALKEY_TESTS; ~30 s; the worker and cluster tests test the client, not the server).
+JAVA_VALKEY_TESTS ?= ConformanceTest,MergeRulesTest,RoutingTest,ArgumentsTest,ReadmeExampleTest
 .PHONY: test-java
 test-java: deps build
 	cd clients/java && mvn -q -B test
+	BIN="$$(bash scripts/install-server valkey-9.1)" && cd clients/java && \
+		RMQ_SERVER_BIN="$$BIN" mvn -q -B test -pl rmq-client -Dtest='$(JAVA_VALKEY_TESTS)'
 
 # The Node worker against a hand-written TPOP/ACK loop and BullMQ (clients/node/bench),
 # on one redis-server pinned to core 0, clients on core 1; medians of BENCH_ROUNDS rounds.
@@ -247,6 +254,15 @@ BENCH_ROUNDS ?= 5
 .PHONY: bench-node
 bench-node: deps build
 	cd clients/node && npm run build && node bench/bench.mjs --rounds $(BENCH_ROUNDS) --out ../../scripts/results/bench_node.md
+
+# The Java worker against a hand-written TPOP/ACK loop on Lettuce and Redisson's
+# RDelayedQueue + RBlockingQueue (bench/bench_java.py; the clients/java module rmq-bench,
+# built with -Pbench so `mvn test` never fetches Redisson), on one redis-server pinned to
+# core 0, the JVM on core 1; msgs/s and the server's CPU per message, medians of
+# BENCH_ROUNDS rounds. Writes scripts/results/bench_java.md (~3 min).
+.PHONY: bench-java
+bench-java: deps build
+	$(PYTHON) bench/bench_java.py --rounds $(BENCH_ROUNDS)
 
 # Fuzzing (fuzz/, its own crate): each of FUZZ_TARGETS for FUZZ_SECONDS, one process at a
 # time, nice'd. No sanitizer (-s none): the fuzzed code is safe Rust (core forbids unsafe)

@@ -8,6 +8,7 @@ import io.lettuce.core.RedisException;
 import io.lettuce.core.cluster.SlotHash;
 import io.lettuce.core.RedisFuture;
 import io.lettuce.core.RedisURI;
+import io.lettuce.core.SslOptions;
 import io.lettuce.core.api.StatefulRedisConnection;
 import io.lettuce.core.cluster.ClusterClientOptions;
 import io.lettuce.core.cluster.ClusterTopologyRefreshOptions;
@@ -43,6 +44,14 @@ final class Redis implements AutoCloseable {
     /** Longest wait for a reply (blocking pops block far less: WorkerOptions bounds them). */
     static final Duration AWAIT = Duration.ofSeconds(120);
     /**
+     * Longest wait for the reply to a command without BLOCK on the shared connection. A
+     * command in flight to a primary that dies is kept by Lettuce for its reconnect, which
+     * never comes: without this an ack stalled a minute there (and the acker with it, so
+     * every ack meanwhile came after its lease). Past it the call fails as a connection
+     * error: the callers retry (by then on the new primary) or the lease redelivers.
+     */
+    static final Duration COMMAND_TIMEOUT = Duration.ofSeconds(10);
+    /**
      * RESP2 replies; a command while the connection is down fails at once instead of waiting
      * in a buffer for a node that may never come back (a failed-over primary): the callers
      * retry with backoff, the worker's lease covers the rest.
@@ -66,12 +75,15 @@ final class Redis implements AutoCloseable {
     /** For dedicated connections (blocking pops, durable writes), to the server or one node. */
     private final RedisClient nodes;
 
-    private Redis(List<RedisURI> uris, boolean isCluster) {
+    /** `ssl`: the trust (and key) material of rediss:// connections, or null for the JVM's. */
+    private Redis(List<RedisURI> uris, boolean isCluster, SslOptions ssl) {
         resources = DefaultClientResources.create();
         seed = uris.get(0);
+        SslOptions tls = ssl != null ? ssl : SslOptions.create();
         if (isCluster) {
             RedisClusterClient c = RedisClusterClient.create(resources, uris);
             c.setOptions(ClusterClientOptions.builder()
+                    .sslOptions(tls)
                     .protocolVersion(ProtocolVersion.RESP2)
                     .disconnectedBehavior(ClientOptions.DisconnectedBehavior.REJECT_COMMANDS)
                     .topologyRefreshOptions(ClusterTopologyRefreshOptions.builder()
@@ -84,17 +96,17 @@ final class Redis implements AutoCloseable {
             conn = null;
         } else {
             RedisClient c = RedisClient.create(resources, seed);
-            c.setOptions(OPTIONS);
+            c.setOptions(OPTIONS.mutate().sslOptions(tls).build());
             client = c;
             conn = c.connect(ByteArrayCodec.INSTANCE);
             cluster = null;
         }
         nodes = RedisClient.create(resources);
-        nodes.setOptions(LINK_OPTIONS);
+        nodes.setOptions(LINK_OPTIONS.mutate().sslOptions(tls).build());
     }
 
     /** One URI (a server) or several, comma-separated (seeds of a cluster). */
-    static Redis connect(String uris, boolean forceCluster) {
+    static Redis connect(String uris, boolean forceCluster, SslOptions ssl) {
         if (uris == null || uris.isBlank()) {
             throw new IllegalArgumentException("a Redis URI is needed, e.g. redis://127.0.0.1:6379");
         }
@@ -107,7 +119,7 @@ final class Redis implements AutoCloseable {
             }
         }
         boolean isCluster = forceCluster || parsed.size() > 1;
-        return new Redis(parsed, isCluster);
+        return new Redis(parsed, isCluster, ssl);
     }
 
     boolean isCluster() {
@@ -126,7 +138,16 @@ final class Redis implements AutoCloseable {
     }
 
     Object call(Object... command) {
-        return await(send(command));
+        return await(send(command), timeoutOf(command));
+    }
+
+    private static Duration timeoutOf(Object[] command) {
+        for (Object a : command) {
+            if ("BLOCK".equals(a)) {
+                return AWAIT;
+            }
+        }
+        return COMMAND_TIMEOUT;
     }
 
     /** callAll, or with `durable` (not null or NONE) callDurable. */
@@ -142,9 +163,9 @@ final class Redis implements AutoCloseable {
         }
         List<Object> replies = new ArrayList<>(futures.size());
         RuntimeException first = null;
-        for (RedisFuture<Object> f : futures) {
+        for (int i = 0; i < futures.size(); i++) {
             try {
-                replies.add(await(f));
+                replies.add(await(futures.get(i), timeoutOf(commands.get(i))));
             } catch (RuntimeException e) {
                 replies.add(null);
                 if (first == null) {
@@ -343,10 +364,15 @@ final class Redis implements AutoCloseable {
     }
 
     static Object await(Future<Object> f) {
+        return await(f, AWAIT);
+    }
+
+    static Object await(Future<Object> f, Duration timeout) {
         try {
-            return f.get(AWAIT.toMillis(), TimeUnit.MILLISECONDS);
+            return f.get(timeout.toMillis(), TimeUnit.MILLISECONDS);
         } catch (TimeoutException e) {
-            throw new RedisCommandTimeoutException("no reply within " + AWAIT);
+            f.cancel(false);                 // its reply, should one come, is not waited for
+            throw new RedisCommandTimeoutException("no reply within " + timeout);
         } catch (ExecutionException e) {
             Throwable cause = e.getCause();
             if (cause instanceof RuntimeException) {

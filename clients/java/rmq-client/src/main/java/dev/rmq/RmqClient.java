@@ -15,12 +15,26 @@ public final class RmqClient implements AutoCloseable {
 
     /** Connects: one URI is one server; several, comma-separated, are the seeds of a cluster. */
     public static RmqClient create(String uri) {
-        return new RmqClient(Redis.connect(uri, false));
+        return create(uri, null);
+    }
+
+    /**
+     * As create(uri), with the TLS settings of rediss:// URIs: Lettuce's SslOptions, e.g.
+     * {@code SslOptions.builder().truststore(file, password).build()} to trust a private CA
+     * (null: the JVM's trust store, javax.net.ssl.trustStore).
+     */
+    public static RmqClient create(String uri, io.lettuce.core.SslOptions ssl) {
+        return new RmqClient(Redis.connect(uri, false, ssl));
     }
 
     /** Connects to a cluster through one or more seed URIs (comma-separated). */
     public static RmqClient createCluster(String uris) {
-        return new RmqClient(Redis.connect(uris, true));
+        return createCluster(uris, null);
+    }
+
+    /** As createCluster(uris), with the TLS settings of rediss:// URIs (see create(uri, ssl)). */
+    public static RmqClient createCluster(String uris, io.lettuce.core.SslOptions ssl) {
+        return new RmqClient(Redis.connect(uris, true, ssl));
     }
 
     public Topic topic(String name, int slots) {

@@ -9,10 +9,9 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.Semaphore;
+import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
@@ -37,6 +36,14 @@ public final class Worker implements AutoCloseable {
     private static final long BACKOFF_MAX_MS = 5000;
     private static final long TOPOLOGY_EVERY_MS = 5000;
     private static final int ACK_BATCH = 1000;
+    /**
+     * How long the acker waits for the handlers still running before it sends what it has:
+     * handlers finish one thread at a time, so without it a batch of 100 popped together
+     * went out as dozens of ACKs of one message (half the hand-written loop's rate).
+     */
+    /** How long a fetch loop waits for more free handlers before a pop (see fetchLoop). */
+    private static final long POP_LINGER_NS = TimeUnit.MILLISECONDS.toNanos(1);
+    private static final long ACK_LINGER_NS = TimeUnit.MILLISECONDS.toNanos(2);
 
     private enum State { QUEUED, RUNNING, DONE, ABANDONED }
 
@@ -73,7 +80,13 @@ public final class Worker implements AutoCloseable {
     private final LinkedBlockingQueue<Running> acks = new LinkedBlockingQueue<>();
     private final Map<String, Loop> loops = new LinkedHashMap<>();
     private final List<Thread> loopThreads = new ArrayList<>();
-    private final ExecutorService handlers;
+    /**
+     * One thread per handler slot, fed from one queue: a thread whose handler returned takes
+     * the next delivery without sleeping, so a batch of quick handlers runs on a few threads
+     * instead of waking one per message. A handler given up on keeps its thread, so each one
+     * adds a thread (idle threads end after a minute).
+     */
+    private final ThreadPoolExecutor handlers;
     private final AtomicInteger threadCount = new AtomicInteger();
     private final AtomicLong processed = new AtomicLong();
     private final AtomicLong failed = new AtomicLong();
@@ -103,7 +116,9 @@ public final class Worker implements AutoCloseable {
         this.handler = handler;
         this.options = options;
         this.free = new Semaphore(options.concurrency);
-        this.handlers = Executors.newCachedThreadPool(r -> daemon(r, options.name + "-handler-" + threadCount.incrementAndGet()));
+        this.handlers = new ThreadPoolExecutor(options.concurrency, options.concurrency, 60, TimeUnit.SECONDS,
+                new LinkedBlockingQueue<>(), r -> daemon(r, options.name + "-handler-" + threadCount.incrementAndGet()));
+        handlers.allowCoreThreadTimeOut(true);
     }
 
     /** Starts consuming on threads of its own; returns at once. */
@@ -281,6 +296,20 @@ public final class Worker implements AutoCloseable {
                     return;
                 }
                 int n = 1 + free.drainPermits();
+                // handlers finish one at a time: wait a moment for half of them before popping
+                long until = System.nanoTime() + POP_LINGER_NS;
+                try {
+                    while (n < options.concurrency / 2 && !stopping) {
+                        long left = until - System.nanoTime();
+                        if (left <= 0 || !free.tryAcquire(left, TimeUnit.NANOSECONDS)) {
+                            break;
+                        }
+                        n += 1 + free.drainPermits();
+                    }
+                } catch (InterruptedException e) {
+                    free.release(n);
+                    return;
+                }
                 List<Delivery> msgs = List.of();
                 RuntimeException error = null;
                 try {
@@ -424,6 +453,22 @@ public final class Worker implements AutoCloseable {
                 return;
             }
             acks.drainTo(batch, ACK_BATCH - 1);
+            long until = System.nanoTime() + ACK_LINGER_NS;
+            while (!batch.contains(END) && batch.size() < ACK_BATCH && inflight.size() > batch.size()) {
+                long left = until - System.nanoTime();
+                Running more;
+                try {
+                    more = left > 0 ? acks.poll(left, TimeUnit.NANOSECONDS) : null;
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    more = null;
+                }
+                if (more == null) {
+                    break;
+                }
+                batch.add(more);
+                acks.drainTo(batch, ACK_BATCH - batch.size());
+            }
             boolean end = batch.remove(END);
             if (!batch.isEmpty()) {
                 ack(batch);
@@ -513,6 +558,12 @@ public final class Worker implements AutoCloseable {
             } catch (RuntimeException e) {
                 lost.incrementAndGet();
                 tellError(e);
+            }
+        }
+        if (stuck != null) {
+            synchronized (handlers) {        // its slot's next delivery gets a thread of its own
+                handlers.setMaximumPoolSize(handlers.getMaximumPoolSize() + 1);
+                handlers.setCorePoolSize(handlers.getCorePoolSize() + 1);
             }
         }
         finish(r);
