@@ -37,26 +37,97 @@ def _runnable(path):
             if b.lang in doc_blocks.RUNNABLE and "skip" not in b.directives]
 
 
-EXAMPLE_DOCS = [p for p in doc_files() if _runnable(p)]
+def _has_examples(path):
+    try:
+        return bool(_runnable(path))
+    except doc_blocks.DocError:
+        return True  # a malformed doc: its test reports why
 
 
-def redis_cli(port, command):
-    """What `redis-cli` prints for one command line, as a reader at its prompt sees it."""
+EXAMPLE_DOCS = [p for p in doc_files() if _has_examples(p)]
+
+
+def redis_cli(port, command, directives=None):
+    """What `redis-cli` prints for one command line (or several, one connection), as a
+    reader at its prompt sees it (in RESP3, as an ACL user: a block's directives)."""
+    directives = directives or {}
     cli = shutil.which("redis-cli") or "redis-cli"
-    out = subprocess.run([cli, "-h", "127.0.0.1", "-p", str(port), "--no-raw"],
-                         input=command + "\n", capture_output=True, text=True, timeout=60)
+    args = ["-3"] if "resp3" in directives else []
+    if "user" in directives:
+        name, password = directives["user"].split()
+        args += ["--user", name, "--pass", password, "--no-auth-warning"]
+    out = subprocess.run([cli, "-h", "127.0.0.1", "-p", str(port), "--no-raw", *args],
+                         input=command + "\n", capture_output=True, text=True, timeout=30)
     return (out.stdout + out.stderr).rstrip("\n")
+
+
+def _steps(block):
+    """The block's session as runs of (command, the doc's reply) that share a connection:
+    a transaction (MULTI ... EXEC or DISCARD) is one run, every other command its own."""
+    runs, open_run = [], False
+    for command, expected in doc_blocks.session(block):
+        if not open_run:
+            runs.append([])
+        runs[-1].append((command, "\n".join(expected).rstrip("\n")))
+        verb = command.split()[0].upper() if command.split() else ""
+        open_run = verb == "MULTI" or (open_run and verb not in ("EXEC", "DISCARD"))
+    return runs
+
+
+def session_replies(block, port):
+    """[(command, the doc's reply, the server's reply)] for each step of a redis-cli block.
+    Inside a transaction each command but the last answers one line (OK, QUEUED or an
+    error); the last (EXEC) answers the rest."""
+    out = []
+    for run in _steps(block):
+        got = redis_cli(port, "\n".join(command for command, _ in run),
+                        block.directives).split("\n")
+        for n, (command, want) in enumerate(run):
+            reply = got[n:n + 1] if n < len(run) - 1 else got[n:]
+            out.append((command, want, "\n".join(reply)))
+    return out
 
 
 def replay(block, port):
     """[(command, expected, got)] for each reply of a redis-cli block that differs."""
-    diffs = []
-    for command, expected in doc_blocks.session(block):
-        got = redis_cli(port, command)
-        want = "\n".join(expected).rstrip("\n")
-        if doc_blocks.mask(got) != doc_blocks.mask(want):
-            diffs.append((command, want, got))
-    return diffs
+    return [(command, want, got) for command, want, got in session_replies(block, port)
+            if not doc_blocks.same(want, got)]
+
+
+class DocServer:
+    """The one server all the doc files' examples run on, a file after another (a server
+    per file cost a start each). `fresh()` puts it back as it started: no keys, and the
+    settings and ACL users it started with, which sessions change (CONFIG SET, ACL
+    SETUSER), and no per-queue counters (RMQ.INFO's; INFO rmq's server-wide ones are the
+    server's history and stay)."""
+
+    def __init__(self):
+        self.server = start_server()
+        self._c = self.server.client(decode_responses=True)
+        self._config = self._c.config_get("*")
+        self._users = set(self._c.acl_users())
+
+    def fresh(self):
+        # the counters outlive their queues; a lowered stats-queues drops them at the next read
+        self._c.config_set("rmq.stats-queues", 0)
+        self._c.execute_command("RMQ.INFO", "fresh")
+        now = self._c.config_get("*")
+        for name, value in self._config.items():
+            if now.get(name) != value:
+                self._c.config_set(name, value)
+        for user in set(self._c.acl_users()) - self._users:
+            self._c.acl_deluser(user)
+        self._c.flushall()
+
+    def before(self, block):
+        """What the block's directives ask for before it runs (`fresh`, `wait`)."""
+        if "fresh" in block.directives:
+            self.fresh()
+        if "wait" in block.directives:
+            time.sleep(int(block.directives["wait"]) / 1000)
+
+    def stop(self):
+        self.server.stop()
 
 
 def _node_client_built():
@@ -111,18 +182,23 @@ def run_code(block, port, gateway_port=None):
     return out.returncode, out.stdout + out.stderr
 
 
+@pytest.fixture(scope="module")
+def doc_server():
+    doc = DocServer()
+    yield doc
+    doc.stop()
+
+
 @pytest.mark.parametrize("path", EXAMPLE_DOCS, ids=_rel)
-def test_examples_run_as_written(path):
-    server, gateway = start_server(), None
+def test_examples_run_as_written(path, doc_server):
+    doc_server.fresh()  # each file starts on an empty server
+    server, gateway = doc_server.server, None
     try:
         failures = []
         for block in _runnable(path):
             if "gateway" in block.directives and gateway is None:
                 gateway = Gateway(server).start()
-            if "fresh" in block.directives:
-                server.client().flushall()
-            if "wait" in block.directives:
-                time.sleep(int(block.directives["wait"]) / 1000)
+            doc_server.before(block)
             if block.lang == "redis-cli":
                 for command, want, got in replay(block, server.port):
                     failures.append(f"{block.where}: {command}\n  doc says:\n{want}\n"
@@ -131,15 +207,14 @@ def test_examples_run_as_written(path):
             code, output = run_code(block, server.port, gateway and gateway.port)
             if code != 0:
                 failures.append(f"{block.where}: {block.lang} example exited {code}:\n{output}")
-            elif block.output is not None and (doc_blocks.mask(output.rstrip("\n"))
-                                               != doc_blocks.mask(block.output.text.rstrip("\n"))):
+            elif block.output is not None and not doc_blocks.same(
+                    block.output.text.rstrip("\n"), output.rstrip("\n")):
                 failures.append(f"{block.where}: printed\n{output}\n  the doc says "
                                 f"({block.output.where}):\n{block.output.text}")
         assert not failures, "\n\n".join(failures)
     finally:
         if gateway is not None:
             gateway.stop()
-        server.stop()
 
 
 def test_a_drifted_example_fails(server):
@@ -184,15 +259,19 @@ def test_blocks_directives_and_outputs():
     text = ("intro\n<!-- example: skip needs make run -->\n```sh\nmake run\n```\n"
             "<!-- example: fresh -->\n<!-- example: wait 50 -->\n```redis-cli\n"
             "127.0.0.1:6380> PING\nPONG\n```\n```python\nprint(1)\n```\n"
-            "<!-- example: output -->\n```\n1\n```\n```conf\nport 1\n```\n"
-            "<!-- example: gateway -->\n```python\nx\n```\n")
+            "<!-- example: output -->\n```text\n1\n```\n```conf\nport 1\n```\n"
+            "<!-- example: gateway -->\n```python\nx\n```\n"
+            "<!-- example: resp3 -->\n<!-- example: user ann s3cret -->\n```redis-cli\n"
+            "127.0.0.1:6380> PING\nPONG\n(0.50s)\n```\n")
     bs = doc_blocks.blocks("x.md", text)
     assert [(b.lang, b.line) for b in bs] == [("sh", 3), ("redis-cli", 8), ("python", 12),
-                                              ("conf", 19), ("python", 23)]
+                                              ("conf", 19), ("python", 23), ("redis-cli", 28)]
     assert bs[0].directives == {"skip": "needs make run"}
     assert bs[1].directives == {"fresh": "", "wait": "50"}
     assert bs[2].output.text == "1\n" and bs[3].directives == {}
     assert bs[4].directives == {"gateway": ""}
+    assert bs[5].directives == {"resp3": "", "user": "ann s3cret"}
+    assert doc_blocks.session(bs[5]) == [("PING", ["PONG"])]  # redis-cli's timing dropped
     assert doc_blocks.with_address("http://127.0.0.1:9324 redis://127.0.0.1:6380 Redis(6380) "
                                    "-p 6380 63801", 7001, 7002) \
         == "http://127.0.0.1:7002 redis://127.0.0.1:7001 Redis(7001) -p 7001 63801"
@@ -209,7 +288,9 @@ def test_prose_between_a_directive_and_a_block_cancels_the_directive():
     ("<!-- example: skip -->\n```sh\nls\n```\n", "needs a reason"),
     ("<!-- example: wait soon -->\n```sh\nls\n```\n", "milliseconds"),
     ("<!-- example: later -->\n```sh\nls\n```\n", "unknown example directive"),
-    ("<!-- example: output -->\n```\n1\n```\n", "must follow"),
+    ("<!-- example: output -->\n```text\n1\n```\n", "must follow"),
+    ("<!-- example: user ann -->\n```redis-cli\n```\n", "a name and a password"),
+    ("text\n```\n127.0.0.1:6380> PING\nPONG\n```\n", "without a language"),
 ])
 def test_malformed_examples_are_refused(text, why):
     with pytest.raises(doc_blocks.DocError, match=why):
@@ -223,8 +304,19 @@ def test_a_session_needs_prompts():
         doc_blocks.session(doc_blocks.Block("x.md", 1, "redis-cli", "\n"))
 
 
+@pytest.mark.parametrize("path", doc_files(), ids=_rel)
+def test_every_fence_names_its_language(path):
+    """An untagged fence would be neither run nor knowingly left out: the extractor refuses it."""
+    doc_blocks.blocks(path, name=_rel(path))
+
+
 def test_masks_cover_clock_values_only():
     assert doc_blocks.mask("(integer) 1765000000123") == "(integer) <unix-ms>"
+    assert doc_blocks.mask('3) (integer) 98141157046272 "n98141157046272"') \
+        == '3) (integer) <delivery-id> "n<delivery-id>"'
+    assert doc_blocks.same("(integer) ~299881", "(integer) 299004")
+    assert not doc_blocks.same("(integer) ~299881", "(integer) -2")
+    assert not doc_blocks.same("(integer) 5000", "(integer) 4999")
     assert doc_blocks.mask('1) "1765000000123-0"') == '1) "<entry-id>"'
     assert doc_blocks.mask("(integer) 5000") == "(integer) 5000"
     assert doc_blocks.mask("due in ~4998 ms") == "due in ~<n> ms"
