@@ -24,7 +24,9 @@ Every fence names its language: one without is refused (a session left untagged 
 never be replayed). `text`, `conf`, ... are prose; an `output` block is usually `text`.
 Clock-dependent values are masked on both sides before comparing (`mask`), never dropped:
 Unix times in milliseconds, stream entry ids, delivery ids (`IDS`, made from the clock),
-and durations written as `~N` (in a session, `(integer) ~299881` stands for any count).
+RMQ.QUEUES cursors (sealed with a key drawn at start), and durations written as `~N` (in
+a session, `(integer) ~299881` stands for any count). A delivery id or cursor a session
+repeats in a later command is replaced there by the one the server gave in its place.
 """
 
 import re
@@ -133,10 +135,17 @@ def session(block):
     return steps
 
 
+# RMQ.POP ... IDS: (ms since 2023-11-14) << 10, then counting
+DELIVERY_ID = re.compile(r"(?<!\d)\d{14,15}(?!\d)")
+# RMQ.QUEUES: sealed with a key the server draws when it starts
+CURSOR = re.compile(r"\b[0-9a-f]{64,}\b")
+# values a session's later commands repeat from its replies (session_replies maps them)
+OPAQUE = re.compile(f"{DELIVERY_ID.pattern}|{CURSOR.pattern}")
 _MASKS = (
     (re.compile(r"\b1[6-9]\d{11}-\d+\b"), "<entry-id>"),
     (re.compile(r"\b1[6-9]\d{11}\b"), "<unix-ms>"),
-    (re.compile(r"(?<!\d)\d{14,15}(?!\d)"), "<delivery-id>"),
+    (DELIVERY_ID, "<delivery-id>"),
+    (CURSOR, "<cursor>"),
     (re.compile(r"~\d+"), "~<n>"),
 )
 
@@ -148,11 +157,30 @@ def mask(text):
     return text
 
 
-def same(want, got):
+def same(want, got, command=""):
     """Whether a reply is the one the doc shows, clock values masked; the doc's `~N`
-    stands for any number the server gives there."""
+    stands for any number the server gives there. KEYS and CONFIG GET answer in the order
+    of the server's hash table (it differs from run to run): their elements (CONFIG GET's
+    name/value pairs) are compared in any order."""
+    verb = " ".join(command.upper().split()[:2])
+    if verb.startswith("KEYS") or verb == "CONFIG GET":
+        want, got = _sorted_flat(want, 2 if verb == "CONFIG GET" else 1), \
+            _sorted_flat(got, 2 if verb == "CONFIG GET" else 1)
     pattern = re.escape(mask(want)).replace(re.escape("~<n>"), r"~?(?:\d+|<n>)")
     return re.fullmatch(pattern, mask(got).replace("~<n>", "<n>")) is not None
+
+
+_ELEMENT = re.compile(r"^\s*\d+\) (.*)$")
+
+
+def _sorted_flat(reply, width):
+    """A flat array reply's elements, in groups of `width`, sorted (else the reply as is)."""
+    items = [_ELEMENT.match(line) for line in reply.split("\n")]
+    if not all(items):
+        return reply
+    values = [m.group(1) for m in items]
+    groups = sorted(values[i:i + width] for i in range(0, len(values), width))
+    return "\n".join(" ".join(g) for g in groups)
 
 
 def with_address(code, port, gateway_port=None):

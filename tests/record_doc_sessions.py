@@ -23,14 +23,14 @@ def record(path):
     try:
         blocks = [b for b in doc_blocks.blocks(path, text) if b.lang == "redis-cli"
                   and "skip" not in b.directives]
-        replies = {}
+        replies, ids = {}, {}
         for b in blocks:
             doc.before(b)
             out = []
             prompt = next(line for line in b.text.split("\n")
                           if doc_blocks.PROMPT.match(line)).split(">")[0]
-            for command, want, got in session_replies(b, doc.server.port):
-                if doc_blocks.same(want, got):
+            for command, want, got in session_replies(b, doc.server.port, ids):
+                if doc_blocks.same(want, got, command):
                     got = want
                 else:
                     changed += 1

@@ -74,24 +74,31 @@ def _steps(block):
     return runs
 
 
-def session_replies(block, port):
+def session_replies(block, port, ids=None):
     """[(command, the doc's reply, the server's reply)] for each step of a redis-cli block.
     Inside a transaction each command but the last answers one line (OK, QUEUED or an
-    error); the last (EXEC) answers the rest."""
-    out = []
+    error); the last (EXEC) answers the rest. A delivery id or cursor the doc shows in a
+    reply stands, in the commands after it, for the one the server gave in its place
+    (`ids`, the doc's to the server's, lasts as long as the caller keeps it: one file)."""
+    out, ids = [], {} if ids is None else ids
     for run in _steps(block):
-        got = redis_cli(port, "\n".join(command for command, _ in run),
-                        block.directives).split("\n")
+        lines = "\n".join(doc_blocks.OPAQUE.sub(lambda m: ids.get(m.group(), m.group()),
+                                                command) for command, _ in run)
+        got = redis_cli(port, lines, block.directives).split("\n")
         for n, (command, want) in enumerate(run):
-            reply = got[n:n + 1] if n < len(run) - 1 else got[n:]
-            out.append((command, want, "\n".join(reply)))
+            reply = "\n".join(got[n:n + 1] if n < len(run) - 1 else got[n:])
+            theirs = [m.group() for m in doc_blocks.OPAQUE.finditer(reply)]
+            mine = [m.group() for m in doc_blocks.OPAQUE.finditer(want)]
+            if len(theirs) == len(mine):
+                ids.update(zip(mine, theirs))
+            out.append((command, want, reply))
     return out
 
 
-def replay(block, port):
+def replay(block, port, ids=None):
     """[(command, expected, got)] for each reply of a redis-cli block that differs."""
-    return [(command, want, got) for command, want, got in session_replies(block, port)
-            if not doc_blocks.same(want, got)]
+    return [(command, want, got) for command, want, got in session_replies(block, port, ids)
+            if not doc_blocks.same(want, got, command)]
 
 
 class DocServer:
@@ -192,7 +199,7 @@ def doc_server():
 @pytest.mark.parametrize("path", EXAMPLE_DOCS, ids=_rel)
 def test_examples_run_as_written(path, doc_server):
     doc_server.fresh()  # each file starts on an empty server
-    server, gateway = doc_server.server, None
+    server, gateway, ids = doc_server.server, None, {}
     try:
         failures = []
         for block in _runnable(path):
@@ -200,7 +207,7 @@ def test_examples_run_as_written(path, doc_server):
                 gateway = Gateway(server).start()
             doc_server.before(block)
             if block.lang == "redis-cli":
-                for command, want, got in replay(block, server.port):
+                for command, want, got in replay(block, server.port, ids):
                     failures.append(f"{block.where}: {command}\n  doc says:\n{want}\n"
                                     f"  server says:\n{got}")
                 continue
@@ -317,6 +324,16 @@ def test_masks_cover_clock_values_only():
     assert doc_blocks.same("(integer) ~299881", "(integer) 299004")
     assert not doc_blocks.same("(integer) ~299881", "(integer) -2")
     assert not doc_blocks.same("(integer) 5000", "(integer) 4999")
+    assert doc_blocks.mask('1) "' + "7a" * 44 + '"') == '1) "<cursor>"'
+    keys = '1) "q"\n2) "meta{q}"'
+    assert doc_blocks.same(keys, '1) "meta{q}"\n2) "q"', "KEYS *")
+    assert not doc_blocks.same(keys, '1) "meta{q}"\n2) "q"', "LRANGE l 0 -1")
+    assert not doc_blocks.same(keys, '1) "meta{q}"\n2) "x"', "KEYS *")
+    conf = '1) "rmq.retries"\n2) "16"\n3) "rmq.lease-ms"\n4) "30000"'
+    assert doc_blocks.same(conf, '1) "rmq.lease-ms"\n2) "30000"\n3) "rmq.retries"\n4) "16"',
+                           "CONFIG GET rmq.*")
+    assert not doc_blocks.same(conf, '1) "rmq.lease-ms"\n2) "16"\n3) "rmq.retries"\n'
+                               '4) "30000"', "CONFIG GET rmq.*")
     assert doc_blocks.mask('1) "1765000000123-0"') == '1) "<entry-id>"'
     assert doc_blocks.mask("(integer) 5000") == "(integer) 5000"
     assert doc_blocks.mask("due in ~4998 ms") == "due in ~<n> ms"
