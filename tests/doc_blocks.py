@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 RUNNABLE = ("redis-cli", "python", "js", "sh")
-FENCE = re.compile(r"^(```+|~~~+)\s*([\w+-]*)\s*$")
+FENCE = re.compile(r"^(\s*)(```+|~~~+)\s*([\w+-]*)\s*$")  # indented: inside a list item
 DIRECTIVE = re.compile(r"^<!--\s*example:\s*(\w+)\s*(.*?)\s*-->\s*$")
 PROMPT = re.compile(r"^[\w.-]+:\d+(?:\[\d+\])?> ?(.*)$")
 TIMING = re.compile(r"^\(\d+\.\d+s\)$")  # redis-cli's line after a command that blocked
@@ -50,6 +50,7 @@ class Block:
     text: str
     directives: dict = field(default_factory=dict)
     output: "Block | None" = None  # the expected-output block that follows, if any
+    indent: str = ""  # the fence's (a block in a list item), taken off its lines
 
     @property
     def where(self):
@@ -90,19 +91,20 @@ def blocks(path, text=None, name=None):
                 pending = {}
             i += 1
             continue
-        fence, lang, start = m.group(1), m.group(2).lower(), i
+        indent, fence, lang, start = m.group(1), m.group(2), m.group(3).lower(), i
         if not lang:
             raise DocError(f"{name}:{i + 1}: a code fence without a language: name it "
                            f"({', '.join(RUNNABLE)} run; text, conf, ... do not)")
         body = []
         i += 1
-        while i < len(lines) and not lines[i].startswith(fence[:3]):
-            body.append(lines[i])
+        while i < len(lines) and not lines[i].lstrip().startswith(fence[:3]):
+            line = lines[i]
+            body.append(line[len(indent):] if line.startswith(indent) else line.lstrip())
             i += 1
         if i == len(lines):
             raise DocError(f"{name}:{start + 1}: unclosed code fence")
         i += 1
-        block = Block(name, start + 1, lang, "\n".join(body) + "\n", pending)
+        block = Block(name, start + 1, lang, "\n".join(body) + "\n", pending, indent=indent)
         pending = {}
         if "output" in block.directives:
             if not out or out[-1].lang not in RUNNABLE or out[-1].lang == "redis-cli":
@@ -140,12 +142,12 @@ DELIVERY_ID = re.compile(r"(?<!\d)\d{14,15}(?!\d)")
 # RMQ.QUEUES: sealed with a key the server draws when it starts
 CURSOR = re.compile(r"\b[0-9a-f]{64,}\b")
 # values a session's later commands repeat from its replies (session_replies maps them)
-OPAQUE = re.compile(f"{DELIVERY_ID.pattern}|{CURSOR.pattern}")
+OPAQUE = re.compile(f"{CURSOR.pattern}|{DELIVERY_ID.pattern}")  # a cursor may hold 14 digits
 _MASKS = (
     (re.compile(r"\b1[6-9]\d{11}-\d+\b"), "<entry-id>"),
     (re.compile(r"\b1[6-9]\d{11}\b"), "<unix-ms>"),
-    (DELIVERY_ID, "<delivery-id>"),
     (CURSOR, "<cursor>"),
+    (DELIVERY_ID, "<delivery-id>"),
     (re.compile(r"~\d+"), "~<n>"),
 )
 

@@ -26,7 +26,7 @@ def record(path):
         replies, ids = {}, {}
         for b in blocks:
             doc.before(b)
-            out = []
+            out, before = [], changed
             prompt = next(line for line in b.text.split("\n")
                           if doc_blocks.PROMPT.match(line)).split(">")[0]
             for command, want, got in session_replies(b, doc.server.port, ids):
@@ -36,11 +36,12 @@ def record(path):
                     changed += 1
                 out.append(f"{prompt}> {command}")
                 out.extend(got.split("\n") if got else [])
-            replies[b.line] = out
+            if changed > before:  # a block whose replies all stand is left as written
+                replies[b.line] = out
         # rewrite from the last block up, so earlier line numbers stay valid
-        for b in sorted(blocks, key=lambda b: -b.line):
+        for b in sorted((b for b in blocks if b.line in replies), key=lambda b: -b.line):
             n_body = len(b.text.rstrip("\n").split("\n"))
-            lines[b.line:b.line + n_body] = replies[b.line]
+            lines[b.line:b.line + n_body] = [b.indent + line for line in replies[b.line]]
     finally:
         doc.stop()
     Path(path).write_text("\n".join(lines))

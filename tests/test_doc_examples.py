@@ -285,6 +285,13 @@ def test_blocks_directives_and_outputs():
     assert doc_blocks.session(bs[1]) == [("PING", ["PONG"])]
 
 
+def test_a_block_in_a_list_item_is_a_block():
+    bs = doc_blocks.blocks("x.md", "- item:\n\n  ```redis-cli\n  127.0.0.1:6380> PING\n  PONG\n"
+                                   "  ```\n- next\n")
+    assert [(b.lang, b.text, b.indent) for b in bs] == \
+        [("redis-cli", "127.0.0.1:6380> PING\nPONG\n", "  ")]
+
+
 def test_prose_between_a_directive_and_a_block_cancels_the_directive():
     bs = doc_blocks.blocks("x.md", "<!-- example: fresh -->\nsome words\n```sh\nls\n```\n")
     assert bs[0].directives == {}
@@ -325,6 +332,7 @@ def test_masks_cover_clock_values_only():
     assert not doc_blocks.same("(integer) ~299881", "(integer) -2")
     assert not doc_blocks.same("(integer) 5000", "(integer) 4999")
     assert doc_blocks.mask('1) "' + "7a" * 44 + '"') == '1) "<cursor>"'
+    assert doc_blocks.mask('1) "' + "e" + "1" * 14 + "e" * 73 + '"') == '1) "<cursor>"'
     keys = '1) "q"\n2) "meta{q}"'
     assert doc_blocks.same(keys, '1) "meta{q}"\n2) "q"', "KEYS *")
     assert not doc_blocks.same(keys, '1) "meta{q}"\n2) "q"', "LRANGE l 0 -1")
