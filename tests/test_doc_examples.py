@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 
@@ -232,6 +233,27 @@ def test_a_drifted_example_fails(server):
     server.client().flushall()
     diffs = replay(block, server.port)
     assert diffs == [("RMQ.PUSH drift PRIORITY 5 a", "(integer) 1", "(integer) 0")]
+
+
+JAVA_README_TEST = ROOT / "clients/java/rmq-client/src/test/java/dev/rmq/ReadmeExampleTest.java"
+
+
+def java_readme_example():
+    """The lines ReadmeExampleTest runs between its README markers, as the READMEs write
+    them (the docs' server for the test's)."""
+    source = JAVA_README_TEST.read_text()
+    body = source.split("// --- README example: begin")[1].split("\n", 1)[1]
+    body = body.split("// --- README example: end")[0].rstrip(" ")
+    return textwrap.dedent(body).replace("RmqClient.create(server.uri())",
+                                         'RmqClient.create("redis://127.0.0.1:6380")')
+
+
+@pytest.mark.parametrize("name", ["README.md", "clients/java/README.md"])
+def test_the_java_example_is_the_one_the_java_suite_runs(name):
+    """Java does not run here: the Java suite runs ReadmeExampleTest, and this holds the
+    READMEs' first java block to its text."""
+    java = [b for b in doc_blocks.blocks(ROOT / name) if b.lang == "java"]
+    assert java and java[0].text == java_readme_example()
 
 
 @pytest.mark.parametrize("path", doc_files(), ids=_rel)
