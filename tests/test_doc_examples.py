@@ -4,6 +4,7 @@ link of the docs leads to a file and heading of this repository."""
 
 import os
 import re
+import select
 import shutil
 import subprocess
 import sys
@@ -48,23 +49,54 @@ def _has_examples(path):
 EXAMPLE_DOCS = [p for p in doc_files() if _has_examples(p)]
 
 
-def redis_cli(port, command, directives=None):
-    """What `redis-cli` prints for one command line (or several, one connection), as a
-    reader at its prompt sees it (in RESP3, as an ACL user: a block's directives)."""
-    directives = directives or {}
-    cli = shutil.which("redis-cli") or "redis-cli"
-    args = ["-3"] if "resp3" in directives else []
-    if "user" in directives:
-        name, password = directives["user"].split()
-        args += ["--user", name, "--pass", password, "--no-auth-warning"]
-    out = subprocess.run([cli, "-h", "127.0.0.1", "-p", str(port), "--no-raw", *args],
-                         input=command + "\n", capture_output=True, text=True, timeout=30)
-    return (out.stdout + out.stderr).rstrip("\n")
+class RedisCli:
+    """One `redis-cli` at its prompt for a whole session (one connection, as a reader has;
+    in RESP3 or as an ACL user if the block's directives say so). `run` types lines and
+    gives what it printed for them: each is followed by an ECHO of a mark, whose reply
+    ends the answer."""
+
+    MARK = "rmq-doc-example-answered"
+
+    def __init__(self, port, directives):
+        args = ["-3"] if "resp3" in directives else []
+        if "user" in directives:
+            name, password = directives["user"].split()
+            args += ["--user", name, "--pass", password, "--no-auth-warning"]
+        cli = shutil.which("redis-cli") or "redis-cli"
+        self._p = subprocess.Popen([cli, "-h", "127.0.0.1", "-p", str(port), "--no-raw", *args],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT)
+        self._buf = b""
+
+    def run(self, lines, timeout=30):
+        self._p.stdin.write(f"{lines}\nECHO {self.MARK}\n".encode())
+        self._p.stdin.flush()
+        end, deadline = f'"{self.MARK}"\n'.encode(), time.monotonic() + timeout
+        while True:
+            i = self._buf.find(end)
+            if i == 0 or (i > 0 and self._buf[i - 1:i] == b"\n"):
+                out, self._buf = self._buf[:i], self._buf[i + len(end):]
+                return out.decode(errors="replace").rstrip("\n")
+            left = deadline - time.monotonic()
+            ready = select.select([self._p.stdout], [], [], max(left, 0))[0] if left > 0 else []
+            chunk = os.read(self._p.stdout.fileno(), 65536) if ready else b""
+            if not chunk:  # no answer in time, or redis-cli ended
+                return self._buf.decode(errors="replace") + f"\n(no answer within {timeout} s)"
+            self._buf += chunk
+
+    def close(self):
+        self._p.stdin.close()
+        try:
+            self._p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._p.kill()
+            self._p.wait()
+        self._p.stdout.close()
 
 
 def _steps(block):
-    """The block's session as runs of (command, the doc's reply) that share a connection:
-    a transaction (MULTI ... EXEC or DISCARD) is one run, every other command its own."""
+    """The block's session as runs of (command, the doc's reply) typed at once: a
+    transaction (MULTI ... EXEC or DISCARD) is one run, every other command its own."""
     runs, open_run = [], False
     for command, expected in doc_blocks.session(block):
         if not open_run:
@@ -81,18 +113,21 @@ def session_replies(block, port, ids=None):
     error); the last (EXEC) answers the rest. A delivery id or cursor the doc shows in a
     reply stands, in the commands after it, for the one the server gave in its place
     (`ids`, the doc's to the server's, lasts as long as the caller keeps it: one file)."""
-    out, ids = [], {} if ids is None else ids
-    for run in _steps(block):
-        lines = "\n".join(doc_blocks.OPAQUE.sub(lambda m: ids.get(m.group(), m.group()),
-                                                command) for command, _ in run)
-        got = redis_cli(port, lines, block.directives).split("\n")
-        for n, (command, want) in enumerate(run):
-            reply = "\n".join(got[n:n + 1] if n < len(run) - 1 else got[n:])
-            theirs = [m.group() for m in doc_blocks.OPAQUE.finditer(reply)]
-            mine = [m.group() for m in doc_blocks.OPAQUE.finditer(want)]
-            if len(theirs) == len(mine):
-                ids.update(zip(mine, theirs))
-            out.append((command, want, reply))
+    out, ids, cli = [], {} if ids is None else ids, RedisCli(port, block.directives)
+    try:
+        for run in _steps(block):
+            lines = "\n".join(doc_blocks.OPAQUE.sub(lambda m: ids.get(m.group(), m.group()),
+                                                    command) for command, _ in run)
+            got = cli.run(lines).split("\n")
+            for n, (command, want) in enumerate(run):
+                reply = "\n".join(got[n:n + 1] if n < len(run) - 1 else got[n:])
+                theirs = [m.group() for m in doc_blocks.OPAQUE.finditer(reply)]
+                mine = [m.group() for m in doc_blocks.OPAQUE.finditer(want)]
+                if len(theirs) == len(mine):
+                    ids.update(zip(mine, theirs))
+                out.append((command, want, reply))
+    finally:
+        cli.close()
     return out
 
 
