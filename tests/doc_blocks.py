@@ -4,20 +4,29 @@ A fenced block whose info string names a language this file knows is an example,
   redis-cli   a recorded session: `host:port> COMMAND` lines, each followed by the reply as
               redis-cli prints it; replayed against a fresh server, reply by reply
   python, js, sh
-              run as written (the docs' port 6380 becomes the test server's); an
-              untagged block right after it, marked `<!-- example: output -->`, is what it
+              run as written (the docs' port 6380 becomes the test server's); a
+              `text` block right after it, marked `<!-- example: output -->`, is what it
               must print
-Every other block (untagged, `text`, `conf`, …) is prose. HTML comments just before a
+Every other block (`text`, `conf`, …) is prose. HTML comments just before a
 block (invisible where the Markdown is rendered) steer it:
   <!-- example: skip REASON -->   not run (the reason is required: a long-running server)
   <!-- example: fresh -->         an empty server first (the blocks of one file otherwise
                                   share one server, in order, as a reader's session does)
   <!-- example: wait MS -->       wait MS milliseconds first (the prose says "5 s later")
-  <!-- example: output -->        (on an untagged block) the output of the block before it
+  <!-- example: output -->        (on a `text` block) the output of the block before it
   <!-- example: gateway -->       an rmq-gateway runs beside the server (one per file), and
                                   the docs' 127.0.0.1:9324 becomes its address
+  <!-- example: resp3 -->         (on a redis-cli block) the session speaks RESP3
+                                  (`redis-cli -3`)
+  <!-- example: user NAME PASS -->  (on a redis-cli block) the session logs in as that ACL
+                                  user (the prose above it names the user)
+Every fence names its language: one without is refused (a session left untagged would
+never be replayed). `text`, `conf`, ... are prose; an `output` block is usually `text`.
 Clock-dependent values are masked on both sides before comparing (`mask`), never dropped:
-Unix times in milliseconds, stream entry ids, and durations written as `~N`.
+Unix times in milliseconds, stream entry ids, delivery ids (`IDS`, made from the clock),
+RMQ.QUEUES cursors (sealed with a key drawn at start), and durations written as `~N` (in
+a session, `(integer) ~299881` stands for any count). A delivery id or cursor a session
+repeats in a later command is replaced there by the one the server gave in its place.
 """
 
 import re
@@ -25,9 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 RUNNABLE = ("redis-cli", "python", "js", "sh")
-FENCE = re.compile(r"^(```+|~~~+)\s*([\w+-]*)\s*$")
+FENCE = re.compile(r"^(\s*)(```+|~~~+)\s*([\w+-]*)\s*$")  # indented: inside a list item
 DIRECTIVE = re.compile(r"^<!--\s*example:\s*(\w+)\s*(.*?)\s*-->\s*$")
 PROMPT = re.compile(r"^[\w.-]+:\d+(?:\[\d+\])?> ?(.*)$")
+TIMING = re.compile(r"^\(\d+\.\d+s\)$")  # redis-cli's line after a command that blocked
 DOC_ADDRESS = "127.0.0.1:6380"
 DOC_GATEWAY = "127.0.0.1:9324"
 
@@ -40,6 +50,7 @@ class Block:
     text: str
     directives: dict = field(default_factory=dict)
     output: "Block | None" = None  # the expected-output block that follows, if any
+    indent: str = ""  # the fence's (a block in a list item), taken off its lines
 
     @property
     def where(self):
@@ -63,12 +74,14 @@ def blocks(path, text=None, name=None):
         d = DIRECTIVE.match(line.strip())
         if d:
             key, value = d.group(1), d.group(2)
-            if key not in ("skip", "fresh", "wait", "output", "gateway"):
+            if key not in ("skip", "fresh", "wait", "output", "gateway", "resp3", "user"):
                 raise DocError(f"{name}:{i + 1}: unknown example directive {key!r}")
             if key == "skip" and not value:
                 raise DocError(f"{name}:{i + 1}: `example: skip` needs a reason")
             if key == "wait" and not value.isdigit():
                 raise DocError(f"{name}:{i + 1}: `example: wait` needs milliseconds")
+            if key == "user" and len(value.split()) != 2:
+                raise DocError(f"{name}:{i + 1}: `example: user` needs a name and a password")
             pending[key] = value
             i += 1
             continue
@@ -78,16 +91,20 @@ def blocks(path, text=None, name=None):
                 pending = {}
             i += 1
             continue
-        fence, lang, start = m.group(1), m.group(2).lower(), i
+        indent, fence, lang, start = m.group(1), m.group(2), m.group(3).lower(), i
+        if not lang:
+            raise DocError(f"{name}:{i + 1}: a code fence without a language: name it "
+                           f"({', '.join(RUNNABLE)} run; text, conf, ... do not)")
         body = []
         i += 1
-        while i < len(lines) and not lines[i].startswith(fence[:3]):
-            body.append(lines[i])
+        while i < len(lines) and not lines[i].lstrip().startswith(fence[:3]):
+            line = lines[i]
+            body.append(line[len(indent):] if line.startswith(indent) else line.lstrip())
             i += 1
         if i == len(lines):
             raise DocError(f"{name}:{start + 1}: unclosed code fence")
         i += 1
-        block = Block(name, start + 1, lang, "\n".join(body) + "\n", pending)
+        block = Block(name, start + 1, lang, "\n".join(body) + "\n", pending, indent=indent)
         pending = {}
         if "output" in block.directives:
             if not out or out[-1].lang not in RUNNABLE or out[-1].lang == "redis-cli":
@@ -111,6 +128,8 @@ def session(block):
         elif not steps:
             raise DocError(f"{block.where}: line {n + 1} of the session comes before any "
                            f"prompt: {line!r}")
+        elif TIMING.match(line):
+            continue  # how long a blocking command took: the clock's, not the reply's
         else:
             steps[-1][1].append(line)
     if not steps:
@@ -118,9 +137,17 @@ def session(block):
     return steps
 
 
+# RMQ.POP ... IDS: (ms since 2023-11-14) << 10, then counting
+DELIVERY_ID = re.compile(r"(?<!\d)\d{14,15}(?!\d)")
+# RMQ.QUEUES: sealed with a key the server draws when it starts
+CURSOR = re.compile(r"\b[0-9a-f]{64,}\b")
+# values a session's later commands repeat from its replies (session_replies maps them)
+OPAQUE = re.compile(f"{CURSOR.pattern}|{DELIVERY_ID.pattern}")  # a cursor may hold 14 digits
 _MASKS = (
     (re.compile(r"\b1[6-9]\d{11}-\d+\b"), "<entry-id>"),
     (re.compile(r"\b1[6-9]\d{11}\b"), "<unix-ms>"),
+    (CURSOR, "<cursor>"),
+    (DELIVERY_ID, "<delivery-id>"),
     (re.compile(r"~\d+"), "~<n>"),
 )
 
@@ -130,6 +157,32 @@ def mask(text):
     for pattern, placeholder in _MASKS:
         text = pattern.sub(placeholder, text)
     return text
+
+
+def same(want, got, command=""):
+    """Whether a reply is the one the doc shows, clock values masked; the doc's `~N`
+    stands for any number the server gives there. KEYS and CONFIG GET answer in the order
+    of the server's hash table (it differs from run to run): their elements (CONFIG GET's
+    name/value pairs) are compared in any order."""
+    verb = " ".join(command.upper().split()[:2])
+    if verb.startswith("KEYS") or verb == "CONFIG GET":
+        want, got = _sorted_flat(want, 2 if verb == "CONFIG GET" else 1), \
+            _sorted_flat(got, 2 if verb == "CONFIG GET" else 1)
+    pattern = re.escape(mask(want)).replace(re.escape("~<n>"), r"~?(?:\d+|<n>)")
+    return re.fullmatch(pattern, mask(got).replace("~<n>", "<n>")) is not None
+
+
+_ELEMENT = re.compile(r"^\s*\d+\) (.*)$")
+
+
+def _sorted_flat(reply, width):
+    """A flat array reply's elements, in groups of `width`, sorted (else the reply as is)."""
+    items = [_ELEMENT.match(line) for line in reply.split("\n")]
+    if not all(items):
+        return reply
+    values = [m.group(1) for m in items]
+    groups = sorted(values[i:i + width] for i in range(0, len(values), width))
+    return "\n".join(" ".join(g) for g in groups)
 
 
 def with_address(code, port, gateway_port=None):

@@ -14,8 +14,8 @@ class ReadmeExampleTest {
     @Test
     void theReadmeExampleRuns() throws Exception {
         try (TestServer server = TestServer.start()) {
+            // --- README example: begin (README.md and clients/java/README.md; tests/test_doc_examples.py compares)
             Map<String, Long> handled = new ConcurrentHashMap<>();
-            // --- README example: begin
             RmqClient rmq = RmqClient.create(server.uri());       // or rediss://, or a cluster URI list
             Topic orders = rmq.topic("orders", 16);
             orders.push(PriorityMessage.of("order-1001:paid", 5).group("order-1001"));
