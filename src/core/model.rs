@@ -337,7 +337,11 @@ impl Model {
             }
             Op::Purge { dead } => {
                 let n = purge(&mut self.s, *dead);
-                let sets: &[Set] = if *dead { &[Set::Store, Set::Park, Set::Hold, Set::Prepare, Set::Dead] } else { &[Set::Store, Set::Park, Set::Hold, Set::Prepare] };
+                let sets: &[Set] = if *dead {
+                    &[Set::Store, Set::Park, Set::Hold, Set::Prepare, Set::Dead]
+                } else {
+                    &[Set::Store, Set::Park, Set::Hold, Set::Prepare]
+                };
                 let expected: u64 = sets.iter().map(|&set| before.len(set)).sum();
                 ensure!(n == expected, "purge removed {n}, expected {expected}");
                 for c in want.values_mut() {
