@@ -130,12 +130,13 @@ lint:
 # (persistence, crash), replication and promotion (replication, timers), cluster slots and
 # moves (cluster), blocked clients (blocking), the command table, arity and module
 # arguments (errors, settings), the commands' replies (push, pop, ack_nack, schedule),
-# memory under churn (hardening) and the live model fuzzer. MATRIX_TESTS=tests runs all.
+# memory under churn (hardening), the live model fuzzer and DROP/PURGE (lazy freeing,
+# COMMAND INFO). MATRIX_TESTS=tests runs all.
 # The clients' suites and the gateway's test the clients: the module under them is the
 # same on every server. The && keeps a failed install from silently running on Redis 7.0.
 MATRIX_TESTS ?= $(addprefix tests/test_,$(addsuffix .py,servers events keys persistence \
 	crash replication timers cluster blocking errors settings push pop ack_nack schedule \
-	hardening model_fuzz))
+	hardening model_fuzz drop_purge))
 .PHONY: test-valkey test-redis82 test-valkey81
 test-valkey: build
 	BIN="$$(bash scripts/install-server valkey-9.1)" && RMQ_SERVER_BIN="$$BIN" $(PYTEST) $(MATRIX_TESTS)

@@ -12,7 +12,7 @@ refills happen exactly when the model says; after the clock moves, the server's 
 rolls back what expired and the check waits (up to SETTLE_S) for it.
 
 A step is one of: PUSH (every mode, groups, batches with repeats, bad messages), POP
-(COUNT, LEASE, short BLOCK), TPOP, ACK, NACK (DELAY, DEAD), EXTEND, CANCEL, REPLAY, SWEEP,
+(COUNT, LEASE, short BLOCK), TPOP, ACK, NACK (DELAY, DEAD), EXTEND, CANCEL, REPLAY, PURGE, DROP, SWEEP,
 INFO, PENDING, POLICY SET/GET/RESET, CONFIG SET rmq.*, ROUTE, a malformed command, a clock
 move, a MULTI of a clock move and a command (which then sees expired leases before the
 timer does), a POP blocked on its own connection until a push or a due time serves it,
@@ -487,6 +487,14 @@ class Fuzzer:
         return Op(q, [args, ["ZRANGE", prep_key(q), 0, -1]],
                   lambda r: self.model.sweep(q, limit, r[0], set(r[1])), multi=True)
 
+    def g_purge(self, q):
+        dead = self.rng.random() < 0.5
+        args = ["RMQ.PURGE", q] + (["DEAD"] if dead else [])
+        return Op(q, [args], lambda r: self.model.purge(q, dead, r[0]))
+
+    def g_drop(self, q):
+        return Op(q, [["RMQ.DROP", q]], lambda r: self.model.drop(q, r[0]))
+
     def g_info(self, q):
         return Op(q, [["RMQ.INFO", q]], lambda r: self.model.info(q, r[0]))
 
@@ -655,7 +663,7 @@ class Fuzzer:
     OPS = [("push", 24), ("pop", 18), ("ack", 10), ("nack", 10), ("advance", 8), ("multi", 5),
            ("extend", 3), ("cancel", 3), ("replay", 3), ("info", 4), ("pending", 2),
            ("tpop", 6), ("policy", 3), ("error", 1), ("config", 1), ("block", 2), ("route", 1),
-           ("bulk", 0.3), ("schedule", 4)]
+           ("bulk", 0.3), ("schedule", 4), ("purge", 0.5), ("drop", 0.3)]
 
     def step(self):
         names, weights = zip(*[(n, w) for n, w in self.OPS if n != "tpop" or self.tpop])

@@ -589,6 +589,26 @@ class Model:
         if reply != len(chosen):
             fail(f"REPLAY replied {reply!r}, model says {len(chosen)}")
 
+    def purge(self, name, dead, reply):
+        """PURGE [DEAD]: every waiting and in-flight copy goes (and the dead with DEAD);
+        the policy and the schedules stay."""
+        q = self.q(name)
+        n = len(q.waiting) + len(q.flight) + (len(q.dead) if dead else 0)
+        q.waiting, q.flight, q.pins = {}, {}, {}
+        if dead:
+            q.dead = {}
+        self.tidy(q)
+        if reply != n:
+            fail(f"PURGE{' DEAD' if dead else ''} replied {reply!r}, model says {n}")
+
+    def drop(self, name, reply):
+        """DROP: the queue goes with its policy and schedules (its rate bucket too)."""
+        q = self.q(name)
+        had = int(not q.empty() or bool(q.policy) or bool(getattr(q, "schedules", {})))
+        self.queues[q.name] = Queue(q.name)
+        if reply != had:
+            fail(f"DROP replied {reply!r}, model says {had}")
+
     def info(self, name, reply):
         q = self.q(name)
         if isinstance(reply, dict):

@@ -48,6 +48,29 @@ def test_queue_lifecycle(r, gw, sqs):
     assert r.keys("*{orders}*") == [b"rmqgw:gone{orders}"]
 
 
+def test_delete_queue_leaves_no_schedule_firing(r, sqs):
+    """DeleteQueue drops the queue with every key the module keeps for it (RMQ.DROP): a
+    schedule set on it by hand fires no more, and no key of it is left."""
+    url = sqs.create_queue(QueueName="ticks")["QueueUrl"]
+    r.execute_command("RMQ.SCHEDULE", "ticks", "SET", "t", "EVERY", 50, "DELAY", 0, "tick")
+    r.execute_command("RMQ.POLICY", "ticks", "SET", "journal", 10)
+    fired = lambda: int(r.info("rmq")["rmq_schedule_fired"])  # noqa: E731
+    start = fired()
+    deadline = time.monotonic() + 10
+    while fired() == start and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert fired() > start, "the schedule never fired"
+    firing = int(r.info("rmq")["rmq_schedules"])
+    sqs.delete_queue(QueueUrl=url)
+    assert int(r.info("rmq")["rmq_schedules"]) == firing - 1
+    after = fired()
+    t0 = server_ms(r)
+    while server_ms(r) < t0 + 500:
+        time.sleep(0.05)
+    assert fired() == after
+    assert r.keys("*ticks*") == [b"rmqgw:gone{ticks}"]
+
+
 def test_invalid_names_and_attributes(sqs):
     with pytest.raises(ClientError) as e:
         sqs.create_queue(QueueName="bad name")

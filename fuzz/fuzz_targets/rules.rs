@@ -1,6 +1,6 @@
 //! The queue rules (core::rules) over the in-memory store, driven by arbitrary sequences
 //! of every operation (push in each mode with or without a group, pop, ack, nack with a
-//! delay or to dead, extend, cancel, sweep, replay, the timer releasing holds, settings
+//! delay or to dead, extend, cancel, sweep, replay, purge, drop, the timer releasing holds, settings
 //! changing, the clock moving or set back) with numbers up to the contract's bounds (2^53 ms,
 //! |priority| <= 2^53, counts up to usize::MAX), each step checked by the shared model
 //! (`core::model`, also behind the unit test `model_random_operations_keep_invariants`).
@@ -87,6 +87,8 @@ enum FuzzOp {
     Extend { m: u8, ms: Num },
     Cancel(Vec<u8>),
     Replay(Num),
+    Purge(bool),
+    Drop,
     Release(Num),
     Limits(LimitsIn),
     Advance(Num),
@@ -141,6 +143,8 @@ fn op(model: &Model, f: &FuzzOp) -> Op {
         FuzzOp::Extend { m, ms } => Op::Extend { m: content(*m), ms: ms.within(1, MAX_RELATIVE) },
         FuzzOp::Cancel(v) => Op::Cancel(contents(v)),
         FuzzOp::Replay(n) => Op::Replay(n.count(16)),
+        FuzzOp::Purge(dead) => Op::Purge { dead: *dead },
+        FuzzOp::Drop => Op::Drop,
         FuzzOp::Release(n) => Op::Release(n.count(1024)),
         FuzzOp::Limits(l) => Op::Limits(l.limits()),
         // The clock as RMQ.TESTCLOCK moves it: ADVANCE up to 2^52, capped at 2^53; SET.

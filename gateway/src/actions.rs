@@ -306,15 +306,16 @@ async fn list_queues(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult<
 async fn delete_queue(caller: &Caller, input: &Value) -> SqsResult<Value> {
     let q = load_queue(caller, queue_of_url(input)?).await?;
     let mut conn = caller.backend.conn.clone();
-    let mut keys = store::module_keys(&q.name);
-    keys.extend([
+    let keys = [
         store::meta_key(&q.name),
         store::tags_key(&q.name),
         // A running move task sees its state gone and stops.
         crate::movetask::task_key(&q.name),
-    ]);
+    ];
     let mut pipe = redis::pipe();
-    pipe.atomic().del(keys).ignore();
+    // Every key the module keeps for the queue (messages, policy, schedules, sequence,
+    // deduplication, journal) goes with RMQ.DROP, the gateway's own with DEL.
+    pipe.atomic().cmd("RMQ.DROP").arg(&q.name).ignore().del(&keys).ignore();
     // The tombstone: crate::queue says why a new queue of the name must wait.
     pipe.cmd("SET").arg(store::gone_key(&q.name)).arg(1).arg("PX").arg(TOMBSTONE_MS).ignore();
     pipe.query_async::<()>(&mut conn).await?;
@@ -327,14 +328,9 @@ async fn delete_queue(caller: &Caller, input: &Value) -> SqsResult<Value> {
 async fn purge_queue(caller: &Caller, input: &Value) -> SqsResult<Value> {
     let q = load_queue(caller, queue_of_url(input)?).await?;
     let mut conn = caller.backend.conn.clone();
-    // Every key of the queue's messages goes (meta{N} holds their deliveries' ids too);
-    // the module policy it held is set again in the same MULTI.
-    let policy = q.attrs.get("RedrivePolicy").map(|v| crate::redrive::parse(v)).transpose()?.flatten();
-    let keys = store::rmq_keys(&q.name);
-    let mut pipe = redis::pipe();
-    pipe.atomic().del(keys).ignore();
-    pipe.cmd("RMQ.POLICY").arg(&q.name).arg("SET").arg("retries").arg(retries_of(&policy)).ignore();
-    pipe.query_async::<()>(&mut conn).await?;
+    // Every message goes, in flight and dead (awaiting its redrive) too; the queue's
+    // policy, sequence and deduplication windows stay (RMQ.PURGE).
+    let _: i64 = redis::cmd("RMQ.PURGE").arg(&q.name).arg("DEAD").query_async(&mut conn).await?;
     Ok(json!({}))
 }
 
@@ -668,7 +664,7 @@ async fn push(caller: &Caller, q: &Queue, entries: &[Outgoing]) -> SqsResult<Vec
         // gone, and no new queue of the name can exist yet (DeleteQueue's tombstone), so
         // they all go again.
         let mut conn = caller.backend.conn.clone();
-        let _: () = conn.del(store::module_keys(&q.name)).await?;
+        let _: i64 = redis::cmd("RMQ.DROP").arg(&q.name).query_async(&mut conn).await?;
         caller.backend.queues.forget(&q.name);
         return Err(SqsError::queue_does_not_exist("The specified queue does not exist."));
     }

@@ -3,8 +3,9 @@
 //! server through RMQ's commands; every key of queue `N` is tagged `{N}`:
 //! `rmqgw:q{N}` (attributes, hash), `rmqgw:t{N}` (tags, hash), `rmqgw:gone{N}` (for a few
 //! seconds after DeleteQueue: crate::queue). The send sequence and FIFO
-//! deduplication are the module's (`seq{N}`, `dedup{N}`, `dedupexp{N}`: RMQ.PUSH SEQUENCE
-//! and DEDUP); receipt handles name RMQ's own delivery ids (`RMQ.POP ... IDS`), which the
+//! deduplication are the module's (RMQ.PUSH SEQUENCE and DEDUP), and so are the names of
+//! its keys: DeleteQueue deletes them with RMQ.DROP, PurgeQueue empties the queue with
+//! RMQ.PURGE, so the gateway spells none of them; receipt handles name RMQ's own delivery ids (`RMQ.POP ... IDS`), which the
 //! module ends exactly (`RMQ.ACKID`), so the gateway keeps no delivery records.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -36,29 +37,6 @@ pub fn tags_key(q: &str) -> String {
 pub fn gone_key(q: &str) -> String {
     format!("rmqgw:gone{{{q}}}")
 }
-/// The RMQ module's keys of a queue's messages (dead ones being moved to a redrive
-/// target included), which DeleteQueue and PurgeQueue remove.
-pub fn rmq_keys(q: &str) -> Vec<String> {
-    let mut keys = vec![q.to_string()];
-    keys.extend(["prepare", "dead", "meta", "park", "parkidx", "hold", "moving"].iter().map(|p| format!("{p}{{{q}}}")));
-    keys
-}
-
-/// The module's send sequence and deduplication records of a queue, which DeleteQueue
-/// removes (PurgeQueue keeps them: sequence numbers keep growing, and a purge does not
-/// reopen a deduplication window).
-pub fn ledger_keys(q: &str) -> Vec<String> {
-    ["seq", "dedup", "dedupexp"].iter().map(|p| format!("{p}{{{q}}}")).collect()
-}
-
-/// Every module key of a queue that pushes can make: its messages' and its ledger's. A
-/// deleted queue has none of them (DeleteQueue, and a send that finds its queue deleted).
-pub fn module_keys(q: &str) -> Vec<String> {
-    let mut keys = rmq_keys(q);
-    keys.extend(ledger_keys(q));
-    keys
-}
-
 /// Where the queues live: one server, or a Redis Cluster given by seed nodes.
 #[derive(Debug, Clone)]
 pub enum Target {

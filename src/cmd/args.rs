@@ -462,6 +462,26 @@ pub fn info(args: &[&[u8]]) -> Result<()> {
     Ok(())
 }
 
+/// RMQ.DROP Q
+pub fn drop_queue(args: &[&[u8]]) -> Result<()> {
+    queue(args, "rmq.drop")?;
+    if args.len() != 1 {
+        return Err(RmqError::Arity("rmq.drop"));
+    }
+    Ok(())
+}
+
+/// RMQ.PURGE Q [DEAD]: whether DEAD was given.
+pub fn purge(args: &[&[u8]]) -> Result<bool> {
+    queue(args, "rmq.purge")?;
+    match args {
+        [_] => Ok(false),
+        [_, dead] if dead.eq_ignore_ascii_case(b"DEAD") => Ok(true),
+        [_, other] => Err(syntax(other)),
+        _ => Err(RmqError::Arity("rmq.purge")),
+    }
+}
+
 /// RMQ.QUEUES [MATCH pattern] [COUNT n] [CURSOR c]: the parsed options.
 #[derive(Debug, PartialEq, Eq)]
 pub struct QueuesArgs<'a> {

@@ -47,6 +47,8 @@ fn grammar(name: &str) -> Option<Grammar> {
         "rmq.nackid" => g(|a| shown(args::nackid(a)), &["q", "1"], &[]),
         "rmq.extendid" => g(|a| shown(args::extendid(a)), &["q", "1", "10"], &[]),
         "rmq.info" => g(|a| shown(args::info(a)), &["q"], &[]),
+        "rmq.purge" => g(|a| shown(args::purge(a)), &["q"], &[]),
+        "rmq.drop" => g(|a| shown(args::drop_queue(a)), &["q"], &[]),
         "rmq.route" => g(|a| shown(args::route(a)), &["t", "8", "b"], &[]),
         "rmq.queues" => g(|a| shown(args::queues(a)), &[], &[]),
         "rmq.trace" => g(|a| shown(crate::cmd::trace::parse(a)), &["q", "m"], &[]),

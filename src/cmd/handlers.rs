@@ -12,8 +12,10 @@ use crate::ffi::context::{now_ms, set_test_now};
 use crate::ffi::{reply, RStr};
 use crate::runtime::delivery::{pushed, reply_popped, swept, take, Opened, Want};
 use crate::runtime::queue_stats::{self, Stat};
+use crate::runtime::schedules as runtime_schedules;
 use crate::runtime::topic_pop::{take_topic, Reply, TopicPop};
-use crate::runtime::{acl, alarm, blocking, cluster, events, ratelimit, settings};
+use crate::runtime::{acl, alarm, blocking, cluster, events, ratelimit, registry, settings};
+use crate::storage::queue_keys as storage_keys;
 use crate::storage::{journal_stream, schedules};
 
 impl Call<'_, '_> {
@@ -194,6 +196,41 @@ pub fn replay(c: &Call) -> Result<()> {
     events::notify(c.ctx, q.name(), events::REPLAYED, n > 0);
     reply::int(c.ctx, n as i64);
     q.close();
+    Ok(())
+}
+
+/// RMQ.PURGE Q [DEAD]: every waiting and in-flight message goes (and the dead, with DEAD).
+pub fn purge(c: &Call) -> Result<()> {
+    let dead = args::purge(c.args)?;
+    let mut q = c.queue(true)?;
+    cluster::check_arrived(c.ctx, &q)?;
+    let n = rules::purge(&mut *q, dead);
+    events::notify(c.ctx, q.name(), events::PURGED, n > 0);
+    reply::int(c.ctx, n as i64);
+    q.close();
+    Ok(())
+}
+
+/// RMQ.DROP Q: the queue and every key the module keeps for it go. Its messages, records
+/// and policy go through the rules (the queue's memory in the module follows), then every
+/// key of the queue's names that is left; its schedules' planned times are forgotten
+/// first. Consumers blocked on it are not woken: nothing became deliverable.
+pub fn drop_queue(c: &Call) -> Result<()> {
+    args::drop_queue(c.args)?;
+    let mut q = c.queue(true)?;
+    cluster::check_arrived(c.ctx, &q)?;
+    let had = rules::drop_queue(&mut *q);
+    let name = q.name().clone();
+    q.close();
+    ratelimit::forget(c.ctx.db(), name.as_ref());
+    runtime_schedules::forget(c.ctx, c.args[0]);
+    let gone = storage_keys::unlink_all(c.ctx, c.args[0]);
+    for k in &gone {
+        registry::key_gone(c.ctx, k);
+    }
+    let had = had || !gone.is_empty();
+    events::notify(c.ctx, &name, events::DROPPED, had);
+    reply::int(c.ctx, had as i64);
     Ok(())
 }
 

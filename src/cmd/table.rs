@@ -160,6 +160,18 @@ commands! { COMMANDS:
         complexity: c"O(N log(M)) for N messages replayed",
         args: &[QUEUE, opt("COUNT", "count", Ty::Int)],
     }
+    cmd_purge => handlers::purge {
+        name: c"rmq.purge", flags: c"write", key: KeyUse::Write, arity: -2, acl: c"write slow",
+        summary: c"Removes every waiting (held back included) and in-flight message, and with DEAD the dead ones; policy, schedules, deduplication, sequence and delivery ids stay",
+        complexity: c"O(1) for what it removes (freed lazily), O(D) for D dead messages kept",
+        args: &[QUEUE, opt("DEAD", "dead", Ty::Token)],
+    }
+    cmd_drop => handlers::drop_queue {
+        name: c"rmq.drop", flags: c"write", key: KeyUse::Write, arity: 2, acl: c"write slow",
+        summary: c"Deletes the queue and every key the module keeps for it: messages in every state, policy, schedules, deduplication, sequence, delivery ids, journal",
+        complexity: c"O(1) (its keys are freed lazily), O(S) for S schedules",
+        args: &[QUEUE],
+    }
     cmd_info => handlers::info {
         name: c"rmq.info", flags: c"readonly fast", key: KeyUse::Read, arity: 2, acl: c"read fast",
         summary: c"A queue's kind and counts: waiting, ready, inflight, dead, next_due, next_expiry",

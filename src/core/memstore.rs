@@ -152,6 +152,19 @@ impl Store for MemStore {
         self.dead.clear();
         self.busy.clear();
     }
+    fn purge_all(&mut self, dead: bool) {
+        for set in [Set::Store, Set::Prepare, Set::Park, Set::Hold] {
+            self.sets[idx(set)].clear();
+        }
+        self.index.clear();
+        self.waiting.clear();
+        self.flights.clear();
+        self.busy.clear();
+        if dead {
+            self.sets[idx(Set::Dead)].clear();
+            self.dead.clear();
+        }
+    }
     fn waiting(&self, m: &Vec<u8>) -> Waiting {
         self.waiting.get(m).cloned().unwrap_or_default()
     }

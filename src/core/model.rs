@@ -55,6 +55,12 @@ pub enum Op {
     },
     Cancel(Vec<Vec<u8>>),
     Replay(usize),
+    /// RMQ.PURGE, with DEAD when `dead`.
+    Purge {
+        dead: bool,
+    },
+    /// RMQ.DROP (the journal, a key of its own, goes with the rest).
+    Drop,
     /// The timer releasing ended holds.
     Release(usize),
     /// The queue's settings change (RMQ.POLICY or the server's).
@@ -327,6 +333,37 @@ impl Model {
                 ensure!(n == gone.len() as u64, "cancel removed {n}, expected {}", gone.len());
                 for m in gone {
                     want.get_mut(m).expect("followed").waiting = false;
+                }
+            }
+            Op::Purge { dead } => {
+                let n = purge(&mut self.s, *dead);
+                let sets: &[Set] = if *dead {
+                    &[Set::Store, Set::Park, Set::Hold, Set::Prepare, Set::Dead]
+                } else {
+                    &[Set::Store, Set::Park, Set::Hold, Set::Prepare]
+                };
+                let expected: u64 = sets.iter().map(|&set| before.len(set)).sum();
+                ensure!(n == expected, "purge removed {n}, expected {expected}");
+                for c in want.values_mut() {
+                    (c.waiting, c.flight) = (false, false);
+                    c.dead &= !*dead;
+                }
+                ensure!(self.s.policy == before.policy && self.s.last_id == before.last_id, "purge keeps the policy and the names given");
+                if !*dead {
+                    ensure!(self.s.members(Set::Dead) == before.members(Set::Dead) && self.s.dead == before.dead, "purge keeps the dead");
+                }
+                let notes = self.s.journal.len() - before.journal.len();
+                let keep = before.journal_len().min(expected) as usize;
+                ensure!(notes == keep, "purge noted {notes}, expected {keep}");
+            }
+            Op::Drop => {
+                let had = drop_queue(&mut self.s);
+                self.s.journal.clear();
+                let emptied = MemStore { last_id: before.last_id, ..MemStore::default() };
+                ensure!(had == (before != MemStore { journal: Vec::new(), ..emptied.clone() }), "drop answered {had}");
+                ensure!(self.s == emptied, "drop left {:?}", self.s);
+                for c in want.values_mut() {
+                    *c = Copies::default();
                 }
             }
             Op::Replay(limit) => {

@@ -26,6 +26,10 @@ pub const KEYS: usize = 7;
 /// Every key, in `KeyId` order.
 pub const ALL: [KeyId; KEYS] = [KeyId::Store, KeyId::Prepare, KeyId::Dead, KeyId::Meta, KeyId::Park, KeyId::ParkIndex, KeyId::Hold];
 
+/// The keys RMQ.PURGE empties (with DEAD, `Dead` too): every waiting and in-flight
+/// message's.
+pub const PURGED: [KeyId; 5] = [KeyId::Store, KeyId::Prepare, KeyId::Park, KeyId::ParkIndex, KeyId::Hold];
+
 /// The tagged keys' prefixes, in `KeyId` order from `Prepare` on.
 pub const PREFIXES: [&[u8]; KEYS - 1] = [b"prepare", b"dead", b"meta", b"park", b"parkidx", b"hold"];
 
@@ -115,6 +119,12 @@ pub fn tagged_names(q: &[u8]) -> impl Iterator<Item = Vec<u8>> + '_ {
     PREFIXES.iter().chain(&OTHER_PREFIXES).map(move |p| tagged(p, q))
 }
 
+/// The names of every key the module may keep for queue `q`: `Q` and its tagged keys
+/// (what RMQ.DROP deletes). Every name above is one of these (`every_key_is_listed`).
+pub fn queue_keys(q: &[u8]) -> impl Iterator<Item = Vec<u8>> + '_ {
+    std::iter::once(q.to_vec()).chain(tagged_names(q))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,6 +152,67 @@ mod tests {
         assert_eq!(scheduled_queue(b"dedup{q}"), None);
         for (i, p) in PREFIXES.iter().enumerate() {
             assert_eq!(queue_of(&tagged(p, b"x")).map(|(_, id)| id as usize), Some(i + 1));
+        }
+    }
+
+    /// What RMQ.DROP deletes (`queue_keys`) is every key a name of this file makes.
+    #[test]
+    fn every_key_is_listed() {
+        let all: Vec<Vec<u8>> = queue_keys(b"q").collect();
+        let mut made: Vec<Vec<u8>> = vec![b"q".to_vec(), schedule_key(b"q")];
+        made.extend(PREFIXES.iter().map(|p| tagged(p, b"q")));
+        made.extend([Other::Sequence, Other::Dedup, Other::DedupEnds, Other::Moving, Other::Journal].map(|o| other_key(b"q", o)));
+        for k in &made {
+            assert!(all.contains(k), "{} is not in queue_keys", String::from_utf8_lossy(k));
+        }
+        let mut distinct = all.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), all.len());
+        assert_eq!(all.len(), 1 + PREFIXES.len() + OTHER_PREFIXES.len());
+        assert!(all.iter().skip(1).all(|k| owner(k) == Some(&b"q"[..])));
+    }
+
+    /// No key name is made but by this file's functions: outside tests, no source file
+    /// spells a tagged name (a literal `word{`), and `tagged` is only ever given one of the
+    /// prefixes `queue_keys` lists (`PREFIXES`, `OTHER_PREFIXES`). A key added later
+    /// either goes through them, and so is listed (DROP deletes it), or fails here.
+    #[test]
+    fn no_key_name_is_made_elsewhere() {
+        fn files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+            for e in std::fs::read_dir(dir).expect("a readable directory") {
+                let path = e.expect("a directory entry").path();
+                if path.is_dir() {
+                    files(&path, out);
+                } else if path.extension().is_some_and(|x| x == "rs") && !path.to_string_lossy().ends_with("_tests.rs") {
+                    out.push(path);
+                }
+            }
+        }
+        let mut all = Vec::new();
+        files(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut all);
+        assert!(all.len() > 50, "only {} files", all.len());
+        for path in all {
+            let text = std::fs::read_to_string(&path).expect("a readable source file");
+            // The code, not its unit tests (which spell names to check them).
+            let code = text.split("#[cfg(test)]\nmod ").next().unwrap_or("");
+            let code: String = code.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n");
+            let b = code.as_bytes();
+            for (at, _) in code.match_indices('{') {
+                // A literal `"word{`: a key name spelled by hand.
+                let word = b[..at].iter().rev().take_while(|c| c.is_ascii_lowercase()).count();
+                let quote = at.checked_sub(word + 1).map(|i| b[i]);
+                assert!(!(word > 0 && quote == Some(b'"')), "{} spells a key name: {}", path.display(), &code[at - word - 1..at + 1]);
+            }
+            for (at, _) in code.match_indices("tagged(") {
+                let before = b[..at].last().copied();
+                if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_') {
+                    continue;
+                }
+                let arg = &code[at + "tagged(".len()..];
+                let ok = ["p, ", "prefix: ", "OTHER_PREFIXES["].iter().any(|a| arg.starts_with(a));
+                assert!(ok, "{}: tagged({} is given a prefix queue_keys may not list", path.display(), &arg[..arg.len().min(20)]);
+            }
         }
     }
 

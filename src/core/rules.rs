@@ -842,6 +842,68 @@ fn oldest_dead<S: Store>(s: &S, limit: usize) -> Vec<S::M> {
     dead
 }
 
+/// What RMQ.PURGE removes: every waiting message (held back included) and every delivery
+/// in flight, and with `dead` the dead messages.
+fn purged_sets(dead: bool) -> &'static [Set] {
+    if dead {
+        &[Set::Store, Set::Park, Set::Hold, Set::Prepare, Set::Dead]
+    } else {
+        &[Set::Store, Set::Park, Set::Hold, Set::Prepare]
+    }
+}
+
+/// RMQ.PURGE: removes every waiting (held back included) and in-flight message, and with
+/// `dead` the dead ones; returns how many. The deliveries it removes have ended (nothing
+/// of them is left to roll back or to ack); the policy, the kind's records of what stays
+/// and the delivery names given stay. The journal notes `purged` for at most as many
+/// removed messages as it keeps, each with its copy's delivery count (0 for a dead one:
+/// a dead message keeps none).
+pub fn purge<S: Store>(s: &mut S, dead: bool) -> u64 {
+    let sets = purged_sets(dead);
+    let n = sets.iter().map(|&set| s.len(set)).sum();
+    if n == 0 {
+        return 0;
+    }
+    let keep = usize::try_from(s.journal_len()).unwrap_or(usize::MAX);
+    let mut removed: Vec<(S::M, Set)> = Vec::new();
+    for &set in sets {
+        if removed.len() >= keep {
+            break;
+        }
+        s.scan(set, f64::NEG_INFINITY, f64::INFINITY, false, &mut |m, _| {
+            removed.push((m, set));
+            removed.len() < keep
+        });
+    }
+    let noted: Vec<(S::M, u32)> = removed
+        .into_iter()
+        .map(|(m, set)| {
+            let deliveries = match set {
+                Set::Prepare => s.flight(&m).deliveries,
+                Set::Dead => 0,
+                _ => s.waiting(&m).deliveries,
+            };
+            (m, deliveries)
+        })
+        .collect();
+    s.purge_all(dead);
+    journal::purged(s, noted);
+    tidy(s);
+    n
+}
+
+/// RMQ.DROP of what the store keeps: every message in every state, the records and the
+/// policy (the queue's other keys are the caller's to delete); returns whether it had any.
+/// The delivery names given stay known, so a later queue of the name never gives one
+/// again (an ACKID of a former delivery ends nothing).
+pub fn drop_queue<S: Store>(s: &mut S) -> bool {
+    let had = !s.is_empty() || s.kind().is_some();
+    s.purge_all(true);
+    let had_policy = s.set_policy(None);
+    s.clear_meta();
+    had || had_policy
+}
+
 /// Whether the content has a waiting copy (a push of it merges).
 pub fn waits<S: Store>(s: &S, m: &S::M) -> bool {
     place_of(s, m).is_some()

@@ -684,8 +684,16 @@ fn model_random_operations_keep_invariants() {
                     Op::Nack { m: w, delay, dead: r.below(6) == 0 }
                 }
                 7 => Op::Sweep(1 + r.below(4) as usize),
-                _ => match r.below(4) {
-                    0 => Op::Cancel(vec![w]),
+                _ => match r.below(5) {
+                    // Rarely: they end the run's state, which the rest must build again.
+                    4 if r.below(8) == 0 => {
+                        if r.below(3) == 0 {
+                            Op::Drop
+                        } else {
+                            Op::Purge { dead: r.below(2) == 0 }
+                        }
+                    }
+                    0 | 4 => Op::Cancel(vec![w]),
                     1 => Op::Replay(1 + r.below(3) as usize),
                     2 => Op::AckId(vec![r.below(4) as usize, r.below(4) as usize]),
                     _ => Op::Extend { m: w, ms: 10 },

@@ -153,6 +153,11 @@ pub trait Store {
     fn set_kind(&mut self, kind: Kind);
     /// Deletes all metadata but the policy (the queue is completely empty).
     fn clear_meta(&mut self);
+    /// Empties the queue at once (RMQ.PURGE, RMQ.DROP): every waiting and in-flight message
+    /// with its records, the group index and the busy groups, and with `dead` the dead
+    /// messages too; the policy, the kind and the delivery names given stay. (A store may
+    /// free large sets lazily: the cost is not the queue's length.)
+    fn purge_all(&mut self, dead: bool);
 
     fn waiting(&self, m: &Self::M) -> Waiting;
     /// Sets (Some) or forgets (None, or the default) the waiting copy's metadata.

@@ -246,6 +246,16 @@ impl Key {
         self.key_type() != KeyType::Empty && unsafe { rm!(RedisModule_SetAbsExpire)(self.0, at) } == OK
     }
 
+    /// Deletes the key's value as UNLINK does (a large one is freed in the background);
+    /// false when there was none.
+    pub fn unlink(&self) -> bool {
+        if self.key_type() == KeyType::Empty {
+            return false;
+        }
+        // SAFETY: an open key handle (opened for writing by the caller).
+        unsafe { rm!(RedisModule_UnlinkKey)(self.0) == OK }
+    }
+
     /// Deletes the key's value; false when there was none.
     pub fn delete(&self) -> bool {
         if self.key_type() == KeyType::Empty {

@@ -20,6 +20,8 @@ pub const DEAD: &CStr = c"rmq.dead";
 pub const EXTENDED: &CStr = c"rmq.extended";
 pub const CANCELLED: &CStr = c"rmq.cancelled";
 pub const REPLAYED: &CStr = c"rmq.replayed";
+pub const PURGED: &CStr = c"rmq.purged";
+pub const DROPPED: &CStr = c"rmq.dropped";
 
 /// Publishes `event` on queue `q` if `happened`.
 pub fn notify(ctx: Ctx, q: &RStr, event: &CStr, happened: bool) {

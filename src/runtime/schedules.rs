@@ -31,6 +31,17 @@ pub fn found(ctx: Ctx, q: &[u8]) {
     }
 }
 
+/// Forgets the planned times of every schedule of queue `q` (of the selected database),
+/// before its `sched{Q}` is deleted (RMQ.DROP): they are never fired.
+pub fn forget(ctx: Ctx, q: &[u8]) {
+    let Ok(scheds) = Schedules::open(ctx, q, false) else { return };
+    for (name, raw) in scheds.all() {
+        if let Some(next) = Stored::decode(&raw).ok().and_then(|s| s.state.next) {
+            alarm::forget_firing(ctx.db(), q, &name, next);
+        }
+    }
+}
+
 /// A queue being fired: its schedules and the queue (None if it cannot be opened, a key
 /// of another type: its firings are skipped).
 struct Visit {

@@ -1,7 +1,7 @@
 //! The Redis side of storage: a queue's keys (`keys`: the name cache; `core::names` makes
 //! the names), the `Store` over them
 //! (`redis_queue`), the busy groups, headers and last delivery names it keeps in memory (`busy`,
-//! `headers`, `last_ids`) and
+//! `headers`, `last_ids`), RMQ.DROP's deletion of every key of a queue (`queue_keys`) and
 //! the effects every
 //! change sends to replicas and the AOF (`effects`).
 //! Storage only records what changed; acting on it (waking consumers, timers) is the
@@ -15,5 +15,6 @@ pub mod journal_stream;
 pub mod keys;
 pub mod last_ids;
 pub mod ledger;
+pub mod queue_keys;
 pub mod redis_queue;
 pub mod schedules;

@@ -304,6 +304,23 @@ abstract class Target {
     return replies.reduce((a: number, r) => a + Number(r), 0);
   }
 
+  /** RMQ.PURGE on every queue: every waiting and in-flight message goes (and, with
+   * `dead`, the dead ones); policy, schedules, sequence and deduplication stay. Resolves
+   * to how many messages were removed. */
+  async purge(opts: { dead?: boolean } = {}): Promise<number> {
+    const extra: Arg[] = opts.dead ? ["DEAD"] : [];
+    const replies = await this.onEach((q) => ["RMQ.PURGE", [q, ...extra]]);
+    return replies.reduce((a: number, r) => a + Number(r), 0);
+  }
+
+  /** RMQ.DROP on every queue: each goes with every key the module keeps for it
+   * (messages, policy, schedules, sequence, deduplication, journal). Resolves to how many
+   * of the queues existed. */
+  async drop(): Promise<number> {
+    const replies = await this.onEach((q) => ["RMQ.DROP", [q]]);
+    return replies.reduce((a: number, r) => a + Number(r), 0);
+  }
+
   /** A command on every queue at once (pipelined on the connection; on a Cluster each goes
    * to its queue's node). */
   protected onEach(command: (queue: string) => [string, Arg[]]): Promise<unknown[]> {

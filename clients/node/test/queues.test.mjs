@@ -248,3 +248,19 @@ test("server errors reject with the server's message, and change nothing", async
   assert.equal(await m.ack(), true);
   assert.equal(await m.extend(1000), null, "no longer in flight");
 });
+
+test("purge empties the queue and keeps its policy and schedules; drop takes every key", async () => {
+  const q = new Queue(redis, "pd");
+  await q.setPolicy({ retries: 2 });
+  await q.schedule("nightly", "report", { every: 86400000, delay: 0 });
+  assert.equal(await q.push(["a", "b"], { delay: 0 }), 2);
+  assert.equal((await q.pop()).length, 1);
+  assert.equal(await q.purge(), 2);
+  assert.deepEqual([(await q.info()).waiting, (await q.info()).inflight], [0, 0]);
+  assert.equal((await q.policy()).retries, 2);
+  assert.equal((await q.schedules()).length, 1);
+  assert.equal(await q.purge({ dead: true }), 0);
+  assert.equal(await q.drop(), 1);
+  assert.equal(await q.drop(), 0);
+  assert.deepEqual(await redis.keys("*pd*"), []);
+});

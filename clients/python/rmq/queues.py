@@ -151,6 +151,19 @@ class _Target:
         extra = [] if count is None else ["COUNT", check_int("count", count, *BOUNDS["replay_count"])]
         return sum(run_all(self.client, [("RMQ.REPLAY", q, *extra) for q in self.queues]))
 
+    def purge(self, dead: bool = False) -> int:
+        """RMQ.PURGE on every queue: every waiting and in-flight message goes (and, with
+        `dead`, the dead ones); policy, schedules, sequence and deduplication stay. Returns
+        how many messages were removed."""
+        extra = ["DEAD"] if dead else []
+        return sum(run_all(self.client, [("RMQ.PURGE", q, *extra) for q in self.queues]))
+
+    def drop(self) -> int:
+        """RMQ.DROP on every queue: each goes with every key the module keeps for it
+        (messages, policy, schedules, sequence, deduplication, journal). Returns how many
+        of the queues existed."""
+        return sum(run_all(self.client, [("RMQ.DROP", q) for q in self.queues]))
+
     def schedules(self) -> list[Schedule]:
         """RMQ.SCHEDULE Q LIST of every queue, by queue then name."""
         replies = run_all(self.client, [("RMQ.SCHEDULE", q, "LIST") for q in self.queues])

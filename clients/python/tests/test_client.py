@@ -146,6 +146,21 @@ def test_set_policy_is_sent_to_every_slot() -> None:
                               for i in range(4)]
 
 
+def test_purge_and_drop_are_sent_as_the_commands_say() -> None:
+    t = rmq.Topic(Recorder(2), "t", 2)
+    assert t.purge() == 4                           # the sum over the topic's queues
+    t.purge(dead=True)
+    t.drop()
+    assert t.client.calls == [
+        *[("RMQ.PURGE", f"t_{i}") for i in range(2)],
+        *[("RMQ.PURGE", f"t_{i}", "DEAD") for i in range(2)],
+        *[("RMQ.DROP", f"t_{i}") for i in range(2)]]
+    q = rmq.Queue(Recorder(1), "q")
+    assert q.purge() == 1
+    q.drop()
+    assert q.client.calls == [("RMQ.PURGE", "q"), ("RMQ.DROP", "q")]
+
+
 def test_pause_resume_replay_and_quantum_are_sent_as_the_commands_say() -> None:
     t = rmq.Topic(Recorder(1), "t", 2)
     t.pause()

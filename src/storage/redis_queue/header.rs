@@ -27,7 +27,7 @@ pub(super) fn kind_field() -> &'static RStr {
     &FIELD.get_or_init(shared(codec::KIND_FIELD)).0
 }
 
-fn policy_field() -> &'static RStr {
+pub(super) fn policy_field() -> &'static RStr {
     static FIELD: OnceLock<Shared> = OnceLock::new();
     &FIELD.get_or_init(shared(codec::POLICY_FIELD)).0
 }

@@ -4,7 +4,7 @@
 //! changed are signalled as modified (WATCH). Whether a change may have made a message
 //! deliverable is recorded too (`take_wake`), for the runtime to act on. Beside this file:
 //! the `Store` over the keys (`store`), listpack conversion (`encoding`), the header and
-//! in-flight memos (`header`) and the scratch buffers (`scratch`).
+//! in-flight memos (`header`), RMQ.PURGE's bulk removal (`purge`) and the scratch buffers (`scratch`).
 
 use std::cell::{Cell, OnceCell, RefCell};
 use std::ffi::CStr;
@@ -25,6 +25,7 @@ use crate::storage::{headers, journal_stream};
 
 mod encoding;
 mod header;
+mod purge;
 mod scratch;
 mod store;
 

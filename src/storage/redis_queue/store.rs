@@ -146,6 +146,10 @@ impl Store for RedisQueue {
         }
     }
 
+    fn purge_all(&mut self, dead: bool) {
+        self.purge_keys(dead);
+    }
+
     fn waiting(&self, m: &RStr) -> Waiting {
         self.waiting_record(m).map_or_else(Waiting::default, |v| codec::decode_waiting(v.as_ref()))
     }

@@ -176,6 +176,23 @@ public abstract class Target {
         return sum(redis.callAll(each("RMQ.REPLAY", "COUNT", count)));
     }
 
+    /** RMQ.PURGE: every waiting and in-flight message goes; policy, schedules, sequence
+     *  and deduplication stay. Returns how many messages were removed. */
+    public long purge() {
+        return purge(false);
+    }
+
+    /** RMQ.PURGE ... DEAD when `dead`: the dead messages go too. */
+    public long purge(boolean dead) {
+        return sum(redis.callAll(dead ? each("RMQ.PURGE", "DEAD") : each("RMQ.PURGE")));
+    }
+
+    /** RMQ.DROP: each queue goes with every key the module keeps for it (messages,
+     *  policy, schedules, sequence, deduplication, journal); returns how many existed. */
+    public long drop() {
+        return sum(redis.callAll(each("RMQ.DROP")));
+    }
+
     /** RMQ.SCHEDULE Q LIST of every queue, by queue then name. */
     public List<ScheduleEntry> schedules() {
         List<Object> replies = redis.callAll(each("RMQ.SCHEDULE", "LIST"));

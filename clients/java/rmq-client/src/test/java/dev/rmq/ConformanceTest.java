@@ -174,6 +174,10 @@ class ConformanceTest extends OneServerTest {
             case "resume":
                 target.resume();
                 return null;
+            case "purge":
+                return target.purge(Boolean.TRUE.equals(opt.get("dead")));
+            case "drop":
+                return target.drop();
             case "replay":
                 return args.isEmpty() ? target.replay() : target.replay(((Number) args.get(0)).longValue());
             case "queue_for":
