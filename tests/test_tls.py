@@ -3,7 +3,7 @@ certificate (tls_support.TlsServer, certificates made by the test): rmq-gateway 
 over rediss:// with --redis-ca/--redis-cert/--redis-key, its own listener over HTTPS
 (--tls-cert/--tls-key: boto3 verifying against the test CA; silent and stalled connections
 still closed), its refusals for a wrong CA, a missing client certificate, files that are
-missing or of the wrong kind; and the dashboard and the exporter over rediss:// (--redis
+missing or of the wrong kind; --cluster rediss://; and the dashboard and the exporter over rediss:// (--redis
 URL and the TLS files), with their refusals of options that do not go together."""
 
 import json
@@ -245,3 +245,31 @@ def test_tools_refuse_connection_options_that_do_not_go_together(certs, flags, s
                         "--listen", "127.0.0.1:1"], capture_output=True, text=True, timeout=60,
                        env=tool_env())
     assert p.returncode == 2 and says in p.stderr, p.stderr
+
+
+def test_gateway_reaches_a_redis_cluster_over_tls(certs):
+    """--cluster rediss://… with the TLS files: a one-node cluster serving TLS only (its
+    bus too), whose slots map names its TLS port."""
+    node = TlsServer(certs, cluster_bus=True,
+                     conf=["--cluster-enabled", "yes", "--tls-cluster", "yes",
+                           "--cluster-config-file", "nodes.conf"]).start()
+    g = None
+    try:
+        c = node.client()
+        c.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
+        deadline = time.monotonic() + 30
+        while c.cluster("info")["cluster_state"] != "ok" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        g = Gateway(None, cluster_seeds=[node.url], extra=certs.redis_tls_args()).start()
+        assert f"the Redis Cluster at rediss://127.0.0.1:{node.port} over TLS" in g.output()
+        sqs = g.sqs()
+        url = sqs.create_queue(QueueName="tls-cluster")["QueueUrl"]
+        sqs.send_message(QueueUrl=url, MessageBody="clustered")
+        assert rmq_info(c, "tls-cluster")["waiting"] == 1
+        got = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=5)["Messages"]
+        assert [m["Body"] for m in got] == ["clustered"]
+    finally:
+        if g is not None:
+            g.stop()
+        node.stop()
+
