@@ -138,29 +138,38 @@ async fn serve(listener: tokio::net::TcpListener, app: Router, stop_tx: watch::S
         };
         let app = app.clone();
         let stopping = stop_tx.subscribe();
-        let tls = tls.clone();
-        tasks.spawn(async move {
-            let _permit = permit;
-            // A connection that sends nothing is closed (it would hold a permit forever).
-            let mut first = [0u8; 1];
-            match tokio::time::timeout(FIRST_BYTE_TIMEOUT, stream.peek(&mut first)).await {
-                Ok(Ok(n)) if n > 0 => {}
-                _ => return,
-            }
-            match tls {
-                None => serve_connection(stream, app, stopping).await,
-                // A handshake that trickles is cut off like headers that do.
-                Some(tls) => {
-                    if let Ok(Ok(stream)) = tokio::time::timeout(HEADER_TIMEOUT, tls.accept(stream)).await {
-                        serve_connection(stream, app, stopping).await
-                    }
+        // Two kinds of task, so that an HTTP connection's carries no TLS state.
+        match &tls {
+            None => tasks.spawn(async move {
+                let _permit = permit;
+                if first_byte(&stream).await {
+                    serve_connection(stream, app, stopping).await
                 }
+            }),
+            Some(tls) => {
+                let tls = tls.clone();
+                tasks.spawn(async move {
+                    let _permit = permit;
+                    // A handshake that trickles is cut off like headers that do.
+                    if first_byte(&stream).await {
+                        if let Ok(Ok(stream)) = tokio::time::timeout(HEADER_TIMEOUT, tls.accept(stream)).await {
+                            serve_connection(stream, app, stopping).await
+                        }
+                    }
+                })
             }
-        });
+        };
     }
     drop(listener);
     let _ = stop_tx.send(true);
     let _ = tokio::time::timeout(DRAIN, async { while tasks.join_next().await.is_some() {} }).await;
+}
+
+/// Whether the connection sent its first byte in time: one that sends nothing is closed (it
+/// would hold a permit forever).
+async fn first_byte(stream: &tokio::net::TcpStream) -> bool {
+    let mut first = [0u8; 1];
+    matches!(tokio::time::timeout(FIRST_BYTE_TIMEOUT, stream.peek(&mut first)).await, Ok(Ok(n)) if n > 0)
 }
 
 /// Serves the requests of one connection until it closes, or gracefully once the gateway
