@@ -2,10 +2,12 @@
 //! docs/gateway.md; the differences from SQS are listed in the README.
 
 mod actions;
+mod https;
 mod metrics;
 mod movetask;
 mod pool;
 mod queue;
+mod redis_client;
 mod redrive;
 mod replies;
 mod server;
@@ -16,6 +18,7 @@ mod store;
 use rmq_gateway::{errors, input, md5s, message, sigv4};
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -31,15 +34,34 @@ pub struct Args {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:9324")]
     listen: SocketAddr,
-    /// The Redis server with the RMQ module: redis://[user:pass@]host:port[/db].
+    /// The Redis server with the RMQ module: redis://[user:pass@]host:port[/db],
+    /// rediss://… for TLS, or unix:///path/to/redis.sock. Without a password in it, the
+    /// user and password in RMQ_REDIS_USERNAME and RMQ_REDIS_PASSWORD.
     #[arg(long, default_value = "redis://127.0.0.1:6379")]
     redis: String,
     /// Redis Cluster seed nodes instead of --redis: URL[,URL…].
     #[arg(long, conflicts_with = "redis", value_delimiter = ',')]
     cluster: Option<Vec<String>>,
+    /// With rediss:// URLs: the CA certificates (PEM) Redis' certificate is checked against
+    /// (default: the system's).
+    #[arg(long)]
+    redis_ca: Option<PathBuf>,
+    /// With rediss:// URLs: the client certificate (PEM) for a Redis that asks for one
+    /// (tls-auth-clients); with --redis-key.
+    #[arg(long, requires = "redis_key")]
+    redis_cert: Option<PathBuf>,
+    /// The private key (PEM) of --redis-cert.
+    #[arg(long, requires = "redis_cert")]
+    redis_key: Option<PathBuf>,
+    /// Serve HTTPS with this certificate chain (PEM); with --tls-key.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
     /// Access keys, one per line: ACCESS_KEY_ID SECRET_ACCESS_KEY [REDIS_USER REDIS_PASSWORD].
     #[arg(long, env = "RMQ_GATEWAY_CREDENTIALS")]
-    credentials: Option<std::path::PathBuf>,
+    credentials: Option<PathBuf>,
     /// The region requests must be signed for.
     #[arg(long, default_value = "us-east-1")]
     region: String,
@@ -78,6 +100,10 @@ impl Args {
     /// The Redis URLs the gateway connects to: --redis, or the --cluster seeds.
     fn redis_urls(&self) -> Vec<String> {
         self.cluster.clone().unwrap_or_else(|| vec![self.redis.clone()])
+    }
+
+    fn tls_files(&self) -> redis_client::TlsFiles {
+        redis_client::TlsFiles { ca: self.redis_ca.clone(), cert: self.redis_cert.clone(), key: self.redis_key.clone() }
     }
 
     fn target(&self) -> store::Target {
@@ -120,6 +146,20 @@ fn main() -> ExitCode {
     let args = Args::parse();
     raise_fd_limit();
     startup::init_logs(startup::describe(&args.redis_urls()));
+    // Every file is read before Redis is waited for: a wrong one is said at once.
+    let files = redis_client::Access::new(&args.redis_urls(), &args.tls_files(), |k| std::env::var(k).ok()).and_then(|access| {
+        match (&args.tls_cert, &args.tls_key) {
+            (Some(cert), Some(key)) => Ok((access, Some(https::acceptor(cert, key)?))),
+            _ => Ok((access, None)),
+        }
+    });
+    let (access, tls) = match files {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("rmq-gateway: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = args.threads {
         builder.worker_threads(n.get());
@@ -133,8 +173,8 @@ fn main() -> ExitCode {
     };
     let (urls, cluster) = (args.redis_urls(), args.cluster.is_some());
     match runtime.block_on(async move {
-        startup::check(&urls, cluster).await?;
-        server::run(args).await
+        startup::check(&urls, cluster, &access).await?;
+        server::run(args, access, tls).await
     }) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

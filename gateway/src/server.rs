@@ -12,10 +12,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use axum::Router;
 use tokio::sync::watch;
+use tokio_rustls::TlsAcceptor;
 
 use crate::actions::{self, Caller};
 use crate::errors::SqsError;
 use crate::metrics::{self, Metrics};
+use crate::redis_client::Access;
 use crate::sigv4::{self, Credentials};
 use crate::store::{Backend, Durable};
 use crate::Args;
@@ -54,7 +56,7 @@ impl Gateway {
     }
 }
 
-pub async fn run(args: Args) -> Result<(), String> {
+pub async fn run(args: Args, access: Access, tls: Option<TlsAcceptor>) -> Result<(), String> {
     let credentials = match &args.credentials {
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read the credentials file {}: {e}", path.display()))?;
@@ -70,13 +72,13 @@ pub async fn run(args: Args) -> Result<(), String> {
     }
     let target = args.target();
     let durable = (args.durable > 0).then_some(Durable { replicas: args.durable, timeout_ms: args.durable_timeout_ms });
-    let default = Backend::connect(&target, None, durable, args.queue_cache_ms, args.max_redis_connections)
+    let default = Backend::connect(&target, &access, None, durable, args.queue_cache_ms, args.max_redis_connections)
         .await
         .map_err(|e| format!("cannot reach {target}: {e}"))?;
     let mut per_key = HashMap::new();
     for key in credentials.iter().flat_map(Credentials::keys) {
         if let Some(user) = &key.redis_user {
-            let b = Backend::connect(&target, Some(user), durable, args.queue_cache_ms, args.max_redis_connections)
+            let b = Backend::connect(&target, &access, Some(user), durable, args.queue_cache_ms, args.max_redis_connections)
                 .await
                 .map_err(|e| format!("access key {}: cannot connect to Redis as {}: {e}", key.id, user.0))?;
             per_key.insert(key.id.clone(), b);
@@ -84,11 +86,12 @@ pub async fn run(args: Args) -> Result<(), String> {
     }
     let listener = tokio::net::TcpListener::bind(args.listen).await.map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let (stop_tx, stop_rx) = watch::channel(false);
     let gw = Arc::new(Gateway {
         region: args.region,
         account: args.account,
-        public_url: args.public_url.unwrap_or_else(|| format!("http://{local}")).trim_end_matches('/').to_string(),
+        public_url: args.public_url.unwrap_or_else(|| format!("{scheme}://{local}")).trim_end_matches('/').to_string(),
         credentials,
         default,
         per_key,
@@ -102,16 +105,15 @@ pub async fn run(args: Args) -> Result<(), String> {
         .layer(axum::middleware::map_response(crate::replies::with_request_id))
         .with_state(gw.clone());
     crate::redrive::spawn(gw.default.clone(), gw.stopping.clone());
-    println!("rmq-gateway listening on http://{local}");
-    serve(listener, app, stop_tx).await;
+    println!("rmq-gateway listening on {scheme}://{local}");
+    serve(listener, app, stop_tx, tls).await;
     Ok(())
 }
 
 /// Accepts connections (at most MAX_CONNECTIONS open) until SIGINT or SIGTERM, then lets
 /// requests in progress finish for at most DRAIN; waiting long polls are answered empty.
-async fn serve(listener: tokio::net::TcpListener, app: Router, stop_tx: watch::Sender<bool>) {
-    use hyper_util::rt::{TokioExecutor, TokioIo};
-    use hyper_util::server::conn::auto;
+/// With `tls`, each connection is HTTPS.
+async fn serve(listener: tokio::net::TcpListener, app: Router, stop_tx: watch::Sender<bool>, tls: Option<TlsAcceptor>) {
     let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let mut tasks = tokio::task::JoinSet::new();
     let stop = stop_signal();
@@ -134,32 +136,62 @@ async fn serve(listener: tokio::net::TcpListener, app: Router, stop_tx: watch::S
             drop(stream);
             continue;
         };
-        let svc = hyper_util::service::TowerToHyperService::new(app.clone());
+        let app = app.clone();
         let stopping = stop_tx.subscribe();
-        tasks.spawn(async move {
-            let _permit = permit;
-            // A connection that sends nothing is closed (it would hold a permit forever).
-            let mut first = [0u8; 1];
-            match tokio::time::timeout(FIRST_BYTE_TIMEOUT, stream.peek(&mut first)).await {
-                Ok(Ok(n)) if n > 0 => {}
-                _ => return,
-            }
-            let mut builder = auto::Builder::new(TokioExecutor::new());
-            builder.http1().timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(HEADER_TIMEOUT);
-            let conn = builder.serve_connection(TokioIo::new(stream), svc);
-            tokio::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => {}
-                _ = stopped(stopping) => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = conn.await;
+        // Two kinds of task, so that an HTTP connection's carries no TLS state.
+        match &tls {
+            None => tasks.spawn(async move {
+                let _permit = permit;
+                if first_byte(&stream).await {
+                    serve_connection(stream, app, stopping).await
                 }
+            }),
+            Some(tls) => {
+                let tls = tls.clone();
+                tasks.spawn(async move {
+                    let _permit = permit;
+                    // A handshake that trickles is cut off like headers that do.
+                    if first_byte(&stream).await {
+                        if let Ok(Ok(stream)) = tokio::time::timeout(HEADER_TIMEOUT, tls.accept(stream)).await {
+                            serve_connection(stream, app, stopping).await
+                        }
+                    }
+                })
             }
-        });
+        };
     }
     drop(listener);
     let _ = stop_tx.send(true);
     let _ = tokio::time::timeout(DRAIN, async { while tasks.join_next().await.is_some() {} }).await;
+}
+
+/// Whether the connection sent its first byte in time: one that sends nothing is closed (it
+/// would hold a permit forever).
+async fn first_byte(stream: &tokio::net::TcpStream) -> bool {
+    let mut first = [0u8; 1];
+    matches!(tokio::time::timeout(FIRST_BYTE_TIMEOUT, stream.peek(&mut first)).await, Ok(Ok(n)) if n > 0)
+}
+
+/// Serves the requests of one connection until it closes, or gracefully once the gateway
+/// is stopping.
+async fn serve_connection<S>(stream: S, app: Router, stopping: watch::Receiver<bool>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use hyper_util::server::conn::auto;
+    let svc = hyper_util::service::TowerToHyperService::new(app);
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder.http1().timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(HEADER_TIMEOUT);
+    let conn = builder.serve_connection(TokioIo::new(stream), svc);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        _ = stopped(stopping) => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
 }
 
 /// Resolves once the gateway is stopping.

@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, Value};
+
+use crate::redis_client::Access;
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
@@ -61,14 +63,18 @@ where
 
 /// Waits (at most WAIT) for the first of `urls` that answers, then checks that it has the
 /// RMQ module. Says on stderr what it waits for; an error says what to do.
-pub async fn check(urls: &[String], cluster: bool) -> Result<(), String> {
+pub async fn check(urls: &[String], cluster: bool, access: &Access) -> Result<(), String> {
     let addr = describe(urls);
-    let what = if cluster { format!("the Redis Cluster at {}", urls_shown(&addr)) } else { format!("Redis at {addr}") };
-    eprintln!("rmq-gateway: waiting for {what} (up to {} s)", WAIT.as_secs());
+    let what = if cluster { format!("the Redis Cluster at {}", urls_shown(urls)) } else { format!("Redis at {addr}") };
+    eprintln!("rmq-gateway: waiting for {what}{} (up to {} s)", access.describe(urls), WAIT.as_secs());
     let deadline = Instant::now() + WAIT;
     let mut conn = loop {
-        match first_answering(urls).await {
+        match first_answering(urls, access).await {
             Ok(c) => break c,
+            // A certificate refused will not be accepted by waiting.
+            Err(e) if is_tls_refusal(&e) => {
+                return Err(format!("cannot reach {what}: TLS refused ({e}): check --redis-ca, --redis-cert and --redis-key"));
+            }
             Err(e) if Instant::now() >= deadline => {
                 let flag = if cluster { "--cluster URL[,URL...]" } else { "--redis URL" };
                 return Err(format!("cannot reach {what} within {} s ({e}): start it, or pass {flag}", WAIT.as_secs()));
@@ -97,16 +103,29 @@ pub async fn check(urls: &[String], cluster: bool) -> Result<(), String> {
     }
 }
 
-/// Seeds as URLs again (without their passwords).
-fn urls_shown(addrs: &str) -> String {
-    addrs.split(',').map(|a| format!("redis://{a}")).collect::<Vec<_>>().join(",")
+/// Seeds as URLs again, their scheme kept and their passwords left out.
+fn urls_shown(urls: &[String]) -> String {
+    urls.iter()
+        .map(|u| {
+            let scheme = if u.starts_with("rediss://") { "rediss" } else { "redis" };
+            format!("{scheme}://{}", describe(std::slice::from_ref(u)))
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
-async fn first_answering(urls: &[String]) -> redis::RedisResult<MultiplexedConnection> {
+/// A handshake that failed on a certificate (unknown issuer, wrong name, a client
+/// certificate the server refused), as opposed to a server not up yet.
+fn is_tls_refusal(e: &redis::RedisError) -> bool {
+    let text = e.to_string();
+    ["certificate", "Certificate", "handshake", "Handshake", "alert"].iter().any(|w| text.contains(w))
+}
+
+async fn first_answering(urls: &[String], access: &Access) -> redis::RedisResult<MultiplexedConnection> {
     let config = AsyncConnectionConfig::new().set_connection_timeout(Some(ATTEMPT)).set_response_timeout(Some(ATTEMPT));
     let mut last = None;
     for url in urls {
-        match Client::open(url.as_str()) {
+        match access.client(url, None) {
             Ok(client) => match client.get_multiplexed_async_connection_with_config(&config).await {
                 Ok(c) => return Ok(c),
                 Err(e) => last = Some(e),
@@ -127,5 +146,7 @@ mod tests {
         assert_eq!(describe(&urls), "127.0.0.1:6390,10.0.0.2:7000");
         assert_eq!(describe(&["redis://localhost".to_string()]), "localhost:6379");
         assert_eq!(describe(&["nope".to_string()]), "(an invalid URL)");
+        let seeds = vec!["rediss://u:secret@127.0.0.1:7000".to_string(), "redis://127.0.0.1:7001".to_string()];
+        assert_eq!(urls_shown(&seeds), "rediss://127.0.0.1:7000,redis://127.0.0.1:7001");
     }
 }

@@ -19,6 +19,7 @@ use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr
 use redis::Client;
 
 use crate::pool::{Lease, Pool};
+use crate::redis_client::Access;
 
 /// `--max-redis-connections`' default: what one gateway opens per Redis user at most.
 pub const MAX_REDIS_CONNECTIONS: usize = 512;
@@ -173,8 +174,9 @@ pub fn primaries(nodes: &str) -> Vec<(String, u16)> {
         .collect()
 }
 
+/// Boxed: a client with TLS parameters is a few hundred bytes.
 enum Connector {
-    Single(Client),
+    Single(Box<Client>),
     Cluster(Box<ClusterClient>),
 }
 
@@ -215,6 +217,7 @@ fn reconnect_briefly(config: ConnectionManagerConfig) -> ConnectionManagerConfig
 impl Backend {
     pub async fn connect(
         target: &Target,
+        access: &Access,
         user: Option<&(String, String)>,
         durable: Option<Durable>,
         queue_cache_ms: u64,
@@ -222,24 +225,15 @@ impl Backend {
     ) -> redis::RedisResult<Arc<Backend>> {
         let (connector, conn) = match target {
             Target::Single(url) => {
-                let mut client = Client::open(url.as_str())?;
-                if let Some((u, p)) = user {
-                    let info = client.get_connection_info().clone();
-                    let settings = info.redis_settings().clone().set_username(u).set_password(p);
-                    client = Client::open(info.set_redis_settings(settings))?;
-                }
+                let client = access.client(url, user)?;
                 let config = reconnect_briefly(ConnectionManagerConfig::new())
                     .set_response_timeout(Some(RESPONSE_TIMEOUT))
                     .set_connection_timeout(Some(CONNECT_TIMEOUT));
                 let conn = ConnectionManager::new_with_config(client.clone(), config).await?;
-                (Connector::Single(client), Conn::Single(conn))
+                (Connector::Single(Box::new(client)), Conn::Single(conn))
             }
             Target::Cluster(seeds) => {
-                let mut builder = ClusterClient::builder(seeds.iter().map(String::as_str)).connection_timeout(CONNECT_TIMEOUT);
-                if let Some((u, p)) = user {
-                    builder = builder.username(u).password(p);
-                }
-                let client = builder.build()?;
+                let client = access.cluster(seeds, user).connection_timeout(CONNECT_TIMEOUT).build()?;
                 let config = ClusterConfig::new().set_response_timeout(RESPONSE_TIMEOUT).set_connection_timeout(CONNECT_TIMEOUT);
                 let conn = client.get_async_connection_with_config(config).await?;
                 (Connector::Cluster(Box::new(client)), Conn::Cluster(conn))
@@ -275,7 +269,7 @@ impl Backend {
                         let config = reconnect_briefly(ConnectionManagerConfig::new())
                             .set_response_timeout(Some(POLL_RESPONSE_TIMEOUT))
                             .set_connection_timeout(Some(CONNECT_TIMEOUT));
-                        Conn::Single(ConnectionManager::new_with_config(client.clone(), config).await?)
+                        Conn::Single(ConnectionManager::new_with_config(Client::clone(client), config).await?)
                     }
                     Connector::Cluster(client) => {
                         let config =

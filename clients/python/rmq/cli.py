@@ -1,6 +1,7 @@
-"""Command line: ``python -m rmq stats TOPIC SLOTS [--host H] [--port P] [--cluster]`` and
-``python -m rmq schedules QUEUE [--host H] [--port P] [--cluster]``; the ``dashboard`` and
-``exporter`` subcommands come from rmq.dashboard.cli."""
+"""Command line: ``python -m rmq stats TOPIC SLOTS [--redis URL] [--cluster]`` and
+``python -m rmq schedules QUEUE [--redis URL] [--cluster]`` (the connection options:
+rmq.redis_url); the ``dashboard`` and ``exporter`` subcommands come from
+rmq.dashboard.cli."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import sys
 from typing import Any, Optional, Sequence
 
 import redis
-from redis.cluster import RedisCluster
 
+from . import redis_url
 from ._util import Client
 from .dashboard import cli as dashboard_cli
 from .queues import Queue, Topic, sum_info
@@ -42,15 +43,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     sc = sub.add_parser("schedules", help="a queue's schedules with their next and last firing")
     sc.add_argument("queue")
     for a in (s, sc):
-        a.add_argument("--host", default="127.0.0.1")
-        a.add_argument("--port", type=int, default=6379)
+        redis_url.add_arguments(a)
         a.add_argument("--cluster", action="store_true", help="the server is a Redis Cluster node")
     dashboard_cli.add_commands(sub)
     args = p.parse_args(argv)
     if hasattr(args, "run"):  # dashboard, exporter
         return args.run(args)
-    client: Client = (RedisCluster if args.cluster else redis.Redis)(
-        host=args.host, port=args.port, socket_timeout=10)
+    try:
+        client: Client = redis_url.connect(args, cluster=args.cluster, socket_timeout=10)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     try:
         if args.command == "schedules":
             sys.stdout.write(schedules_table(Queue(client, args.queue).schedules()))

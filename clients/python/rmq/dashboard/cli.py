@@ -5,19 +5,15 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from typing import Any
 
 import redis
-from redis.cluster import RedisCluster
 from redis.exceptions import RedisClusterException
 
+from .. import redis_url
 from .security import TOKEN_ENV, Auth, start_refusal
 
-#: The Redis server's credentials (ACL user, password), from the environment only.
-REDIS_USER_ENV = "RMQ_REDIS_USERNAME"
-REDIS_PASSWORD_ENV = "RMQ_REDIS_PASSWORD"
 DEFAULT_LISTEN = {"dashboard": "127.0.0.1:8080", "exporter": "127.0.0.1:9808"}
 
 
@@ -35,10 +31,7 @@ def add_commands(sub: Any) -> None:
                        ("exporter", "Prometheus exporter: /metrics alone")):
         # no abbreviations: `--token SECRET` must not pass for `--token-file`
         p = sub.add_parser(name, help=text, description=text, allow_abbrev=False)
-        p.add_argument("--host", default="127.0.0.1",
-                       help=f"Redis host (default 127.0.0.1; credentials from {REDIS_USER_ENV} "
-                            f"and {REDIS_PASSWORD_ENV})")
-        p.add_argument("--port", type=int, default=6379, help="Redis port (default 6379)")
+        redis_url.add_arguments(p)
         p.add_argument("--cluster", action="store_true",
                        help="Redis Cluster: read the queues of every primary")
         p.add_argument("--listen", type=listen_address, default=DEFAULT_LISTEN[name],
@@ -83,12 +76,14 @@ def run(args: argparse.Namespace) -> int:
     client = None
     sampler = None
     try:
-        client = (RedisCluster if args.cluster else redis.Redis)(
-            host=args.host, port=args.port, socket_timeout=10,
-            username=os.environ.get(REDIS_USER_ENV) or None,
-            password=os.environ.get(REDIS_PASSWORD_ENV) or None,
-            # queue names that are not UTF-8 go back to the server as the bytes they came as
-            encoding_errors="surrogateescape")
+        where = redis_url.shown(redis_url.url_of(args))
+        # queue names that are not UTF-8 go back to the server as the bytes they came as
+        client = redis_url.connect(args, cluster=args.cluster, socket_timeout=10,
+                                   encoding_errors="surrogateescape")
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
         client.ping()  # a wrong address or password stops it here, said plainly
         source = Source(client)
         sampler = Sampler(source, interval=args.interval).start()
@@ -96,11 +91,11 @@ def run(args: argparse.Namespace) -> int:
                          metrics_only=args.command == "exporter")
         shown = f"[{host}]" if ":" in host else host
         print(f"rmq {args.command}: http://{shown}:{port}/ "
-              f"({'writable' if writable else 'read-only'}), Redis {args.host}:{args.port}"
+              f"({'writable' if writable else 'read-only'}), Redis {where}"
               f"{' (cluster)' if args.cluster else ''}", flush=True)
         serve(app, host=host, port=port, threads=8, ident="rmq")
     except (redis.RedisError, RedisClusterException) as e:
-        print(f"error: Redis {args.host}:{args.port}: {e}", file=sys.stderr)
+        print(f"error: Redis {where}: {e}", file=sys.stderr)
         return 1
     finally:
         if sampler:

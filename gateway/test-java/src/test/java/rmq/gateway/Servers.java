@@ -40,9 +40,9 @@ public final class Servers implements BeforeAllCallback, ExtensionContext.Store.
     private final Path gatewayLog;
 
     private Servers() throws Exception {
-        Path repo = Path.of(System.getProperty("rmq.repo", "../..")).toAbsolutePath().normalize();
+        Path repo = repo();
         String module = env("RMQ_MODULE", repo.resolve("target/release/librmq.so").toString());
-        String gatewayBin = env("RMQ_GATEWAY", repo.resolve("target/release/rmq-gateway").toString());
+        String gatewayBin = gatewayBin();
         String serverBin = env("RMQ_SERVER_BIN", "redis-server");
         dir = Files.createTempDirectory("rmq-gw-java-");
         redisPort = freePort();
@@ -57,6 +57,16 @@ public final class Servers implements BeforeAllCallback, ExtensionContext.Store.
                 "--redis", "redis://127.0.0.1:" + redisPort)
                 .redirectErrorStream(true).redirectOutput(gatewayLog.toFile()).start();
         waitFor(() -> Files.readString(gatewayLog).contains("listening on"), "rmq-gateway", gateway, gatewayLog);
+    }
+
+    /** The repository's root (system property rmq.repo). */
+    static Path repo() {
+        return Path.of(System.getProperty("rmq.repo", "../..")).toAbsolutePath().normalize();
+    }
+
+    /** The rmq-gateway binary (RMQ_GATEWAY overrides target/release's). */
+    static String gatewayBin() {
+        return env("RMQ_GATEWAY", repo().resolve("target/release/rmq-gateway").toString());
     }
 
     /** The servers of this run, started on first use. */
@@ -161,7 +171,7 @@ public final class Servers implements BeforeAllCallback, ExtensionContext.Store.
         boolean ok() throws Exception;
     }
 
-    private static void waitFor(Check check, String what, Process p, Path log) throws Exception {
+    static void waitFor(Check check, String what, Process p, Path log) throws Exception {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
         while (System.nanoTime() < deadline) {
             if (check.ok()) {
@@ -176,7 +186,7 @@ public final class Servers implements BeforeAllCallback, ExtensionContext.Store.
         throw new IllegalStateException(what + " did not start: " + Files.readString(log));
     }
 
-    private static void stop(Process p) throws InterruptedException {
+    static void stop(Process p) throws InterruptedException {
         if (p != null && p.isAlive()) {
             p.destroy(); // SIGTERM to that pid
             if (!p.waitFor(15, TimeUnit.SECONDS)) {
@@ -186,7 +196,7 @@ public final class Servers implements BeforeAllCallback, ExtensionContext.Store.
         }
     }
 
-    private static int freePort() throws IOException {
+    static int freePort() throws IOException {
         try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
             return s.getLocalPort();
         }
