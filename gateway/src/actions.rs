@@ -18,6 +18,7 @@ use crate::md5s;
 use crate::message::{self, Attribute, Stored};
 use crate::queue::{default_of, Queue, TOMBSTONE_MS};
 use crate::replies::{to_body, Receive, Received, Sent, SentBatch};
+use crate::rmq_kind::{self, Kind, Place, KIND_ATTRIBUTE};
 use crate::server::Gateway;
 use crate::store::{self, Backend};
 
@@ -221,13 +222,17 @@ async fn create_queue(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult
         ));
     }
     let fifo = name.ends_with(".fifo");
-    let attrs = string_map(input, "Attributes")?;
+    let mut attrs = string_map(input, "Attributes")?;
     if fifo && attrs.get("FifoQueue").map(String::as_str) != Some("true") {
         return Err(SqsError::invalid_parameter_value("The name of a FIFO queue can only end in .fifo when FifoQueue is true"));
     }
     check_attributes(&attrs, fifo, true)?;
     let tags = string_map(input, "tags")?;
     check_tags(&name, &tags, 0)?;
+    if let Some(kind) = rmq_kind::kind_of_tags(&tags, fifo)? {
+        rmq_kind::check_queue_attributes(kind, &attrs)?;
+        attrs.insert(KIND_ATTRIBUTE.into(), kind.as_str().into());
+    }
     let mut conn = caller.backend.conn.clone();
     let key = store::meta_key(&name);
     let (existing, gone): (HashMap<String, String>, bool) =
@@ -313,6 +318,7 @@ async fn delete_queue(caller: &Caller, input: &Value) -> SqsResult<Value> {
         // A running move task sees its state gone and stops.
         crate::movetask::task_key(&q.name),
     ]);
+    keys.extend(crate::body_merge::keys(&q.name));
     let mut pipe = redis::pipe();
     pipe.atomic().del(keys).ignore();
     // The tombstone: crate::queue says why a new queue of the name must wait.
@@ -406,6 +412,7 @@ async fn get_queue_attributes(gw: &Gateway, caller: &Caller, input: &Value) -> S
         all.entry("DeduplicationScope".into()).or_insert_with(|| "queue".into());
         all.entry("FifoThroughputLimit".into()).or_insert_with(|| "perQueue".into());
     }
+    all.entry(KIND_ATTRIBUTE.into()).or_insert_with(|| Kind::Fixed.as_str().into());
     // The gateway encrypts nothing itself (Redis's own TLS and disk encryption do that).
     all.entry("SqsManagedSseEnabled".into()).or_insert_with(|| "false".into());
     let all_wanted = wanted.iter().any(|w| w == "All");
@@ -456,6 +463,7 @@ async fn set_queue_attributes(caller: &Caller, input: &Value) -> SqsResult<Value
     let q = load_queue(caller, queue_of_url(input)?).await?;
     let attrs = string_map(input, "Attributes")?;
     check_attributes(&attrs, q.fifo(), false)?;
+    rmq_kind::check_queue_attributes(Kind::of(&q.attrs), &attrs)?;
     apply_attributes(caller, &q.name, &attrs, now_ms() / 1000, None).await?;
     caller.backend.queues.forget(&q.name);
     Ok(json!({}))
@@ -484,6 +492,7 @@ async fn tag_queue(caller: &Caller, input: &Value) -> SqsResult<Value> {
     if tags.is_empty() {
         return Err(SqsError::missing_parameter("The request must contain the parameter Tags."));
     }
+    rmq_kind::check_tagging(Kind::of(&q.attrs), &tags)?;
     let mut conn = caller.backend.conn.clone();
     let current: Vec<String> = conn.hkeys(store::tags_key(&q.name)).await?;
     check_tags(&q.name, &tags, current.iter().filter(|k| !tags.contains_key(*k)).count())?;
@@ -514,7 +523,9 @@ async fn list_queue_tags(caller: &Caller, input: &Value) -> SqsResult<Value> {
 
 /// One entry to send, checked.
 struct Outgoing {
-    delay_ms: i64,
+    place: Place,
+    /// Of the attributes sent, the place's included: what the SDKs check the reply against.
+    md5_of_attributes: Option<String>,
     group: Option<String>,
     /// The deduplication window's id (RMQ.PUSH DEDUP).
     dedup: Option<String>,
@@ -529,7 +540,7 @@ fn outgoing(q: &Queue, caller: &Caller, entry: &Value) -> SqsResult<Outgoing> {
     if !message::valid_body(body) {
         return Err(SqsError::invalid_message_contents("Invalid binary character in the message body"));
     }
-    let attrs = parse_attrs(entry, "MessageAttributes")?;
+    let mut attrs = parse_attrs(entry, "MessageAttributes")?;
     let size = body.len() + message::check_attributes(&attrs)?;
     if size as i64 > q.num("MaximumMessageSize") {
         return Err(SqsError::invalid_parameter_value(format!(
@@ -574,7 +585,8 @@ fn outgoing(q: &Queue, caller: &Caller, entry: &Value) -> SqsResult<Outgoing> {
             }
         }
     }
-    let delay_ms = delay.unwrap_or_else(|| q.num("DelaySeconds")) * 1000;
+    let md5_of_attributes = md5s::of_attributes(&attrs);
+    let place = rmq_kind::place(Kind::of(&q.attrs), q.fifo(), &mut attrs, delay, q.num("DelaySeconds"))?;
     // DeduplicationScope messageGroup: the window is the group's (neither id has a space).
     let window = match (&group, &dedup) {
         (Some(g), Some(d)) if q.attrs.get("DeduplicationScope").is_some_and(|s| s == "messageGroup") => Some(format!("{g} {d}")),
@@ -590,7 +602,7 @@ fn outgoing(q: &Queue, caller: &Caller, entry: &Value) -> SqsResult<Outgoing> {
         dedup,
         trace,
     };
-    Ok(Outgoing { delay_ms, group, dedup: window, stored })
+    Ok(Outgoing { place, md5_of_attributes, group, dedup: window, stored })
 }
 
 /// Runs a pipeline of commands that change queue `queue` (one round trip); the commands'
@@ -637,8 +649,14 @@ type Pushed = (String, Option<u64>, Option<String>);
 /// and sequence number.
 async fn push(caller: &Caller, q: &Queue, entries: &[Outgoing]) -> SqsResult<Vec<(String, u64)>> {
     let mut pipe = redis::pipe();
+    let merging = Kind::of(&q.attrs).merges();
     for e in entries {
-        pipe.cmd("RMQ.PUSH").arg(&q.name).arg("DELAY").arg(e.delay_ms);
+        if merging {
+            crate::body_merge::push(&mut pipe, &q.name, e.place, &e.stored.body, &message::encode(&e.stored));
+            continue;
+        }
+        let (mode, value) = e.place.mode();
+        pipe.cmd("RMQ.PUSH").arg(&q.name).arg(mode).arg(value);
         if let Some(g) = &e.group {
             pipe.arg("GROUP").arg(g);
         }
@@ -668,7 +686,9 @@ async fn push(caller: &Caller, q: &Queue, entries: &[Outgoing]) -> SqsResult<Vec
         // gone, and no new queue of the name can exist yet (DeleteQueue's tombstone), so
         // they all go again.
         let mut conn = caller.backend.conn.clone();
-        let _: () = conn.del(store::module_keys(&q.name)).await?;
+        let mut keys = store::module_keys(&q.name);
+        keys.extend(crate::body_merge::keys(&q.name));
+        let _: () = conn.del(keys).await?;
         caller.backend.queues.forget(&q.name);
         return Err(SqsError::queue_does_not_exist("The specified queue does not exist."));
     }
@@ -690,7 +710,7 @@ fn send_result<'a>(q: &Queue, e: &Outgoing, entry: Option<&'a str>, id: String, 
         id: entry,
         message_id: id,
         md5_of_message_body: md5s::of_body(&e.stored.body),
-        md5_of_message_attributes: md5s::of_attributes(&e.stored.attrs),
+        md5_of_message_attributes: e.md5_of_attributes.clone(),
         md5_of_message_system_attributes: e.stored.trace.as_ref().and_then(|t| md5s::of_attributes(&trace_attrs(t))),
         sequence_number: q.fifo().then(|| format!("{seq:020}")),
     }

@@ -2,6 +2,7 @@
 //! docs/gateway.md; the differences from SQS are listed in the README.
 
 mod actions;
+mod body_merge;
 mod metrics;
 mod movetask;
 mod pool;
@@ -13,7 +14,7 @@ mod startup;
 mod store;
 
 // The pure parts live in the library (src/lib.rs), which the fuzz targets call too.
-use rmq_gateway::{errors, input, md5s, message, sigv4};
+use rmq_gateway::{errors, input, md5s, message, rmq_kind, sigv4};
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
