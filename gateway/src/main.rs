@@ -3,6 +3,7 @@
 
 mod actions;
 mod body_merge;
+mod first_receive;
 mod metrics;
 mod movetask;
 mod pool;

@@ -122,13 +122,7 @@ impl Place {
 /// Takes the place attributes out of `attrs` (they are the message's place, not its data:
 /// neither stored nor received) and answers where the message goes. `delay` is the send's
 /// DelaySeconds, `queue_delay` the queue's (seconds).
-pub fn place(
-    kind: Kind,
-    fifo: bool,
-    attrs: &mut BTreeMap<String, Attribute>,
-    delay: Option<i64>,
-    queue_delay: i64,
-) -> SqsResult<Place> {
+pub fn place(kind: Kind, fifo: bool, attrs: &mut BTreeMap<String, Attribute>, delay: Option<i64>, queue_delay: i64) -> SqsResult<Place> {
     let given: Vec<&str> = [PRIORITY, RANGE, AT].into_iter().filter(|n| attrs.contains_key(*n)).collect();
     let wanted = match kind {
         Kind::Priority => PRIORITY,
