@@ -224,18 +224,20 @@ def test_stale_handle_never_ends_an_unrecorded_later_delivery(r, sqs):
 
 
 def test_handles_are_short_and_name_the_modules_delivery(r, sqs):
-    """A receipt handle names RMQ's delivery id (RMQ.POP ... IDS), not the message: the same
-    34 characters for any body; the gateway keeps no record of its own, and the module's
-    record of the name goes with the delivery."""
+    """A receipt handle names RMQ's delivery id (RMQ.POP ... IDS) and the MessageId, not the
+    message: the same 55 characters for any body; the gateway's only record is the message's
+    first receive time, which goes with its deletion, as the module's record of the name
+    goes with the delivery."""
     url = sqs.create_queue(QueueName="q")["QueueUrl"]
     for body in ("m", "x" * 200_000):
         sqs.send_message(QueueUrl=url, MessageBody=body)
         m = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=5)["Messages"][0]
-        assert len(m["ReceiptHandle"]) == 34
+        assert len(m["ReceiptHandle"]) == 55
         assert [k for k in r.hkeys("meta{q}") if k[:1] == b"n"] != []
         assert r.keys("rmqgw:r*") == []
+        assert r.hkeys("rmqgw:first{q}") == [m["MessageId"].replace("-", "").encode()]
         sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
-        assert r.zcard("prepare{q}") == 0
+        assert r.zcard("prepare{q}") == 0 and r.exists("rmqgw:first{q}") == 0
         assert [k for k in r.hkeys("meta{q}") if k[:1] == b"n"] == []
 
 

@@ -292,3 +292,32 @@ def test_move_task_into_a_deleted_queue_fails(r, sqs):
     assert r.exists("src", "rmqgw:q{src}") == 0
     [task] = sqs.list_message_move_tasks(SourceArn=arn("dlq"))["Results"]
     assert task["Status"] == "FAILED" and "deleted" in task["FailureReason"]
+
+
+def test_approximate_first_receive_timestamp(r, sqs):
+    """Reported (with All or by name), kept across deliveries, its record deleted with the
+    message, and by PurgeQueue and DeleteQueue for messages never deleted."""
+    url = sqs.create_queue(QueueName="q")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="m")
+    before = r.time()[0] * 1000
+    first = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=5, AttributeNames=["All"])["Messages"][0]
+    after = r.time()[0] * 1000 + 1000
+    t = int(first["Attributes"]["ApproximateFirstReceiveTimestamp"])
+    assert before <= t <= after
+    assert r.hgetall("rmqgw:first{q}") == {first["MessageId"].replace("-", "").encode(): str(t).encode()}
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=first["ReceiptHandle"], VisibilityTimeout=0)
+    time.sleep(0.01)
+    again = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=5, MessageSystemAttributeNames=[
+        "ApproximateFirstReceiveTimestamp", "ApproximateReceiveCount"])["Messages"][0]
+    assert again["Attributes"] == {"ApproximateFirstReceiveTimestamp": str(t), "ApproximateReceiveCount": "2"}
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=again["ReceiptHandle"])
+    assert r.exists("rmqgw:first{q}") == 0
+    for purge in (True, False):
+        sqs.send_message(QueueUrl=url, MessageBody="kept")
+        assert sqs.receive_message(QueueUrl=url, WaitTimeSeconds=5)["Messages"]
+        assert r.hlen("rmqgw:first{q}") == 1
+        if purge:
+            sqs.purge_queue(QueueUrl=url)
+        else:
+            sqs.delete_queue(QueueUrl=url)
+        assert r.exists("rmqgw:first{q}") == 0

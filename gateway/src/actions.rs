@@ -18,6 +18,7 @@ use crate::md5s;
 use crate::message::{self, Attribute, Stored};
 use crate::queue::{default_of, Queue, TOMBSTONE_MS};
 use crate::replies::{to_body, Receive, Received, Sent, SentBatch};
+use crate::rmq_kind::{self, Kind, Place, KIND_ATTRIBUTE};
 use crate::server::Gateway;
 use crate::store::{self, Backend};
 
@@ -221,13 +222,17 @@ async fn create_queue(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult
         ));
     }
     let fifo = name.ends_with(".fifo");
-    let attrs = string_map(input, "Attributes")?;
+    let mut attrs = string_map(input, "Attributes")?;
     if fifo && attrs.get("FifoQueue").map(String::as_str) != Some("true") {
         return Err(SqsError::invalid_parameter_value("The name of a FIFO queue can only end in .fifo when FifoQueue is true"));
     }
     check_attributes(&attrs, fifo, true)?;
     let tags = string_map(input, "tags")?;
     check_tags(&name, &tags, 0)?;
+    if let Some(kind) = rmq_kind::kind_of_tags(&tags, fifo)? {
+        rmq_kind::check_queue_attributes(kind, &attrs)?;
+        attrs.insert(KIND_ATTRIBUTE.into(), kind.as_str().into());
+    }
     let mut conn = caller.backend.conn.clone();
     let key = store::meta_key(&name);
     let (existing, gone): (HashMap<String, String>, bool) =
@@ -311,7 +316,11 @@ async fn delete_queue(caller: &Caller, input: &Value) -> SqsResult<Value> {
         store::tags_key(&q.name),
         // A running move task sees its state gone and stops.
         crate::movetask::task_key(&q.name),
-    ];
+    ]
+    .into_iter()
+    .chain(crate::body_merge::keys(&q.name))
+    .chain([crate::first_receive::key(&q.name)])
+    .collect::<Vec<_>>();
     let mut pipe = redis::pipe();
     // Every key the module keeps for the queue (messages, policy, schedules, sequence,
     // deduplication, journal) goes with RMQ.DROP, the gateway's own with DEL.
@@ -329,8 +338,12 @@ async fn purge_queue(caller: &Caller, input: &Value) -> SqsResult<Value> {
     let q = load_queue(caller, queue_of_url(input)?).await?;
     let mut conn = caller.backend.conn.clone();
     // Every message goes, in flight and dead (awaiting its redrive) too; the queue's
-    // policy, sequence and deduplication windows stay (RMQ.PURGE).
-    let _: i64 = redis::cmd("RMQ.PURGE").arg(&q.name).arg("DEAD").query_async(&mut conn).await?;
+    // policy, sequence and deduplication windows stay (RMQ.PURGE). The gateway's own
+    // indexes of those messages (merging by body, first receives) go with them.
+    let mut pipe = redis::pipe();
+    pipe.atomic().cmd("RMQ.PURGE").arg(&q.name).arg("DEAD").ignore();
+    pipe.del(crate::body_merge::keys(&q.name)).ignore().del(crate::first_receive::key(&q.name)).ignore();
+    pipe.query_async::<()>(&mut conn).await?;
     Ok(json!({}))
 }
 
@@ -402,6 +415,7 @@ async fn get_queue_attributes(gw: &Gateway, caller: &Caller, input: &Value) -> S
         all.entry("DeduplicationScope".into()).or_insert_with(|| "queue".into());
         all.entry("FifoThroughputLimit".into()).or_insert_with(|| "perQueue".into());
     }
+    all.entry(KIND_ATTRIBUTE.into()).or_insert_with(|| Kind::Fixed.as_str().into());
     // The gateway encrypts nothing itself (Redis's own TLS and disk encryption do that).
     all.entry("SqsManagedSseEnabled".into()).or_insert_with(|| "false".into());
     let all_wanted = wanted.iter().any(|w| w == "All");
@@ -452,6 +466,7 @@ async fn set_queue_attributes(caller: &Caller, input: &Value) -> SqsResult<Value
     let q = load_queue(caller, queue_of_url(input)?).await?;
     let attrs = string_map(input, "Attributes")?;
     check_attributes(&attrs, q.fifo(), false)?;
+    rmq_kind::check_queue_attributes(Kind::of(&q.attrs), &attrs)?;
     apply_attributes(caller, &q.name, &attrs, now_ms() / 1000, None).await?;
     caller.backend.queues.forget(&q.name);
     Ok(json!({}))
@@ -480,6 +495,7 @@ async fn tag_queue(caller: &Caller, input: &Value) -> SqsResult<Value> {
     if tags.is_empty() {
         return Err(SqsError::missing_parameter("The request must contain the parameter Tags."));
     }
+    rmq_kind::check_tagging(Kind::of(&q.attrs), &tags)?;
     let mut conn = caller.backend.conn.clone();
     let current: Vec<String> = conn.hkeys(store::tags_key(&q.name)).await?;
     check_tags(&q.name, &tags, current.iter().filter(|k| !tags.contains_key(*k)).count())?;
@@ -510,7 +526,9 @@ async fn list_queue_tags(caller: &Caller, input: &Value) -> SqsResult<Value> {
 
 /// One entry to send, checked.
 struct Outgoing {
-    delay_ms: i64,
+    place: Place,
+    /// Of the attributes sent, the place's included: what the SDKs check the reply against.
+    md5_of_attributes: Option<String>,
     group: Option<String>,
     /// The deduplication window's id (RMQ.PUSH DEDUP).
     dedup: Option<String>,
@@ -525,7 +543,7 @@ fn outgoing(q: &Queue, caller: &Caller, entry: &Value) -> SqsResult<Outgoing> {
     if !message::valid_body(body) {
         return Err(SqsError::invalid_message_contents("Invalid binary character in the message body"));
     }
-    let attrs = parse_attrs(entry, "MessageAttributes")?;
+    let mut attrs = parse_attrs(entry, "MessageAttributes")?;
     let size = body.len() + message::check_attributes(&attrs)?;
     if size as i64 > q.num("MaximumMessageSize") {
         return Err(SqsError::invalid_parameter_value(format!(
@@ -570,7 +588,8 @@ fn outgoing(q: &Queue, caller: &Caller, entry: &Value) -> SqsResult<Outgoing> {
             }
         }
     }
-    let delay_ms = delay.unwrap_or_else(|| q.num("DelaySeconds")) * 1000;
+    let md5_of_attributes = md5s::of_attributes(&attrs);
+    let place = rmq_kind::place(Kind::of(&q.attrs), q.fifo(), &mut attrs, delay, q.num("DelaySeconds"))?;
     // DeduplicationScope messageGroup: the window is the group's (neither id has a space).
     let window = match (&group, &dedup) {
         (Some(g), Some(d)) if q.attrs.get("DeduplicationScope").is_some_and(|s| s == "messageGroup") => Some(format!("{g} {d}")),
@@ -586,7 +605,7 @@ fn outgoing(q: &Queue, caller: &Caller, entry: &Value) -> SqsResult<Outgoing> {
         dedup,
         trace,
     };
-    Ok(Outgoing { delay_ms, group, dedup: window, stored })
+    Ok(Outgoing { place, md5_of_attributes, group, dedup: window, stored })
 }
 
 /// Runs a pipeline of commands that change queue `queue` (one round trip); the commands'
@@ -633,8 +652,14 @@ type Pushed = (String, Option<u64>, Option<String>);
 /// and sequence number.
 async fn push(caller: &Caller, q: &Queue, entries: &[Outgoing]) -> SqsResult<Vec<(String, u64)>> {
     let mut pipe = redis::pipe();
+    let merging = Kind::of(&q.attrs).merges();
     for e in entries {
-        pipe.cmd("RMQ.PUSH").arg(&q.name).arg("DELAY").arg(e.delay_ms);
+        if merging {
+            crate::body_merge::push(&mut pipe, &q.name, e.place, &e.stored.body, &message::encode(&e.stored));
+            continue;
+        }
+        let (mode, value) = e.place.mode();
+        pipe.cmd("RMQ.PUSH").arg(&q.name).arg(mode).arg(value);
         if let Some(g) = &e.group {
             pipe.arg("GROUP").arg(g);
         }
@@ -664,7 +689,10 @@ async fn push(caller: &Caller, q: &Queue, entries: &[Outgoing]) -> SqsResult<Vec
         // gone, and no new queue of the name can exist yet (DeleteQueue's tombstone), so
         // they all go again.
         let mut conn = caller.backend.conn.clone();
-        let _: i64 = redis::cmd("RMQ.DROP").arg(&q.name).query_async(&mut conn).await?;
+        let mut pipe = redis::pipe();
+        pipe.atomic().cmd("RMQ.DROP").arg(&q.name).ignore();
+        pipe.del(crate::body_merge::keys(&q.name)).ignore();
+        pipe.query_async::<()>(&mut conn).await?;
         caller.backend.queues.forget(&q.name);
         return Err(SqsError::queue_does_not_exist("The specified queue does not exist."));
     }
@@ -686,7 +714,7 @@ fn send_result<'a>(q: &Queue, e: &Outgoing, entry: Option<&'a str>, id: String, 
         id: entry,
         message_id: id,
         md5_of_message_body: md5s::of_body(&e.stored.body),
-        md5_of_message_attributes: md5s::of_attributes(&e.stored.attrs),
+        md5_of_message_attributes: e.md5_of_attributes.clone(),
         md5_of_message_system_attributes: e.stored.trace.as_ref().and_then(|t| md5s::of_attributes(&trace_attrs(t))),
         sequence_number: q.fifo().then(|| format!("{seq:020}")),
     }
@@ -746,21 +774,33 @@ async fn send_message_batch(caller: &Caller, input: &Value) -> SqsResult<Vec<u8>
 
 // ---- receipt handles ----
 
-/// The receipt handle format's version byte (docs/GATEWAY_FORMAT.md; 1 carried the message).
-const HANDLE_VERSION: u8 = 2;
-/// Version byte, delivery id, MAC.
-const HANDLE_LEN: usize = 1 + 8 + 16;
+/// The receipt handle format's version byte (docs/GATEWAY_FORMAT.md; 1 carried the message,
+/// 2 named only the delivery, and is still accepted).
+const HANDLE_VERSION: u8 = 3;
+/// Version byte, delivery id, MessageId, MAC.
+const HANDLE_LEN: usize = 1 + 8 + 16 + 16;
+const V2_HANDLE_LEN: usize = 1 + 8 + 16;
+
+/// What a receipt handle names: the delivery, and the message (its MessageId: the key of its
+/// first receive's record, crate::first_receive; none in a version 2 handle).
+#[derive(Debug)]
+struct Named {
+    delivery: u64,
+    message: Option<uuid::Uuid>,
+}
 
 /// A receipt handle names one delivery: RMQ's id for it (`RMQ.POP ... IDS`, unique in the
-/// queue for good), under an HMAC by the queue's own key over the id and the queue's name
-/// (the key is kept in Redis, so every gateway and every restart accepts it, and a forged
-/// handle is told from a stale one). 34 characters whatever the message.
-fn make_handle(q: &Queue, id: u64) -> String {
+/// queue for good) and the message's MessageId, under an HMAC by the queue's own key over
+/// them and the queue's name (the key is kept in Redis, so every gateway and every restart
+/// accepts it, and a forged handle is told from a stale one). 55 characters whatever the
+/// message.
+fn make_handle(q: &Queue, id: u64, message: &uuid::Uuid) -> String {
     let mut b = [0u8; HANDLE_LEN];
     b[0] = HANDLE_VERSION;
     b[1..9].copy_from_slice(&id.to_be_bytes());
-    let mac = handle_mac(q, &b[..9]);
-    b[9..].copy_from_slice(&mac);
+    b[9..25].copy_from_slice(message.as_bytes());
+    let mac = handle_mac(q, &b[..25]);
+    b[25..].copy_from_slice(&mac);
     B64URL.encode(b)
 }
 
@@ -775,9 +815,9 @@ fn handle_mac(q: &Queue, data: &[u8]) -> [u8; 16] {
     out
 }
 
-/// The delivery id a handle names, if it is a handle of this queue (handles of the first
-/// format, which carried the message, are refused: docs/GATEWAY_FORMAT.md).
-fn read_handle(q: &Queue, handle: &str) -> SqsResult<u64> {
+/// What a handle names, if it is a handle of this queue (handles of the first format, which
+/// carried the message, are refused: docs/GATEWAY_FORMAT.md).
+fn read_handle(q: &Queue, handle: &str) -> SqsResult<Named> {
     let invalid = || {
         SqsError::receipt_handle_is_invalid(format!(
             "The input receipt handle \"{}\" is not a valid receipt handle.",
@@ -785,17 +825,20 @@ fn read_handle(q: &Queue, handle: &str) -> SqsResult<u64> {
         ))
     };
     let b = B64URL.decode(handle).map_err(|_| invalid())?;
-    if b.len() != HANDLE_LEN || b[0] != HANDLE_VERSION {
-        return Err(invalid());
-    }
-    let (data, mac) = b.split_at(9);
+    let data_len = match (b.first(), b.len()) {
+        (Some(&HANDLE_VERSION), HANDLE_LEN) => 25,
+        (Some(2), V2_HANDLE_LEN) => 9,
+        _ => return Err(invalid()),
+    };
+    let (data, mac) = b.split_at(data_len);
     let expected = handle_mac(q, data);
     if !bool::from(subtle::ConstantTimeEq::ct_eq(&expected[..], mac)) {
         return Err(invalid());
     }
     let mut id = [0u8; 8];
-    id.copy_from_slice(&data[1..]);
-    Ok(u64::from_be_bytes(id))
+    id.copy_from_slice(&data[1..9]);
+    let message = data.get(9..25).and_then(|m| uuid::Uuid::from_slice(m).ok());
+    Ok(Named { delivery: u64::from_be_bytes(id), message })
 }
 
 // ---- receiving ----
@@ -817,16 +860,28 @@ async fn receive_message(gw: &Gateway, caller: &Caller, input: &Value) -> SqsRes
     if got.is_empty() && wait > 0 {
         got = long_poll(gw, caller, &q, count, lease, wait).await?;
     }
-    if vt == 0 && !got.is_empty() {
-        // Visible again at once, as SQS leaves it (a lease of 1 ms still hid it for that
-        // long): each delivery ends as a ChangeMessageVisibility 0 would end it.
+    let mut messages: Vec<Received> = got.iter().map(|(raw, d, id)| received(&q, raw, *d, *id, &sys_wanted, &attr_wanted)).collect();
+    if !got.is_empty() {
         let mut pipe = redis::pipe();
-        for (_, _, id) in &got {
-            pipe.cmd("RMQ.NACKID").arg(&q.name).arg(*id).ignore();
+        if vt == 0 {
+            // Visible again at once, as SQS leaves it (a lease of 1 ms still hid it for that
+            // long): each delivery ends as a ChangeMessageVisibility 0 would end it.
+            for (_, _, id) in &got {
+                pipe.cmd("RMQ.NACKID").arg(&q.name).arg(*id).ignore();
+            }
         }
-        pipe.query_async::<()>(&mut conn).await?;
+        let now = now_ms();
+        let ids: Vec<uuid::Uuid> = messages.iter().map(|m| message_uuid(&m.message_id)).collect();
+        for id in &ids {
+            crate::first_receive::record(&mut pipe, &q.name, id, now);
+        }
+        let firsts: Vec<Option<String>> = pipe.query_async(&mut conn).await?;
+        if wants(&sys_wanted, FIRST_RECEIVE) {
+            for (m, f) in messages.iter_mut().zip(firsts) {
+                m.attributes.insert(FIRST_RECEIVE, crate::first_receive::first(f, now).to_string());
+            }
+        }
     }
-    let messages = got.iter().map(|(raw, d, id)| received(&q, raw, *d, *id, &sys_wanted, &attr_wanted)).collect();
     Ok(to_body(&Receive { messages }))
 }
 
@@ -861,13 +916,28 @@ async fn long_poll(gw: &Gateway, caller: &Caller, q: &Queue, count: i64, lease: 
     }
 }
 
+const FIRST_RECEIVE: &str = "ApproximateFirstReceiveTimestamp";
+
+/// Whether a receive asked for the system attribute `name`.
+fn wants(sys_wanted: &[String], name: &str) -> bool {
+    sys_wanted.iter().any(|w| w == "All" || w == name)
+}
+
+/// A message's id as the handle and the first-receive record name it: the MessageId (a
+/// UUID, as the gateway makes them and reads foreign messages'), else a UUID made from it.
+fn message_uuid(id: &str) -> uuid::Uuid {
+    uuid::Uuid::parse_str(id).unwrap_or_else(|_| {
+        let d = md5::Digest::finalize(<md5::Md5 as md5::Digest>::new_with_prefix(id.as_bytes()));
+        uuid::Builder::from_md5_bytes(d.into()).into_uuid()
+    })
+}
+
 fn received(q: &Queue, raw: &[u8], deliveries: i64, id: u64, sys_wanted: &[String], attr_wanted: &[String]) -> Received {
     let read = message::decode(raw);
     let s = read.stored;
-    let all_sys = sys_wanted.iter().any(|w| w == "All");
     let mut sys = BTreeMap::new();
     let mut put = |name: &'static str, v: String| {
-        if all_sys || sys_wanted.iter().any(|w| w == name) {
+        if wants(sys_wanted, name) {
             sys.insert(name, v);
         }
     };
@@ -894,7 +964,7 @@ fn received(q: &Queue, raw: &[u8], deliveries: i64, id: u64, sys_wanted: &[Strin
         })
         .collect();
     Received {
-        receipt_handle: make_handle(q, id),
+        receipt_handle: make_handle(q, id, &message_uuid(&s.id)),
         md5_of_body: md5s::of_body(&s.body),
         message_id: s.id,
         body: s.body,
@@ -906,14 +976,18 @@ fn received(q: &Queue, raw: &[u8], deliveries: i64, id: u64, sys_wanted: &[Strin
 
 // ---- ending and extending deliveries ----
 
-/// Ends the deliveries the handles name (already read), in one RMQ.ACKID; a handle of an
-/// ended delivery ends nothing.
-async fn delete_deliveries(caller: &Caller, q: &Queue, ids: &[u64]) -> SqsResult<()> {
-    if ids.is_empty() {
+/// Ends the deliveries the handles name (already read), in one RMQ.ACKID, and deletes their
+/// messages' first-receive records; a handle of an ended delivery ends nothing.
+async fn delete_deliveries(caller: &Caller, q: &Queue, named: &[Named]) -> SqsResult<()> {
+    if named.is_empty() {
         return Ok(());
     }
     let mut pipe = redis::pipe();
-    pipe.cmd("RMQ.ACKID").arg(&q.name).arg(ids);
+    pipe.cmd("RMQ.ACKID").arg(&q.name).arg(named.iter().map(|n| n.delivery).collect::<Vec<_>>());
+    let records: Vec<String> = named.iter().filter_map(|n| n.message.as_ref()).map(crate::first_receive::field).collect();
+    if !records.is_empty() {
+        pipe.hdel(crate::first_receive::key(&q.name), records).ignore();
+    }
     let _: Vec<i64> = write_pipe(caller, &q.name, pipe, "the deliveries are ended").await?;
     Ok(())
 }
@@ -945,7 +1019,7 @@ async fn delete_message_batch(caller: &Caller, input: &Value) -> SqsResult<Value
 /// Sets the named delivery's visibility: a timeout > 0 extends its lease (RMQ.EXTENDID), 0
 /// makes it visible now (RMQ.NACKID); MessageNotInflight when that delivery has ended.
 async fn change_one(caller: &Caller, q: &Queue, handle: &str, timeout: i64) -> SqsResult<()> {
-    let id = read_handle(q, handle)?;
+    let id = read_handle(q, handle)?.delivery;
     let mut conn = caller.backend.conn.clone();
     let mut cmd = redis::cmd(if timeout == 0 { "RMQ.NACKID" } else { "RMQ.EXTENDID" });
     cmd.arg(&q.name).arg(id);
@@ -1001,9 +1075,11 @@ mod tests {
     #[test]
     fn handles_round_trip_and_refuse_forgeries() {
         let q = queue();
-        let h = make_handle(&q, 98_140_331_957_248);
-        assert_eq!(h.len(), 34, "short, whatever the message");
-        assert_eq!(read_handle(&q, &h).unwrap(), 98_140_331_957_248);
+        let m = uuid::Uuid::from_bytes([9; 16]);
+        let h = make_handle(&q, 98_140_331_957_248, &m);
+        assert_eq!(h.len(), 55, "short, whatever the message");
+        let named = read_handle(&q, &h).unwrap();
+        assert_eq!((named.delivery, named.message), (98_140_331_957_248, Some(m)));
         let mut other = queue();
         other.attrs.insert("hkey".into(), "44".into());
         assert_eq!(read_handle(&other, &h).unwrap_err().code, "ReceiptHandleIsInvalid");
@@ -1015,7 +1091,16 @@ mod tests {
         raw[1] ^= 1;
         raw[0] = 1;
         assert_eq!(read_handle(&q, &B64URL.encode(&raw)).unwrap_err().code, "ReceiptHandleIsInvalid", "another version");
-        assert_eq!(read_handle(&q, &h[..33]).unwrap_err().code, "ReceiptHandleIsInvalid");
+        assert_eq!(read_handle(&q, &h[..54]).unwrap_err().code, "ReceiptHandleIsInvalid");
+        // A version 2 handle (delivery id and MAC) still names its delivery.
+        let mut v2 = vec![2u8];
+        v2.extend_from_slice(&7u64.to_be_bytes());
+        let mac = handle_mac(&q, &v2);
+        v2.extend_from_slice(&mac);
+        let named = read_handle(&q, &B64URL.encode(&v2)).unwrap();
+        assert_eq!((named.delivery, named.message), (7, None));
+        v2[3] ^= 1;
+        assert_eq!(read_handle(&q, &B64URL.encode(&v2)).unwrap_err().code, "ReceiptHandleIsInvalid");
         assert_eq!(read_handle(&q, "not base64!").unwrap_err().code, "ReceiptHandleIsInvalid");
         assert_eq!(read_handle(&q, "").unwrap_err().code, "ReceiptHandleIsInvalid");
     }

@@ -6,4 +6,5 @@ pub mod errors;
 pub mod input;
 pub mod md5s;
 pub mod message;
+pub mod rmq_kind;
 pub mod sigv4;

@@ -2,6 +2,8 @@
 //! docs/gateway.md; the differences from SQS are listed in the README.
 
 mod actions;
+mod body_merge;
+mod first_receive;
 mod https;
 mod metrics;
 mod movetask;
@@ -15,7 +17,7 @@ mod startup;
 mod store;
 
 // The pure parts live in the library (src/lib.rs), which the fuzz targets call too.
-use rmq_gateway::{errors, input, md5s, message, sigv4};
+use rmq_gateway::{errors, input, md5s, message, rmq_kind, sigv4};
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -58,6 +58,7 @@ pub fn default_of(name: &str) -> Option<&'static str> {
         "ReceiveMessageWaitTimeSeconds" => "0",
         "MaximumMessageSize" => "1048576",
         "MessageRetentionPeriod" => "345600",
+        crate::rmq_kind::KIND_ATTRIBUTE => "fixed",
         _ => return None,
     })
 }

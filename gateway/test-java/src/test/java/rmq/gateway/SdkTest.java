@@ -197,9 +197,7 @@ class SdkTest {
         assertEquals("Root=1-5759e988-bd862e3fe1be46a994272793",
                 m.attributes().get(MessageSystemAttributeName.AWS_TRACE_HEADER));
         assertNotNull(m.attributes().get(MessageSystemAttributeName.SENT_TIMESTAMP));
-        KnownBug.expect("ReceiveMessage with AttributeNames/MessageSystemAttributeNames All does not report "
-                + "ApproximateFirstReceiveTimestamp", () -> assertNotNull(
-                        m.attributes().get(MessageSystemAttributeName.APPROXIMATE_FIRST_RECEIVE_TIMESTAMP)));
+        assertNotNull(m.attributes().get(MessageSystemAttributeName.APPROXIMATE_FIRST_RECEIVE_TIMESTAMP));
         // Only the attributes asked for.
         sqs.changeMessageVisibility(b -> b.queueUrl(url).receiptHandle(m.receiptHandle()).visibilityTimeout(0));
         Message again = sqs.receiveMessage(b -> b.queueUrl(url).waitTimeSeconds(20).messageAttributeNames("tier"))
