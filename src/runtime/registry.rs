@@ -127,16 +127,20 @@ fn gone_if_keyless(ctx: Ctx, q: &[u8]) {
 
 /// A command or the timer is done with queue `q` (its own writes send no event): a queue
 /// it made keys for is listed; one that holds nothing now goes unless a key it does not
-/// open (its schedules) remains.
+/// open (its schedules) remains. Returns whether it holds nothing now but perhaps `Q`.
 #[inline]
-pub fn closed(ctx: Ctx, q: &RedisQueue) {
+pub fn closed(ctx: Ctx, q: &RedisQueue) -> bool {
     // `meta{Q}` exists while the queue has messages or a policy: one length read, mostly.
     if q.exists() {
         if q.made_keys() {
             insert(ctx.db(), q.name().as_ref());
         }
+        false
     } else if [Set::Prepare, Set::Dead, Set::Park, Set::Hold].iter().all(|&s| q.len(s) == 0) {
         gone_if_keyless(ctx, q.name().as_ref());
+        true
+    } else {
+        false
     }
 }
 
