@@ -101,6 +101,16 @@ def test_no_keys_after_push_pop_ack(r):
     assert r.dbsize() == 0
 
 
+@pytest.mark.parametrize("score", ["due", "priority"])
+def test_no_keys_after_zadd_pop_ack(r, score):
+    """A message written into `Q` by ZADD belongs to the queue: popped and acked, it leaves
+    no key behind (no `meta{Q}` with a delivery record or a kind nobody else holds)."""
+    r.zadd("q", {"z": now_ms(r) if score == "due" else 5})
+    assert pop(r, "q") == [(b"z", 1)]
+    assert ack(r, "q", "z") == 1
+    assert r.keys("*") == []
+
+
 @pytest.mark.parametrize("way", ["zadd", "restore", "rename", "copy", "move"])
 def test_a_dead_key_made_by_another_command_is_the_queues(r, way):
     """`dead{Q}` is not opened while known absent: a queue that had none sees one made by

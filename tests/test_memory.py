@@ -65,3 +65,57 @@ def test_counters_of_gone_queues_cost_little_and_go_when_the_setting_is_lowered(
     assert info[b"pushed"] is None, "no longer counted"
     assert wait_until(lambda: used(c) - start <= SLACK, timeout=20, interval=0.2), \
         f"{(used(c) - start) / MB:.1f} MB more than before the churn with no queue counted"
+
+
+def purged_used(c):
+    """used_memory once the allocator has given back what it can (jemalloc's MEMORY PURGE;
+    elsewhere the command answers OK and changes nothing)."""
+    c.execute_command("MEMORY", "PURGE")
+    return used(c)
+
+
+def test_names_used_once_and_emptied_leave_nothing(start_server):
+    """No memory for a queue without keys: with `stats-queues 0`, 50,000 distinct names
+    pushed, popped (grouped, named, by TPOP, with the default 30 s lease) and acked until no
+    key is left cost at most 1 MB. On the build before, their lease entries (kept until the
+    acked leases' deadlines) and derived key names held about 11 MB."""
+    c = start_server(module_args=["stats-queues", 0]).client()
+    n = 50_000
+    start = purged_used(c)
+    pl = c.pipeline(transaction=False)
+    for i in range(n):
+        q = f"once:{i}"
+        if i % 4 == 0:
+            pl.execute_command("RMQ.PUSH", q, "PRIORITY", 1, "GROUP", "g", "MESSAGES", "m")
+        elif i % 4 == 1:
+            pl.execute_command("RMQ.PUSH", q, "DELAY", 0, "MESSAGES", "m")
+        elif i % 4 == 2:
+            pl.execute_command("RMQ.PUSH", q + "_0", "PRIORITY", 1, "MESSAGES", "m")
+        else:
+            pl.execute_command("RMQ.PUSH", q, "DELAY", 0, "GROUP", "g", "MESSAGES", "m")
+    assert pl.execute() == [1] * n
+    pl = c.pipeline(transaction=False)
+    for i in range(n):
+        q = f"once:{i}"
+        if i % 4 == 0:
+            pl.execute_command("RMQ.POP", q, "IDS")
+        elif i % 4 == 2:
+            pl.execute_command("RMQ.TPOP", q, 1)
+        else:
+            pl.execute_command("RMQ.POP", q)
+    got = pl.execute()
+    pl = c.pipeline(transaction=False)
+    for i, entries in enumerate(got):
+        q = f"once:{i}"
+        if i % 4 == 0:
+            pl.execute_command("RMQ.ACKID", q, entries[0][2])
+        elif i % 4 == 2:
+            pl.execute_command("RMQ.ACK", q + "_0", "m")
+        else:
+            pl.execute_command("RMQ.ACK", q, "m")
+    assert pl.execute() == [1] * n, "every message taken and acked"
+    assert c.dbsize() == 0, "no key left"
+    assert c.execute_command("RMQ.QUEUES") == [b"0", []]
+    grown = purged_used(c) - start
+    assert grown <= MB, f"{grown / MB:.2f} MB more than before {n} names were used and emptied"
+

@@ -216,12 +216,57 @@ def test_acl_cursor_carries_no_hidden_name(server, r):
             if cursor == b"0":
                 break
         assert seen == [b"app:1", b"app:2"]
-        assert len(cursors) == 4 and cursors[-1] == b"0", "one name visited a call, hidden ones too"
+        assert len(cursors) == 2 and cursors[-1] == b"0", "hidden names are not visited"
         for c in cursors[:-1]:
             for name in hidden + [b"app:1", b"app:2"]:
                 assert name not in c and name.hex().encode() not in c and name not in bytes.fromhex(c.decode())
     finally:
         r.execute_command("ACL", "DELUSER", "lim")
+
+
+VISIBLE = [f"app:{i}" for i in range(25)] + ["b", "b1", "app:1x"]
+# Interleaved with the visible names, sharing their prefixes, before and after them all.
+HIDDEN = ["a", "app:", "app:0s", "app:1s", "app:1y", "app:123", "app:x", "app:9z", "b0", "bz", "zz"] + [
+    f"app:s{i}" for i in range(30)]
+# The same sequences of calls on both servers: (COUNT, MATCH).
+LISTINGS = [(c, m) for c in (1, 2, 3, 7, 100) for m in (None, "app:*", "app:1*", "app:s*", "*1*", "b*", "zz")]
+
+
+def _listing(u, count, match):
+    """The pages of one iteration, each as (names, ended, cursor length)."""
+    opts = ["COUNT", count] + (["MATCH", match] if match else [])
+    cursor, pages = b"0", []
+    for _ in range(1000):
+        cursor, names = page(u, *opts, "CURSOR", cursor)
+        pages.append((names, cursor == b"0", len(cursor)))
+        if cursor == b"0":
+            return pages
+    raise AssertionError("RMQ.QUEUES never returned cursor 0")
+
+
+def test_acl_hidden_queues_change_no_reply(server, r, start_server):
+    """A user learns nothing of the queues its ACL hides (names, a shared prefix, how many):
+    every page, the end of iteration and the cursor's length are what a server without them
+    answers, call by call."""
+    other = start_server()
+    bare = other.client()
+    for q in VISIBLE:
+        for c in (r, bare):
+            push(c, q, "PRIORITY", 1, "m")
+    for q in HIDDEN:
+        push(r, q, "PRIORITY", 1, "m")
+    rules = ["on", ">pw", "resetkeys", "~app:[0-9]", "~app:[0-9][0-9]", "~app:1x", "~b", "~b1", "+@all"]
+    for c in (r, bare):
+        c.execute_command("ACL", "SETUSER", "blind", *rules)
+    try:
+        u, v = server.client(username="blind", password="pw"), other.client(username="blind", password="pw")
+        for count, match in LISTINGS:
+            got, want = _listing(u, count, match), _listing(v, count, match)
+            assert got == want, (count, match)
+        assert sorted(n for names, _, _ in _listing(u, 3, None) for n in names) == sorted(q.encode() for q in VISIBLE)
+        assert _listing(u, 5, "app:s*") == [([], True, 1)], "only hidden names match: one empty page"
+    finally:
+        r.execute_command("ACL", "DELUSER", "blind")
 
 
 def test_acl_leaves_out_queues_the_caller_may_not_read(server, r):

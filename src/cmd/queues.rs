@@ -1,9 +1,9 @@
 //! RMQ.QUEUES [MATCH pattern] [COUNT n] [CURSOR c]: the queues this node holds, a page at a
 //! time from the registry (`runtime::registry`), so a call costs O(COUNT) whatever the
 //! number of queues or keys. Keyless, so it checks the caller's ACL itself: a queue whose
-//! key `Q` the caller may not read is left out (as RMQ.INFO Q would be refused), and the
-//! cursor, whose position may be such a name, is sealed for this caller and database
-//! (`runtime::cursors`).
+//! key `Q` the caller may not read is left out (as RMQ.INFO Q would be refused) and not even
+//! visited (`registry::page`: the replies are a server's without it), and the cursor is
+//! sealed for this caller and database (`runtime::cursors`).
 
 use crate::cmd::args;
 use crate::cmd::Call;

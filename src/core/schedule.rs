@@ -59,6 +59,19 @@ impl Schedule {
         Some((db, q))
     }
 
+    /// Forgets `queue` (it has nothing left to look at: no lease, no hold).
+    pub fn forget(&mut self, db: i32, queue: &[u8]) {
+        let Some(per_db) = self.at.get_mut(&db) else { return };
+        if let Some(t) = per_db.remove(queue) {
+            self.by_time.remove(&(t, db, queue.to_vec()));
+            shrink(per_db);
+            if per_db.is_empty() {
+                self.at.remove(&db);
+                shrink(&mut self.at);
+            }
+        }
+    }
+
     pub fn clear(&mut self) {
         self.by_time.clear();
         self.at.clear();
@@ -89,5 +102,22 @@ mod tests {
         assert!(s.note(0, b"a", 5), "a popped queue can be noted again");
         s.clear();
         assert_eq!(s.next(), None);
+    }
+
+    #[test]
+    fn a_forgotten_queue_is_gone_and_others_stay() {
+        let mut s = Schedule::default();
+        s.note(0, b"a", 100);
+        s.note(0, b"b", 120);
+        s.note(1, b"a", 90);
+        s.forget(0, b"a");
+        s.forget(0, b"zz");
+        s.forget(7, b"a");
+        assert_eq!(s.pop_due(1000), Some((1, b"a".to_vec())));
+        assert_eq!(s.pop_due(1000), Some((0, b"b".to_vec())));
+        assert_eq!(s.pop_due(1000), None, "the forgotten queue is not due");
+        s.note(0, b"c", 5);
+        s.forget(0, b"c");
+        assert!(s.at.is_empty() && s.by_time.is_empty(), "nothing kept for it");
     }
 }

@@ -134,6 +134,11 @@ pub fn next() -> Option<i64> {
     [a.leases.next(), a.dues.next(), a.firings.next()].into_iter().flatten().min()
 }
 
+/// Forgets queue `queue` of db `db`'s lease entry: it has no lease nor hold left.
+pub fn forget_lease(db: i32, queue: &[u8]) {
+    alarm().leases.forget(db, queue);
+}
+
 /// Forgets every noted lease (before a rescan finds them all again).
 pub fn clear_leases() {
     alarm().leases.clear();

@@ -12,7 +12,7 @@ use crate::core::rules::{self, PushOutcome, SweepOutcome};
 use crate::core::store::{Set, Store, Waiting};
 use crate::ffi::{reply, Ctx, RStr};
 use crate::runtime::queue_stats::{self, Stat};
-use crate::runtime::{alarm, events, ratelimit, registry, settings, stats, topics, waiters};
+use crate::runtime::{alarm, derived, events, ratelimit, registry, settings, stats, topics, waiters};
 use crate::storage::redis_queue::RedisQueue;
 
 /// A queue opened by a command or the timer. When it closes (`close`, or dropped on an
@@ -76,7 +76,9 @@ impl Opened {
                 topics::note(self.ctx.db(), self.q.name().as_ref(), busy);
             }
         }
-        registry::closed(self.ctx, &self.q);
+        if registry::closed(self.ctx, &self.q) && self.q.len(Set::Store) == 0 {
+            derived::emptied(self.ctx.db(), self.q.name().as_ref());
+        }
         if self.q.holds_added() {
             // The timer releases holds as they end (bounded steps), like it rolls back leases.
             if let Some((_, end)) = self.q.first(Set::Hold, false) {

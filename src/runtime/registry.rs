@@ -127,16 +127,20 @@ fn gone_if_keyless(ctx: Ctx, q: &[u8]) {
 
 /// A command or the timer is done with queue `q` (its own writes send no event): a queue
 /// it made keys for is listed; one that holds nothing now goes unless a key it does not
-/// open (its schedules) remains.
+/// open (its schedules) remains. Returns whether it holds nothing now but perhaps `Q`.
 #[inline]
-pub fn closed(ctx: Ctx, q: &RedisQueue) {
+pub fn closed(ctx: Ctx, q: &RedisQueue) -> bool {
     // `meta{Q}` exists while the queue has messages or a policy: one length read, mostly.
     if q.exists() {
         if q.made_keys() {
             insert(ctx.db(), q.name().as_ref());
         }
+        false
     } else if [Set::Prepare, Set::Dead, Set::Park, Set::Hold].iter().all(|&s| q.len(s) == 0) {
         gone_if_keyless(ctx, q.name().as_ref());
+        true
+    } else {
+        false
     }
 }
 
@@ -160,9 +164,11 @@ pub fn install(db: usize, names: BTreeSet<Vec<u8>>) {
 }
 
 /// One page of RMQ.QUEUES in the selected database: from the name after `after` (None:
-/// the first), at most `count` names visited, those with keys, matching `pattern`, in a
-/// slot this node serves and allowed by `allowed` returned; and the last name visited when
-/// more may follow (None: the listing is complete).
+/// the first), at most `count` names visited, those matching `pattern` returned; and the
+/// last name visited when more may follow (None: the listing is complete). Only names with
+/// keys, in a slot this node serves and allowed by `allowed` are visited: the others are
+/// passed over uncounted, so every page, the end and the cursor are what a server without
+/// them would answer (a user learns nothing of the queues its ACL hides).
 pub fn page(
     ctx: Ctx,
     pattern: Option<&[u8]>,
@@ -175,32 +181,39 @@ pub fn page(
     let db = ctx.db();
     // Names matching a pattern all start with its literal prefix: skip to it, stop past it.
     let prefix = pattern.map_or(&b""[..], glob::literal_prefix);
-    let from = match after {
-        Some(a) if a >= prefix => Bound::Excluded(a),
-        _ => Bound::Included(prefix),
+    let mut from = match after {
+        Some(a) if a >= prefix => Bound::Excluded(a.to_vec()),
+        _ => Bound::Included(prefix.to_vec()),
     };
-    let mut visited: Vec<Vec<u8>> = Vec::with_capacity(count);
-    let mut more = false;
-    {
-        let all = queues();
-        if let Some(set) = usize::try_from(db).ok().and_then(|d| all.get(d)) {
-            for q in set.range::<[u8], _>((from, Bound::Unbounded)).take_while(|q| q.starts_with(prefix)) {
-                if visited.len() == count {
-                    more = true;
-                    break;
+    let (mut out, mut visited, mut last) = (Vec::new(), 0, None);
+    loop {
+        // A batch at a time: the lock is not held while keys are looked up.
+        let batch: Vec<Vec<u8>> = {
+            let all = queues();
+            let Some(set) = usize::try_from(db).ok().and_then(|d| all.get(d)) else { return (out, None) };
+            let start = match &from {
+                Bound::Included(n) => Bound::Included(n.as_slice()),
+                Bound::Excluded(n) => Bound::Excluded(n.as_slice()),
+                Bound::Unbounded => Bound::Unbounded,
+            };
+            set.range::<[u8], _>((start, Bound::Unbounded)).take_while(|q| q.starts_with(prefix)).take(count + 1).cloned().collect()
+        };
+        let Some(end) = batch.last() else { return (out, None) };
+        from = Bound::Excluded(end.clone());
+        for q in batch {
+            if !has_keys(ctx, &q) {
+                remove(db, &q);
+            } else if serves(&q) && allowed(&q) {
+                // One more visible name after a full page: the listing goes on.
+                if visited == count {
+                    return (out, last);
                 }
-                visited.push(q.clone());
+                visited += 1;
+                if pattern.is_none_or(|p| glob::matches(p, &q)) {
+                    out.push(q.clone());
+                }
+                last = Some(q);
             }
         }
     }
-    let next = more.then(|| visited.last().cloned()).flatten();
-    let mut out = Vec::new();
-    for q in visited {
-        if !has_keys(ctx, &q) {
-            remove(db, &q);
-        } else if pattern.is_none_or(|p| glob::matches(p, &q)) && serves(&q) && allowed(&q) {
-            out.push(q);
-        }
-    }
-    (out, next)
 }

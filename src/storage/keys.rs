@@ -2,6 +2,7 @@
 //! what is known of its keys in each database (lazy keys absent, keys converted, its
 //! header) — one of the memos `runtime::derived` lists.
 
+use std::collections::VecDeque;
 use std::ops::Index;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, LazyLock, Mutex};
@@ -10,6 +11,7 @@ use crate::core::fnv::FnvMap;
 use crate::core::kind::Kind;
 use crate::core::names::{queue_of, tagged, KeyId, KEYS, PREFIXES};
 use crate::core::policy::Policy;
+use crate::core::shrink::shrink;
 use crate::ffi::rstr::Shared;
 use crate::ffi::RStr;
 
@@ -131,6 +133,7 @@ pub fn names(q: &RStr, db: i32) -> (KeyNames, Known) {
         None => {
             if cache.len() >= NAME_CACHE_SIZE {
                 cache.clear();
+                shrink(&mut *cache);
             }
             let names = Arc::new(Derived { names: PREFIXES.map(|p| Shared(RStr::from_bytes(&tagged(p, b)))), hint: AtomicUsize::new(0) });
             cache.entry(b.to_vec()).or_insert(Entry { names, absent: [0; LAZY.len()], big: [0; KEYS], header: None })
@@ -141,6 +144,34 @@ pub fn names(q: &RStr, db: i32) -> (KeyNames, Known) {
     let big = e.big.iter().enumerate().fold(0, |m, (i, b)| m | (((b & bit != 0) as u8) << i));
     let header = e.header.as_ref().filter(|(d, _)| *d == db).map(|(_, h)| h.clone());
     (names, Known { absent: e.absent.map(|a| a & bit != 0), big, header })
+}
+
+/// How many queues that emptied keep their entry: a queue that is mostly empty (consumers
+/// keeping up) is used again soon and should not make its names anew each time, but names
+/// used once and emptied must not hold memory (50,000 of them at most this many entries).
+const EMPTIED_KEPT: usize = 64;
+
+/// The queues that emptied last, oldest first (`emptied`); a name may appear twice.
+static EMPTIED: Mutex<VecDeque<Vec<u8>>> = Mutex::new(VecDeque::new());
+
+/// Queue `q` has no keys left (in the database it was used in): its entry is kept only
+/// while it is among the last `EMPTIED_KEPT` queues to empty, then forgotten (made again
+/// at its next use, as for a new name).
+pub fn emptied(q: &[u8]) {
+    let mut last = EMPTIED.lock().unwrap_or_else(|e| e.into_inner());
+    if last.back().is_some_and(|b| b.as_slice() == q) {
+        return;
+    }
+    last.push_back(q.to_vec());
+    if last.len() > EMPTIED_KEPT {
+        if let Some(old) = last.pop_front() {
+            // It may have keys again: then it is only made anew at its next use.
+            let mut cache = cache();
+            if cache.remove(&old).is_some() {
+                shrink(&mut *cache);
+            }
+        }
+    }
 }
 
 /// Runs `f` on the header slot of queue `q` (`headers`), if the cache has the queue.

@@ -117,9 +117,13 @@ impl RedisQueue {
 /// Whether a `meta{Q}` of `n` fields holds anything besides the kind and the policy
 /// (`header`: whether it has a kind field and a policy, asked only when it matters).
 pub(super) fn message_meta(n: usize, header: impl FnOnce() -> (bool, bool)) -> bool {
-    // One field is the kind or the policy; two may be both only in a hash written before
-    // the policy carried the kind.
-    n > 2 || (n == 2 && header() != (true, true))
+    // The kind and the policy are at most two fields (both only in a hash written before
+    // the policy carried the kind); a queue written by ZADD has neither, so its one field
+    // may be a delivery record.
+    n > 2 || (n > 0 && {
+        let (kind, policy) = header();
+        n > usize::from(kind) + usize::from(policy)
+    })
 }
 
 /// Decodes a stored policy and the kind it carries, remembering the last one: a queue's
