@@ -489,7 +489,7 @@ pub fn pop_into<S: Store>(
                 // A group whose pinned head waits (the v5 contract) delivers nothing else: a copy
                 // found in `Store` beside it (its content was in flight, or older data) is
                 // parked behind it, and the pop goes on to take the head in its turn.
-                if s.best_indexed(g).is_some_and(|h| h.pinned && h.m.as_ref() != m.as_ref()) {
+                if s.pinned_head(g).is_some_and(|h| h.as_ref() != m.as_ref()) {
                     behind_pin.push((m, score, w.group.take().unwrap_or_default()));
                     cut = parked.len() + behind_pin.len() >= PARK_PER_POP;
                     return !cut;
@@ -580,7 +580,7 @@ pub fn has_deliverable<S: Store>(s: &S, now: i64) -> bool {
     let mut look = |m: S::M, _| {
         seen += 1;
         // A group whose pinned head waits delivers nothing else (a copy beside it is parked).
-        let behind_pin = |g: &[u8]| s.best_indexed(g).is_some_and(|h| h.pinned && h.m.as_ref() != m.as_ref());
+        let behind_pin = |g: &[u8]| s.pinned_head(g).is_some_and(|h| h.as_ref() != m.as_ref());
         let free = s.waiting(&m).group.is_none_or(|g| !s.busy(&g) && !behind_pin(&g));
         found = free && s.score(Set::Prepare, &m).is_none();
         !found && seen < LOOK
