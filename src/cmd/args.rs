@@ -190,8 +190,9 @@ pub struct Dedup<'a> {
 /// either order; the first other argument is the first message.
 pub fn push<'a>(args: &[&'a [u8]]) -> Result<PushArgs<'a>> {
     queue(args, "rmq.push")?;
-    // Not a mode: say so whatever the count (a bare arity error hides the mistake).
-    if let Some(&m) = args.get(1) {
+    // Not a mode: say so whatever the count (a bare arity error hides the mistake); with
+    // arguments enough, `push_tail` says it (one look, not two, on every push).
+    if let Some(&m) = args.get(1).filter(|_| args.len() < 4) {
         which(m, &MODES)?;
     }
     arity(args, 4, "rmq.push")?;

@@ -40,26 +40,13 @@ pub fn rolled_back<S: Store>(s: &S, kind: Kind, m: &S::M, f: &Flight, dead: bool
 }
 
 /// The notes of a push: for each message in the batch, `pushed` if its first mention made
-/// a new waiting copy (`fresh`, from `fresh` before the push), else `merged`; each with the
+/// a new waiting copy (`fresh`: the push added one in its turn), else `merged`; each with the
 /// copy's state after the batch.
 pub fn pushed<S: Store>(s: &mut S, kind: Kind, msgs: &[S::M], fresh: &[bool]) {
     for (m, &new) in msgs.iter().zip(fresh) {
         let n = waiting(s, kind, if new { Event::Pushed } else { Event::Merged }, m);
         s.note(n);
     }
-}
-
-/// For each message of a batch about to be pushed, whether it makes a new waiting copy:
-/// it has none (`waits` says whether it has) and is not mentioned earlier in the batch.
-pub fn fresh<M: AsRef<[u8]>>(msgs: &[M], waits: impl Fn(&M) -> bool) -> Vec<bool> {
-    let mut seen: Vec<&[u8]> = Vec::new();
-    msgs.iter()
-        .map(|m| {
-            let first = !seen.contains(&m.as_ref());
-            seen.push(m.as_ref());
-            first && !waits(m)
-        })
-        .collect()
 }
 
 /// The notes of the deliveries a pop took (`got`: message and count; named from `first_id`

@@ -76,17 +76,27 @@ impl Field {
     }
 }
 
-/// A queue's own settings: the fields it sets (the rest come from the server).
+/// A queue's own settings: the fields it sets (the rest come from the server). A mask of
+/// the fields set beside their values (0 where unset), not an `Option` each: every
+/// command moves its queue's header, the policy in it, and at 9 `Option<i64>` (144 bytes)
+/// each move became a `memcpy` call (~1% of a PUSH or ACK).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Policy([Option<i64>; Field::ALL.len()]);
+pub struct Policy {
+    set: u16,
+    values: [i64; Field::ALL.len()],
+}
+
+// The mask has a bit per field.
+const _: () = assert!(Field::ALL.len() <= u16::BITS as usize);
 
 impl Policy {
     pub fn get(&self, f: Field) -> Option<i64> {
-        self.0[f as usize]
+        (self.set & (1 << f as u16) != 0).then(|| self.values[f as usize])
     }
 
     pub fn set(&mut self, f: Field, v: i64) {
-        self.0[f as usize] = Some(v);
+        self.set |= 1 << f as u16;
+        self.values[f as usize] = v;
     }
 
     /// `name=value` pairs joined by commas, in field order.

@@ -271,10 +271,15 @@ pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, group: 
     if stored.is_none() || stale {
         s.set_kind(kind);
     }
-    let fresh = (s.journal_len() > 0).then(|| journal::fresh(msgs, |m| waits(s, m)));
+    // For the journal, `out.added` before each message: it made a new waiting copy (a
+    // first mention without one) if its turn added one.
+    let mut added_before = (s.journal_len() > 0).then(|| Vec::with_capacity(msgs.len() + 1));
     let mut out = PushOutcome::default();
     let none_held = s.len(Set::Park) == 0 && s.len(Set::Hold) == 0;
     for m in msgs {
+        if let Some(a) = added_before.as_mut() {
+            a.push(out.added);
+        }
         let (parked, held) = if none_held { (None, None) } else { (s.score(Set::Park, m), s.score(Set::Hold, m)) };
         if parked.is_none() && held.is_none() && group.is_none() {
             // The common case in one lookup: new, or waiting in `Store`.
@@ -335,7 +340,9 @@ pub fn push<S: Store>(s: &mut S, now: i64, lim: &Limits, mode: PushMode, group: 
             }
         }
     }
-    if let Some(fresh) = fresh {
+    if let Some(mut a) = added_before {
+        a.push(out.added);
+        let fresh: Vec<bool> = a.windows(2).map(|w| w[1] > w[0]).collect();
         journal::pushed(s, kind_of(s).unwrap_or(kind), msgs, &fresh);
     }
     Ok(out)
@@ -489,7 +496,7 @@ pub fn pop_into<S: Store>(
                 // A group whose pinned head waits (the v5 contract) delivers nothing else: a copy
                 // found in `Store` beside it (its content was in flight, or older data) is
                 // parked behind it, and the pop goes on to take the head in its turn.
-                if s.best_indexed(g).is_some_and(|h| h.pinned && h.m.as_ref() != m.as_ref()) {
+                if s.pinned_head(g).is_some_and(|h| h.as_ref() != m.as_ref()) {
                     behind_pin.push((m, score, w.group.take().unwrap_or_default()));
                     cut = parked.len() + behind_pin.len() >= PARK_PER_POP;
                     return !cut;
@@ -580,7 +587,7 @@ pub fn has_deliverable<S: Store>(s: &S, now: i64) -> bool {
     let mut look = |m: S::M, _| {
         seen += 1;
         // A group whose pinned head waits delivers nothing else (a copy beside it is parked).
-        let behind_pin = |g: &[u8]| s.best_indexed(g).is_some_and(|h| h.pinned && h.m.as_ref() != m.as_ref());
+        let behind_pin = |g: &[u8]| s.pinned_head(g).is_some_and(|h| h.as_ref() != m.as_ref());
         let free = s.waiting(&m).group.is_none_or(|g| !s.busy(&g) && !behind_pin(&g));
         found = free && s.score(Set::Prepare, &m).is_none();
         !found && seen < LOOK
@@ -633,10 +640,11 @@ pub fn ack<S: Store>(s: &mut S, msgs: &[S::M]) -> u64 {
     let mut n = 0;
     let journaled = s.journal_len() > 0;
     for m in msgs {
-        // Read before it ends (only for the journal: an ACK needs no read).
-        let f = journaled.then(|| s.score(Set::Prepare, m).map(|_| s.flight(m))).flatten();
         if s.rem(Set::Prepare, m) {
-            if let Some(f) = f {
+            // Its record, read before the delivery ends (only for the journal: an ACK
+            // needs no read).
+            if journaled {
+                let f = s.flight(m);
                 s.note(journal::delivery(journal::Event::Acked, m, &f));
             }
             // The delivery's group is free again: its next message may go.

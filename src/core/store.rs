@@ -148,6 +148,12 @@ pub trait Store {
     fn may_have_indexed(&self, g: &[u8]) -> bool {
         self.best_indexed(g).is_some()
     }
+    /// Group `g`'s pinned head, if it has one (`best_indexed`, when pinned); a store may
+    /// answer without reading any record when it can tell that nothing of `g` is pinned
+    /// (a pop asks for every grouped message it takes).
+    fn pinned_head(&self, g: &[u8]) -> Option<Self::M> {
+        self.best_indexed(g).filter(|h| h.pinned).map(|h| h.m)
+    }
 
     fn kind(&self) -> Option<Kind>;
     fn set_kind(&mut self, kind: Kind);

@@ -18,11 +18,21 @@ impl Key {
     /// RM_StreamAdd with an id the server picks from its clock (above the last one):
     /// `fields` alternates field and value. The id, or None if the key holds another type
     /// or the entry cannot be added.
-    pub fn stream_add(&self, fields: &[&RStr]) -> Option<StreamId> {
+    pub fn stream_add(&self, fields: &[RStr]) -> Option<StreamId> {
         if self.is_null() || !matches!(self.key_type(), KeyType::Empty | KeyType::Stream) || !fields.len().is_multiple_of(2) {
             return None;
         }
-        let mut argv: Vec<*mut raw::RedisModuleString> = fields.iter().map(|f| f.ptr()).collect();
+        // The journal's entries (at most 16 strings) need no allocation of their own.
+        let (mut small, mut big) = ([std::ptr::null_mut(); 16], Vec::new());
+        let argv: &mut [*mut raw::RedisModuleString] = if fields.len() <= small.len() {
+            &mut small[..fields.len()]
+        } else {
+            big.resize(fields.len(), std::ptr::null_mut());
+            &mut big
+        };
+        for (a, f) in argv.iter_mut().zip(fields) {
+            *a = f.ptr();
+        }
         let mut id = raw::RedisModuleStreamID { ms: 0, seq: 0 };
         let flags = raw::REDISMODULE_STREAM_ADD_AUTOID as i32;
         // SAFETY: an open key; argv holds live strings for the call; `id` is written.

@@ -110,6 +110,19 @@ impl Store for RedisQueue {
         best
     }
 
+    /// Pinned members sort first among their score's (`codec::order_key`): when the first
+    /// member at the group's score is not pinned, nothing of the group is, and no record
+    /// is read (as `best_indexed` would for the group's head).
+    fn pinned_head(&self, g: &[u8]) -> Option<RStr> {
+        let h = codec::group_score(g);
+        let mut first_pinned = false;
+        self.key(KeyId::ParkIndex)?.zscan(h, h, false, &mut |member, _| {
+            first_pinned = codec::index_pinned(member.as_ref());
+            false
+        });
+        first_pinned.then(|| self.best_indexed(g)).flatten().filter(|h| h.pinned).map(|h| h.m)
+    }
+
     fn may_have_indexed(&self, g: &[u8]) -> bool {
         let h = codec::group_score(g);
         self.key(KeyId::ParkIndex).is_some_and(|index| index.any_in_score_range(h, h))
