@@ -14,24 +14,24 @@
 #               of `make test`.
 #   make soak   the model-based live fuzzer (tests/fuzz_support.py) over many seeds for
 #               SOAK_SECONDS (default 3600), nice'd; prints and writes to
-#               scripts/results/soak.md "operations checked: N, seeds: K, failures: F".
+#               bench/results/soak.md "operations checked: N, seeds: K, failures: F".
 #               `make test` runs a short slice of it (tests/test_model_fuzz.py).
 #   make bench  build module + load driver, benchmark RMQ against PING, bare sorted sets,
 #               Lua scripts and Streams on its own pinned redis-server (~15 min);
-#               writes scripts/results/bench.md. BENCH_ARGS=--quick for a smoke run.
+#               writes bench/results/bench.md. BENCH_ARGS=--quick for a smoke run.
 #   make bench-cluster  RMQ on a real Redis Cluster of 1, 2, 4, 8 primaries: server CPU and
 #               callgrind instructions per message on each primary vs a standalone server,
 #               resharding and failover under load with every message checked (~10 min);
-#               writes scripts/results/bench_cluster.md + PNGs. BENCH_ARGS=--quick (< 3 min).
+#               writes bench/results/bench_cluster.md + PNGs. BENCH_ARGS=--quick (< 3 min).
 #   make bench-v2  the v2 targets (groups, TPOP, policy, v1 vs v2) with peers (~15 min);
-#               writes scripts/results/bench_v2.md. BENCH_ARGS=--quick for a smoke run.
+#               writes bench/results/bench_v2.md. BENCH_ARGS=--quick for a smoke run.
 #   make test-node   the Node.js client's tests (clients/node; part of `make test`)
 #   make test-java   the Java client's, worker's and Spring Boot starter's tests (clients/java)
 #   make gateway     build rmq-gateway (the SQS API) and run it on 127.0.0.1:$(PORT)
 #               (PORT=9324 by default) against REDIS (default `make run`'s server,
 #               redis://127.0.0.1:6380), no credentials (foreground)
 #   make bench-gateway  rmq-gateway vs moto's server: msgs/s, CPU per message, latency
-#               (~3 min); writes scripts/results/bench_gateway.md
+#               (~3 min); writes bench/results/bench_gateway.md
 #   make test-gateway-js  the gateway driven by @aws-sdk/client-sqs v3 and sqs-consumer
 #               (gateway/test; part of `make test`; the Python ones are in tests/)
 #   make test-gateway-java  the gateway driven by the AWS SDK for Java v2 (MD5 checks on)
@@ -44,14 +44,14 @@
 #               flapping link, promotion while the old primary serves clients, 20% loss +
 #               50 ms) in each setting (async, durable 1, durable 2, durable 1 + AOF always,
 #               min-replicas-to-write 1), counted by a queue checker (~15 min, needs root);
-#               writes scripts/results/partitions.md + .png. `make test` runs a 2-cycle slice.
+#               writes bench/results/partitions.md + .png. `make test` runs a 2-cycle slice.
 #   make bench-node  the Node worker vs a hand-written loop vs BullMQ (~2 min); writes
-#               scripts/results/bench_node.md.
+#               bench/results/bench_node.md.
 #   make bench-java  the Java worker vs a hand-written loop on Lettuce vs Redisson's delayed
-#               queue (~3 min); writes scripts/results/bench_java.md.
+#               queue (~3 min); writes bench/results/bench_java.md.
 #
 # The benchmarks (bench/: one file per target, bench/harness/ their shared parts) and their
-# smoke runs: docs/BENCHMARKS.md. Reports go to scripts/results/.
+# smoke runs: docs/BENCHMARKS.md. Reports go to bench/results/.
 #
 # No target stops processes by name: the integration tests start their own servers
 # on free ports and stop them by pid.
@@ -169,7 +169,7 @@ bench-driver:
 # bf45ec8, built into target/v1 by scripts/build-v1) vs v2 on ungrouped push/pop/ack, TPOP
 # vs POP, a queue with a policy vs without. Its own redis-servers (v2 and v1) on core 0,
 # load on core 1, stopped by pid; prints PASS/MISS per target and writes
-# scripts/results/bench_v2.md (~15 min; BENCH_ARGS=--quick for a smoke run).
+# bench/results/bench_v2.md (~15 min; BENCH_ARGS=--quick for a smoke run).
 .PHONY: bench-v2
 bench-v2: deps build bench-driver
 	bash scripts/build-v1
@@ -197,7 +197,7 @@ demo:
 
 # Timer and blocking-pop benchmarks (bench/bench_timers.py): its own redis-server pinned
 # to core 0, load on core 1, stopped by pid; prints a table and writes
-# scripts/results/bench_timers.md. Bounded (< 12 min).
+# bench/results/bench_timers.md. Bounded (< 12 min).
 .PHONY: bench-timers
 bench-timers: build
 	$(PYTHON) bench/bench_timers.py
@@ -206,7 +206,7 @@ bench-timers: build
 # The cost of the per-queue counters, the queue registry and the pause check on push, pop
 # and ack (bench/bench_ops.py): instructions per message under callgrind against another
 # build of the module, BASE (e.g. main's target/release/librmq.so); writes
-# scripts/results/bench_ops.md. Needs valgrind. Bounded (a few minutes).
+# bench/results/bench_ops.md. Needs valgrind. Bounded (a few minutes).
 .PHONY: bench-ops
 bench-ops: build
 	$(PYTHON) bench/bench_ops.py --base "$(BASE)" $(BENCH_ARGS)
@@ -250,17 +250,17 @@ test-java: deps build
 
 # The Node worker against a hand-written TPOP/ACK loop and BullMQ (clients/node/bench),
 # on one redis-server pinned to core 0, clients on core 1; medians of BENCH_ROUNDS rounds.
-# Writes scripts/results/bench_node.md (~2 min; BENCH_ROUNDS=9 for the committed run).
+# Writes bench/results/bench_node.md (~2 min; BENCH_ROUNDS=9 for the committed run).
 BENCH_ROUNDS ?= 5
 .PHONY: bench-node
 bench-node: deps build
-	cd clients/node && npm run build && node bench/bench.mjs --rounds $(BENCH_ROUNDS) --out ../../scripts/results/bench_node.md
+	cd clients/node && npm run build && node bench/bench.mjs --rounds $(BENCH_ROUNDS) --out ../../bench/results/bench_node.md
 
 # The Java worker against a hand-written TPOP/ACK loop on Lettuce and Redisson's
 # RDelayedQueue + RBlockingQueue (bench/bench_java.py; the clients/java module rmq-bench,
 # built with -Pbench so `mvn test` never fetches Redisson), on one redis-server pinned to
 # core 0, the JVM on core 1; msgs/s and the server's CPU per message, medians of
-# BENCH_ROUNDS rounds. Writes scripts/results/bench_java.md (~3 min).
+# BENCH_ROUNDS rounds. Writes bench/results/bench_java.md (~3 min).
 .PHONY: bench-java
 bench-java: deps build
 	$(PYTHON) bench/bench_java.py --rounds $(BENCH_ROUNDS)
@@ -326,6 +326,6 @@ test-gateway-celery: deps build
 	$(PYTHON) -m pytest tests/test_gateway_celery.py -q
 
 # rmq-gateway vs moto_server (PyPI: moto[server]): msgs/s, server CPU per message, send ->
-# receive latency; writes scripts/results/bench_gateway.md (~3 min).
+# receive latency; writes bench/results/bench_gateway.md (~3 min).
 bench-gateway: deps build
 	$(PYTHON) bench/bench_gateway.py $(BENCH_ARGS)

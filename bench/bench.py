@@ -28,7 +28,7 @@ Figures (every one the median of --rounds rounds, peers interleaved within each 
   5. scale: usec per RMQ.PUSH / RMQ.POP / RMQ.ACK with 1k, 1M and 10M messages waiting
      (bare ZADD / ZPOPMAX+ZADD / ZREM on a sorted set of the same size alongside).
 
-Prints a table and writes scripts/results/bench.md. Every wait is bounded: each driver run
+Prints a table and writes bench/results/bench.md. Every wait is bounded: each driver run
 has a timeout and the whole run a watchdog (--budget seconds). Exit status 1 on an error;
 missed targets are reported (FAIL) but do not fail the run unless --strict is given.
 

@@ -26,7 +26,7 @@ ACK each message on its queue; every message is checked (acknowledged, delivered
    replica serves the slots, and the message check: nothing acknowledged by a PUSH reply may
    be lost, and nothing delivered twice unless its delivery count says a lease ran out.
 
-Writes scripts/results/bench_cluster.md and PNG plots next to it (matplotlib); --quick is a
+Writes bench/results/bench_cluster.md and PNG plots next to it (matplotlib); --quick is a
 smoke run of under 3 minutes. Run nice'd on a shared machine: its load is reported.
 """
 

@@ -19,7 +19,7 @@ pid) and its own `python -m rmq dashboard` (tests/dashboard_support.Dashboard). 
 Pages and /metrics are served from the last sample in memory, so they cost about the same
 with many queues as with 100 but for sorting, filtering and sending the sample. Targets
 (issue 31): a scrape <= 300 ms at 10,000 queues and <= 3 s at 100,000.
-Writes scripts/results/bench_dashboard.md.
+Writes bench/results/bench_dashboard.md.
 """
 
 from __future__ import annotations

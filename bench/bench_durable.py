@@ -8,7 +8,7 @@ ports of 127.0.0.1, --save '' and no AOF unless the setting asks for it; both pi
 core 0 with taskset when there are two cores, this client on core 1), stops them by pid.
 One producer, one push in flight: the latency-bound case, where WAIT's extra round trip to
 the replica shows most. Each cell is the median of --rounds rounds of --seconds seconds.
-Writes scripts/results/bench_durable.md.
+Writes bench/results/bench_durable.md.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ floor; and a duplicate send (an id already seen) both ways.
 Instructions per send inside redis-server's call() (valgrind --tool=callgrind, between
 `callgrind_control -z` and `-d`: repeatable on a shared machine), one server, the three
 ways in turn on queues of their own, median of --rounds. Writes
-scripts/results/bench_fifo_send.md (unless --no-write).
+bench/results/bench_fifo_send.md (unless --no-write).
 """
 
 import argparse

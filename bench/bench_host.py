@@ -27,7 +27,7 @@ is the exact figure). Not 1.03× none: a module that follows keyspace events at 
 needs them: DEL of Q cleans up, ZADD-written messages wake consumers) makes Redis walk its
 subscriber list for every event of every command, which alone costs commands whose
 events it does not follow up to 1.06× (floor ÷ none, shown beside; docs/EVENTS.md).
-Prints the table, writes scripts/results/bench_host.md; exit status 1 with --strict when a
+Prints the table, writes bench/results/bench_host.md; exit status 1 with --strict when a
 row misses its bound.
 """
 

@@ -9,7 +9,7 @@ when there are two cores; the JVM on core 1), runs dev.rmq.bench.JavaBench again
 (whose docstring says what each peer does and what is timed) and stops the server by pid.
 Reports msgs/s and the server's CPU per message (utime + stime from /proc/<pid>/stat)
 per round, their medians, and the median of the per-round ratios against the targets
-(worker >= 0.8x the hand loop, >= 5x Redisson). Writes scripts/results/bench_java.md.
+(worker >= 0.8x the hand loop, >= 5x Redisson). Writes bench/results/bench_java.md.
 """
 
 from __future__ import annotations

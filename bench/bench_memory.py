@@ -16,7 +16,7 @@ MEMORY USAGE ... SAMPLES 0 over every key it made, divided by the messages:
                      client's devDependencies, clients/node/node_modules; skipped with a note
                      when they are not installed: `npm ci` in clients/node)
 
-Prints the table and writes scripts/results/bench_memory.md.
+Prints the table and writes bench/results/bench_memory.md.
 """
 
 import argparse

@@ -18,7 +18,7 @@ probe, machine report and wait for a quiet machine before each round. Three meas
  3. memory    used_memory per schedule for the 100,000 (keys plus the timer's index), and
               MEMORY USAGE of one `sched{Q}` of 100 schedules per schedule.
 
-Writes its section into scripts/results/bench_timers.md (between markers) and prints it.
+Writes its section into bench/results/bench_timers.md (between markers) and prints it.
 """
 
 import argparse

@@ -31,7 +31,7 @@ Five measurements, each the median of three rounds (FLUSHALL between rounds):
             per second and the most in any 100 ms, and the PING probe meanwhile vs 10 s of
             it on the idle server just before.
 
-Prints a table and writes scripts/results/bench_timers.md. Every wait is bounded; the
+Prints a table and writes bench/results/bench_timers.md. Every wait is bounded; the
 whole run is bounded by a watchdog (default 690 s). Exit status 1 on a correctness
 failure or an error; target misses are reported in the table (MISS) but do not fail the run
 unless --strict is given.

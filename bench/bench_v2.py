@@ -53,7 +53,7 @@ Then (unless --no-callgrind) all of it once more on two servers run under valgri
 (callgrind_control -z before a phase, -d after): figures that repeat exactly whatever else
 the machine does, with the same targets.
 
-Prints a table and writes scripts/results/bench_v2.md. Bounded: each driver run has a
+Prints a table and writes bench/results/bench_v2.md. Bounded: each driver run has a
 timeout and the whole run a watchdog (--budget). Misses are reported (MISS), never hidden;
 exit status 1 on an error, or on a miss with --strict.
 

@@ -6,7 +6,7 @@ a 3-primary Redis Cluster with a replica each (async, durable 1), under load fro
 Python client; the Jepsen-style checker counts, per scenario and setting, acknowledged
 pushes lost, deliveries after a confirmed ACK, duplicates and the time to recover.
 
-Writes scripts/results/partitions.md and partitions.png (throughput and
+Writes bench/results/partitions.md and partitions.png (throughput and
 acknowledged-but-lost over time, fault windows shaded). Needs root. Runs the server given
 by --server (default: Redis 8.2 from scripts/install-server, which has WAITAOF). Exits 1
 when a durable setting that waits on every replica lost an acknowledged push or delivered
@@ -33,7 +33,7 @@ import sentinel_lab  # noqa: E402
 from netlab import Lab, available  # noqa: E402
 from sentinel_lab import SCENARIOS, run_scenario  # noqa: E402
 
-RESULTS = REPO / "scripts" / "results"
+RESULTS = REPO / "bench" / "results"
 DURABLE = {"durable 1": 1, "durable 2": 2, "durable 1 + AOF always": 1}
 #: Replicas of each primary. Durable mode promises no acknowledged loss only when it waits on
 #: every one of them: WAIT cannot say which replicas confirmed, and a Sentinel may promote

@@ -5,7 +5,7 @@ Runs seed after seed -- mostly the standalone fuzzer (every command, restarts, p
 every fourth seed on a 3-primary cluster with slot moves -- until --seconds have passed
 (SOAK_SECONDS, default 3600), each seed for --steps steps (a fresh server or cluster per
 seed, stopped by pid). A failing seed is reported with its replay command line and the run
-goes on. At the end it prints, and writes at the top of scripts/results/soak.md (earlier
+goes on. At the end it prints, and writes at the top of bench/results/soak.md (earlier
 runs stay below):
 
     operations checked: N, seeds: K, failures: F

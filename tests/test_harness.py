@@ -135,7 +135,7 @@ def test_median_and_spread_leave_out_missing_rounds():
 def test_write_report_makes_the_folder_and_ends_in_one_newline(tmp_path):
     out = harness.write_report(tmp_path / "a" / "r.md", "# title\n\n")
     assert out.read_text() == "# title\n"
-    assert harness.RESULTS == harness.REPO / "scripts" / "results"
+    assert harness.RESULTS == harness.REPO / "bench" / "results"
 
 
 def test_poll_returns_the_first_true_value_or_the_last_one():

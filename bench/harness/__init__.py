@@ -5,7 +5,7 @@
              on a free port of 127.0.0.1 in its own directory, stopped only by its pid;
   callgrind  `Callgrind`: the instructions a `Server` runs between two points (valgrind);
   stats      medians and spreads of repeated rounds;
-  report     where reports go (scripts/results/), the machine they ran on.
+  report     where reports go (bench/results/), the machine they ran on.
 
 A script in bench/ imports it as `harness` (its own folder is on sys.path); one elsewhere
 puts bench/ on sys.path first.

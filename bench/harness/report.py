@@ -1,12 +1,12 @@
 """Where reports go and what they say about the machine.
 
 Every benchmark writes its report (Markdown, and any plots or JSON beside it) to RESULTS,
-scripts/results/, which the README cites; investigation logs go to docs/perf/ instead.
+bench/results/, which the README cites; investigation logs go to docs/perf/ instead.
 """
 
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent.parent.parent / "scripts" / "results"
+RESULTS = Path(__file__).resolve().parent.parent.parent / "bench" / "results"
 
 
 def cpu_model(default):

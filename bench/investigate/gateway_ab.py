@@ -4,7 +4,7 @@ threads (--threads): the load of `make bench-gateway` (boto3 worker processes lo
 SendMessageBatch (10), ReceiveMessage (10), DeleteMessageBatch) against one Redis, a fresh
 gateway per run, the settings alternating round by round; medians. On a shared machine the
 rounds of one setting spread more than a few percent, so a change is told from the noise only
-by alternating it with its peer. Writes scripts/results/gateway_ab.md (--out elsewhere).
+by alternating it with its peer. Writes bench/results/gateway_ab.md (--out elsewhere).
 
   python3 bench/investigate/gateway_ab.py [--binary OLD,target/release/rmq-gateway] [--threads 1,2]
                                           [--rounds 5] [--seconds 5]

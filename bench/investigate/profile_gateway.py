@@ -4,7 +4,7 @@ valgrind --tool=callgrind against its own RMQ server, driven by boto3 with the b
 loop (SendMessageBatch of 10, ReceiveMessage of 10, DeleteMessageBatch), then the
 instructions per consumed message of the whole process and of the parts that matter
 (inclusive), then natively the CPU per message (/proc) and the system calls per message
-(`strace -c -f` attached; needs strace). Writes scripts/results/profile_gateway.md.
+(`strace -c -f` attached; needs strace). Writes bench/results/profile_gateway.md.
 
 Instruction counts, not time: stable on a loaded machine. Valgrind hides the CPU's SHA
 extensions, so the sha2 crate runs its portable code here: the SHA-256 share (receipt

@@ -74,7 +74,7 @@ pub struct Args {
     #[arg(long)]
     public_url: Option<String>,
     /// Worker threads (default: one per core). On a small shared machine 1 costs less CPU
-    /// per message (scripts/results/bench_gateway.md); gateways are stateless, so more
+    /// per message (bench/results/bench_gateway.md); gateways are stateless, so more
     /// processes scale too.
     #[arg(long)]
     threads: Option<std::num::NonZeroUsize>,

@@ -19,7 +19,7 @@ use crate::storage::journal_stream::{as_author, Author};
 
 /// Work per timer step before yielding to clients: with the replication of its effects
 /// and the hop through the event loop a step then keeps a client waiting under 1 ms
-/// (measured by `make bench-timers`, see scripts/results/bench_timers.md).
+/// (measured by `make bench-timers`, see bench/results/bench_timers.md).
 const STEP_BUDGET: Duration = Duration::from_micros(500);
 /// Leases rolled back between two looks at the clock.
 const CHUNK: usize = 16;
