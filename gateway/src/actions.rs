@@ -342,7 +342,7 @@ async fn purge_queue(caller: &Caller, input: &Value) -> SqsResult<Value> {
     // indexes of those messages (merging by body, first receives) go with them.
     let mut pipe = redis::pipe();
     pipe.atomic().cmd("RMQ.PURGE").arg(&q.name).arg("DEAD").ignore();
-    pipe.del(crate::body_merge::keys(&q.name)).ignore().del(crate::first_receive::key(&q.name)).ignore();
+    pipe.del(&crate::body_merge::keys(&q.name)[..]).ignore().del(crate::first_receive::key(&q.name)).ignore();
     pipe.query_async::<()>(&mut conn).await?;
     Ok(json!({}))
 }
@@ -691,7 +691,7 @@ async fn push(caller: &Caller, q: &Queue, entries: &[Outgoing]) -> SqsResult<Vec
         let mut conn = caller.backend.conn.clone();
         let mut pipe = redis::pipe();
         pipe.atomic().cmd("RMQ.DROP").arg(&q.name).ignore();
-        pipe.del(crate::body_merge::keys(&q.name)).ignore();
+        pipe.del(&crate::body_merge::keys(&q.name)[..]).ignore();
         pipe.query_async::<()>(&mut conn).await?;
         caller.backend.queues.forget(&q.name);
         return Err(SqsError::queue_does_not_exist("The specified queue does not exist."));

@@ -120,10 +120,11 @@ pub(super) fn message_meta(n: usize, header: impl FnOnce() -> (bool, bool)) -> b
     // The kind and the policy are at most two fields (both only in a hash written before
     // the policy carried the kind); a queue written by ZADD has neither, so its one field
     // may be a delivery record.
-    n > 2 || (n > 0 && {
-        let (kind, policy) = header();
-        n > usize::from(kind) + usize::from(policy)
-    })
+    n > 2
+        || (n > 0 && {
+            let (kind, policy) = header();
+            n > usize::from(kind) + usize::from(policy)
+        })
 }
 
 /// Decodes a stored policy and the kind it carries, remembering the last one: a queue's
