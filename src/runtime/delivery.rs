@@ -12,8 +12,9 @@ use crate::core::rules::{self, PushOutcome, SweepOutcome};
 use crate::core::store::{Set, Store, Waiting};
 use crate::ffi::{reply, Ctx, RStr};
 use crate::runtime::queue_stats::{self, Stat};
-use crate::runtime::{alarm, derived, events, ratelimit, registry, settings, stats, topics, waiters};
+use crate::runtime::{alarm, events, ratelimit, registry, settings, stats, topics, waiters};
 use crate::storage::redis_queue::RedisQueue;
+use crate::storage::{busy, keys};
 
 /// A queue opened by a command or the timer. When it closes (`close`, or dropped on an
 /// early return), consumers blocked on it are signalled if a change may have made a
@@ -77,7 +78,7 @@ impl Opened {
             }
         }
         if registry::closed(self.ctx, &self.q) && self.q.len(Set::Store) == 0 {
-            derived::emptied(self.ctx.db(), self.q.name().as_ref());
+            emptied(self.ctx.db(), self.q.name().as_ref());
         }
         if self.q.holds_added() {
             // The timer releases holds as they end (bounded steps), like it rolls back leases.
@@ -86,6 +87,15 @@ impl Opened {
             }
         }
     }
+}
+
+/// Queue `q` of database `db` has no key left that the module opens (no message, no
+/// policy): what was remembered for its name goes (the name cache keeps a few recently
+/// emptied queues: `keys::emptied`), so names used once and emptied cost no memory.
+fn emptied(db: i32, q: &[u8]) {
+    alarm::forget_lease(db, q);
+    busy::forget(q, db);
+    keys::emptied(q);
 }
 
 /// The fallback for a queue not closed by hand (an error returned early, a panic): the

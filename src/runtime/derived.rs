@@ -90,15 +90,6 @@ pub fn invalidate(ctx: Ctx, scope: Scope) {
     }
 }
 
-/// Queue `q` of database `db` has no key left that the module opens (no message, no
-/// policy): what was remembered for its name goes (the name cache keeps a few recently
-/// emptied queues: `keys::emptied`), so names used once and emptied cost no memory.
-pub fn emptied(db: i32, q: &[u8]) {
-    alarm::forget_lease(db, q);
-    busy::forget(q, db);
-    keys::emptied(q);
-}
-
 /// Tells the timer about queue `q`'s leases and holds, the topic index about its waiting
 /// messages, and its blocked consumers that it may have a deliverable one.
 pub fn found(ctx: Ctx, q: &[u8]) {
