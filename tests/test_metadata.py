@@ -33,6 +33,8 @@ COMMANDS = {
     "rmq.tpop": (-3, {"write", "blocking"}, {"readonly"}),
     "rmq.queues": (-1, {"readonly"}, {"write"}),
     "rmq.trace": (-3, {"readonly"}, {"write"}),
+    "rmq.purge": (-2, {"write"}, {"readonly"}),
+    "rmq.drop": (2, {"write"}, {"readonly"}),
 }
 
 KEYLESS = {"rmq.route", "rmq.tpop", "rmq.queues"}
@@ -59,6 +61,8 @@ ARGUMENTS = {
     "rmq.tpop": ["topic", "slots", "count", "quantum", "ms", "timeout-ms"],
     "rmq.queues": ["pattern", "count", "cursor"],
     "rmq.trace": ["queue", "message", "count"],
+    "rmq.purge": ["queue", "dead"],
+    "rmq.drop": ["queue"],
 }
 
 # a valid call of each (after the command name) for COMMAND GETKEYS
@@ -83,6 +87,8 @@ VALID = {
     "rmq.tpop": ["topic", "8"],
     "rmq.queues": ["COUNT", "5"],
     "rmq.trace": ["myq", "m"],
+    "rmq.purge": ["myq", "DEAD"],
+    "rmq.drop": ["myq"],
 }
 
 DOC_KEYS = {"summary", "since", "group", "complexity", "module", "arguments", "name", "type",
