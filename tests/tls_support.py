@@ -6,16 +6,14 @@ server (server_support.Server)."""
 
 import datetime
 import ipaddress
-import time
 from pathlib import Path
 
-import redis
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from server_support import Server, ServerError
+from server_support import Server
 
 
 def _name(cn):
@@ -112,29 +110,10 @@ class TlsServer(Server):
     def url(self):
         return f"rediss://127.0.0.1:{self.port}"
 
-    def client(self, **kw):
+    def connect(self, **kw):
         c = self.certs
-        return super().client(ssl=True, ssl_ca_certs=c.ca, ssl_certfile=c.client_cert,
-                              ssl_keyfile=c.client_key, **kw)
-
-    def wait_ready(self, timeout=None):
-        timeout = self.start_timeout if timeout is None else timeout
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise ServerError(f"server exited with code {self.proc.returncode} during "
-                                  f"startup:\n{self.log_tail()}")
-            c = self.client(socket_timeout=1, socket_connect_timeout=1)
-            try:
-                if c.ping():
-                    return
-            except (redis.ConnectionError, redis.TimeoutError):
-                pass
-            finally:
-                c.close()
-            time.sleep(0.05)
-        raise ServerError(f"TLS server did not answer PING within {timeout}s:\n"
-                          f"{self.log_tail()}")
+        return super().connect(ssl=True, ssl_ca_certs=c.ca, ssl_certfile=c.client_cert,
+                               ssl_keyfile=c.client_key, **kw)
 
 
 if __name__ == "__main__":

@@ -207,8 +207,7 @@ class Server:
                 raise ServerError(f"server exited with code {self.proc.returncode} during "
                                   f"startup:\n{self.log_tail()}")
             try:
-                c = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1,
-                                socket_connect_timeout=1, protocol=2)
+                c = self.connect(socket_timeout=1, socket_connect_timeout=1)
                 try:
                     if c.ping():
                         return
@@ -307,13 +306,18 @@ class Server:
     def url(self):
         return f"redis://127.0.0.1:{self.port}/"
 
-    def client(self, **kw):
-        """redis.Redis(decode_responses=False). RESP2 unless protocol=3 is passed (redis-py
-        8 would otherwise negotiate RESP3; the RESP3 shapes are tested explicitly)."""
+    def connect(self, **kw):
+        """redis.Redis(decode_responses=False), not closed at stop (the caller closes it).
+        RESP2 unless protocol=3 is passed (redis-py 8 would otherwise negotiate RESP3; the
+        RESP3 shapes are tested explicitly). A server reached otherwise (TLS) overrides it."""
         opts = dict(host="127.0.0.1", port=self.port, decode_responses=False,
                     socket_timeout=self.client_timeout, socket_connect_timeout=5, protocol=2)
         opts.update(kw)
-        c = redis.Redis(**opts)
+        return redis.Redis(**opts)
+
+    def client(self, **kw):
+        """connect(**kw), closed when the server stops."""
+        c = self.connect(**kw)
         self._clients.append(c)
         return c
 
