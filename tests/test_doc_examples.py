@@ -10,15 +10,19 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import shlex
 import textwrap
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 import doc_blocks
+from cluster_support import Cluster
 from conftest import start_server
 from gateway_support import Gateway
+from server_support import Server, poll, wait_for, wait_replica_synced
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,21 +44,46 @@ def _runnable(path):
             if b.lang in doc_blocks.RUNNABLE and "skip" not in b.directives]
 
 
+def _own(block):
+    return bool(set(block.head.directives) & set(doc_blocks.OWN_SERVERS))
+
+
+def _on_the_doc_server(path):
+    return [b for b in _runnable(path) if not _own(b)]
+
+
+def _own_server_groups(path):
+    """[[block, ...]]: each block with servers of its own, then the blocks continuing it."""
+    groups = {}
+    for b in _runnable(path):
+        if _own(b):
+            groups.setdefault(b.head.line, []).append(b)
+    return list(groups.values())
+
+
 def _has_examples(path):
     try:
-        return bool(_runnable(path))
+        return bool(_on_the_doc_server(path))
     except doc_blocks.DocError:
         return True  # a malformed doc: its test reports why
 
 
+def _groups_of(path):
+    try:
+        return [(path, g[0].line) for g in _own_server_groups(path)]
+    except doc_blocks.DocError:
+        return []  # reported by test_examples_run_as_written
+
+
 EXAMPLE_DOCS = [p for p in doc_files() if _has_examples(p)]
+OWN_SERVER_GROUPS = [g for p in doc_files() for g in _groups_of(p)]
 
 
 class RedisCli:
     """One `redis-cli` at its prompt for a whole session (one connection, as a reader has;
-    in RESP3 or as an ACL user if the block's directives say so). `run` types lines and
-    gives what it printed for them: each is followed by an ECHO of a mark, whose reply
-    ends the answer."""
+    in RESP3 or as an ACL user if the block's directives say so). `send` types lines and
+    `receive` gives what it printed for them: each is followed by an ECHO of a mark, whose
+    reply ends the answer."""
 
     MARK = "rmq-doc-example-answered"
 
@@ -63,15 +92,20 @@ class RedisCli:
         if "user" in directives:
             name, password = directives["user"].split()
             args += ["--user", name, "--pass", password, "--no-auth-warning"]
-        cli = shutil.which("redis-cli") or "redis-cli"
-        self._p = subprocess.Popen([cli, "-h", "127.0.0.1", "-p", str(port), "--no-raw", *args],
-                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        self._p = subprocess.Popen([_cli(), "-h", "127.0.0.1", "-p", str(port), "--no-raw",
+                                    *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                    stderr=subprocess.STDOUT)
         self._buf = b""
 
-    def run(self, lines, timeout=30):
+    def send(self, lines):
         self._p.stdin.write(f"{lines}\nECHO {self.MARK}\n".encode())
         self._p.stdin.flush()
+
+    def printing(self):
+        """Whether it has printed something not read yet (a blocked command answered)."""
+        return bool(self._buf) or bool(select.select([self._p.stdout], [], [], 0)[0])
+
+    def receive(self, timeout=30):
         end, deadline = f'"{self.MARK}"\n'.encode(), time.monotonic() + timeout
         while True:
             i = self._buf.find(end)
@@ -85,6 +119,10 @@ class RedisCli:
                 return self._buf.decode(errors="replace") + f"\n(no answer within {timeout} s)"
             self._buf += chunk
 
+    def run(self, lines, timeout=30):
+        self.send(lines)
+        return self.receive(timeout)
+
     def close(self):
         self._p.stdin.close()
         try:
@@ -95,48 +133,163 @@ class RedisCli:
         self._p.stdout.close()
 
 
-def _steps(block):
-    """The block's session as runs of (command, the doc's reply) typed at once: a
-    transaction (MULTI ... EXEC or DISCARD) is one run, every other command its own."""
+def _cli():
+    return shutil.which("redis-cli") or "redis-cli"
+
+
+def _runs(block):
+    """The block's session as runs of steps typed at once on one connection: a transaction
+    (MULTI ... EXEC or DISCARD) is one run, every other command its own."""
     runs, open_run = [], False
-    for command, expected in doc_blocks.session(block):
+    for step in doc_blocks.steps(block):
         if not open_run:
             runs.append([])
-        runs[-1].append((command, "\n".join(expected).rstrip("\n")))
-        verb = command.split()[0].upper() if command.split() else ""
+        elif step.who != runs[-1][-1].who:
+            raise doc_blocks.DocError(f"{block.where}: {step.who} types {step.command!r} "
+                                      f"inside {runs[-1][-1].who}'s transaction")
+        runs[-1].append(step)
+        verb = step.command.split()[0].upper() if step.command.split() else ""
         open_run = verb == "MULTI" or (open_run and verb not in ("EXEC", "DISCARD"))
     return runs
 
 
-def session_replies(block, port, ids=None):
-    """[(command, the doc's reply, the server's reply)] for each step of a redis-cli block.
-    Inside a transaction each command but the last answers one line (OK, QUEUED or an
-    error); the last (EXEC) answers the rest. A delivery id or cursor the doc shows in a
+class Servers:
+    """The servers a block's connections go to, by the doc's port of each prompt: `main`
+    (the doc's 6380, and every address of a block on one server), a replica (`replica
+    PORT`) and a cluster's primaries (`cluster PORT ...`) in `by_port`; `primary_of` maps a
+    replica to its primary."""
+
+    def __init__(self, main, by_port=None, primary_of=None):
+        self.main, self.by_port, self.primary_of = main, by_port or {}, primary_of or {}
+
+    def of(self, block, who):
+        port = doc_blocks.doc_port(who)
+        if port is None:  # a client's name: to its port, else to the block's server
+            port = block.clients[who]
+        if port is None:
+            return self.main
+        if port in self.by_port:
+            return self.by_port[port]
+        if "cluster" in block.head.directives:
+            raise doc_blocks.DocError(f"{block.where}: 127.0.0.1:{port} is none of the "
+                                      "cluster's primaries (`example: cluster PORT ...`)")
+        return self.main
+
+    def others(self):
+        """{doc port: port} for the code of examples."""
+        return {doc: s.port for doc, s in self.by_port.items()}
+
+    def caught_up(self, server):
+        """Waits until a replica has all its primary wrote (a reader's replica catches up
+        in milliseconds; the doc shows it after the primary's lines)."""
+        primary = self.primary_of.get(server)
+        if primary is None:
+            return
+        offset = primary.conn().info("replication")["master_repl_offset"]
+        wait_for(lambda: server.conn().info("replication").get("slave_repl_offset", -1)
+                 >= offset, 10, what=f"the replica to reach offset {offset}")
+
+
+def _blocked_clients(server):
+    return server.conn().info("clients")["blocked_clients"]
+
+
+def session_replies(block, servers, ids=None):
+    """[(step, the doc's reply, the server's reply)] for each step of a redis-cli block, in
+    the doc's order. Each prompt (address or client) is a connection of its own. Inside a
+    transaction each command but the last answers one line (OK, QUEUED or an error); the
+    last (EXEC) answers the rest. A command the doc shows blocking is sent, and once the
+    server counts it blocked the other connections' lines go on; its reply is read before
+    its connection's next line (or at the end). A delivery id or cursor the doc shows in a
     reply stands, in the commands after it, for the one the server gave in its place
     (`ids`, the doc's to the server's, lasts as long as the caller keeps it: one file)."""
-    out, ids, cli = [], {} if ids is None else ids, RedisCli(port, block.directives)
+    ids = {} if ids is None else ids
+    got, clis, waiting = {}, {}, {}  # step index -> reply; who -> RedisCli; who -> run
+    runs = _runs(block)
+    order = {id(step): n for n, step in enumerate(s for run in runs for s in run)}
+
+    def read(who, run):
+        lines = [line for line in clis[who].receive().split("\n")
+                 if not doc_blocks.TIMING.match(line)]
+        for n, step in enumerate(run):
+            reply = "\n".join(lines[n:n + 1] if n < len(run) - 1 else lines[n:])
+            want = "\n".join(step.reply).rstrip("\n")
+            theirs = [m.group() for m in doc_blocks.OPAQUE.finditer(reply)]
+            mine = [m.group() for m in doc_blocks.OPAQUE.finditer(want)]
+            if len(theirs) == len(mine):
+                ids.update(zip(mine, theirs))
+            got[order[id(step)]] = (step, want, reply)
+
     try:
-        for run in _steps(block):
+        for run in runs:
+            who = run[0].who
+            if who in waiting:
+                read(who, waiting.pop(who))
+            server = servers.of(block, who)
+            if who not in clis:
+                clis[who] = RedisCli(server.port, block.directives)
+            servers.caught_up(server)
             lines = "\n".join(doc_blocks.OPAQUE.sub(lambda m: ids.get(m.group(), m.group()),
-                                                    command) for command, _ in run)
-            # redis-cli times a command that took over 0.5 s (a blocked pop, a loaded machine)
-            got = [line for line in cli.run(lines).split("\n") if not doc_blocks.TIMING.match(line)]
-            for n, (command, want) in enumerate(run):
-                reply = "\n".join(got[n:n + 1] if n < len(run) - 1 else got[n:])
-                theirs = [m.group() for m in doc_blocks.OPAQUE.finditer(reply)]
-                mine = [m.group() for m in doc_blocks.OPAQUE.finditer(want)]
-                if len(theirs) == len(mine):
-                    ids.update(zip(mine, theirs))
-                out.append((command, want, reply))
+                                                    step.command) for step in run)
+            if not run[-1].timing:
+                clis[who].send(lines)
+                read(who, run)
+                continue
+            before = _blocked_clients(server)
+            clis[who].send(lines)
+            poll(lambda: _blocked_clients(server) > before or clis[who].printing(), 10)
+            waiting[who] = run
+        for who, run in list(waiting.items()):
+            read(who, run)
     finally:
-        cli.close()
-    return out
+        for cli in clis.values():
+            cli.close()
+    return [got[n] for n in sorted(got)]
 
 
-def replay(block, port, ids=None):
+def replay(block, servers, ids=None):
     """[(command, expected, got)] for each reply of a redis-cli block that differs."""
-    return [(command, want, got) for command, want, got in session_replies(block, port, ids)
-            if not doc_blocks.same(want, got, command)]
+    return [(step.command, want, got) for step, want, got in session_replies(block, servers, ids)
+            if not doc_blocks.same(want, got, step.command)]
+
+
+class Subscriber:
+    """A `redis-cli SUBSCRIBE ...` (or PSUBSCRIBE) started before the session it listens to;
+    `transcript()` is what it printed by the time it printed as many lines as the doc
+    shows (or 10 s passed), and a moment after, for a message the doc does not show."""
+
+    def __init__(self, block, servers):
+        (step,) = doc_blocks.steps(block) or [None]
+        self.command, self.want = step.command, "\n".join(step.reply).rstrip("\n")
+        server = servers.of(block, step.who)
+        before = self._subscribed(server)
+        self._p = subprocess.Popen([_cli(), "-h", "127.0.0.1", "-p", str(server.port),
+                                    "--no-raw", *shlex.split(step.command)],
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT)
+        poll(lambda: self._subscribed(server) > before or self._p.poll() is not None, 10)
+
+    @staticmethod
+    def _subscribed(server):
+        return sum(1 for c in server.conn().client_list()
+                   if int(c.get("sub", 0)) + int(c.get("psub", 0)) > 0)
+
+    def transcript(self, timeout=10, grace=0.3):
+        buf, want_lines = b"", self.want.count("\n") + 1
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if buf.count(b"\n") >= want_lines:
+                left = min(left, grace)
+            ready = select.select([self._p.stdout], [], [], max(left, 0))[0] if left > 0 else []
+            chunk = os.read(self._p.stdout.fileno(), 65536) if ready else b""
+            if not chunk:
+                break
+            buf += chunk
+        self._p.terminate()
+        self._p.wait(timeout=10)
+        self._p.stdout.close()
+        return buf.decode(errors="replace").rstrip("\n")
 
 
 class DocServer:
@@ -168,11 +321,58 @@ class DocServer:
         """What the block's directives ask for before it runs (`fresh`, `wait`)."""
         if "fresh" in block.directives:
             self.fresh()
-        if "wait" in block.directives:
-            time.sleep(int(block.directives["wait"]) / 1000)
+        wait(block)
 
     def stop(self):
         self.server.stop()
+
+
+def wait(block):
+    if "wait" in block.directives:
+        time.sleep(int(block.directives["wait"]) / 1000)
+
+
+def _install_server(name):
+    """The binary of a server of the test matrix (scripts/install-server)."""
+    out = subprocess.run(["bash", str(ROOT / "scripts" / "install-server"), name],
+                         capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        pytest.fail(f"scripts/install-server {name}: {out.stderr}", pytrace=False)
+    return out.stdout.strip()
+
+
+@contextmanager
+def own_servers(head):
+    """The servers a block with `server`, `loadargs`, `replica` or `cluster` runs on (and
+    the blocks that continue it), stopped by pid after."""
+    d = head.directives
+    args = d.get("loadargs", "").split()
+    binary = _install_server(d["server"]) if d.get("server") else None
+    started = []
+    try:
+        if "cluster" in d:
+            cluster = Cluster(masters=len(d["cluster"].split()), replicas=0, module_args=args,
+                              tag="rmq-doc")
+            started.append(cluster)
+            cluster.start()
+            nodes = [s for s, _, slots in sorted(cluster.primaries(), key=lambda p: p[2])]
+            servers = Servers(nodes[0], dict(zip(map(int, d["cluster"].split()), nodes)))
+        else:
+            main = Server(module_args=args, binary=binary, tag="rmq-doc")
+            started.append(main)
+            main.start()
+            servers = Servers(main)
+            if "replica" in d:
+                replica = Server(conf=["--replicaof", "127.0.0.1", main.port],
+                                 module_args=args, binary=binary, tag="rmq-doc")
+                started.append(replica)
+                replica.start()
+                wait_replica_synced(main.conn(), replica.conn())
+                servers = Servers(main, {int(d["replica"]): replica}, {replica: main})
+        yield servers
+    finally:
+        for s in reversed(started):
+            s.stop()
 
 
 def _node_client_built():
@@ -204,9 +404,19 @@ def _node_dir(tmp):
     return tmp
 
 
-def run_code(block, port, gateway_port=None):
-    """Runs a python, js or sh example; returns (exit status, output)."""
-    code = doc_blocks.with_address(block.text, port, gateway_port)
+def _chain(block):
+    """The blocks whose code runs for `block`: those of its language it continues, then it."""
+    before = block.continues
+    if before is not None and before.lang == block.lang:
+        return _chain(before) + [block]
+    return [block]
+
+
+def run_code(block, servers, gateway_port=None):
+    """Runs a python, js or sh example (after the code it continues); returns (exit
+    status, output)."""
+    code = doc_blocks.with_address("\n".join(b.text for b in _chain(block)), servers.main.port,
+                                   gateway_port, servers.others())
     env = dict(os.environ, PYTHONPATH=str(ROOT / "clients" / "python"),
                PATH=f"{ROOT / 'target' / 'release'}:{os.environ.get('PATH', '')}")
     with tempfile.TemporaryDirectory(prefix="rmq-doc-") as tmp:
@@ -227,6 +437,53 @@ def run_code(block, port, gateway_port=None):
     return out.returncode, out.stdout + out.stderr
 
 
+def check_session(block, servers, ids=None):
+    """The differences between a redis-cli block (and the subscriber listening to it) and
+    what the servers answer, as failure texts."""
+    subscriber = Subscriber(block.subscriber, servers) if block.subscriber else None
+    try:
+        diffs = replay(block, servers, ids)
+    finally:
+        heard = subscriber.transcript() if subscriber else None
+    failures = [f"{block.where}: {command}\n  doc says:\n{want}\n  server says:\n{got}"
+                for command, want, got in diffs]
+    if subscriber and not doc_blocks.same(subscriber.want, heard):
+        failures.append(f"{block.subscriber.where}: {subscriber.command}\n  doc says:\n"
+                        f"{subscriber.want}\n  the subscriber printed:\n{heard}")
+    return failures
+
+
+def check_code(block, servers, gateway_port=None):
+    code, output = run_code(block, servers, gateway_port)
+    if code != 0:
+        return [f"{block.where}: {block.lang} example exited {code}:\n{output}"]
+    outputs = [b.output for b in _chain(block) if b.output is not None]
+    want = "".join(o.text for o in outputs).rstrip("\n")
+    if block.output is not None and not doc_blocks.same(want, output.rstrip("\n")):
+        return [f"{block.where}: printed\n{output}\n  the doc says "
+                f"({', '.join(o.where for o in outputs)}):\n{want}"]
+    return []
+
+
+def run_blocks(blocks, servers, before=wait):
+    """Runs the blocks in order on `servers` (`before(block)` first: its directives); the
+    failures, as texts."""
+    failures, gateway, ids = [], None, {}
+    try:
+        for block in blocks:
+            if "gateway" in block.directives and gateway is None:
+                gateway = Gateway(servers.main).start()
+            before(block)
+            if block.lang == "redis-cli":
+                failures += check_session(block, servers, ids)
+            else:
+                failures += check_code(block, servers, gateway and gateway.port)
+    finally:
+        if gateway is not None:
+            gateway.stop()
+    return failures
+
+
 @pytest.fixture(scope="module")
 def doc_server():
     doc = DocServer()
@@ -236,30 +493,22 @@ def doc_server():
 
 @pytest.mark.parametrize("path", EXAMPLE_DOCS, ids=_rel)
 def test_examples_run_as_written(path, doc_server):
-    doc_server.fresh()  # each file starts on an empty server
-    server, gateway, ids = doc_server.server, None, {}
-    try:
-        failures = []
-        for block in _runnable(path):
-            if "gateway" in block.directives and gateway is None:
-                gateway = Gateway(server).start()
-            doc_server.before(block)
-            if block.lang == "redis-cli":
-                for command, want, got in replay(block, server.port, ids):
-                    failures.append(f"{block.where}: {command}\n  doc says:\n{want}\n"
-                                    f"  server says:\n{got}")
-                continue
-            code, output = run_code(block, server.port, gateway and gateway.port)
-            if code != 0:
-                failures.append(f"{block.where}: {block.lang} example exited {code}:\n{output}")
-            elif block.output is not None and not doc_blocks.same(
-                    block.output.text.rstrip("\n"), output.rstrip("\n")):
-                failures.append(f"{block.where}: printed\n{output}\n  the doc says "
-                                f"({block.output.where}):\n{block.output.text}")
-        assert not failures, "\n\n".join(failures)
-    finally:
-        if gateway is not None:
-            gateway.stop()
+    """The file's blocks, in order, on the one doc server (emptied first)."""
+    doc_server.fresh()
+    failures = run_blocks(_on_the_doc_server(path), Servers(doc_server.server),
+                          doc_server.before)
+    assert not failures, "\n\n".join(failures)
+
+
+@pytest.mark.parametrize("path, line", OWN_SERVER_GROUPS,
+                         ids=[f"{_rel(p)}:{n}" for p, n in OWN_SERVER_GROUPS])
+def test_examples_on_servers_of_their_own(path, line):
+    """A block with `server`, `loadargs`, `replica` or `cluster`, and the blocks that
+    continue it, on the servers it asks for."""
+    (group,) = [g for g in _own_server_groups(path) if g[0].line == line]
+    with own_servers(group[0]) as servers:
+        failures = run_blocks(group, servers)
+    assert not failures, "\n\n".join(failures)
 
 
 def test_a_drifted_example_fails(server):
@@ -268,7 +517,7 @@ def test_a_drifted_example_fails(server):
                              "127.0.0.1:6380> RMQ.PUSH drift PRIORITY 5 a b\n(integer) 2\n"
                              "127.0.0.1:6380> RMQ.PUSH drift PRIORITY 5 a\n(integer) 1\n")
     server.client().flushall()
-    diffs = replay(block, server.port)
+    diffs = replay(block, Servers(server))
     assert diffs == [("RMQ.PUSH drift PRIORITY 5 a", "(integer) 1", "(integer) 0")]
 
 
