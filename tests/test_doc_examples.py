@@ -358,7 +358,9 @@ def own_servers(head):
             nodes = [s for s, _, slots in sorted(cluster.primaries(), key=lambda p: p[2])]
             servers = Servers(nodes[0], dict(zip(map(int, d["cluster"].split()), nodes)))
         else:
-            main = Server(module_args=args, binary=binary, tag="rmq-doc")
+            # a replica syncs at once, not after the default 5 s of waiting for others
+            main = Server(conf=["--repl-diskless-sync-delay", 0], module_args=args,
+                          binary=binary, tag="rmq-doc")
             started.append(main)
             main.start()
             servers = Servers(main)
