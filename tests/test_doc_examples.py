@@ -111,7 +111,8 @@ class RedisCli:
             i = self._buf.find(end)
             if i == 0 or (i > 0 and self._buf[i - 1:i] == b"\n"):
                 out, self._buf = self._buf[:i], self._buf[i + len(end):]
-                return out.decode(errors="replace").rstrip("\n")
+                # a verbatim string (INFO) ends its lines with \r\n; a reader sees lines
+                return out.decode(errors="replace").replace("\r\n", "\n").rstrip("\n")
             left = deadline - time.monotonic()
             ready = select.select([self._p.stdout], [], [], max(left, 0))[0] if left > 0 else []
             chunk = os.read(self._p.stdout.fileno(), 65536) if ready else b""
