@@ -23,9 +23,10 @@ block (invisible where the Markdown is rendered) steer it:
   <!-- example: client NAME [PORT] -->  (on a redis-cli block; one line per client) lines
                                   prompted `NAME>` are typed by another connection, to the
                                   block's server (or to the doc's 127.0.0.1:PORT)
-  <!-- example: continues -->     runs right after the runnable block before it, on its
-                                  servers; a python, js or sh block continuing one of its
-                                  language runs with that one's code first (a fragment)
+  <!-- example: continues [SECTION] -->  runs after the runnable block before it (or the
+                                  last one under the heading whose anchor is SECTION), on
+                                  its servers; a python, js or sh block continuing one of
+                                  its language runs with that one's code first (a fragment)
   <!-- example: subscribe -->     (on a redis-cli block after a redis-cli block) a
                                   subscriber's transcript: its SUBSCRIBE or PSUBSCRIBE runs
                                   before the block above, and what it prints while that
@@ -81,6 +82,7 @@ class Block:
     directives: dict = field(default_factory=dict)
     output: "Block | None" = None  # the expected-output block that follows, if any
     indent: str = ""  # the fence's (a block in a list item), taken off its lines
+    section: str = ""  # the anchor of the heading it is under
     continues: "Block | None" = None  # the block it runs after (`continues`)
     subscriber: "Block | None" = None  # the `subscribe` transcript that follows, if any
 
@@ -114,9 +116,12 @@ def blocks(path, text=None, name=None):
         text = Path(path).read_text()
     name = name or str(path)
     lines = text.split("\n")
-    out, pending, i = [], {}, 0
+    out, pending, i, section = [], {}, 0, ""
     while i < len(lines):
         line = lines[i]
+        heading = HEADING.match(line)
+        if heading:
+            section = slug(heading.group(1))
         d = DIRECTIVE.match(line.strip())
         if d:
             key, value = d.group(1), d.group(2)
@@ -146,7 +151,8 @@ def blocks(path, text=None, name=None):
         if i == len(lines):
             raise DocError(f"{name}:{start + 1}: unclosed code fence")
         i += 1
-        block = Block(name, start + 1, lang, "\n".join(body) + "\n", pending, indent=indent)
+        block = Block(name, start + 1, lang, "\n".join(body) + "\n", pending, indent=indent,
+                      section=section)
         pending = {}
         if "output" in block.directives:
             if not out or out[-1].lang not in RUNNABLE or out[-1].lang == "redis-cli":
@@ -161,10 +167,12 @@ def blocks(path, text=None, name=None):
             out[-1].subscriber = block
             continue
         if "continues" in block.directives:
-            before = [b for b in out if b.lang in RUNNABLE and "skip" not in b.directives]
+            wanted = block.directives["continues"]
+            before = [b for b in out if b.lang in RUNNABLE and "skip" not in b.directives
+                      and (not wanted or b.section == wanted)]
             if not before:
-                raise DocError(f"{block.where}: `example: continues` with no runnable "
-                               "block before it")
+                raise DocError(f"{block.where}: `example: continues {wanted}` with no "
+                               "runnable block before it" + (wanted and " under that heading"))
             if set(block.directives) & set(OWN_SERVERS):
                 raise DocError(f"{block.where}: a block that continues another runs on its "
                                "servers: give them to the first block")
@@ -189,7 +197,7 @@ def _check_directive(where, key, value):
         "replica": not value.isdigit() and "needs the doc's port of the replica",
         "cluster": not (words and all(w.isdigit() for w in words))
                    and "needs the doc's ports of the primaries",
-    }.get(key) or (key in ("fresh", "output", "gateway", "resp3", "continues", "subscribe")
+    }.get(key) or (key in ("fresh", "output", "gateway", "resp3", "subscribe")
                    and value and "takes no value")
     if problem:
         raise DocError(f"{where}: `example: {key}` {problem}")
