@@ -25,8 +25,8 @@ block (invisible where the Markdown is rendered) steer it:
                                   block's server (or to the doc's 127.0.0.1:PORT)
   <!-- example: continues [SECTION] -->  runs after the runnable block before it (or the
                                   last one under the heading whose anchor is SECTION), on
-                                  its servers; a python, js or sh block continuing one of
-                                  its language runs with that one's code first (a fragment)
+                                  its servers; a python, js or sh block runs with the code
+                                  of its language along that chain first (a fragment)
   <!-- example: subscribe -->     (on a redis-cli block after a redis-cli block) a
                                   subscriber's transcript: its SUBSCRIBE or PSUBSCRIBE runs
                                   before the block above, and what it prints while that

@@ -176,6 +176,13 @@ class Servers:
                                       "cluster's primaries (`example: cluster PORT ...`)")
         return self.main
 
+    def addresses(self, reply):
+        """A reply the doc shows, with the addresses of its replica or cluster nodes (a
+        MOVED error names one) those of the test's servers."""
+        return re.sub(r"\b127\.0\.0\.1:(\d+)\b", lambda m: f"127.0.0.1:"
+                      f"{self.by_port[int(m.group(1))].port if int(m.group(1)) in self.by_port else m.group(1)}",
+                      reply)
+
     def others(self):
         """{doc port: port} for the code of examples."""
         return {doc: s.port for doc, s in self.by_port.items()}
@@ -214,7 +221,7 @@ def session_replies(block, servers, ids=None):
                  if not doc_blocks.TIMING.match(line)]
         for n, step in enumerate(run):
             reply = "\n".join(lines[n:n + 1] if n < len(run) - 1 else lines[n:])
-            want = "\n".join(step.reply).rstrip("\n")
+            want = servers.addresses("\n".join(step.reply).rstrip("\n"))
             theirs = [m.group() for m in doc_blocks.OPAQUE.finditer(reply)]
             mine = [m.group() for m in doc_blocks.OPAQUE.finditer(want)]
             if len(theirs) == len(mine):
@@ -408,11 +415,14 @@ def _node_dir(tmp):
 
 
 def _chain(block):
-    """The blocks whose code runs for `block`: those of its language it continues, then it."""
-    before = block.continues
-    if before is not None and before.lang == block.lang:
-        return _chain(before) + [block]
-    return [block]
+    """The blocks whose code runs for `block`: those of its language along the chain of
+    blocks it continues, then it."""
+    chain, b = [], block
+    while b is not None:
+        if b.lang == block.lang:
+            chain.insert(0, b)
+        b = b.continues
+    return chain
 
 
 def run_code(block, servers, gateway_port=None):
@@ -524,6 +534,100 @@ def test_a_drifted_example_fails(server):
     assert diffs == [("RMQ.PUSH drift PRIORITY 5 a", "(integer) 1", "(integer) 0")]
 
 
+def _doc(text):
+    """The runnable blocks of a Markdown text."""
+    return [b for b in doc_blocks.blocks("drift.md", text) if b.lang in doc_blocks.RUNNABLE]
+
+
+def _drifted(text, right, wrong):
+    """The text as written and with one reply changed (`right` to `wrong`)."""
+    assert text.count(right) == 1
+    return text, text.replace(right, wrong)
+
+
+def test_a_drifted_session_of_two_connections_fails(server):
+    """Client A's transaction is broken by B's write between its WATCH and EXEC, and a pop
+    blocked on A is served by B's push: a changed reply of either connection is reported."""
+    good, bad = _drifted(
+        "<!-- example: client A -->\n```redis-cli\n"
+        "A> WATCH q\nOK\n127.0.0.1:6380> RMQ.PUSH q DELAY 0 m\n(integer) 1\n"
+        "A> MULTI\nOK\nA> PING\nQUEUED\nA> EXEC\n(nil)\n"
+        "A> RMQ.POP w BLOCK 0\n1) 1) \"late\"\n   2) (integer) 1\n(0.20s)\n"
+        "127.0.0.1:6380> RMQ.PUSH w DELAY 0 late\n(integer) 1\n```\n",
+        'A> EXEC\n(nil)', 'A> EXEC\n1) PONG')
+    server.client().flushall()
+    assert replay(_doc(good)[0], Servers(server)) == []
+    server.client().flushall()
+    assert replay(_doc(bad)[0], Servers(server)) == [("EXEC", "1) PONG", "(nil)")]
+    server.client().flushall()
+    late = bad.replace('1) "late"', '1) "early"').replace("1) PONG", "(nil)")
+    assert replay(_doc(late)[0], Servers(server)) == [
+        ("RMQ.POP w BLOCK 0", '1) 1) "early"\n   2) (integer) 1',
+         '1) 1) "late"\n   2) (integer) 1')]
+
+
+@pytest.mark.parametrize("text, right, wrong, failure", [
+    # a replica: its line waits until it has the primary's push
+    ("<!-- example: replica 6381 -->\n```redis-cli\n127.0.0.1:6380> RMQ.PUSH q DELAY 0 a b\n"
+     "(integer) 2\n127.0.0.1:6381> ZCARD q\n(integer) 2\n127.0.0.1:6381> RMQ.POP q\n"
+     "(error) READONLY You can't write against a read only replica.\n```\n",
+     "ZCARD q\n(integer) 2", "ZCARD q\n(integer) 3", "ZCARD q\n  doc says:\n(integer) 3\n"
+     "  server says:\n(integer) 2"),
+    # the module's load arguments
+    ("<!-- example: loadargs test-clock 1 -->\n```redis-cli\n"
+     "127.0.0.1:6380> RMQ.TESTCLOCK SET 5000\n(integer) 5000\n```\n",
+     "(integer) 5000\n```", "(integer) 5001\n```", "SET 5000\n  doc says:\n(integer) 5001\n"
+     "  server says:\n(integer) 5000"),
+    # a cluster's primaries, each its own prompt (orders_13 is in slot 13273, the third's;
+    # the doc's addresses in a reply stand for the test's)
+    ("<!-- example: cluster 7101 7102 7103 -->\n```redis-cli\n"
+     "127.0.0.1:7103> RMQ.PUSH orders_13 DELAY 0 o1\n(integer) 1\n"
+     "127.0.0.1:7101> RMQ.PUSH orders_13 DELAY 0 o1\n"
+     "(error) MOVED 13273 127.0.0.1:7103\n```\n",
+     "MOVED 13273 127.0.0.1:7103", "MOVED 13273 127.0.0.1:7102",
+     "o1\n  doc says:\n(error) MOVED 13273 127.0.0.1:{7102}\n  server says:\n"
+     "(error) MOVED 13273 127.0.0.1:{7103}"),
+], ids=["replica", "loadargs", "cluster"])
+def test_a_drifted_session_on_servers_of_its_own_fails(text, right, wrong, failure):
+    """Run as written on the servers it asks for, the session passes; changed, it fails
+    (`failure` ends the report; {7102} stands for the port of the doc's 7102)."""
+    good, bad = _drifted(text, right, wrong)
+    (block,) = _doc(good)
+    with own_servers(block) as servers:
+        assert run_blocks(_doc(good), servers) == []
+        for primary in {servers.main, *servers.by_port.values()} - set(servers.primary_of):
+            primary.conn().flushall()
+        failures = run_blocks(_doc(bad), servers)
+    for doc, test in servers.by_port.items():
+        failure = failure.replace(f"{{{doc}}}", str(test.port))
+    assert len(failures) == 1 and failures[0].endswith(failure)
+
+
+def test_a_drifted_subscriber_fails(server):
+    """The subscriber's transcript is what it printed while the session ran: a message
+    changed, or one the session no longer publishes, is reported."""
+    good, bad = _drifted(
+        "```redis-cli\n127.0.0.1:6380> PUBLISH news hi\n(integer) 1\n```\n"
+        "<!-- example: subscribe -->\n```redis-cli\n127.0.0.1:6380> SUBSCRIBE news\n"
+        "Reading messages... (press Ctrl-C to quit)\n1) \"subscribe\"\n2) \"news\"\n"
+        "3) (integer) 1\n1) \"message\"\n2) \"news\"\n3) \"hi\"\n```\n", '3) "hi"', '3) "ho"')
+    assert check_session(_doc(good)[0], Servers(server)) == []
+    (failure,) = check_session(_doc(bad)[0], Servers(server))
+    assert "SUBSCRIBE news" in failure and '3) "ho"' in failure and '3) "hi"' in failure
+
+
+def test_a_drifted_fragment_fails(server):
+    """A fragment runs after the code it continues: its output is checked."""
+    good, bad = _drifted("## Start\n```python\nx = 20\nprint(x)\n```\n"
+                         "<!-- example: output -->\n```text\n20\n```\n"
+                         "<!-- example: continues start -->\n```python\nprint(x + 1)\n```\n"
+                         "<!-- example: output -->\n```text\n21\n```\n", "21", "22")
+    assert run_blocks(_doc(good), Servers(server)) == []
+    (failure,) = run_blocks(_doc(bad), Servers(server))
+    assert failure.startswith("drift.md:11: printed\n20\n21\n") and "says" in failure \
+        and failure.endswith(":\n20\n22")
+
+
 JAVA_README_TEST = ROOT / "clients/java/rmq-client/src/test/java/dev/rmq/ReadmeExampleTest.java"
 
 
@@ -596,6 +700,26 @@ def test_blocks_directives_and_outputs():
     assert doc_blocks.session(bs[1]) == [("PING", ["PONG"])]
 
 
+def test_connections_servers_and_continued_blocks():
+    text = ("## Setup\n<!-- example: replica 6381 -->\n```python\nx = 1\n```\n"
+            "<!-- example: client B 7103 -->\n<!-- example: client worker-1 -->\n"
+            "<!-- example: continues setup -->\n```redis-cli\n127.0.0.1:6381> RMQ.POP q BLOCK 0\n"
+            "(nil)\n(0.51s)\nB> PING\nPONG\nworker-1> PING\nPONG\n```\n"
+            "<!-- example: subscribe -->\n```redis-cli\n127.0.0.1:6380> SUBSCRIBE c\nx\n```\n"
+            "## Later\n<!-- example: continues -->\n```python\nprint(x)\n```\n")
+    setup, session, fragment = doc_blocks.blocks("x.md", text)
+    assert setup.directives == {"replica": "6381"} and setup.section == "setup"
+    assert session.clients == {"B": 7103, "worker-1": None}
+    assert session.continues is setup and session.head is setup
+    assert fragment.continues is session and fragment.head is setup
+    assert [_chain(fragment)[0].text, _chain(fragment)[1].text] == ["x = 1\n", "print(x)\n"]
+    assert doc_blocks.steps(session) == [
+        doc_blocks.Step("127.0.0.1:6381", "RMQ.POP q BLOCK 0", ["(nil)"], "(0.51s)"),
+        doc_blocks.Step("B", "PING", ["PONG"]), doc_blocks.Step("worker-1", "PING", ["PONG"])]
+    assert session.subscriber.directives == {"subscribe": ""}
+    assert doc_blocks.with_address("6380 6381 7101", 1, None, {6381: 2, 7101: 3}) == "1 2 3"
+
+
 def test_a_block_in_a_list_item_is_a_block():
     bs = doc_blocks.blocks("x.md", "- item:\n\n  ```redis-cli\n  127.0.0.1:6380> PING\n  PONG\n"
                                    "  ```\n- next\n")
@@ -615,6 +739,20 @@ def test_prose_between_a_directive_and_a_block_cancels_the_directive():
     ("<!-- example: later -->\n```sh\nls\n```\n", "unknown example directive"),
     ("<!-- example: output -->\n```text\n1\n```\n", "must follow"),
     ("<!-- example: user ann -->\n```redis-cli\n```\n", "a name and a password"),
+    ("<!-- example: client -->\n```redis-cli\n```\n", "needs NAME"),
+    ("<!-- example: client b c -->\n```redis-cli\n```\n", "needs NAME"),
+    ("<!-- example: replica -->\n```redis-cli\n```\n", "port of the replica"),
+    ("<!-- example: cluster 7101 x -->\n```redis-cli\n```\n", "ports of the primaries"),
+    ("<!-- example: loadargs test-clock -->\n```redis-cli\n```\n", "name/value pairs"),
+    ("<!-- example: server redis-6 -->\n```redis-cli\n```\n", "takes one of"),
+    ("<!-- example: fresh now -->\n```redis-cli\n```\n", "takes no value"),
+    ("<!-- example: continues -->\n```sh\nls\n```\n", "no runnable block before"),
+    ("```sh\nls\n```\n<!-- example: continues nowhere -->\n```sh\nls\n```\n",
+     "under that heading"),
+    ("```sh\nls\n```\n<!-- example: continues -->\n<!-- example: server -->\n```sh\nls\n```\n",
+     "give them to the first block"),
+    ("```sh\nls\n```\n<!-- example: subscribe -->\n```redis-cli\n```\n",
+     "right after the redis-cli session"),
     ("text\n```\n127.0.0.1:6380> PING\nPONG\n```\n", "without a language"),
 ])
 def test_malformed_examples_are_refused(text, why):
