@@ -1,7 +1,8 @@
 """Examples are tests: every runnable block of the README and the docs (tests/doc_blocks.py
 says which and how) runs here against a server with the module (one for all the files,
-emptied before each), and every relative link of the docs leads to a file and heading of
-this repository."""
+emptied before each; a block asking for a replica, a cluster, another server or load
+arguments, with the blocks continuing it, on servers of its own, a test of its own), and
+every relative link of the docs leads to a file and heading of this repository."""
 
 import os
 import re
@@ -179,9 +180,10 @@ class Servers:
     def addresses(self, reply):
         """A reply the doc shows, with the addresses of its replica or cluster nodes (a
         MOVED error names one) those of the test's servers."""
-        return re.sub(r"\b127\.0\.0\.1:(\d+)\b", lambda m: f"127.0.0.1:"
-                      f"{self.by_port[int(m.group(1))].port if int(m.group(1)) in self.by_port else m.group(1)}",
-                      reply)
+        def test_address(m):
+            server = self.by_port.get(int(m.group(1)))
+            return f"127.0.0.1:{server.port}" if server else m.group()
+        return re.sub(r"\b127\.0\.0\.1:(\d+)\b", test_address, reply)
 
     def others(self):
         """{doc port: port} for the code of examples."""
@@ -221,7 +223,7 @@ def session_replies(block, servers, ids=None):
                  if not doc_blocks.TIMING.match(line)]
         for n, step in enumerate(run):
             reply = "\n".join(lines[n:n + 1] if n < len(run) - 1 else lines[n:])
-            want = servers.addresses("\n".join(step.reply).rstrip("\n"))
+            want = "\n".join(step.reply).rstrip("\n")
             theirs = [m.group() for m in doc_blocks.OPAQUE.finditer(reply)]
             mine = [m.group() for m in doc_blocks.OPAQUE.finditer(want)]
             if len(theirs) == len(mine):
@@ -258,7 +260,7 @@ def session_replies(block, servers, ids=None):
 def replay(block, servers, ids=None):
     """[(command, expected, got)] for each reply of a redis-cli block that differs."""
     return [(step.command, want, got) for step, want, got in session_replies(block, servers, ids)
-            if not doc_blocks.same(want, got, step.command)]
+            if not doc_blocks.same(servers.addresses(want), got, step.command)]
 
 
 class Subscriber:
@@ -267,7 +269,11 @@ class Subscriber:
     shows (or 10 s passed), and a moment after, for a message the doc does not show."""
 
     def __init__(self, block, servers):
-        (step,) = doc_blocks.steps(block) or [None]
+        steps = doc_blocks.steps(block)
+        if len(steps) != 1:
+            raise doc_blocks.DocError(f"{block.where}: a subscriber types one line, its "
+                                      f"SUBSCRIBE or PSUBSCRIBE (not {len(steps)})")
+        (step,) = steps
         self.command, self.want = step.command, "\n".join(step.reply).rstrip("\n")
         server = servers.of(block, step.who)
         before = self._subscribed(server)
@@ -585,12 +591,12 @@ def test_a_drifted_session_of_two_connections_fails(server):
      "127.0.0.1:7101> RMQ.PUSH orders_13 DELAY 0 o1\n"
      "(error) MOVED 13273 127.0.0.1:7103\n```\n",
      "MOVED 13273 127.0.0.1:7103", "MOVED 13273 127.0.0.1:7102",
-     "o1\n  doc says:\n(error) MOVED 13273 127.0.0.1:{7102}\n  server says:\n"
+     "o1\n  doc says:\n(error) MOVED 13273 127.0.0.1:7102\n  server says:\n"
      "(error) MOVED 13273 127.0.0.1:{7103}"),
 ], ids=["replica", "loadargs", "cluster"])
 def test_a_drifted_session_on_servers_of_its_own_fails(text, right, wrong, failure):
     """Run as written on the servers it asks for, the session passes; changed, it fails
-    (`failure` ends the report; {7102} stands for the port of the doc's 7102)."""
+    (`failure` ends the report; {7103} stands for the test's port of the doc's 7103)."""
     good, bad = _drifted(text, right, wrong)
     (block,) = _doc(good)
     with own_servers(block) as servers:
@@ -614,6 +620,9 @@ def test_a_drifted_subscriber_fails(server):
     assert check_session(_doc(good)[0], Servers(server)) == []
     (failure,) = check_session(_doc(bad)[0], Servers(server))
     assert "SUBSCRIBE news" in failure and '3) "ho"' in failure and '3) "hi"' in failure
+    two = good.replace("SUBSCRIBE news\n", "SUBSCRIBE news\n127.0.0.1:6380> PING\n")
+    with pytest.raises(doc_blocks.DocError, match="a subscriber types one line"):
+        check_session(_doc(two)[0], Servers(server))
 
 
 def test_a_drifted_fragment_fails(server):
@@ -718,6 +727,18 @@ def test_connections_servers_and_continued_blocks():
         doc_blocks.Step("B", "PING", ["PONG"]), doc_blocks.Step("worker-1", "PING", ["PONG"])]
     assert session.subscriber.directives == {"subscribe": ""}
     assert doc_blocks.with_address("6380 6381 7101", 1, None, {6381: 2, 7101: 3}) == "1 2 3"
+
+
+def test_a_session_refuses_lines_it_cannot_place():
+    (inside,) = _doc("<!-- example: client B -->\n```redis-cli\n127.0.0.1:6380> MULTI\nOK\n"
+                     "B> PING\nPONG\n```\n")
+    with pytest.raises(doc_blocks.DocError, match="inside 127.0.0.1:6380's transaction"):
+        _runs(inside)
+    (elsewhere,) = _doc("<!-- example: cluster 7101 -->\n```redis-cli\n127.0.0.1:7109> PING\n"
+                        "PONG\n```\n")
+    with pytest.raises(doc_blocks.DocError, match="none of the cluster's primaries"):
+        Servers("main", {7101: "node"}).of(elsewhere, "127.0.0.1:7109")
+    assert Servers("main", {7101: "node"}).of(inside, "B") == "main"
 
 
 def test_a_block_in_a_list_item_is_a_block():
