@@ -433,7 +433,7 @@ def _chain(block):
 
 def run_code(block, servers, gateway_port=None):
     """Runs a python, js or sh example (after the code it continues); returns (exit
-    status, output)."""
+    status, what it printed on stdout, on stderr)."""
     code = doc_blocks.with_address("\n".join(b.text for b in _chain(block)), servers.main.port,
                                    gateway_port, servers.others())
     env = dict(os.environ, PYTHONPATH=str(ROOT / "clients" / "python"),
@@ -452,8 +452,8 @@ def run_code(block, servers, gateway_port=None):
             out = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True,
                                  timeout=120)
         except subprocess.TimeoutExpired as e:
-            return None, f"did not exit within 120 s; output so far: {e.stdout!r}"
-    return out.returncode, out.stdout + out.stderr
+            return None, "", f"did not exit within 120 s; output so far: {e.stdout!r}"
+    return out.returncode, out.stdout, out.stderr
 
 
 def check_session(block, servers, ids=None):
@@ -473,13 +473,14 @@ def check_session(block, servers, ids=None):
 
 
 def check_code(block, servers, gateway_port=None):
-    code, output = run_code(block, servers, gateway_port)
+    code, output, errors = run_code(block, servers, gateway_port)
     if code != 0:
-        return [f"{block.where}: {block.lang} example exited {code}:\n{output}"]
+        return [f"{block.where}: {block.lang} example exited {code}:\n{output}{errors}"]
     outputs = [b.output for b in _chain(block) if b.output is not None]
     want = "".join(o.text for o in outputs).rstrip("\n")
+    # its output is what it prints on stdout (a runtime's warnings on stderr are not)
     if block.output is not None and not doc_blocks.same(want, output.rstrip("\n")):
-        return [f"{block.where}: printed\n{output}\n  the doc says "
+        return [f"{block.where}: printed\n{output}{errors}\n  the doc says "
                 f"({', '.join(o.where for o in outputs)}):\n{want}"]
     return []
 
