@@ -235,11 +235,6 @@ def steps(block):
     return out
 
 
-def session(block):
-    """A redis-cli block as [(command line, expected reply lines)]."""
-    return [(s.command, s.reply) for s in steps(block)]
-
-
 def doc_port(who):
     """The doc's port of a prompt's address (None for a client's name)."""
     m = PROMPT.match(who + ">")

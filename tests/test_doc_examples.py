@@ -703,11 +703,13 @@ def test_blocks_directives_and_outputs():
     assert bs[2].output.text == "1\n" and bs[3].directives == {}
     assert bs[4].directives == {"gateway": ""}
     assert bs[5].directives == {"resp3": "", "user": "ann s3cret"}
-    assert doc_blocks.session(bs[5]) == [("PING", ["PONG"])]  # redis-cli's timing dropped
+    # redis-cli's timing is not the reply
+    assert doc_blocks.steps(bs[5]) == [doc_blocks.Step("127.0.0.1:6380", "PING", ["PONG"],
+                                                       "(0.50s)")]
     assert doc_blocks.with_address("http://127.0.0.1:9324 redis://127.0.0.1:6380 Redis(6380) "
                                    "-p 6380 63801", 7001, 7002) \
         == "http://127.0.0.1:7002 redis://127.0.0.1:7001 Redis(7001) -p 7001 63801"
-    assert doc_blocks.session(bs[1]) == [("PING", ["PONG"])]
+    assert doc_blocks.steps(bs[1]) == [doc_blocks.Step("127.0.0.1:6380", "PING", ["PONG"])]
 
 
 def test_connections_servers_and_continued_blocks():
@@ -784,9 +786,9 @@ def test_malformed_examples_are_refused(text, why):
 
 def test_a_session_needs_prompts():
     with pytest.raises(doc_blocks.DocError, match="before any prompt"):
-        doc_blocks.session(doc_blocks.Block("x.md", 1, "redis-cli", "(integer) 1\n"))
+        doc_blocks.steps(doc_blocks.Block("x.md", 1, "redis-cli", "(integer) 1\n"))
     with pytest.raises(doc_blocks.DocError, match="no `host:port>` prompt"):
-        doc_blocks.session(doc_blocks.Block("x.md", 1, "redis-cli", "\n"))
+        doc_blocks.steps(doc_blocks.Block("x.md", 1, "redis-cli", "\n"))
 
 
 @pytest.mark.parametrize("path", doc_files(), ids=_rel)
