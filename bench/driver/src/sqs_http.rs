@@ -31,7 +31,15 @@ impl Signer {
 
     /// The Authorization header of a request whose headers (lower-case names, any order) are
     /// all signed, at `amz_date` (YYYYMMDDTHHMMSSZ).
-    pub fn authorization(&mut self, service: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8], amz_date: &str) -> String {
+    pub fn authorization(
+        &mut self,
+        service: &str,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+        amz_date: &str,
+    ) -> String {
         let day = &amz_date[..8.min(amz_date.len())];
         let mut sorted: Vec<(&str, &str)> = headers.to_vec();
         sorted.sort();
@@ -180,7 +188,12 @@ impl SqsConn {
         let date = amz_date(secs);
         let target = format!("AmazonSQS.{action}");
         let host = self.addr.clone();
-        let headers = [("content-type", "application/x-amz-json-1.0"), ("host", host.as_str()), ("x-amz-date", date.as_str()), ("x-amz-target", target.as_str())];
+        let headers = [
+            ("content-type", "application/x-amz-json-1.0"),
+            ("host", host.as_str()),
+            ("x-amz-date", date.as_str()),
+            ("x-amz-target", target.as_str()),
+        ];
         let auth = self.signer.authorization("sqs", "POST", "/", &headers, body, &date);
         let mut req = Vec::with_capacity(body.len() + 512);
         req.extend_from_slice(b"POST / HTTP/1.1\r\n");
@@ -246,7 +259,8 @@ mod tests {
 
     #[test]
     fn get_and_post_vanilla() {
-        let prefix = "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/service/aws4_request, SignedHeaders=host;x-amz-date, Signature=";
+        let prefix =
+            "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/service/aws4_request, SignedHeaders=host;x-amz-date, Signature=";
         assert_eq!(suite("GET"), format!("{prefix}5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31"));
         assert_eq!(suite("POST"), format!("{prefix}5da7c1a2acd57cee7505fc6676e4e544621c30862966e37dddb68e92efbe5d6b"));
     }
@@ -296,8 +310,12 @@ mod tests {
         assert!(h.close);
         let h = parse_head(b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\n\r\n").unwrap().unwrap();
         assert!(!h.close);
-        for bad in [&b"SMTP 200 OK\r\n\r\n"[..], b"HTTP/1.1 abc\r\n\r\n", b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n",
-                    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"] {
+        for bad in [
+            &b"SMTP 200 OK\r\n\r\n"[..],
+            b"HTTP/1.1 abc\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+        ] {
             assert!(parse_head(bad).unwrap().is_err(), "{:?}", String::from_utf8_lossy(bad));
         }
     }

@@ -91,9 +91,7 @@ fn call(conn: &mut SqsConn, action: &str, body: &Value) -> Res<Value> {
 /// The (Body, ReceiptHandle) of each message of a ReceiveMessage reply.
 fn messages(reply: &Value) -> Vec<(String, String)> {
     let Some(list) = reply.get("Messages").and_then(Value::as_array) else { return Vec::new() };
-    list.iter()
-        .filter_map(|m| Some((m.get("Body")?.as_str()?.to_string(), m.get("ReceiptHandle")?.as_str()?.to_string())))
-        .collect()
+    list.iter().filter_map(|m| Some((m.get("Body")?.as_str()?.to_string(), m.get("ReceiptHandle")?.as_str()?.to_string()))).collect()
 }
 
 fn delete_all(conn: &mut SqsConn, queue_url: &str, got: &[(String, String)]) -> Res<()> {
@@ -136,7 +134,11 @@ pub fn mode_load(args: &Args) -> Res<String> {
                     if let Some(f) = sent.get("Failed").and_then(Value::as_array).filter(|f| !f.is_empty()) {
                         return Err(format!("SendMessageBatch failed entries: {f:?}").into());
                     }
-                    let reply = call(&mut conn, "ReceiveMessage", &json!({"QueueUrl": target.queue_url, "MaxNumberOfMessages": batch, "WaitTimeSeconds": 1}))?;
+                    let reply = call(
+                        &mut conn,
+                        "ReceiveMessage",
+                        &json!({"QueueUrl": target.queue_url, "MaxNumberOfMessages": batch, "WaitTimeSeconds": 1}),
+                    )?;
                     let got = messages(&reply);
                     delete_all(&mut conn, &target.queue_url, &got)?;
                     requests.fetch_add(2 + u64::from(!got.is_empty()), Ordering::Relaxed);
@@ -194,7 +196,11 @@ pub fn mode_latency(args: &Args) -> Res<String> {
             let mut conn = target.conn();
             let mut received = 0;
             while received < samples && !done.load(Ordering::Relaxed) {
-                let reply = call(&mut conn, "ReceiveMessage", &json!({"QueueUrl": target.queue_url, "MaxNumberOfMessages": 10, "WaitTimeSeconds": 20}))?;
+                let reply = call(
+                    &mut conn,
+                    "ReceiveMessage",
+                    &json!({"QueueUrl": target.queue_url, "MaxNumberOfMessages": 10, "WaitTimeSeconds": 20}),
+                )?;
                 let now = Instant::now();
                 let got = messages(&reply);
                 {
