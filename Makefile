@@ -3,7 +3,7 @@
 #   make run    install what running needs (scripts/install-deps --run: Debian's redis-server,
 #               redis-tools, libclang-dev), build the module, run redis-server with it on
 #               127.0.0.1:$(PORT) (PORT=6380 by default; foreground)
-#   make test   install deps, lint (rustfmt, clippy), unit tests, build, every integration
+#   make test   install deps, lint (rustfmt, clippy), unit tests (the driver's too), build, every integration
 #               test (pytest, in parallel) against Redis 7.0, the clients' and the gateway's
 #               suites, and the server-facing tests again on Valkey 9.1, Redis 8.2 and
 #               Valkey 8.1 (MATRIX_TESTS); ends with where the time went
@@ -106,6 +106,7 @@ test-steps:
 	$(STEP) cargo-test $(CARGO) test --release
 	$(STEP) build $(CARGO) build --release
 	$(STEP) bench-driver $(MAKE) --no-print-directory bench-driver
+	$(STEP) bench-driver-test $(CARGO) test --release --manifest-path $(DRIVER_DIR)/Cargo.toml --target-dir target/bench-driver
 	$(STEP) "tests on Redis 7.0" $(PYTEST) tests
 	$(STEP) test-python $(MAKE) --no-print-directory test-python
 	$(STEP) test-node $(MAKE) --no-print-directory test-node
