@@ -3,7 +3,7 @@
 #   make run    install what running needs (scripts/install-deps --run: Debian's redis-server,
 #               redis-tools, libclang-dev), build the module, run redis-server with it on
 #               127.0.0.1:$(PORT) (PORT=6380 by default; foreground)
-#   make test   install deps, lint (rustfmt, clippy), unit tests, build, every integration
+#   make test   install deps, lint (rustfmt, clippy), unit tests (the driver's too), build, every integration
 #               test (pytest, in parallel) against Redis 7.0, the clients' and the gateway's
 #               suites, and the server-facing tests again on Valkey 9.1, Redis 8.2 and
 #               Valkey 8.1 (MATRIX_TESTS); ends with where the time went
@@ -30,8 +30,11 @@
 #   make gateway     build rmq-gateway (the SQS API) and run it on 127.0.0.1:$(PORT)
 #               (PORT=9324 by default) against REDIS (default `make run`'s server,
 #               redis://127.0.0.1:6380), no credentials (foreground)
-#   make bench-gateway  rmq-gateway vs moto's server: msgs/s, CPU per message, latency
-#               (~3 min); writes bench/results/bench_gateway.md
+#   make bench-gateway  rmq-gateway vs ElasticMQ (Maven Central, on the JDK) vs moto's server,
+#               driven by bench/driver's SigV4-signing SQS modes: msgs/s, server CPU per
+#               message, latency for standard, FIFO and priority queues, 10,000 idle long
+#               polls (~7 min); writes bench/results/bench_gateway.md + .png.
+#               BENCH_ARGS=--quick for a smoke run (~1.5 min)
 #   make test-gateway-js  the gateway driven by @aws-sdk/client-sqs v3 and sqs-consumer
 #               (gateway/test; part of `make test`; the Python ones are in tests/)
 #   make test-gateway-java  the gateway driven by the AWS SDK for Java v2 (MD5 checks on)
@@ -103,6 +106,7 @@ test-steps:
 	$(STEP) cargo-test $(CARGO) test --release
 	$(STEP) build $(CARGO) build --release
 	$(STEP) bench-driver $(MAKE) --no-print-directory bench-driver
+	$(STEP) bench-driver-test $(CARGO) test --release --manifest-path $(DRIVER_DIR)/Cargo.toml --target-dir target/bench-driver
 	$(STEP) "tests on Redis 7.0" $(PYTEST) tests
 	$(STEP) test-python $(MAKE) --no-print-directory test-python
 	$(STEP) test-node $(MAKE) --no-print-directory test-node
@@ -325,7 +329,9 @@ test-gateway-go: deps build
 test-gateway-celery: deps build
 	$(PYTHON) -m pytest tests/test_gateway_celery.py -q
 
-# rmq-gateway vs moto_server (PyPI: moto[server]): msgs/s, server CPU per message, send ->
-# receive latency; writes bench/results/bench_gateway.md (~3 min).
-bench-gateway: deps build
+# rmq-gateway vs ElasticMQ (bench/elasticmq/pom.xml: Maven resolves its server once into
+# target/elasticmq/) vs moto_server (PyPI: moto[server]), one native load generator (the
+# driver's sqs-load / sqs-latency modes); servers on core 0, load on core 1; writes
+# bench/results/bench_gateway.md and .png (~7 min; BENCH_ARGS=--quick for a smoke run).
+bench-gateway: deps build bench-driver
 	$(PYTHON) bench/bench_gateway.py $(BENCH_ARGS)

@@ -1,41 +1,51 @@
 #!/usr/bin/env python3
-"""rmq-gateway side by side with moto's server (the peer a Python user would otherwise run).
+"""rmq-gateway side by side with ElasticMQ (what people run instead of SQS) and moto's server
+(the mock a Python user would otherwise run), in one run, driven by one native generator.
 
-    python3 bench/bench_gateway.py [--workers 4] [--rounds 3] [--seconds 10] [--quick]
+    python3 bench/bench_gateway.py [--rounds 3] [--seconds 10] [--warmup 20] [--connections 8] [--quick]
+    python3 bench/bench_gateway.py --from-json bench/results/bench_gateway.json   (report + plot again)
 
-Its own redis-server with the module (tests/server_support.Server), its own rmq-gateway
-(tests/gateway_support.Gateway) and its own `moto_server`, each on a free 127.0.0.1 port and
-stopped by pid. For each peer, --rounds rounds of:
-- throughput: --workers processes, each a boto3 client looping SendMessageBatch (10),
-  ReceiveMessage (10, WaitTimeSeconds 1), DeleteMessageBatch for --seconds; messages
-  consumed per second, and the server's CPU per message: the peer process's utime+stime
-  (/proc/<pid>/stat) and, for RMQ, Redis's (INFO cpu) over the messages consumed;
-- latency: one receiver long-polling (WaitTimeSeconds 20) while a sender sends one message
-  every 20 ms; send -> receive time (both in this process, monotonic clock), p50 and p99.
-  Measured three ways, so that what the client adds is seen apart from the server: with
-  boto3 (from before send_message is called until receive_message has returned the message:
-  boto3's request building, signing, parsing and MD5 checks on both sides are inside), with
-  raw HTTP (http.client on kept-alive connections: little more than the gateway and Redis),
-  and, for RMQ, Redis alone (RMQ.PUSH -> a blocked RMQ.POP, redis-py: the floor the gateway
-  stands on).
-Medians over the rounds. boto3 costs much CPU and shares the 2 cores with the server, so
-msgs/s is bounded by both; the per-message server CPU is the figure that compares servers.
-Writes scripts/results/bench_gateway.md and bench_gateway.png (--out elsewhere); --quick is a
-smoke run of well under a minute that writes to /tmp unless --out says otherwise.
+Starts, each on a free 127.0.0.1 port and stopped by pid: a redis-server with the module and
+an rmq-gateway (with credentials: every request's SigV4 is checked), ElasticMQ's server
+(org.elasticmq:elasticmq-server_2.13 from Maven Central through bench/elasticmq/pom.xml, on
+the JDK, with a config file of its own) and `moto_server`. The servers share core 0, the
+generator (bench/driver's sqs-load and sqs-latency modes: SigV4 signed by the driver itself,
+kept-alive connections, never boto3) and this script core 1 (taskset), so every server has
+the same one core and the generator the other.
+
+For each round, each peer, each queue kind (standard; FIFO; priority, RMQ only: the tag
+rmq:kind=priority and the attribute rmq.priority — ElasticMQ and moto have no priority queue):
+- throughput: --connections threads, each looping SendMessageBatch (10), ReceiveMessage
+  (10, WaitTimeSeconds 1), DeleteMessageBatch for --seconds; messages consumed per second,
+  and server CPU per message: utime+stime from /proc of the gateway and of Redis (RMQ), of
+  the JVM (ElasticMQ), of moto's process, over the messages consumed;
+- latency at low load: one SendMessage every 20 ms (--samples of them) while a long poll
+  (WaitTimeSeconds 20) waits; send -> receive p50/p99 (one process, one clock); and once a
+  round, beneath it, RMQ.PUSH -> a blocked RMQ.POP on the same Redis at the same rate (the
+  driver's latency mode): what Redis and the machine's scheduling add at that moment.
+Before the rounds, --warmup seconds of load per peer and queue kind (the JVM's JIT).
+And once: --idle-polls (10,000) raw long polls held open on the gateway at once: its memory
+per poll, its CPU while they wait, and whether every one was answered (empty) at the end of
+its wait rather than refused.
+
+Medians over the rounds. Writes bench/results/bench_gateway.md, bench_gateway.png and every
+round's figures as bench_gateway.json (--out elsewhere); --quick is a smoke run (about a
+minute and a half) that writes to /tmp unless --out says otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
-import http.client
+import gc
 import json
-import multiprocessing as mp
 import os
-import statistics
+import resource
+import selectors
+import socket
 import subprocess
 import sys
-import threading
+import tempfile
 import time
 import urllib.request
 
@@ -45,17 +55,27 @@ from harness import Server, free_port
 REPO = harness.REPO
 sys.path.insert(0, str(REPO / "tests"))
 
-import boto3  # noqa: E402
+import boto3  # noqa: E402  (queue setup only: the load is the driver's)
+from botocore.auth import SigV4Auth  # noqa: E402
+from botocore.awsrequest import AWSRequest  # noqa: E402
 from botocore.config import Config  # noqa: E402
+from botocore.credentials import Credentials  # noqa: E402
 
 from gateway_support import Gateway  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
+DRIVER = REPO / "target" / "bench-driver" / "release" / "rmq-bench-driver"
+ELASTICMQ_POM = REPO / "bench" / "elasticmq" / "pom.xml"
+ELASTICMQ_CLASSPATH = REPO / "target" / "elasticmq" / "classpath.txt"
+KEY, SECRET = "bench", "bench-secret"
+SERVER_CORE, LOAD_CORE = 0, 1
+PEERS = ("rmq-gateway", "ElasticMQ", "moto")
+KINDS = ("standard", "fifo", "priority")
 
 
 def client(url):
-    return boto3.client("sqs", endpoint_url=url, region_name="us-east-1", aws_access_key_id="bench",
-                        aws_secret_access_key="bench", config=Config(retries={"max_attempts": 3}, read_timeout=60))
+    return boto3.client("sqs", endpoint_url=url, region_name="us-east-1", aws_access_key_id=KEY,
+                        aws_secret_access_key=SECRET, config=Config(retries={"max_attempts": 3}, read_timeout=60))
 
 
 def proc_cpu(pid):
@@ -64,238 +84,268 @@ def proc_cpu(pid):
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
-def worker(url, queue_url, seconds, out):
-    sqs = client(url)
-    done = 0
-    body = "x" * 100
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        sqs.send_message_batch(QueueUrl=queue_url, Entries=[{"Id": str(i), "MessageBody": body} for i in range(10)])
-        got = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", [])
-        if got:
-            sqs.delete_message_batch(QueueUrl=queue_url, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)])
-        done += len(got)
-    out.put(done)
-
-
-def throughput(url, pid, redis_client, workers, seconds, name):
-    sqs = client(url)
-    queue_url = sqs.create_queue(QueueName=name)["QueueUrl"]
-    out = mp.Queue()
-    cpu0 = proc_cpu(pid)
-    r0 = redis_cpu(redis_client)
-    t0 = time.monotonic()
-    procs = [mp.Process(target=worker, args=(url, queue_url, seconds, out)) for _ in range(workers)]
-    for p in procs:
-        p.start()
-    total = sum(out.get() for _ in procs)
-    for p in procs:
-        p.join()
-    wall = time.monotonic() - t0
-    cpu = proc_cpu(pid) - cpu0
-    rcpu = (redis_cpu(redis_client) - r0) if redis_client else None
-    return {"msgs_s": total / wall, "cpu_us": cpu / total * 1e6,
-            "redis_us": rcpu / total * 1e6 if rcpu is not None else None}
-
-
-def redis_cpu(c):
-    if c is None:
-        return 0.0
-    info = c.info("cpu")
-    return info["used_cpu_sys"] + info["used_cpu_user"]
-
-
-def percentiles(lat_ms):
-    lat = sorted(lat_ms)
-    return {"p50_ms": statistics.median(lat), "p99_ms": lat[max(0, int(len(lat) * 0.99) - 1)], "n": len(lat)}
-
-
-def send_receive(send, receive, samples):
-    """send(i) sends message str(i); receive() long-polls and returns when the receive call
-    returned (monotonic) and the bodies it got, then ends their deliveries (after that time:
-    the delete is not part of the latency). A receiver thread polls while the sender sends
-    one message every 20 ms; returns the send -> receive percentiles and the median time
-    send(i) took."""
-    sent, got, send_took = {}, {}, []
-
-    def receiver():
-        while len(got) < samples:
-            now, now_got = receive()
-            for b in now_got:
-                got[b] = now
-
-    # A daemon: if a message were lost it would wait on; the figures count what arrived.
-    t = threading.Thread(target=receiver, daemon=True)
-    t.start()
-    time.sleep(0.5)
-    for i in range(samples):
-        t0 = time.monotonic()
-        sent[str(i)] = t0
-        send(i)
-        send_took.append(time.monotonic() - t0)
-        time.sleep(0.02)
-    t.join(60)
-    out = percentiles([(got[k] - sent[k]) * 1000 for k in sent if k in got])
-    out["send_ms"] = statistics.median(send_took) * 1000
-    return out
-
-
-def latency(url, name, samples):
-    """With boto3: what a Python SQS user sees."""
-    sqs = client(url)
-    recv = client(url)
-    queue_url = sqs.create_queue(QueueName=name)["QueueUrl"]
-
-    def receive():
-        msgs = recv.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=20).get("Messages", [])
-        now = time.monotonic()
-        for m in msgs:
-            recv.delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])
-        return now, [m["Body"] for m in msgs]
-
-    return send_receive(lambda i: sqs.send_message(QueueUrl=queue_url, MessageBody=str(i)), receive, samples)
-
-
-class RawSqs:
-    """AWS JSON 1.0 over one kept-alive http.client connection: the client's own cost is a
-    JSON dump and parse. Neither server checks signatures here (the gateway has no
-    credentials), so the Authorization header is SigV4-shaped but unsigned: moto routes a
-    request to SQS by its credential scope."""
-
-    HEADERS = {"Content-Type": "application/x-amz-json-1.0",
-               "Authorization": "AWS4-HMAC-SHA256 Credential=bench/20260101/us-east-1/sqs/aws4_request, "
-                                "SignedHeaders=host;x-amz-date, Signature=0"}
-
-    def __init__(self, port):
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-
-    def call(self, action, body):
-        self.conn.request("POST", "/", json.dumps(body), {**self.HEADERS, "X-Amz-Target": f"AmazonSQS.{action}"})
-        r = self.conn.getresponse()
-        data = r.read()
-        if r.status != 200:
-            raise RuntimeError(f"{action}: HTTP {r.status} {data[:200]!r}")
-        return json.loads(data)
-
-
-def latency_raw(port, name, samples):
-    sender, recv = RawSqs(port), RawSqs(port)
-    queue_url = sender.call("CreateQueue", {"QueueName": name})["QueueUrl"]
-
-    def receive():
-        msgs = recv.call("ReceiveMessage", {"QueueUrl": queue_url, "MaxNumberOfMessages": 10, "WaitTimeSeconds": 20}).get("Messages", [])
-        now = time.monotonic()
-        for m in msgs:
-            recv.call("DeleteMessage", {"QueueUrl": queue_url, "ReceiptHandle": m["ReceiptHandle"]})
-        return now, [m["Body"] for m in msgs]
-
-    return send_receive(lambda i: sender.call("SendMessage", {"QueueUrl": queue_url, "MessageBody": str(i)}), receive, samples)
-
-
-def latency_redis(server, name, samples):
-    """RMQ.PUSH -> a blocked RMQ.POP on another connection: Redis's and redis-py's share."""
-    pusher, popper = server.client(), server.client()
-
-    def receive():
-        got = popper.execute_command("RMQ.POP", name, "COUNT", 10, "LEASE", 600_000, "BLOCK", 20_000) or []
-        return time.monotonic(), [m.decode() for m, _ in got]
-
-    return send_receive(lambda i: pusher.execute_command("RMQ.PUSH", name, "DELAY", 0, str(i)), receive, samples)
-
-
-# Request/response exchanges per message at batch 10: 3 HTTP requests per 10 messages, each
-# with one Redis round trip.
-EXCHANGES_PER_MESSAGE = 0.6
-
-
-def ping_floor(server, n=20000):
-    """Redis's CPU per PING, one client, no pipelining: what one request/response exchange
-    over loopback TCP costs a lean server on this machine (a socket read, a write and an
-    epoll wait). The gateway makes 6 such exchanges per 10 messages at batch 10 (3 HTTP
-    requests and one Redis round trip for each), so its CPU per message read against this
-    floor compares machines whose syscalls cost very differently."""
-    c = server.client()
-    before = redis_cpu(c)
-    subprocess.run(["redis-benchmark", "-h", "127.0.0.1", "-p", str(server.port), "-n", str(n), "-c", "1",
-                    "-t", "ping_mbulk", "-q"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return (redis_cpu(c) - before) / n * 1e6
-
-
 def proc_rss_kib(pid):
     with open(f"/proc/{pid}/status") as f:
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
 
 
-def idle_long_polls(gw, redis_client, n):
-    """n raw HTTP long polls (WaitTimeSeconds 20) held open at once: the gateway's memory
-    and CPU while they wait, and whether each is answered (empty) when its time runs out."""
-    import json
-    import socket
-    sqs = client(gw.url)
-    queue_url = sqs.create_queue(QueueName="idle")["QueueUrl"]
-    body = json.dumps({"QueueUrl": queue_url, "WaitTimeSeconds": 20}).encode()
-    req = (f"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-amz-json-1.0\r\n"
-           f"X-Amz-Target: AmazonSQS.ReceiveMessage\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
-    rss0, clients0 = proc_rss_kib(gw.proc.pid), redis_client.info("clients")["connected_clients"]
-    socks = []
+def pin(pid, core):
+    """Every thread of `pid` (and so the threads it starts later) onto `core`."""
+    subprocess.run(["taskset", "-a", "-p", "-c", str(core), str(pid)], check=True, stdout=subprocess.DEVNULL)
+
+
+def raise_fd_limit():
+    """10,000 idle polls need 10,000 sockets here: the soft limit up to the hard one."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def wait_sqs(url, deadline_s=60, proc=None):
+    deadline = time.monotonic() + deadline_s
+    while True:
+        try:
+            client(url).list_queues()
+            return
+        except Exception:
+            if proc is not None and proc.poll() is not None:
+                raise RuntimeError(f"{url}: the server exited ({proc.returncode})")
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.3)
+
+
+class ElasticMq:
+    """ElasticMQ's server on the JDK: the classpath Maven resolved, a config of its own
+    (the port, no stats listener)."""
+
+    def __init__(self):
+        self.port = free_port()
+        self.dir = tempfile.mkdtemp(prefix="rmq-bench-elasticmq-")
+        self.proc = None
+
+    @staticmethod
+    def classpath():
+        if not ELASTICMQ_CLASSPATH.exists():
+            ELASTICMQ_CLASSPATH.parent.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["mvn", "-B", "-q", "-ntp", "-f", str(ELASTICMQ_POM), "dependency:build-classpath",
+                            f"-Dmdep.outputFile={ELASTICMQ_CLASSPATH}"], check=True)
+        return ELASTICMQ_CLASSPATH.read_text().strip()
+
+    def start(self):
+        conf = os.path.join(self.dir, "elasticmq.conf")
+        with open(conf, "w") as f:
+            f.write('include classpath("application.conf")\n'
+                    f'node-address {{ protocol = http, host = "127.0.0.1", port = {self.port}, context-path = "" }}\n'
+                    f'rest-sqs {{ enabled = true, bind-port = {self.port}, bind-hostname = "127.0.0.1", sqs-limits = strict }}\n'
+                    "rest-stats { enabled = false }\n")
+        self.log = open(os.path.join(self.dir, "elasticmq.log"), "ab")
+        self.proc = subprocess.Popen(["java", f"-Dconfig.file={conf}", "-cp", self.classpath(), "org.elasticmq.server.Main"],
+                                     stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        wait_sqs(self.url, 90, self.proc)
+        return self
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+def create_queue(url, name, kind):
+    sqs = client(url)
+    if kind == "fifo":
+        return sqs.create_queue(QueueName=f"{name}.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    if kind == "priority":
+        return sqs.create_queue(QueueName=name, tags={"rmq:kind": "priority"})["QueueUrl"]
+    return sqs.create_queue(QueueName=name)["QueueUrl"]
+
+
+def driver(mode, port, queue_url, kind, **opts):
+    argv = ["taskset", "-c", str(LOAD_CORE), str(DRIVER), mode, "--endpoint", f"127.0.0.1:{port}", "--queue-url", queue_url,
+            "--kind", kind, "--access-key", KEY, "--secret", SECRET]
+    for k, v in opts.items():
+        argv += [f"--{k.replace('_', '-')}", str(v)]
+    out = subprocess.run(argv, check=True, capture_output=True, text=True, timeout=300)
+    return json.loads(out.stdout)
+
+
+def throughput(peer, kind, name, args):
+    queue_url = create_queue(peer["url"], name, kind)
+    cpu0 = {role: proc_cpu(pid) for role, pid in peer["pids"].items()}
+    r = driver("sqs-load", peer["port"], queue_url, kind, connections=args.connections, secs=peer["seconds"], batch=10)
+    n = max(r["consumed"], 1)
+    cpu = {role: (proc_cpu(pid) - cpu0[role]) / n * 1e6 for role, pid in peer["pids"].items()}
+    return {"msgs_s": r["msgs_s"], "cpu_us": sum(cpu.values()), **{f"{role}_us": v for role, v in cpu.items()},
+            "reconnects": r["connections_opened"] - r["connections"]}
+
+
+def latency(peer, kind, name, args):
+    queue_url = create_queue(peer["url"], name, kind)
+    r = driver("sqs-latency", peer["port"], queue_url, kind, samples=args.samples, interval_ms=20)
+    return {"p50_ms": r["p50_ms"], "p99_ms": r["p99_ms"], "send_ms": r["send_p50_ms"], "lost": r["lost"]}
+
+
+def redis_floor(server, samples):
+    """RMQ.PUSH -> a blocked RMQ.POP on the same redis-server, at the latency runs' rate (the
+    driver's latency mode; it FLUSHALLs, so it runs between the gateway's runs): what Redis
+    and this machine's scheduling cost at that moment, beneath the gateway's figures."""
+    argv = ["taskset", "-c", str(LOAD_CORE), str(DRIVER), "latency", "--url", f"redis://127.0.0.1:{server.port}/", "--peer",
+            "rmq", "--rate", "50", "--secs", str(samples / 50), "--warmup", "0.5", "--consumers", "1", "--block-ms", "1000"]
+    r = json.loads(subprocess.run(argv, check=True, capture_output=True, text=True, timeout=300).stdout)
+    return {"p50_ms": r["p50_us"] / 1000, "p99_ms": r["p99_us"] / 1000}
+
+
+def signed_receive(gw, queue_url, wait):
+    """One ReceiveMessage request signed by botocore (once: the idle polls all send it)."""
+    body = json.dumps({"QueueUrl": queue_url, "WaitTimeSeconds": wait})
+    req = AWSRequest(method="POST", url=gw.url + "/", data=body,
+                     headers={"Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": "AmazonSQS.ReceiveMessage"})
+    SigV4Auth(Credentials(KEY, SECRET), "sqs", "us-east-1").add_auth(req)
+    head = "".join(f"{k}: {v}\r\n" for k, v in req.headers.items())
+    return (f"POST / HTTP/1.1\r\nHost: 127.0.0.1:{gw.port}\r\n{head}Content-Length: {len(body)}\r\n\r\n{body}").encode()
+
+
+def idle_long_polls(gw, redis_pid, n, wait=20):
+    """n long polls (WaitTimeSeconds `wait`) held open at once, raw sockets: the gateway's
+    memory and CPU while they wait, Redis's memory, and how many were held — answered 200
+    (empty) no sooner than their wait time, not refused or answered early."""
+    queue_url = client(gw.url).create_queue(QueueName="idle")["QueueUrl"]
+    req = signed_receive(gw, queue_url, wait)
+    # No boto3 client's kept-alive connection left open: the gateway holds 10,000 at most.
+    gc.collect()
+    rss0, redis_rss0 = proc_rss_kib(gw.proc.pid), proc_rss_kib(redis_pid)
+    sel = selectors.DefaultSelector()
+    sent = {}
+    t_open = time.monotonic()
     for _ in range(n):
-        s = socket.create_connection(("127.0.0.1", gw.port))
+        s = socket.create_connection(("127.0.0.1", gw.port), timeout=30)
         s.sendall(req)
-        socks.append(s)
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        with urllib.request.urlopen(gw.url + "/metrics") as h:
-            held = int(next(line.split()[1] for line in h.read().decode().splitlines() if line.startswith("rmq_gateway_long_polls ")))
-        if held >= n:
-            break
-        time.sleep(0.2)
+        s.setblocking(False)
+        sent[s] = time.monotonic()
+        sel.register(s, selectors.EVENT_READ)
+    opened_s = time.monotonic() - t_open
+    # Settled: every poll read and waiting (the last ones were sent just now).
+    time.sleep(3)
+    early = sum(1 for _ in sel.select(timeout=0))
     cpu0 = proc_cpu(gw.proc.pid)
     time.sleep(3)
     cpu_idle = (proc_cpu(gw.proc.pid) - cpu0) / 3
-    rss = proc_rss_kib(gw.proc.pid)
-    redis_clients = redis_client.info("clients")["connected_clients"] - clients0
-    answered = 0
-    for s in socks:
-        s.settimeout(40)
-        if s.recv(64).startswith(b"HTTP/1.1 200"):
-            answered += 1
+    rss, redis_rss = proc_rss_kib(gw.proc.pid), proc_rss_kib(redis_pid)
+    held = answered_early = refused = 0
+    pending = dict(sent)
+    deadline = time.monotonic() + wait + 30
+    while pending and time.monotonic() < deadline:
+        for key, _ in sel.select(timeout=1):
+            s = key.fileobj
+            try:
+                data = s.recv(256)
+            except BlockingIOError:
+                continue
+            except OSError:
+                data = b""
+            took = time.monotonic() - pending.pop(s)
+            sel.unregister(s)
+            s.close()
+            if not data.startswith(b"HTTP/1.1 200"):
+                refused += 1
+            elif took < wait - 1:
+                answered_early += 1
+            else:
+                held += 1
+    for s in pending:
+        sel.unregister(s)
         s.close()
-    return {"held": held, "rss_mib": (rss - rss0) / 1024, "cpu_pct": cpu_idle * 100, "redis_clients": redis_clients, "answered": answered}
+    sel.close()
+    return {"polls": n, "held": held, "early": answered_early, "refused": refused, "unanswered": len(pending),
+            "readable_while_waiting": early, "open_s": opened_s,
+            "rss_mib": (rss - rss0) / 1024, "kib_per_poll": (rss - rss0) / max(held, 1),
+            "redis_rss_mib": (redis_rss - redis_rss0) / 1024, "cpu_pct": cpu_idle * 100}
 
 
-PEERS = ("rmq-gateway", "moto")
-# Latency rows: (label, label in the plot, key prefix in a round's results).
-LATENCY = (("boto3", "boto3", ""), ("raw HTTP", "raw HTTP", "raw_"),
-           ("Redis alone (RMQ.PUSH -> blocked RMQ.POP)", "Redis alone", "redis_"))
+def median(xs):
+    xs = [x for x in xs if x is not None]
+    return harness.median(xs) if xs else None
 
 
-def plot(med, floor, path):
-    """Server CPU per message (log scale: moto is ~100x) beside the transport floor, and
-    send -> receive p50/p99 by method."""
+def verdict(ok):
+    return "**PASS**" if ok else "**MISS**"
+
+
+def plot(med, floor, idle, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.2))
-    bars = [("rmq-gateway", med["rmq-gateway"]["cpu_us"]), ("its Redis", med["rmq-gateway"]["redis_us"]),
-            ("moto", med["moto"]["cpu_us"]), ("floor: 6 PINGs\nper 10 msgs", EXCHANGES_PER_MESSAGE * floor)]
-    a.bar([n for n, _ in bars], [v for _, v in bars], color=["tab:blue", "tab:cyan", "tab:gray", "tab:olive"])
-    a.axhline(10, color="tab:red", ls="--", lw=1, label="target: gateway ≤ 10 µs")
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6))
+    colors = {"rmq-gateway": "tab:blue", "ElasticMQ": "tab:orange", "moto": "tab:gray"}
+    width = 0.27
+
+    def x_of(peer, i, kind):
+        """The bar's x: the peers that have this queue kind centred on its tick."""
+        present = [p for p in PEERS if (p, kind) in med]
+        return i + (present.index(peer) - (len(present) - 1) / 2) * width
+    # msgs/s per kind, log scale (moto is ~100x below).
+    a = axes[0]
+    for peer in PEERS:
+        xs, ys = [], []
+        for i, kind in enumerate(KINDS):
+            v = med.get((peer, kind), {}).get("msgs_s")
+            if v:
+                xs.append(x_of(peer, i, kind))
+                ys.append(v)
+                a.text(xs[-1], v, f"{v:,.0f}", ha="center", va="bottom", fontsize=7)
+        a.bar(xs, ys, width, label=peer, color=colors[peer])
     a.set_yscale("log")
-    a.set_ylabel("CPU µs per message consumed")
-    a.set_title("server CPU per message (batch 10)")
-    a.legend(fontsize=8)
-    for i, (_, v) in enumerate(bars):
-        a.text(i, v, f"{v:.1f}", ha="center", va="bottom", fontsize=8)
-    rows = [(f"{peer}\n{short}", med[peer][f"{k}p50_ms"], med[peer][f"{k}p99_ms"])
-            for peer in PEERS for _, short, k in LATENCY if med[peer].get(f"{k}p50_ms") is not None]
+    a.set_ylim(top=max(m["msgs_s"] for m in med.values()) * 20)
+    a.set_xticks(range(len(KINDS)), KINDS)
+    a.set_ylabel("messages consumed / s (log)")
+    a.set_title("throughput, batch 10, each server on 1 core")
+    a.legend(fontsize=8, loc="upper center", ncol=3)
+    # Server CPU per message, stacked gateway + Redis for RMQ.
+    b = axes[1]
+    for peer in PEERS:
+        for i, kind in enumerate(KINDS):
+            m = med.get((peer, kind))
+            if not m:
+                continue
+            x = x_of(peer, i, kind)
+            if peer == "rmq-gateway":
+                b.bar(x, m["gateway_us"], width, color="tab:blue", label="rmq-gateway" if i == 0 else None)
+                b.bar(x, m["redis_us"], width, bottom=m["gateway_us"], color="tab:cyan", label="its Redis" if i == 0 else None)
+            else:
+                b.bar(x, m["cpu_us"], width, color=colors[peer], label=peer if i == 0 else None)
+            b.text(x, m["cpu_us"], f"{m['cpu_us']:.0f}", ha="center", va="bottom", fontsize=7)
+    # From 1 µs: on a log axis the gateway's share at the bottom of RMQ's stack stays visible.
+    b.set_yscale("log")
+    b.set_ylim(1, 3e5)
+    b.set_xticks(range(len(KINDS)), KINDS)
+    b.set_ylabel("server CPU µs per message (log)")
+    b.set_title("server CPU per message")
+    b.legend(fontsize=8, loc="upper center", ncol=2)
+    # Latency p50 / p99 per peer and kind.
+    c = axes[2]
+    rows = [(f"{'RMQ' if p == 'rmq-gateway' else p}\n{k}", med[(p, k)]) for p in PEERS for k in KINDS if (p, k) in med]
     x = range(len(rows))
-    b.bar([i - 0.2 for i in x], [r[1] for r in rows], 0.4, label="p50", color="tab:blue")
-    b.bar([i + 0.2 for i in x], [r[2] for r in rows], 0.4, label="p99", color="tab:orange")
-    b.axhline(5, color="tab:red", ls="--", lw=1, label="target: p99 ≤ 5 ms")
-    b.set_xticks(list(x), [r[0] for r in rows], fontsize=7)
-    b.set_ylabel("ms")
-    b.set_title("send → receive, a long poll waiting")
-    b.legend(fontsize=8)
+    c.bar([i - 0.2 for i in x], [r[1]["p50_ms"] for r in rows], 0.4, label="p50", color="tab:blue")
+    c.bar([i + 0.2 for i in x], [r[1]["p99_ms"] for r in rows], 0.4, label="p99", color="tab:orange")
+    c.axhline(5, color="tab:red", ls="--", lw=1, label="target: p99 ≤ 5 ms")
+    c.axhline(floor["p99_ms"], color="tab:green", ls=":", lw=1.5, label="Redis alone (no gateway): p99")
+    c.set_xticks(list(x), [r[0] for r in rows], fontsize=7)
+    c.set_yscale("log")
+    c.set_ylabel("ms (log)")
+    c.set_ylim(top=max(r[1]["p99_ms"] for r in rows) * 8)
+    c.set_title("send → receive, a long poll waiting (50 msgs/s)")
+    c.legend(fontsize=8, loc="upper center", ncol=2)
+    fig.suptitle(f"rmq-gateway vs ElasticMQ vs moto — {idle['held']:,} idle long polls held, "
+                 f"{idle['kib_per_poll']:.1f} KiB each", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -303,113 +353,173 @@ def plot(med, floor, path):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--seconds", type=float, default=10)
-    ap.add_argument("--samples", type=int, default=200, help="send -> receive samples per latency run")
-    ap.add_argument("--idle-polls", type=int, default=2000)
-    ap.add_argument("--gateway-threads", type=int, default=None, help="rmq-gateway --threads (default: its own)")
-    ap.add_argument("--quick", action="store_true", help="smoke run: 1 round of 2 s, 50 samples, 50 idle polls; "
+    ap.add_argument("--seconds", type=float, default=10, help="each throughput run (moto's: a third of it)")
+    ap.add_argument("--connections", type=int, default=8, help="load connections (driver threads)")
+    ap.add_argument("--samples", type=int, default=500, help="send -> receive samples per latency run")
+    ap.add_argument("--warmup", type=float, default=20, help="seconds of load per peer and queue kind before the "
+                    "rounds (the JVM's JIT compiles ElasticMQ meanwhile; moto's: 3 s)")
+    ap.add_argument("--idle-polls", type=int, default=10_000)
+    ap.add_argument("--gateway-threads", type=int, default=1, help="rmq-gateway --threads (it has one core)")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 1 round of 2 s, 2 s of warm-up, 50 samples, 500 idle polls; "
                     "writes to /tmp unless --out is given")
-    ap.add_argument("--out", help="the report (its plot beside it, .png); default scripts/results/bench_gateway"
-                    "[_threadsN].md")
+    ap.add_argument("--out", help="the report (its plot and the run's figures, .json, beside it); default "
+                    "bench/results/bench_gateway.md")
+    ap.add_argument("--from-json", help="no run: the report and plot again from a run's saved .json")
     args = ap.parse_args()
+    if args.from_json:
+        with open(args.from_json) as f:
+            report(json.load(f), args.out or os.path.splitext(args.from_json)[0] + ".md")
+        return
     if args.quick:
-        args.rounds, args.seconds, args.samples, args.idle_polls = 1, 2.0, 50, 50
-    suffix = f"_threads{args.gateway_threads}" if args.gateway_threads else ""
-    out = args.out or (f"/tmp/bench_gateway{suffix}_quick.md" if args.quick else harness.RESULTS / f"bench_gateway{suffix}.md")
-    server = Server(tag="rmq-bench-gw").start()
-    gw = Gateway(server, extra=["--threads", args.gateway_threads] if args.gateway_threads else []).start()
+        args.rounds, args.seconds, args.samples, args.idle_polls, args.warmup = 1, 2.0, 50, 500, 2.0
+    out = args.out or ("/tmp/bench_gateway_quick.md" if args.quick else harness.RESULTS / "bench_gateway.md")
+    if not DRIVER.exists():
+        sys.exit(f"{DRIVER} is missing: make bench-driver")
+    fd_limit = raise_fd_limit()
+    if fd_limit < args.idle_polls + 100:
+        sys.exit(f"open files limited to {fd_limit}: {args.idle_polls} idle polls need more (ulimit -Hn)")
+    os.sched_setaffinity(0, {LOAD_CORE})
+    ElasticMq.classpath()
+
+    server = Server(tag="rmq-bench-gw", pin=SERVER_CORE).start()
+    gw = Gateway(server, credentials=f"{KEY} {SECRET}\n", extra=["--threads", args.gateway_threads]).start()
+    pin(gw.proc.pid, SERVER_CORE)
+    emq = ElasticMq()
     moto_port = free_port()
-    moto = subprocess.Popen(["moto_server", "-H", "127.0.0.1", "-p", str(moto_port)],
+    moto = subprocess.Popen(["taskset", "-c", str(SERVER_CORE), "moto_server", "-H", "127.0.0.1", "-p", str(moto_port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    moto_url = f"http://127.0.0.1:{moto_port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                client(moto_url).list_queues()
-                break
-            except Exception:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
-        floor = statistics.median(ping_floor(server) for _ in range(3))
-        print(f"Redis CPU per PING: {floor:.1f} us", flush=True)
-        idle = idle_long_polls(gw, server.client(), args.idle_polls)
-        print("idle long polls", idle, flush=True)
-        results = {n: [] for n in PEERS}
-        rc = server.client()
+        emq.start()
+        pin(emq.proc.pid, SERVER_CORE)
+        moto_url = f"http://127.0.0.1:{moto_port}"
+        wait_sqs(moto_url, 30, moto)
+        peers = {
+            "rmq-gateway": {"url": gw.url, "port": gw.port, "pids": {"gateway": gw.proc.pid, "redis": server.proc.pid},
+                            "seconds": args.seconds, "kinds": KINDS},
+            "ElasticMQ": {"url": emq.url, "port": emq.port, "pids": {"jvm": emq.proc.pid}, "seconds": args.seconds,
+                          "kinds": KINDS[:2]},
+            "moto": {"url": moto_url, "port": moto_port, "pids": {"moto": moto.pid}, "seconds": max(2.0, args.seconds / 3),
+                     "kinds": KINDS[:2]},
+        }
+        # The JVM's JIT and every peer's first connections warm up outside the figures.
+        for name, peer in peers.items():
+            for kind in peer["kinds"]:
+                throughput({**peer, "seconds": args.warmup if name != "moto" else min(3.0, args.warmup)}, kind,
+                           f"warm{kind}", args)
+        results, floor = {}, []
         for rnd in range(args.rounds):
-            for name, url, port, pid, red in (("rmq-gateway", gw.url, gw.port, gw.proc.pid, rc),
-                                              ("moto", moto_url, moto_port, moto.pid, None)):
-                t = throughput(url, pid, red, args.workers, args.seconds, f"tp{rnd}")
-                t.update(latency(url, f"lat{rnd}", args.samples))
-                t.update({f"raw_{k}": v for k, v in latency_raw(port, f"raw{rnd}", args.samples).items()})
-                if red is not None:
-                    t.update({f"redis_{k}": v for k, v in latency_redis(server, f"redis{rnd}", args.samples).items()})
-                results[name].append(t)
-                print(name, rnd, {k: round(v, 2) if isinstance(v, float) else v for k, v in t.items()}, flush=True)
+            for name, peer in peers.items():
+                for kind in peer["kinds"]:
+                    t = throughput(peer, kind, f"tp{rnd}{kind}", args)
+                    t.update(latency(peer, kind, f"lat{rnd}{kind}", args))
+                    results.setdefault((name, kind), []).append(t)
+                    print(name, kind, rnd, {k: round(v, 2) if isinstance(v, float) else v for k, v in t.items()}, flush=True)
+                if name == "rmq-gateway":
+                    floor.append(redis_floor(server, args.samples))
+                    print("Redis alone", rnd, floor[-1], flush=True)
+        idle = idle_long_polls(gw, server.proc.pid, args.idle_polls)
+        print("idle long polls", idle, flush=True)
+        with urllib.request.urlopen(gw.url + "/metrics") as h:
+            unauth = [line for line in h.read().decode().splitlines() if line.startswith("rmq_gateway_unauthenticated_total")]
     finally:
         gw.stop()
+        emq.stop()
         moto.terminate()
         moto.wait(10)
         server.stop()
-    keys = {k for rs in results.values() for r in rs for k in r}
-    med = {n: {k: harness.median(r.get(k) for r in rs) for k in keys} for n, rs in results.items()}
-    g, m = med["rmq-gateway"], med["moto"]
-    cmd = (f"python3 bench/bench_gateway.py --workers {args.workers} --rounds {args.rounds} --seconds {args.seconds:g}"
-           f" --samples {args.samples} --idle-polls {args.idle_polls}"
-           f"{f' --gateway-threads {args.gateway_threads}' if args.gateway_threads else ''}")
+
+    run = {"args": vars(args), "at": f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M}", "load": os.getloadavg()[0],
+           "java": subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0],
+           "rounds": [{"peer": p, "kind": k, "results": rs} for (p, k), rs in results.items()],
+           "floor": floor, "idle": idle, "unauth": unauth}
+    with open(os.path.splitext(str(out))[0] + ".json", "w") as f:
+        json.dump(run, f, indent=1)
+    report(run, out)
+
+
+def report(run, out):
+    """The report and the plot of a run (what main saved beside them as JSON)."""
+    args = argparse.Namespace(**run["args"])
+    med = {(r["peer"], r["kind"]): {k: median(x.get(k) for x in r["results"]) for k in r["results"][0]} for r in run["rounds"]}
+    floor = {k: median(f[k] for f in run["floor"]) for k in ("p50_ms", "p99_ms")}
+    idle, unauth = run["idle"], run["unauth"]
+    cmd = (f"python3 bench/bench_gateway.py --rounds {args.rounds} --seconds {args.seconds:g} --warmup {args.warmup:g}"
+           f" --connections {args.connections}"
+           f" --samples {args.samples} --idle-polls {args.idle_polls} --gateway-threads {args.gateway_threads}")
     lines = [
-        "# rmq-gateway vs moto_server",
+        "# rmq-gateway vs ElasticMQ vs moto_server",
         "",
-        f"`{cmd}`, "
-        f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores shared with other work "
-        f"(load average {os.getloadavg()[0]:.1f} at the end). Medians of {args.rounds} rounds.",
+        f"`{cmd}` (`make bench-gateway`), {run['at']} UTC, "
+        f"{harness.cpu_model('unknown CPU')}, {os.cpu_count()} cores shared with other work (load average "
+        f"{run['load']:.1f} at the end). Medians of {args.rounds} rounds; every round's figures: "
+        f"[{os.path.basename(os.path.splitext(str(out))[0])}.json]({os.path.basename(os.path.splitext(str(out))[0])}.json).",
         "",
-        "Throughput: each of the workers (boto3, one process each) loops SendMessageBatch (10), ReceiveMessage (10) and "
-        "DeleteMessageBatch; msgs/s counts messages consumed. Server CPU per message from /proc (the peer's process) and "
-        "INFO cpu (Redis).",
+        "Every server runs on core 0 (taskset: rmq-gateway with `--threads "
+        f"{args.gateway_threads}` and its redis-server together; ElasticMQ's JVM; moto's process), the load generator "
+        "on core 1: bench/driver's `sqs-load` / `sqs-latency` modes, AWS JSON 1.0 requests it signs with SigV4 itself "
+        "on kept-alive connections (the gateway checks every signature; ElasticMQ and moto check none). ElasticMQ is "
+        "`org.elasticmq:elasticmq-server_2.13` (bench/elasticmq/pom.xml) on the JDK "
+        f"({run['java']}).",
         "",
-        "| peer | msgs/s | server CPU µs/msg | Redis CPU µs/msg |",
-        "|---|---|---|---|",
+        f"Throughput: {args.connections} connections, each looping SendMessageBatch (10 messages of 100 bytes), "
+        "ReceiveMessage (10, WaitTimeSeconds 1) and DeleteMessageBatch, "
+        f"{args.seconds:g} s per run (moto's: {max(2.0, args.seconds / 3):g} s); msgs/s counts messages consumed "
+        "(deleted). Server CPU per message: utime + stime from /proc of each server process over the run, divided by "
+        "the messages consumed. FIFO: every message its own MessageGroupId; priority: RMQ's priority queue "
+        "(CreateQueue tag `rmq:kind=priority`, message attribute `rmq.priority` 0–9) — ElasticMQ and moto have none.",
+        "",
+        "| peer | queue | msgs/s | server CPU µs/msg | of which gateway | of which Redis | send→receive p50 ms | p99 ms |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for n, x in med.items():
-        rcpu = f"{x['redis_us']:.1f}" if x["redis_us"] is not None else "—"
-        lines.append(f"| {n} | {x['msgs_s']:.0f} | {x['cpu_us']:.1f} | {rcpu} |")
-    lines += ["", f"Ratios: msgs/s rmq-gateway / moto = {g['msgs_s'] / m['msgs_s']:.2f}; server CPU per message "
-              f"moto / rmq-gateway = {m['cpu_us'] / g['cpu_us']:.1f}.", "",
-              f"The transport floor on this machine: Redis spends {floor:.1f} µs of CPU per PING (one client, no "
-              "pipelining: a socket read, a write and an epoll wait; median of 3 runs of redis-benchmark). At batch 10 "
-              "the gateway makes 6 such exchanges per 10 messages (3 HTTP requests and one Redis round trip for each: "
-              f"a queue's attributes are read once a second, not per request): {EXCHANGES_PER_MESSAGE * floor:.1f} µs per message at "
-              "Redis's leanness. Its "
-              f"CPU per message is {g['cpu_us'] / floor:.2f} PINGs' worth; the target, 10 µs, is {10 / floor:.2f} "
-              "PINGs' worth on this machine.", "",
-              f"The load generator (boto3, {args.workers} processes) and the server under test share this machine's "
-              "cores, so msgs/s is bounded by both together; the server CPU per message is the comparison that does not "
-              "depend on the generator.", "",
-              f"Latency: send -> receive with a long poll (WaitTimeSeconds 20) waiting, one send every 20 ms, {args.samples} "
-              "messages, sender and receiver threads of one process timing with its monotonic clock. *boto3* counts from "
-              "before send_message is called until receive_message has returned the message, so boto3's own work on both "
-              "sides (building, signing, sending and parsing the requests, checking MD5s) is inside it; *raw HTTP* does the "
-              "same with http.client on kept-alive connections and unsigned JSON bodies, little more than the server's own "
-              "path; *Redis alone* is RMQ.PUSH to a blocked RMQ.POP with redis-py, the floor under the gateway. "
-              "*send* is how long the send call itself took (its round trip).", "",
-              "| peer | measured with | send→receive p50 ms | p99 ms | send p50 ms |",
-              "|---|---|---|---|---|"]
-    for n in PEERS:
-        for label, _, k in LATENCY:
-            if med[n].get(f"{k}p50_ms") is not None:
-                lines.append(f"| {n} | {label} | {med[n][f'{k}p50_ms']:.2f} | {med[n][f'{k}p99_ms']:.2f} | "
-                             f"{med[n][f'{k}send_ms']:.2f} |")
-    lines += ["", f"Idle long polls: {idle['held']} of {args.idle_polls} held at once (WaitTimeSeconds 20, raw HTTP): the gateway's "
-              f"memory grew by {idle['rss_mib']:.1f} MiB, its CPU while they waited was {idle['cpu_pct']:.1f}% of a core, "
-              f"Redis held {idle['redis_clients']} more connections; {idle['answered']} were answered (empty) when their time ran out."]
+    for peer in PEERS:
+        for kind in KINDS:
+            m = med.get((peer, kind))
+            if m is None:
+                lines.append(f"| {peer} | {kind} | n/a | n/a | | | n/a | n/a |")
+                continue
+            g = f"{m['gateway_us']:.1f}" if "gateway_us" in m else ""
+            r = f"{m['redis_us']:.1f}" if "redis_us" in m else ""
+            lines.append(f"| {peer} | {kind} | {m['msgs_s']:,.0f} | {m['cpu_us']:.1f} | {g} | {r} | "
+                         f"{m['p50_ms']:.2f} | {m['p99_ms']:.2f} |")
+    lines += ["", f"Latency: one SendMessage every 20 ms ({args.samples} messages; low load) while one ReceiveMessage "
+              "(WaitTimeSeconds 20) waits; from before the send until the receive's reply is read, both in the driver. "
+              f"Messages lost to the latency figures: {sum(m['lost'] for m in med.values()):g}. Beneath them, at the same "
+              "rate on the same redis-server between the gateway's runs, RMQ.PUSH -> a blocked RMQ.POP with the driver's "
+              f"Redis client (no HTTP, no gateway): p50 {floor['p50_ms']:.2f} ms, p99 {floor['p99_ms']:.2f} ms — what "
+              "Redis and this shared machine's scheduling add at that moment.", ""]
+
+    lines += ["## Targets", "", "| target | measured | |", "|---|---|---|"]
+    for kind in ("standard", "fifo"):
+        g, e = med[("rmq-gateway", kind)], med[("ElasticMQ", kind)]
+        ratio = g["msgs_s"] / e["msgs_s"]
+        lines.append(f"| {kind}: msgs/s ≥ 3× ElasticMQ's | {ratio:.2f}× ({g['msgs_s']:,.0f} vs {e['msgs_s']:,.0f}) | "
+                     f"{verdict(ratio >= 3)} |")
+    for kind in ("standard", "fifo"):
+        g, e = med[("rmq-gateway", kind)], med[("ElasticMQ", kind)]
+        ratio = g["cpu_us"] / e["cpu_us"]
+        lines.append(f"| {kind}: RMQ's server CPU per message (gateway + Redis) ≤ 0.3× ElasticMQ's | {ratio:.2f}× "
+                     f"({g['cpu_us']:.1f} vs {e['cpu_us']:.1f} µs) | {verdict(ratio <= 0.3)} |")
+    for kind in KINDS:
+        g = med[("rmq-gateway", kind)]
+        lines.append(f"| {kind}: the gateway's CPU per message ≤ Redis's | {g['gateway_us'] / g['redis_us']:.2f}× "
+                     f"({g['gateway_us']:.1f} vs {g['redis_us']:.1f} µs) | {verdict(g['gateway_us'] <= g['redis_us'])} |")
+    for kind in KINDS:
+        g = med[("rmq-gateway", kind)]
+        lines.append(f"| {kind}: p99 ≤ 5 ms at low load | {g['p99_ms']:.2f} ms | {verdict(g['p99_ms'] <= 5)} |")
+    lines.append(f"| {args.idle_polls:,} idle long polls held | {idle['held']:,} held, {idle['kib_per_poll']:.1f} KiB each | "
+                 f"{verdict(idle['held'] >= args.idle_polls)} |")
+    lines += ["", f"Idle long polls: {idle['polls']:,} raw sockets each sent one signed ReceiveMessage (WaitTimeSeconds 20) "
+              f"to the gateway (opened in {idle['open_s']:.1f} s); {idle['held']:,} were held and answered 200 (empty) "
+              f"when their wait ran out, {idle['early']} answered early, {idle['refused']} refused, "
+              f"{idle['unanswered']} unanswered. While they waited the gateway's memory had grown by "
+              f"{idle['rss_mib']:.1f} MiB ({idle['kib_per_poll']:.1f} KiB per poll), Redis's by "
+              f"{idle['redis_rss_mib']:.1f} MiB, and the gateway used {idle['cpu_pct']:.1f}% of a core.",
+              "", "Requests the gateway refused before authentication over the whole run (all signed by the driver or "
+              "botocore, so none expected): " + ("; ".join(unauth) if unauth else "none") + "."]
     png = os.path.splitext(str(out))[0] + ".png"
-    plot(med, floor, png)
-    lines += ["", f"![server CPU per message and send -> receive latency]({os.path.basename(png)})"]
+    plot(med, floor, idle, png)
+    lines += ["", f"![msgs/s, server CPU per message and send -> receive latency]({os.path.basename(png)})"]
     harness.write_report(out, "\n".join(lines))
     print("\n".join(lines))
     print(f"wrote {out} and {png}")

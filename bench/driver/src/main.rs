@@ -31,6 +31,9 @@
 //!   cluster  (make bench-cluster) a topic over every primary of a Redis Cluster, or one
 //!            standalone server: see cluster.rs.
 //!
+//!   sqs-load, sqs-latency  (make bench-gateway) an SQS endpoint (rmq-gateway, ElasticMQ,
+//!            moto) over signed, kept-alive HTTP: see sqs_load.rs.
+//!
 //!   cpu takes --policy "field value …" (RMQ.POLICY q SET …, after the FLUSHALL) and
 //!   --warm-ms (one POP on the empty queue, then a pause that long, so a rate bucket has
 //!   refilled before the measuring starts). Peer tpop takes --slots (the topic's queues)
@@ -41,6 +44,8 @@
 
 mod cluster;
 mod peer;
+mod sqs_http;
+mod sqs_load;
 /// The module's own topic routing and cluster key hashing (RMQ.ROUTE), not a copy.
 #[path = "../../../src/core/route.rs"]
 #[allow(dead_code)]
@@ -942,6 +947,8 @@ fn main() {
         "gfill" => mode_gfill(&args),
         "drain" => mode_drain(&args),
         "cluster" => cluster::mode_cluster(&args),
+        "sqs-load" => sqs_load::mode_load(&args),
+        "sqs-latency" => sqs_load::mode_latency(&args),
         m => Err(format!("unknown mode {m}").into()),
     };
     match r {
