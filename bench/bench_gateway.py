@@ -20,7 +20,7 @@ stopped by pid. For each peer, --rounds rounds of:
   stands on).
 Medians over the rounds. boto3 costs much CPU and shares the 2 cores with the server, so
 msgs/s is bounded by both; the per-message server CPU is the figure that compares servers.
-Writes scripts/results/bench_gateway.md and bench_gateway.png (--out elsewhere); --quick is a
+Writes bench/results/bench_gateway.md and bench_gateway.png (--out elsewhere); --quick is a
 smoke run of well under a minute that writes to /tmp unless --out says otherwise.
 """
 
@@ -311,7 +311,7 @@ def main():
     ap.add_argument("--gateway-threads", type=int, default=None, help="rmq-gateway --threads (default: its own)")
     ap.add_argument("--quick", action="store_true", help="smoke run: 1 round of 2 s, 50 samples, 50 idle polls; "
                     "writes to /tmp unless --out is given")
-    ap.add_argument("--out", help="the report (its plot beside it, .png); default scripts/results/bench_gateway"
+    ap.add_argument("--out", help="the report (its plot beside it, .png); default bench/results/bench_gateway"
                     "[_threadsN].md")
     args = ap.parse_args()
     if args.quick:

@@ -1,9 +1,9 @@
 """A figure measured over rounds (`Fig`), and how figures are printed (fmt, ratio)."""
 
-from .pinned import DISTURBED
 from .stats import median, spread
 
-NOISY = 0.25                  # (max - min) / median above this marks a figure as noisy
+DISTURBED = 0.10   # share of a core taken by others above which a run counts as disturbed
+NOISY = 0.25       # (max - min) / median above this marks a figure as noisy
 
 
 class Fig:

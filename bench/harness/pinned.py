@@ -26,6 +26,7 @@ from server_bin import server_binary
 from server_support import Server as _Server
 from server_support import ServerError
 
+from .figures import DISTURBED
 from .report import cpu_model
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -33,7 +34,6 @@ MODULE = Path(os.environ.get("RMQ_MODULE", REPO / "target" / "release" / "librmq
 DRIVER = Path(os.environ.get("RMQ_BENCH_DRIVER", REPO / "target" / "bench-driver" / "release" / "rmq-bench-driver")).resolve()
 SERVER_CORE = 0
 LOAD_CORE = 1
-DISTURBED = 0.10   # share of a core taken by others above which a run counts as disturbed
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
