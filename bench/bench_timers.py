@@ -31,7 +31,7 @@ Five measurements, each the median of three rounds (FLUSHALL between rounds):
             per second and the most in any 100 ms, and the PING probe meanwhile vs 10 s of
             it on the idle server just before.
 
-Prints a table and writes bench/results/bench_timers.md. `--schedules` (first) measures the
+Prints a table and writes bench/results/bench_timers.md. `--schedules` measures the
 schedules instead (RMQ.SCHEDULE: firing lateness, a burst of 100,000 due at once, memory) and
 writes their section into the same report; see SCHEDULES_DOC. Every wait is bounded; the
 whole run is bounded by a watchdog (default 690 s). Exit status 1 on a correctness
@@ -1336,6 +1336,8 @@ def main():
     ap.add_argument("--quiet-budget", type=float, default=90,
                     help="at most this many seconds of such waiting in the whole run")
     ap.add_argument("--strict", action="store_true", help="exit 2 when a target is missed")
+    ap.add_argument("--schedules", action="store_true",
+                    help="measure the schedules instead (their options: --schedules --help)")
     args = ap.parse_args()
     parts = [p for p in PARTS if p in (args.only or PARTS)]
 
@@ -1700,4 +1702,8 @@ def schedules_main(argv):
 
 
 if __name__ == "__main__":
-    sys.exit(schedules_main(sys.argv[2:]) if sys.argv[1:2] == ["--schedules"] else main())
+    argv = sys.argv[1:]
+    if "--schedules" in argv:
+        argv.remove("--schedules")
+        sys.exit(schedules_main(argv))
+    sys.exit(main())
