@@ -277,7 +277,7 @@ bench-java: deps build
 # flags cargo fuzz passes otherwise (e.g. -Zsanitizer=address for `-s address`). Inputs found go to fuzz/corpus/<target> (ignored by git), crashes to
 # fuzz/artifacts/<target>. Then gateway/fuzz's `request` target (its own crate) likewise.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= args codec route bucket_schedule rules
+FUZZ_TARGETS ?= parse_args decode_meta slot_routing bucket_schedule rules_vs_model
 .PHONY: fuzz
 fuzz:
 	command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked

@@ -7,9 +7,9 @@ use redis_module::{redis_module, Context, RedisString, Status};
 
 use crate::cmd::table::{COMMANDS, TEST_COMMANDS};
 use crate::ffi::command;
-use crate::ffi::hooks::{self, InfoSection};
+use crate::ffi::server_callbacks::{self, InfoSection};
 use crate::ffi::Ctx;
-use crate::runtime::{derived, eviction, hooks as runtime_hooks, settings, stats, timers};
+use crate::runtime::{derived, eviction, server_events, settings, stats, timers};
 
 #[cfg(not(any(test, fuzzing)))]
 use redis_module::alloc::RedisAlloc as ModuleAlloc;
@@ -39,7 +39,7 @@ fn init(context: &Context, args: &[RedisString]) -> Status {
         register_i64_configuration(context, s.name, s.var, s.default, s.min, s.max, ConfigurationFlags::DEFAULT, None);
     }
     // Applies `rmq.*` lines of the config file, then the module arguments win.
-    if hooks::load_configs(ctx) == Some(false) {
+    if server_callbacks::load_configs(ctx) == Some(false) {
         ctx.log_warning("refusing to load: invalid rmq.* setting in the config file");
         return Status::Err;
     }
@@ -69,13 +69,13 @@ fn init(context: &Context, args: &[RedisString]) -> Status {
     if settings::test_clock() {
         ctx.log_warning("test-clock 1: the module's clock is set by RMQ.TESTCLOCK (for model tests; never in production)");
     }
-    hooks::register_info(ctx, info_section);
+    server_callbacks::register_info(ctx, info_section);
     timers::init(ctx);
-    if !runtime_hooks::subscribe(ctx) {
+    if !server_events::subscribe(ctx) {
         ctx.log_warning("could not subscribe to server, config and keyspace events");
         return Status::Err;
     }
-    // Checked again at every CONFIG SET of the policy (`runtime::hooks`).
+    // Checked again at every CONFIG SET of the policy (`runtime::server_events`).
     eviction::check(ctx);
     // Loaded at runtime (MODULE LOAD) over existing data: find its queues now.
     derived::rescan(ctx, derived::Rescan::All);

@@ -20,6 +20,32 @@ block (invisible where the Markdown is rendered) steer it:
                                   (`redis-cli -3`)
   <!-- example: user NAME PASS -->  (on a redis-cli block) the session logs in as that ACL
                                   user (the prose above it names the user)
+  <!-- example: client NAME [PORT] -->  (on a redis-cli block; one line per client) lines
+                                  prompted `NAME>` are typed by another connection, to the
+                                  block's server (or to the doc's 127.0.0.1:PORT)
+  <!-- example: continues [SECTION] -->  runs after the runnable block before it (or the
+                                  last one under the heading whose anchor is SECTION), on
+                                  its servers; a python, js or sh block runs with the code
+                                  of its language along that chain first (a fragment)
+  <!-- example: subscribe -->     (on a redis-cli block after a redis-cli block) a
+                                  subscriber's transcript: its SUBSCRIBE or PSUBSCRIBE runs
+                                  before the block above, and what it prints while that
+                                  session runs must be this
+Blocks that need servers of their own run on them, apart from the file's server (with the
+blocks that `continue` them):
+  <!-- example: server [NAME] -->  a server of its own: the tests' binary, or NAME's
+                                  (scripts/install-server's names, e.g. valkey-9.1)
+  <!-- example: loadargs ARGS -->  a server of its own, the module loaded with ARGS
+                                  (`test-clock 1`)
+  <!-- example: replica PORT -->   the doc's 127.0.0.1:PORT (in prompts and code) is a
+                                  replica of the block's server; a replica's line waits
+                                  until the replica has what the primary's lines wrote
+  <!-- example: cluster PORT ... -->  a Redis Cluster of as many primaries (no replicas),
+                                  the doc's 127.0.0.1:PORT each, in slot order
+In a session, each `host:port>` prompt (and each client's) is one connection of its own.
+A command whose reply the doc shows with redis-cli's timing line (`(0.51s)`) blocked:
+the lines of other connections after it run while it waits (once the server counts it
+blocked), and its reply is read before its connection's next line.
 Every fence names its language: one without is refused (a session left untagged would
 never be replayed). `text`, `conf`, ... are prose; an `output` block is usually `text`.
 Clock-dependent values are masked on both sides before comparing (`mask`), never dropped:
@@ -34,9 +60,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 RUNNABLE = ("redis-cli", "python", "js", "sh")
+DIRECTIVES = ("skip", "fresh", "wait", "output", "gateway", "resp3", "user", "client",
+              "continues", "subscribe", "server", "loadargs", "replica", "cluster")
+# directives that give a block servers of its own
+OWN_SERVERS = ("server", "loadargs", "replica", "cluster")
+SERVERS = ("redis-7.0", "redis-8.2", "valkey-8.1", "valkey-9.1")  # scripts/install-server's
 FENCE = re.compile(r"^(\s*)(```+|~~~+)\s*([\w+-]*)\s*$")  # indented: inside a list item
 DIRECTIVE = re.compile(r"^<!--\s*example:\s*(\w+)\s*(.*?)\s*-->\s*$")
-PROMPT = re.compile(r"^[\w.-]+:\d+(?:\[\d+\])?> ?(.*)$")
+PROMPT = re.compile(r"^([\w.-]+:(\d+))(?:\[\d+\])?> ?(.*)$")
 TIMING = re.compile(r"^\(\d+\.\d+s\)$")  # redis-cli's line after a command that blocked
 DOC_ADDRESS = "127.0.0.1:6380"
 DOC_GATEWAY = "127.0.0.1:9324"
@@ -51,6 +82,23 @@ class Block:
     directives: dict = field(default_factory=dict)
     output: "Block | None" = None  # the expected-output block that follows, if any
     indent: str = ""  # the fence's (a block in a list item), taken off its lines
+    section: str = ""  # the anchor of the heading it is under
+    continues: "Block | None" = None  # the block it runs after (`continues`)
+    subscriber: "Block | None" = None  # the `subscribe` transcript that follows, if any
+
+    @property
+    def clients(self):
+        """{NAME: doc port or None} of the block's `client` directives."""
+        out = {}
+        for entry in self.directives.get("client", []):
+            name, *port = entry.split()
+            out[name] = int(port[0]) if port else None
+        return out
+
+    @property
+    def head(self):
+        """The first block of the chain of `continues` this block ends."""
+        return self.continues.head if self.continues else self
 
     @property
     def where(self):
@@ -68,21 +116,20 @@ def blocks(path, text=None, name=None):
         text = Path(path).read_text()
     name = name or str(path)
     lines = text.split("\n")
-    out, pending, i = [], {}, 0
+    out, pending, i, section = [], {}, 0, ""
     while i < len(lines):
         line = lines[i]
+        heading = HEADING.match(line)
+        if heading:
+            section = slug(heading.group(1))
         d = DIRECTIVE.match(line.strip())
         if d:
             key, value = d.group(1), d.group(2)
-            if key not in ("skip", "fresh", "wait", "output", "gateway", "resp3", "user"):
-                raise DocError(f"{name}:{i + 1}: unknown example directive {key!r}")
-            if key == "skip" and not value:
-                raise DocError(f"{name}:{i + 1}: `example: skip` needs a reason")
-            if key == "wait" and not value.isdigit():
-                raise DocError(f"{name}:{i + 1}: `example: wait` needs milliseconds")
-            if key == "user" and len(value.split()) != 2:
-                raise DocError(f"{name}:{i + 1}: `example: user` needs a name and a password")
-            pending[key] = value
+            _check_directive(f"{name}:{i + 1}", key, value)
+            if key == "client":
+                pending.setdefault("client", []).append(value)
+            else:
+                pending[key] = value
             i += 1
             continue
         m = FENCE.match(line)
@@ -104,7 +151,8 @@ def blocks(path, text=None, name=None):
         if i == len(lines):
             raise DocError(f"{name}:{start + 1}: unclosed code fence")
         i += 1
-        block = Block(name, start + 1, lang, "\n".join(body) + "\n", pending, indent=indent)
+        block = Block(name, start + 1, lang, "\n".join(body) + "\n", pending, indent=indent,
+                      section=section)
         pending = {}
         if "output" in block.directives:
             if not out or out[-1].lang not in RUNNABLE or out[-1].lang == "redis-cli":
@@ -112,29 +160,85 @@ def blocks(path, text=None, name=None):
                                "sh example")
             out[-1].output = block
             continue
+        if "subscribe" in block.directives:
+            if block.lang != "redis-cli" or not out or out[-1].lang != "redis-cli":
+                raise DocError(f"{block.where}: a subscribe block is a redis-cli block "
+                               "right after the redis-cli session it listens to")
+            out[-1].subscriber = block
+            continue
+        if "continues" in block.directives:
+            wanted = block.directives["continues"]
+            before = [b for b in out if b.lang in RUNNABLE and "skip" not in b.directives
+                      and (not wanted or b.section == wanted)]
+            if not before:
+                raise DocError(f"{block.where}: `example: continues {wanted}` with no "
+                               "runnable block before it" + (wanted and " under that heading"))
+            if set(block.directives) & set(OWN_SERVERS):
+                raise DocError(f"{block.where}: a block that continues another runs on its "
+                               "servers: give them to the first block")
+            block.continues = before[-1]
         out.append(block)
     return out
 
 
-def session(block):
-    """A redis-cli block as [(command line, expected reply lines)]."""
-    steps = []
+def _check_directive(where, key, value):
+    """Refuses an unknown directive, or one whose value is not what it takes."""
+    words = value.split()
+    if key not in DIRECTIVES:
+        raise DocError(f"{where}: unknown example directive {key!r}")
+    problem = {
+        "skip": not value and "needs a reason",
+        "wait": not value.isdigit() and "needs milliseconds",
+        "user": len(words) != 2 and "needs a name and a password",
+        "client": not (1 <= len(words) <= 2 and re.fullmatch(r"[\w-]+", words[0])
+                       and all(w.isdigit() for w in words[1:])) and "needs NAME [PORT]",
+        "server": value not in ("", *SERVERS) and f"takes one of {', '.join(SERVERS)} or none",
+        "loadargs": (not words or len(words) % 2) and "needs name/value pairs",
+        "replica": not value.isdigit() and "needs the doc's port of the replica",
+        "cluster": not (words and all(w.isdigit() for w in words))
+                   and "needs the doc's ports of the primaries",
+    }.get(key) or (key in ("fresh", "output", "gateway", "resp3", "subscribe")
+                   and value and "takes no value")
+    if problem:
+        raise DocError(f"{where}: `example: {key}` {problem}")
+
+
+@dataclass
+class Step:
+    who: str  # the prompt's address ("127.0.0.1:6380") or a client's name
+    command: str
+    reply: list  # the reply's lines, as the doc shows them
+    timing: str = ""  # redis-cli's line for a command that blocked (`(0.51s)`), if shown
+
+
+def steps(block):
+    """A redis-cli block as [Step], each line typed at a prompt with the reply after it."""
+    out, clients = [], block.clients
     for n, line in enumerate(block.text.rstrip("\n").split("\n")):
         m = PROMPT.match(line)
+        who, _, name_line = line.partition("> ")
         if m:
-            steps.append((m.group(1), []))
-        elif not steps and not line.strip():
+            out.append(Step(m.group(1), m.group(3), []))
+        elif who in clients:
+            out.append(Step(who, name_line, []))
+        elif not out and not line.strip():
             continue
-        elif not steps:
+        elif not out:
             raise DocError(f"{block.where}: line {n + 1} of the session comes before any "
                            f"prompt: {line!r}")
         elif TIMING.match(line):
-            continue  # how long a blocking command took: the clock's, not the reply's
+            out[-1].timing = line  # how long it blocked: the clock's, not the reply's
         else:
-            steps[-1][1].append(line)
-    if not steps:
+            out[-1].reply.append(line)
+    if not out:
         raise DocError(f"{block.where}: a redis-cli block with no `host:port>` prompt")
-    return steps
+    return out
+
+
+def doc_port(who):
+    """The doc's port of a prompt's address (None for a client's name)."""
+    m = PROMPT.match(who + ">")
+    return int(m.group(2)) if m else None
 
 
 # RMQ.POP ... IDS: (ms since 2023-11-14) << 10, then counting
@@ -161,11 +265,11 @@ def mask(text):
 
 def same(want, got, command=""):
     """Whether a reply is the one the doc shows, clock values masked; the doc's `~N`
-    stands for any number the server gives there. KEYS and CONFIG GET answer in the order
+    stands for any number the server gives there. KEYS, ACL CAT and CONFIG GET answer in the order
     of the server's hash table (it differs from run to run): their elements (CONFIG GET's
     name/value pairs) are compared in any order."""
     verb = " ".join(command.upper().split()[:2])
-    if verb.startswith("KEYS") or verb == "CONFIG GET":
+    if verb.startswith("KEYS") or verb in ("CONFIG GET", "ACL CAT"):
         want, got = _sorted_flat(want, 2 if verb == "CONFIG GET" else 1), \
             _sorted_flat(got, 2 if verb == "CONFIG GET" else 1)
     pattern = re.escape(mask(want)).replace(re.escape("~<n>"), r"~?(?:\d+|<n>)")
@@ -185,12 +289,15 @@ def _sorted_flat(reply, width):
     return "\n".join(" ".join(g) for g in groups)
 
 
-def with_address(code, port, gateway_port=None):
+def with_address(code, port, gateway_port=None, others=None):
     """An example's code pointed at the test server (and gateway) instead of the docs'
-    port 6380 (and 9324), however the example spells the address."""
+    port 6380 (and 9324), and at the test's servers for the doc's ports in `others`
+    ({doc port: port}: a replica, cluster nodes), however the example spells the address."""
+    ports = {**(others or {}), 6380: port}
     if gateway_port is not None:
-        code = re.sub(r"\b9324\b", str(gateway_port), code)
-    return re.sub(r"\b6380\b", str(port), code)
+        ports[9324] = gateway_port
+    pattern = re.compile(r"\b(" + "|".join(str(p) for p in ports) + r")\b")
+    return pattern.sub(lambda m: str(ports[int(m.group(1))]), code)
 
 
 # --- links ------------------------------------------------------------------------------

@@ -118,6 +118,6 @@ class TlsServer(Server):
 
 if __name__ == "__main__":
     # `python3 tests/tls_support.py DIR`: the certificates as files in DIR, for tests in
-    # other languages (gateway/test-java's TlsTest).
+    # other languages (gateway/test-java's GatewayTlsTest).
     import sys
     Certs(sys.argv[1])

@@ -1,5 +1,5 @@
 //! The rate limiter's token bucket (core::bucket) and the timer's schedule
-//! (core::schedule) on extreme inputs: no panic or overflow. The bucket never holds more
+//! (core::due_index) on extreme inputs: no panic or overflow. The bucket never holds more
 //! than its rate, fills without decreasing as time passes, and has a token at the time
 //! `next_token_at` names; the schedule agrees with a plain map of queue to earliest time.
 #![no_main]
@@ -10,7 +10,7 @@ use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use rmq::core::bucket::Bucket;
 use rmq::core::kind::MAX_EXACT;
-use rmq::core::schedule::Schedule;
+use rmq::core::due_index::Schedule;
 
 #[derive(Arbitrary, Debug)]
 enum BucketOp {

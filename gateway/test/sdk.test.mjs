@@ -13,7 +13,7 @@ import {
   GetQueueUrlCommand,
 } from "@aws-sdk/client-sqs";
 import { Consumer } from "sqs-consumer";
-import { startServer, freePort, waitFor, REPO } from "./support.mjs";
+import { startServer, freePort, waitFor, REPO } from "./sdk_servers.mjs";
 
 let server, gateway, sqs, endpoint;
 const zcard = (key) => Number(server.cli("ZCARD", key));

@@ -8,7 +8,7 @@
 use crate::core::codec;
 use crate::core::error::{Bound, Result, RmqError, Unit};
 use crate::core::kind::{self, check_group, PushMode, MAX_EXACT};
-use crate::core::ledger;
+use crate::core::ledger_records;
 use crate::core::names::is_queue_name;
 // Where the fuzz targets (fuzz/) find the bounds they check replies against.
 pub use crate::core::kind::{MAX_GROUP_BYTES, MAX_RELATIVE};
@@ -167,7 +167,7 @@ pub struct PushArgs<'a> {
     pub mode: PushMode,
     pub group: Option<&'a [u8]>,
     pub first: usize,
-    /// SEQUENCE prefix: each message is stored numbered (`core::ledger::sequenced`).
+    /// SEQUENCE prefix: each message is stored numbered (`core::ledger_records::sequenced`).
     pub sequence: Option<&'a [u8]>,
     pub dedup: Option<Dedup<'a>>,
 }
@@ -204,7 +204,7 @@ pub fn push<'a>(args: &[&'a [u8]]) -> Result<PushArgs<'a>> {
     loop {
         let i = a.first;
         if a.sequence.is_none() && left(i) >= 2 && is(args[i], "SEQUENCE") {
-            ledger::check_tag("SEQUENCE", args[i + 1], true)?;
+            ledger_records::check_tag("SEQUENCE", args[i + 1], true)?;
             a.sequence = Some(args[i + 1]);
             a.first += 2;
         } else if a.dedup.is_none() && left(i) >= 3 && is(args[i], "DEDUP") {
@@ -222,12 +222,12 @@ pub fn push<'a>(args: &[&'a [u8]]) -> Result<PushArgs<'a>> {
 }
 
 fn dedup<'a>(id: &'a [u8], window: &[u8]) -> Result<Dedup<'a>> {
-    ledger::check_tag("DEDUP id", id, false)?;
-    Ok(Dedup { id, window: int(&ledger::WINDOW, window)?, note: None })
+    ledger_records::check_tag("DEDUP id", id, false)?;
+    Ok(Dedup { id, window: int(&ledger_records::WINDOW, window)?, note: None })
 }
 
 fn note(v: &[u8]) -> Result<&[u8]> {
-    ledger::check_tag("NOTE", v, true)?;
+    ledger_records::check_tag("NOTE", v, true)?;
     Ok(v)
 }
 
@@ -273,7 +273,7 @@ fn strict_options<'a>(args: &[&'a [u8]], at: usize, end: usize, options: &[(&str
         let v = args[i + 1];
         match word {
             "GROUP" => a.group = Some(check_group(v).map(|_| v)?),
-            "SEQUENCE" => a.sequence = Some(ledger::check_tag("SEQUENCE", v, true).map(|_| v)?),
+            "SEQUENCE" => a.sequence = Some(ledger_records::check_tag("SEQUENCE", v, true).map(|_| v)?),
             "DEDUP" => a.dedup = Some(dedup(v, args[i + 2])?),
             _ if after_dedup => {
                 if let Some(d) = a.dedup.as_mut() {
@@ -557,7 +557,7 @@ pub enum RedriveOp {
 }
 
 const REDRIVE_OPS: [Opt; 2] = [Opt::Flag("CLAIM"), Opt::Flag("DONE")];
-const CLAIM_OPTS: [Opt; 2] = [Opt::Int(&COUNT), Opt::Int(&ledger::STALE)];
+const CLAIM_OPTS: [Opt; 2] = [Opt::Int(&COUNT), Opt::Int(&ledger_records::STALE)];
 /// Claims RMQ.REDRIVE CLAIM takes without COUNT, and how old one must be without STALE.
 const DEFAULT_CLAIM_COUNT: usize = 100;
 const DEFAULT_STALE_MS: i64 = 30_000;
@@ -673,7 +673,7 @@ mod tests {
         ] {
             assert_eq!(push(&a(&args)).map(|p| p.first), Ok(first), "{args:?}");
         }
-        let long: &'static str = "x".repeat(ledger::MAX_TAG + 1).leak();
+        let long: &'static str = "x".repeat(ledger_records::MAX_TAG + 1).leak();
         for (args, word) in [
             (vec!["q", "DELAY", "0", "DEDUP", "id", "0", "m"], "invalid DEDUP: must be an integer from 1 to 2^41 (ms)"),
             (vec!["q", "DELAY", "0", "DEDUP", "id", "2199023255553", "m"], "invalid DEDUP"),

@@ -8,21 +8,21 @@ use std::collections::HashSet;
 use crate::cmd::args::{self, PushArgs, RedriveOp};
 use crate::cmd::Call;
 use crate::core::error::{Result, RmqError};
-use crate::core::ledger::{sequenced, Claim, Seen};
+use crate::core::ledger_records::{sequenced, Claim, Seen};
 use crate::core::rules;
 use crate::ffi::context::now_ms;
 use crate::ffi::{reply, Ctx, RStr};
 use crate::runtime::delivery::{pushed, Opened};
-use crate::runtime::{cluster, registry, settings};
+use crate::runtime::{cluster_slots, registry, settings};
 use crate::storage::claims::Claims;
-use crate::storage::ledger::Ledger;
+use crate::storage::ledger_keys::Ledger;
 
 /// One reply entry per message: `[outcome, sequence, note]`.
 fn entry(ctx: Ctx, outcome: &std::ffi::CStr, seq: Option<u64>, note: Option<&[u8]>) {
     reply::array(ctx, 3);
     reply::simple(ctx, outcome);
     match seq {
-        // Sequence numbers end at 2^63 - 1 (core::ledger::MAX_SEQ): always an integer.
+        // Sequence numbers end at 2^63 - 1 (core::ledger_records::MAX_SEQ): always an integer.
         Some(s) => reply::int(ctx, s as i64),
         None => reply::null(ctx),
     }
@@ -53,7 +53,7 @@ pub fn push(c: &Call, a: &PushArgs) -> Result<()> {
         return Ok(());
     }
     let mut q = Opened::open(c.ctx, c.argv.get(0), true)?;
-    cluster::check_arrived(c.ctx, &q)?;
+    cluster_slots::check_arrived(c.ctx, &q)?;
     let lim = settings::limits(&*q);
     let first_seq = match a.sequence {
         Some(_) => Some(ledger.next_seq(msgs.len())?),
@@ -108,7 +108,7 @@ pub fn redrive(c: &Call) -> Result<()> {
                 .map(|(m, cl)| (RStr::from_bytes(&m), Claim { at: now, ..cl }))
                 .collect();
             let mut q = Opened::open(c.ctx, c.argv.get(0), true)?;
-            cluster::check_arrived(c.ctx, &q)?;
+            cluster_slots::check_arrived(c.ctx, &q)?;
             for (m, d) in rules::take_dead(&mut *q, count - taken.len()) {
                 taken.push((m, Claim { at: now, priority: d.priority, group: d.group }));
             }

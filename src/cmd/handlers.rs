@@ -6,17 +6,17 @@ use crate::cmd::{fifo, Call};
 use crate::core::error::{Result, RmqError};
 use crate::core::kind::Kind;
 use crate::core::policy::Field;
+use crate::core::queue_store::Store;
 use crate::core::rules::{self, Rollback};
-use crate::core::store::Store;
 use crate::ffi::context::{now_ms, set_test_now};
 use crate::ffi::{reply, RStr};
 use crate::runtime::delivery::{pushed, reply_popped, swept, take, Opened, Want};
 use crate::runtime::queue_stats::{self, Stat};
-use crate::runtime::schedules as runtime_schedules;
+use crate::runtime::schedule_firing as runtime_schedules;
 use crate::runtime::topic_pop::{take_topic, Reply, TopicPop};
-use crate::runtime::{acl, alarm, blocking, cluster, events, ratelimit, registry, settings};
+use crate::runtime::{alarm, blocking, cluster_slots, events, ratelimit, registry, settings, tpop_acl};
 use crate::storage::queue_keys as storage_keys;
-use crate::storage::{journal_stream, schedules};
+use crate::storage::{journal_stream, schedule_keys};
 
 impl Call<'_, '_> {
     fn queue(&self, write: bool) -> Result<Opened> {
@@ -36,7 +36,7 @@ pub fn push(c: &Call) -> Result<()> {
         return fifo::push(c, &a);
     }
     let mut q = c.queue(true)?;
-    cluster::check_arrived(c.ctx, &q)?;
+    cluster_slots::check_arrived(c.ctx, &q)?;
     let lim = settings::limits(&*q);
     let out = rules::push(&mut *q, now_ms(), &lim, a.mode, a.group, c.members(a.first))?;
     pushed(c.ctx, &q, &out);
@@ -65,7 +65,7 @@ pub fn pop(c: &Call) -> Result<()> {
 pub fn tpop(c: &Call) -> Result<()> {
     let a = args::tpop(c.args)?;
     let topic = c.args[0];
-    acl::check_topic(c.ctx, topic, a.slots)?;
+    tpop_acl::check_topic(c.ctx, topic, a.slots)?;
     let want = TopicPop { slots: a.slots, count: a.pop.count, quantum: a.quantum, lease: a.pop.lease };
     // What it takes is the reply; with nothing taken, it blocks or answers nil.
     if take_topic(c.ctx, topic, want, now_ms(), &mut Reply(c.ctx)) == 0 {
@@ -80,7 +80,7 @@ pub fn tpop(c: &Call) -> Result<()> {
 pub fn ack(c: &Call) -> Result<()> {
     let first = args::messages(c.args, "rmq.ack")?;
     let q = c.queue(true)?;
-    cluster::check_arrived(c.ctx, &q)?;
+    cluster_slots::check_arrived(c.ctx, &q)?;
     end(c, q, c.members(first))
 }
 
@@ -88,7 +88,7 @@ pub fn ack(c: &Call) -> Result<()> {
 pub fn ackid(c: &Call) -> Result<()> {
     let ids = args::ackid(c.args)?;
     let q = c.queue(true)?;
-    cluster::check_arrived(c.ctx, &q)?;
+    cluster_slots::check_arrived(c.ctx, &q)?;
     let msgs: Vec<RStr> = ids.iter().filter_map(|&id| rules::named(&*q, id)).collect();
     end(c, q, &msgs)
 }
@@ -106,14 +106,14 @@ fn end(c: &Call, mut q: Opened, msgs: &[RStr]) -> Result<()> {
 pub fn nack(c: &Call) -> Result<()> {
     let a = args::nack(c.args)?;
     let q = c.queue(true)?;
-    cluster::check_arrived(c.ctx, &q)?;
+    cluster_slots::check_arrived(c.ctx, &q)?;
     fail(c, q, Some(c.member(1)), a)
 }
 
 pub fn nackid(c: &Call) -> Result<()> {
     let (id, a) = args::nackid(c.args)?;
     let q = c.queue(true)?;
-    cluster::check_arrived(c.ctx, &q)?;
+    cluster_slots::check_arrived(c.ctx, &q)?;
     let m = rules::named(&*q, id);
     fail(c, q, m, a)
 }
@@ -153,14 +153,14 @@ pub fn sweep(c: &Call) -> Result<()> {
 pub fn extend(c: &Call) -> Result<()> {
     let ms = args::extend(c.args)?;
     let q = c.queue(true)?;
-    cluster::check_arrived(c.ctx, &q)?;
+    cluster_slots::check_arrived(c.ctx, &q)?;
     lengthen(c, q, Some(c.member(1)), ms)
 }
 
 pub fn extendid(c: &Call) -> Result<()> {
     let (id, ms) = args::extendid(c.args)?;
     let q = c.queue(true)?;
-    cluster::check_arrived(c.ctx, &q)?;
+    cluster_slots::check_arrived(c.ctx, &q)?;
     let m = rules::named(&*q, id);
     lengthen(c, q, m, ms)
 }
@@ -203,7 +203,7 @@ pub fn replay(c: &Call) -> Result<()> {
 pub fn purge(c: &Call) -> Result<()> {
     let dead = args::purge(c.args)?;
     let mut q = c.queue(true)?;
-    cluster::check_arrived(c.ctx, &q)?;
+    cluster_slots::check_arrived(c.ctx, &q)?;
     let n = rules::purge(&mut *q, dead);
     events::notify(c.ctx, q.name(), events::PURGED, n > 0);
     reply::int(c.ctx, n as i64);
@@ -218,7 +218,7 @@ pub fn purge(c: &Call) -> Result<()> {
 pub fn drop_queue(c: &Call) -> Result<()> {
     args::drop_queue(c.args)?;
     let mut q = c.queue(true)?;
-    cluster::check_arrived(c.ctx, &q)?;
+    cluster_slots::check_arrived(c.ctx, &q)?;
     let had = rules::drop_queue(&mut *q);
     let name = q.name().clone();
     q.close();
@@ -264,7 +264,7 @@ pub fn info(c: &Call) -> Result<()> {
         reply::opt_int(c.ctx, counts.map(|c| c[s as usize] as i64));
     }
     reply::bytes(c.ctx, b"schedules");
-    reply::int(c.ctx, schedules::count(c.ctx, c.args[0]) as i64);
+    reply::int(c.ctx, schedule_keys::count(c.ctx, c.args[0]) as i64);
     q.close();
     Ok(())
 }
@@ -295,7 +295,7 @@ pub fn policy(c: &Call) -> Result<()> {
     }
     let mut q = c.queue(op != PolicyOp::Get)?;
     if op != PolicyOp::Get {
-        cluster::check_arrived(c.ctx, &q)?;
+        cluster_slots::check_arrived(c.ctx, &q)?;
     }
     match op {
         PolicyOp::Get => {

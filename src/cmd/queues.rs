@@ -8,9 +8,9 @@
 use crate::cmd::args;
 use crate::cmd::Call;
 use crate::core::error::Result;
-use crate::ffi::acl::User;
+use crate::ffi::user_acl::User;
 use crate::ffi::{reply, RStr};
-use crate::runtime::{cluster, cursors, registry};
+use crate::runtime::{cluster_slots, cursors, registry};
 
 pub fn queues(c: &Call) -> Result<()> {
     let a = args::queues(c.args)?;
@@ -20,7 +20,7 @@ pub fn queues(c: &Call) -> Result<()> {
     let after = a.cursor.map(|cur| cursors::open(c.ctx.db(), bind, cur)).transpose()?;
     let user = name.as_ref().and_then(User::named);
     let allowed = |q: &[u8]| user.as_ref().is_none_or(|u| u.may_read(&RStr::from_bytes(q)));
-    let serves = |q: &[u8]| cluster::serves(c.ctx, q);
+    let serves = |q: &[u8]| cluster_slots::serves(c.ctx, q);
     let (names, next) = registry::page(c.ctx, a.pattern, a.count, after.as_deref(), &serves, &allowed);
     let next = next.map_or_else(|| Ok(b"0".to_vec()), |n| cursors::seal(c.ctx.db(), bind, &n))?;
     reply::array(c.ctx, 2);

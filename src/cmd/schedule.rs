@@ -1,16 +1,16 @@
-//! RMQ.SCHEDULE Q SET | DEL | LIST: a queue's schedules (fired by `runtime::schedules`).
+//! RMQ.SCHEDULE Q SET | DEL | LIST: a queue's schedules (fired by `runtime::schedule_firing`).
 
 use crate::cmd::schedule_args::{self, ScheduleOp};
 use crate::cmd::Call;
 use crate::core::cron_schedule::{Spec, State, Stored};
 use crate::core::error::{Result, RmqError};
-use crate::core::store::Store;
+use crate::core::queue_store::Store;
 use crate::ffi::context::now_ms;
 use crate::ffi::{reply, Ctx};
 use crate::runtime::delivery::Opened;
-use crate::runtime::schedules as runtime_schedules;
-use crate::runtime::{alarm, cluster, registry, settings};
-use crate::storage::schedules::Schedules;
+use crate::runtime::schedule_firing as runtime_schedules;
+use crate::runtime::{alarm, cluster_slots, registry, settings};
+use crate::storage::schedule_keys::Schedules;
 
 pub fn schedule(c: &Call) -> Result<()> {
     let op = schedule_args::schedule(c.args)?;
@@ -50,7 +50,7 @@ fn set(c: &Call, name: &[u8], spec: Spec) -> Result<()> {
     }
     let q = c.args[0];
     let queue = Opened::open(c.ctx, c.argv.get(0), false)?;
-    cluster::check_arrived(c.ctx, &queue)?;
+    cluster_slots::check_arrived(c.ctx, &queue)?;
     let kind = spec.mode.kind();
     if let Some(holds) = queue.kind().filter(|&k| k != kind && !queue.is_empty()) {
         return Err(RmqError::KindMismatch { holds, pushed: kind });

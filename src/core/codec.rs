@@ -8,7 +8,7 @@
 use crate::core::kind::Kind;
 use crate::core::num::{parse_int, push_decimal};
 use crate::core::policy::Policy;
-use crate::core::store::{Dead, Flight, Waiting};
+use crate::core::queue_store::{Dead, Flight, Waiting};
 
 pub const KIND_FIELD: &[u8] = b"kind";
 pub const POLICY_FIELD: &[u8] = b"policy";

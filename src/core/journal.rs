@@ -6,7 +6,7 @@
 
 pub use crate::core::journal_entry::*;
 use crate::core::kind::Kind;
-use crate::core::store::{Flight, Set, Store};
+use crate::core::queue_store::{Flight, Set, Store};
 
 /// Where the waiting copy of `m` stands, if it has one.
 pub fn standing<S: Store>(s: &S, kind: Kind, m: &S::M) -> Option<Standing> {

@@ -6,8 +6,8 @@ use crate::core::journal::*;
 use crate::core::kind::PushMode;
 use crate::core::memstore::MemStore;
 use crate::core::policy::{Field, Limits, Policy};
+use crate::core::queue_store::Store;
 use crate::core::rules;
-use crate::core::store::Store;
 
 fn lim() -> Limits {
     Limits::server(1, 30_000, 1 << 20, 0)

@@ -6,7 +6,7 @@ use crate::core::codec;
 use crate::core::journal_entry::Note;
 use crate::core::kind::Kind;
 use crate::core::policy::Policy;
-use crate::core::store::{Dead, Flight, Indexed, Set, Store, Waiting};
+use crate::core::queue_store::{Dead, Flight, Indexed, Set, Store, Waiting};
 
 #[derive(Default, Clone, Debug, PartialEq)]
 pub struct MemStore {

@@ -11,6 +11,7 @@ pub mod codec;
 pub mod cron_diagnosis;
 pub mod cron_schedule;
 pub mod cursor;
+pub mod due_index;
 pub mod error;
 pub mod firings;
 pub mod fnv;
@@ -19,16 +20,15 @@ pub mod journal;
 pub mod journal_entry;
 pub mod keyed;
 pub mod kind;
-pub mod ledger;
+pub mod ledger_records;
 pub mod message_kind;
 pub mod names;
 pub mod num;
 pub mod policy;
+pub mod queue_store;
 pub mod route;
 pub mod rules;
-pub mod schedule;
 pub mod shrink;
-pub mod store;
 
 // The in-memory store and the model of the rules, for the unit tests and the fuzz targets.
 #[cfg(test)]

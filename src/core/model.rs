@@ -22,8 +22,8 @@ use crate::core::error::RmqError;
 use crate::core::kind::{Kind, PushMode};
 use crate::core::memstore::MemStore;
 use crate::core::policy::Limits;
+use crate::core::queue_store::{Flight, Set, Store};
 use crate::core::rules::*;
-use crate::core::store::{Flight, Set, Store};
 
 /// One operation on the queue, with the arguments the commands would pass.
 #[derive(Clone, Debug)]

@@ -3,7 +3,7 @@
 //! `seq{Q}`, `dedup{Q}`, `dedupexp{Q}`, `moving{Q}`, `journal{Q}`, all tagged `{Q}` so a queue lives in one cluster hash slot. Pure: the argument parsers,
 //! the storage and the event handlers all ask here.
 
-use crate::core::store::Set;
+use crate::core::queue_store::Set;
 
 /// A queue's keys, in the order `RedisQueue` keeps them.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -31,7 +31,7 @@ use crate::core::journal;
 use crate::core::keyed::Keyed;
 use crate::core::kind::{Kind, PushMode, MIN_AT};
 use crate::core::policy::Limits;
-use crate::core::store::{Dead, Flight, Indexed, Set, Store, Waiting};
+use crate::core::queue_store::{Dead, Flight, Indexed, Set, Store, Waiting};
 
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct PushOutcome {

@@ -8,8 +8,8 @@ use crate::core::kind::{Kind, PushMode};
 use crate::core::memstore::MemStore;
 use crate::core::model::{Model, Op};
 use crate::core::policy::Limits;
+use crate::core::queue_store::{Dead, Flight, Indexed, Set, Store};
 use crate::core::rules::*;
-use crate::core::store::{Dead, Flight, Indexed, Set, Store};
 
 fn lim() -> Limits {
     Limits::server(2, 30_000, 16, 0)
@@ -289,7 +289,7 @@ fn a_backlog_of_a_busy_group_in_q_is_parked_a_bounded_number_per_pop() {
     let mut s = MemStore::default();
     push(&mut s, 0, &lim(), PushMode::At(10), None, &ms(&["x"])).unwrap();
     let n = PARK_PER_POP * 2 + 10;
-    let w = crate::core::store::Waiting { deliveries: 0, held_priority: None, group: Some(m("G")) };
+    let w = crate::core::queue_store::Waiting { deliveries: 0, held_priority: None, group: Some(m("G")) };
     for i in 0..n {
         let msg = format!("g{i:05}").into_bytes();
         s.add(Set::Store, &msg, 20.0 + i as f64);
@@ -326,7 +326,7 @@ fn a_pop_takes_one_message_of_each_group_it_meets_in_q() {
         for i in 0..40 {
             let msg = format!("m{r}-{i}").into_bytes();
             s.add(Set::Store, &msg, (r * 40 + i) as f64);
-            let w = crate::core::store::Waiting { deliveries: 0, held_priority: None, group: Some(names_of(i)) };
+            let w = crate::core::queue_store::Waiting { deliveries: 0, held_priority: None, group: Some(names_of(i)) };
             s.set_waiting(&msg, Some(&w));
         }
     }

@@ -17,18 +17,18 @@ macro_rules! rm {
     };
 }
 
-pub mod acl;
 pub mod block;
 pub mod call;
 pub mod command;
 pub mod context;
 pub mod guard;
-pub mod hooks;
 pub mod key;
 pub mod reply;
 pub mod rstr;
+pub mod server_callbacks;
 pub mod stream;
 pub mod timer;
+pub mod user_acl;
 
 pub use context::Ctx;
 pub use rstr::RStr;

@@ -6,8 +6,8 @@
 
 use std::sync::{LazyLock, Mutex, MutexGuard, OnceLock};
 
+use crate::core::due_index::{QueueId, Schedule};
 use crate::core::firings::{Firings, ScheduleId};
-use crate::core::schedule::{QueueId, Schedule};
 use crate::ffi::context::now_ms;
 use crate::ffi::timer::{self, TimerFn, TimerId};
 use crate::ffi::Ctx;

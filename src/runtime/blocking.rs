@@ -21,8 +21,8 @@ use std::any::Any;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
+use crate::core::due_index::QueueId;
 use crate::core::route::queue_name;
-use crate::core::schedule::QueueId;
 use crate::core::shrink::{shrink, shrink_vec};
 use crate::ffi::block::{self, Blocked, Handle};
 use crate::ffi::context::{now_ms, writes_paused};

@@ -8,8 +8,8 @@ use std::cell::RefCell;
 use std::ops::{Deref, DerefMut};
 
 use crate::core::error::Result;
+use crate::core::queue_store::{Set, Store, Waiting};
 use crate::core::rules::{self, PushOutcome, SweepOutcome};
-use crate::core::store::{Set, Store, Waiting};
 use crate::ffi::{reply, Ctx, RStr};
 use crate::runtime::queue_stats::{self, Stat};
 use crate::runtime::{alarm, events, ratelimit, registry, settings, stats, topics, waiters};

@@ -14,7 +14,7 @@
 //! | firings (`runtime::alarm`)           | `sched{Q}`                   | `All`: rescanned on a primary, dropped on a replica |
 //! | due times (`runtime::alarm`)         | blocked consumers' queues    | `All` after a SWAPDB (consumers note theirs anew) |
 //! | topic index (`runtime::topics`)      | non-empty `Q`/`hold{Q}` of a topic's slots | `All`: rescanned on a primary |
-//! | slots served (`runtime::cluster`)    | CLUSTER NODES                | `All` after a role change; a CLUSTER command |
+//! | slots served (`runtime::cluster_slots`)    | CLUSTER NODES                | `All` after a role change; a CLUSTER command |
 //!
 //! Not memos of the keyspace (nothing in it to rebuild them from): blocked consumers
 //! (`blocking`, `waiters`), rate buckets (`ratelimit`), counters (`stats`, `queue_stats`),
@@ -24,13 +24,13 @@
 use std::collections::BTreeSet;
 
 use crate::core::names::{queue_of, scheduled_queue, KeyId};
+use crate::core::queue_store::{Set, Store};
 use crate::core::route;
 use crate::core::rules;
-use crate::core::store::{Set, Store};
 use crate::ffi::guard::guard;
-use crate::ffi::hooks::scan_keys;
+use crate::ffi::server_callbacks::scan_keys;
 use crate::ffi::{Ctx, RStr};
-use crate::runtime::{alarm, cluster, registry, schedules, topics, waiters};
+use crate::runtime::{alarm, cluster_slots, registry, schedule_firing, topics, waiters};
 use crate::storage::keys;
 use crate::storage::redis_queue::RedisQueue;
 use crate::storage::{busy, headers};
@@ -78,7 +78,7 @@ pub fn invalidate(ctx: Ctx, scope: Scope) {
                     rescan(ctx, Rescan::All);
                 }
                 Why::Promoted | Why::Demoted => {
-                    cluster::forget_slots();
+                    cluster_slots::forget_slots();
                     if why == Why::Promoted {
                         rescan(ctx, Rescan::TimersAndIndex);
                     } else {
@@ -159,7 +159,7 @@ pub fn rescan(ctx: Ctx, what: Rescan) {
                 found(ctx, &q);
             }
             for q in scheduled {
-                schedules::found(ctx, &q);
+                schedule_firing::found(ctx, &q);
             }
             db += 1;
         }

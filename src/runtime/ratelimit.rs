@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use crate::core::bucket::Bucket;
+use crate::core::due_index::QueueId;
 use crate::core::policy::Limits;
-use crate::core::schedule::QueueId;
 use crate::core::shrink::shrink;
 
 type Buckets = HashMap<QueueId, Bucket>;

@@ -22,7 +22,7 @@ use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use crate::core::glob;
 use crate::core::names::{self, owner};
-use crate::core::store::{Set, Store};
+use crate::core::queue_store::{Set, Store};
 use crate::ffi::key::Key;
 use crate::ffi::{Ctx, RStr};
 use crate::storage::redis_queue::RedisQueue;

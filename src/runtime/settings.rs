@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use crate::core::error::Bound;
 use crate::core::policy::{self, Limits};
-use crate::core::store::Store;
+use crate::core::queue_store::Store;
 
 const RETRIES_DEFAULT: i64 = 16;
 const LEASE_MS_DEFAULT: i64 = 30_000;

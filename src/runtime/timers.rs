@@ -14,7 +14,7 @@ use crate::ffi::guard::caught;
 use crate::ffi::timer::{self, OneShotFn};
 use crate::ffi::{Ctx, RStr};
 use crate::runtime::delivery::{swept, Opened};
-use crate::runtime::{alarm, blocking, schedules, settings, stats};
+use crate::runtime::{alarm, blocking, schedule_firing, settings, stats};
 use crate::storage::journal_stream::{as_author, Author};
 
 /// Work per timer step before yielding to clients: with the replication of its effects
@@ -129,7 +129,7 @@ fn step(ctx: Ctx) -> Option<Next> {
             queue.close();
         }
     }
-    let mut behind = schedules::fire_due(ctx, now, started, STEP_BUDGET);
+    let mut behind = schedule_firing::fire_due(ctx, now, started, STEP_BUDGET);
     while !behind {
         let Some((db, q)) = alarm::pop_lease(now) else { break };
         ctx.select_db(db);

@@ -16,12 +16,12 @@
 
 use std::cell::RefCell;
 
+use crate::core::queue_store::{Set, Store};
 use crate::core::route::queue_name;
-use crate::core::store::{Set, Store};
 use crate::ffi::rstr::Shared;
 use crate::ffi::{reply, Ctx, RStr};
 use crate::runtime::delivery::{announce, take_quiet, Opened};
-use crate::runtime::{cluster, settings, stats, topics};
+use crate::runtime::{cluster_slots, settings, stats, topics};
 use crate::storage::effects;
 
 /// What RMQ.TPOP asks of a topic.
@@ -75,7 +75,7 @@ impl Taking<'_> {
         let i = match t.q {
             Some(i) => i,
             None => {
-                if self.clustered && !cluster::serves(self.ctx, t.name.as_ref()) {
+                if self.clustered && !cluster_slots::serves(self.ctx, t.name.as_ref()) {
                     t.more = false;
                     return;
                 }
@@ -215,7 +215,7 @@ fn take_turns(
         turns.push(Turns { name: name.clone(), slot, q: None, lease: 0, got: spare.pop().unwrap_or_default(), more: true })
     });
     let Some(resume) = resume.filter(|_| !turns.is_empty()) else { return 0 };
-    let mut t = Taking { ctx, want, now, taken: 0, rate_limited: false, clustered: cluster::enabled(ctx), opened };
+    let mut t = Taking { ctx, want, now, taken: 0, rate_limited: false, clustered: cluster_slots::enabled(ctx), opened };
     // The plan: `full` whole turns for every queue, then a last turn that reaches the
     // first `partial` queues, the last of them for `last` messages (1..=quantum).
     let per_turn = turns.len().saturating_mul(quantum);

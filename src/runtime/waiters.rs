@@ -4,11 +4,11 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
+use crate::core::due_index::QueueId;
+use crate::core::queue_store::Store;
 use crate::core::route;
 use crate::core::rules;
-use crate::core::schedule::QueueId;
 use crate::core::shrink::shrink;
-use crate::core::store::Store;
 use crate::ffi::context::now_ms;
 use crate::ffi::Ctx;
 use crate::runtime::{alarm, ratelimit, settings, stats};

@@ -1,10 +1,10 @@
 //! `moving{Q}`: dead messages of `Q` claimed for a move to another queue (RMQ.REDRIVE), a
-//! hash of message → `core::ledger::Claim`, tagged `{Q}`. It holds only moves under way
+//! hash of message → `core::ledger_records::Claim`, tagged `{Q}`. It holds only moves under way
 //! and goes with its last claim. Every change is replicated at once (HSET/HDEL) and
 //! signalled for WATCH.
 
 use crate::core::error::{Result, RmqError};
-use crate::core::ledger::Claim;
+use crate::core::ledger_records::Claim;
 use crate::core::names::{other_key, Other};
 use crate::ffi::key::{Key, KeyType};
 use crate::ffi::{Ctx, RStr};

@@ -15,7 +15,7 @@ use std::ffi::CStr;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use crate::core::names::KeyId;
-use crate::ffi::hooks::ServerInfo;
+use crate::ffi::server_callbacks::ServerInfo;
 use crate::ffi::{Ctx, RStr};
 use crate::storage::keys::KeyNames;
 

@@ -23,7 +23,7 @@ import os from "node:os";
 import { Redis } from "ioredis";
 import { Queue as BullQueue, Worker as BullWorker } from "bullmq";
 import { Topic, Worker } from "../dist/index.js";
-import { startServer, serverBinary } from "../test/support.mjs";
+import { startServer, serverBinary } from "../test/redis_servers.mjs";
 
 const args = Object.fromEntries(process.argv.slice(2).reduce((acc, a, i, all) => {
   if (a.startsWith("--")) acc.push([a.slice(2), all[i + 1]]);

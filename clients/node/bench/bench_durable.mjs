@@ -16,7 +16,7 @@
 
 import fs from "node:fs";
 import { Queue } from "../dist/index.js";
-import { Server, TestCluster, startServer, waitFor } from "../test/support.mjs";
+import { Server, TestCluster, startServer, waitFor } from "../test/redis_servers.mjs";
 
 const args = Object.fromEntries(process.argv.slice(2).reduce((acc, a, i, all) => {
   if (a.startsWith("--")) acc.push([a.slice(2), all[i + 1]]);

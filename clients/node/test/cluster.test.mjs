@@ -4,7 +4,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { Queue, Topic, Worker } from "../dist/index.js";
-import { TestCluster, sleep, waitFor } from "./support.mjs";
+import { TestCluster, sleep, waitFor } from "./redis_servers.mjs";
 
 let cluster;
 let rc;

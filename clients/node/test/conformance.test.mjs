@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { Message, Queue, Topic, route } from "../dist/index.js";
-import { REPO, startServer } from "./support.mjs";
+import { REPO, startServer } from "./redis_servers.mjs";
 
 const { cases } = JSON.parse(fs.readFileSync(path.join(REPO, "clients", "conformance.json"), "utf8"));
 

@@ -5,7 +5,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { Queue, Topic, Worker, NotDurable } from "../dist/index.js";
-import { Server, startServer, waitFor, whileStopped } from "./support.mjs";
+import { Server, startServer, waitFor, whileStopped } from "./redis_servers.mjs";
 
 const TIMEOUT_MS = 300;   // while the replica is down: how long each call waits
 const UP = { replicas: 1, timeoutMs: 20000 };   // while it is up: generous, the machine is busy

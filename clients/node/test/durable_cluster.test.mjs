@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { Redis } from "ioredis";
 import { Queue, Topic, Worker, NotDurable } from "../dist/index.js";
 import { keySlot } from "../dist/slot.js";
-import { TestCluster, waitFor, whileStopped } from "./support.mjs";
+import { TestCluster, waitFor, whileStopped } from "./redis_servers.mjs";
 
 const UP = { replicas: 1, timeoutMs: 20000 };   // generous: the machine is busy
 const DOWN = { replicas: 1, timeoutMs: 300 };

@@ -6,7 +6,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { ReplyError } from "ioredis";
 import { ModuleNotLoaded, Queue, Topic } from "../dist/index.js";
-import { startServer } from "./support.mjs";
+import { startServer } from "./redis_servers.mjs";
 
 let plain;
 let withModule;

@@ -9,7 +9,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Redis } from "ioredis";
 import { Queue, Topic, Worker } from "../dist/index.js";
-import { startServer, Server, sleep, waitFor } from "./support.mjs";
+import { startServer, Server, sleep, waitFor } from "./redis_servers.mjs";
 
 const PROC = path.join(path.dirname(fileURLToPath(import.meta.url)), "worker_proc.mjs");
 let server;

@@ -8,7 +8,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { BOUNDS, POLICY_FIELDS } from "../dist/protocol.js";
 import { Queue } from "../dist/index.js";
-import { REPO } from "./support.mjs";
+import { REPO } from "./redis_servers.mjs";
 
 const protocol = JSON.parse(fs.readFileSync(path.join(REPO, "clients", "protocol.json"), "utf8"));
 const camelKeys = (o) => Object.fromEntries(Object.entries(o).map(([k, v]) => [k.replace(/_(\w)/g, (_, c) => c.toUpperCase()), v]));

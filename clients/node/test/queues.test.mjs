@@ -4,7 +4,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { Queue, Topic, route, AlreadySettled } from "../dist/index.js";
-import { startServer, sleep } from "./support.mjs";
+import { startServer, sleep } from "./redis_servers.mjs";
 
 let server;
 let redis;

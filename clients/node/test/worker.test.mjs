@@ -5,7 +5,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import http from "node:http";
 import { Queue, Topic, Worker, Dead } from "../dist/index.js";
-import { freePort, startServer, sleep, waitFor } from "./support.mjs";
+import { freePort, startServer, sleep, waitFor } from "./redis_servers.mjs";
 
 let server;
 let redis;

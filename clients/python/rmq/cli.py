@@ -1,7 +1,7 @@
 """Command line: ``python -m rmq stats TOPIC SLOTS [--redis URL] [--cluster]`` and
 ``python -m rmq schedules QUEUE [--redis URL] [--cluster]`` (the connection options:
 rmq.redis_url); the ``dashboard`` and ``exporter`` subcommands come from
-rmq.dashboard.cli."""
+rmq.dashboard.commands."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import redis
 
 from . import redis_url
 from ._util import Client
-from .dashboard import cli as dashboard_cli
+from .dashboard import commands as dashboard_commands
 from .queues import Queue, Topic, sum_info
 from .schedules import schedules_table
 
@@ -45,7 +45,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for a in (s, sc):
         redis_url.add_arguments(a)
         a.add_argument("--cluster", action="store_true", help="the server is a Redis Cluster node")
-    dashboard_cli.add_commands(sub)
+    dashboard_commands.add_commands(sub)
     args = p.parse_args(argv)
     if hasattr(args, "run"):  # dashboard, exporter
         return args.run(args)

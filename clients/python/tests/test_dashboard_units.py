@@ -246,7 +246,7 @@ def test_slow_reads_space_the_samples_out() -> None:
 def test_listen_addresses() -> None:
     import argparse
 
-    from rmq.dashboard.cli import listen_address
+    from rmq.dashboard.commands import listen_address
     assert listen_address("127.0.0.1:8080") == ("127.0.0.1", 8080)
     assert listen_address("[::1]:9808") == ("::1", 9808)
     assert listen_address("0.0.0.0:80") == ("0.0.0.0", 80)

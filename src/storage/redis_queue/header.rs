@@ -8,7 +8,7 @@ use crate::core::codec;
 use crate::core::kind::Kind;
 use crate::core::names::KeyId;
 use crate::core::policy::Policy;
-use crate::core::store::{Set, Store};
+use crate::core::queue_store::{Set, Store};
 use crate::ffi::key::KeyType;
 use crate::ffi::rstr::Shared;
 use crate::ffi::RStr;

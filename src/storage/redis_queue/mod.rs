@@ -16,7 +16,7 @@ use crate::core::error::{Result, RmqError};
 use crate::core::journal::Note;
 use crate::core::kind::Kind;
 use crate::core::names::{KeyId, ALL, KEYS};
-use crate::core::store::{Flight, Set, Store};
+use crate::core::queue_store::{Flight, Set, Store};
 use crate::ffi::key::{Key, KeyType};
 use crate::ffi::{Ctx, RStr};
 use crate::storage::effects::Effects;
@@ -26,8 +26,8 @@ use crate::storage::{headers, journal_stream};
 mod encoding;
 mod header;
 mod purge;
+mod redis_store;
 mod scratch;
-mod store;
 
 use encoding::skiplist_at;
 pub(crate) use encoding::HASHTABLE_AT;

@@ -6,7 +6,7 @@
 
 use crate::core::codec;
 use crate::core::names::{KeyId, PURGED};
-use crate::core::store::{Set, Store};
+use crate::core::queue_store::{Set, Store};
 use crate::ffi::key::Key;
 use crate::ffi::RStr;
 use crate::storage::{busy, headers, keys};

@@ -2,7 +2,7 @@
 
 use std::cell::{RefCell, RefMut};
 
-use crate::core::store::Flight;
+use crate::core::queue_store::Flight;
 use crate::ffi::RStr;
 
 use super::RedisQueue;

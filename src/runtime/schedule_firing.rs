@@ -16,7 +16,7 @@ use crate::core::rules;
 use crate::ffi::{Ctx, RStr};
 use crate::runtime::delivery::{pushed, Opened};
 use crate::runtime::{alarm, registry, settings, stats};
-use crate::storage::schedules::Schedules;
+use crate::storage::schedule_keys::Schedules;
 
 /// Firings between two looks at the clock.
 const CHUNK: usize = 16;

@@ -17,17 +17,17 @@ use std::sync::{Mutex, MutexGuard};
 
 use crate::core::names::{is_queue_name, owner, queue_of, KeyId};
 use crate::core::route;
-use crate::ffi::hooks::{self, EventName, Filtered, ServerEvent, FLUSH_ENDED, LOADING_ENDED, NOW_PRIMARY};
 use crate::ffi::key::Key;
+use crate::ffi::server_callbacks::{self, EventName, Filtered, ServerEvent, FLUSH_ENDED, LOADING_ENDED, NOW_PRIMARY};
 use crate::ffi::{timer, Ctx, RStr};
 use crate::runtime::delivery::Opened;
 use crate::runtime::derived::{found, invalidate, Scope, Why};
-use crate::runtime::{acl, cluster, eviction, registry, schedules, topics, waiters};
+use crate::runtime::{cluster_slots, eviction, registry, schedule_firing, topics, tpop_acl, waiters};
 use crate::storage::claims::Claims;
 use crate::storage::keys;
-use crate::storage::ledger;
+use crate::storage::ledger_keys;
 use crate::storage::redis_queue::RedisQueue;
-use crate::storage::schedules as sched_keys;
+use crate::storage::schedule_keys as sched_keys;
 use crate::storage::{effects, headers};
 
 /// Another command (ZADD, ZREM, ZUNIONSTORE ...) wrote sorted set `name`, of queue `q`
@@ -88,7 +88,7 @@ fn on_role_changed(ctx: Ctx, sub: u64) {
     invalidate(ctx, Scope::All(if sub == NOW_PRIMARY { Why::Promoted } else { Why::Demoted }));
 }
 
-/// A keyspace event (`hooks::subscribe_key_events`: generic, sorted-set, expiry and
+/// A keyspace event (`server_callbacks::subscribe_key_events`: generic, sorted-set, expiry and
 /// eviction events, not creations nor other types' writes) on key `k`.
 fn on_key_event(ctx: Ctx, event: &EventName, k: &[u8]) {
     let zset = event.is_zset();
@@ -135,7 +135,7 @@ fn key_event(ctx: Ctx, event: &EventName, k: &[u8], zset: bool, tagged: Option<&
         // not know yet.
         match id {
             Some(_) => found(ctx, q),
-            None => schedules::found(ctx, q),
+            None => schedule_firing::found(ctx, q),
         }
     }
 }
@@ -173,10 +173,10 @@ fn abandoned(ctx: Ctx) {
         let scheduled = sched_keys::Schedules::open(ctx, &q, false).map_or(true, |s| s.count() > 0);
         // Claimed dead messages are dead ones on their way elsewhere.
         let moving = Claims::open(ctx, &q).map_or(true, |c| !c.is_empty());
-        if !scheduled && !moving && !cluster::migrating_away(ctx, &q) {
+        if !scheduled && !moving && !cluster_slots::migrating_away(ctx, &q) {
             let abandoned = Opened::open(ctx, RStr::from_bytes(&q), true).is_ok_and(|mut queue| queue.abandon());
             if abandoned {
-                for name in ledger::delete(ctx, &q) {
+                for name in ledger_keys::delete(ctx, &q) {
                     registry::key_gone(ctx, &name);
                 }
             }
@@ -217,11 +217,11 @@ fn watched(name: &[u8]) {
     if name.eq_ignore_ascii_case(b"sync") || name.eq_ignore_ascii_case(b"psync") {
         effects::replicas_from_now();
     } else if name.eq_ignore_ascii_case(b"cluster") {
-        cluster::forget_slots();
+        cluster_slots::forget_slots();
     } else if name.eq_ignore_ascii_case(b"exec") {
         named().made_again();
     }
-    acl::rules_may_change(name);
+    tpop_acl::rules_may_change(name);
 }
 
 /// A command is about to write (perhaps make) tagged key `key`: its queue may be new to the
@@ -284,16 +284,16 @@ fn on_config(ctx: Ctx, names: &[&[u8]]) {
 /// Subscribes to everything above; false if Redis refused a subscription.
 pub fn subscribe(ctx: Ctx) -> bool {
     let servers = [
-        (ServerEvent::Loading, on_loading as hooks::EventFn),
+        (ServerEvent::Loading, on_loading as server_callbacks::EventFn),
         (ServerEvent::RoleChanged, on_role_changed),
         (ServerEvent::SwapDb, on_swapdb),
         (ServerEvent::Flushed, on_flushed),
     ]
     .into_iter()
-    .all(|(e, f)| hooks::subscribe(ctx, e, f));
-    let config = hooks::subscribe_config(ctx, on_config);
-    let keys = hooks::subscribe_key_events(ctx, on_key_event);
-    if !hooks::register_filter(ctx, on_command) {
+    .all(|(e, f)| server_callbacks::subscribe(ctx, e, f));
+    let config = server_callbacks::subscribe_config(ctx, on_config);
+    let keys = server_callbacks::subscribe_key_events(ctx, on_key_event);
+    if !server_callbacks::register_filter(ctx, on_command) {
         // Without seeing replicas attach, always send effects.
         effects::replicas_from_now();
     }

@@ -9,7 +9,7 @@ use crate::core::journal::Note;
 use crate::core::kind::Kind;
 use crate::core::names::KeyId;
 use crate::core::policy::{Field, Policy};
-use crate::core::store::{Dead, Flight, Indexed, Set, Store, Waiting};
+use crate::core::queue_store::{Dead, Flight, Indexed, Set, Store, Waiting};
 use crate::ffi::call::call;
 use crate::ffi::key::Key;
 use crate::ffi::rstr::Shared;

@@ -7,7 +7,7 @@ use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use rmq::core::codec::*;
 use rmq::core::kind::{Kind, MAX_EXACT};
-use rmq::core::store::{Dead, Flight, Waiting};
+use rmq::core::queue_store::{Dead, Flight, Waiting};
 
 #[derive(Arbitrary, Debug)]
 struct Input {

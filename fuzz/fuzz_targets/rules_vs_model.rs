@@ -11,7 +11,7 @@ use libfuzzer_sys::fuzz_target;
 use rmq::core::kind::{Kind, PushMode, MAX_EXACT, MIN_AT};
 use rmq::core::model::{Model, Op};
 use rmq::core::policy::Limits;
-use rmq::core::store::Store;
+use rmq::core::queue_store::Store;
 
 const MAX_RELATIVE: i64 = 1 << 52;
 const CONTENTS: &[&[u8]] = &[b"a", b"b", b"c", b"d", b"e", b"f", b"x:1", b"\0", b"", b"longer than 8"];

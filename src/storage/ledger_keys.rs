@@ -1,13 +1,13 @@
 //! The keys of RMQ.PUSH's SEQUENCE and DEDUP options, tagged `{Q}`: `seq{Q}` (a string,
 //! the last sequence number given, as INCR would keep it), `dedup{Q}` (a hash:
-//! deduplication id → `core::ledger::Seen`) and `dedupexp{Q}` (a sorted set: id → the end
+//! deduplication id → `core::ledger_records::Seen`) and `dedupexp{Q}` (a sorted set: id → the end
 //! of its window). A push prunes a few ended records, oldest first, and both dedup keys
 //! expire at the last window's end: they hold at most the ids of one window plus what
 //! pruning has not reached yet, and go when pushes with DEDUP stop. Every change is
 //! replicated as its effect (SET, HSET, ZADD, HDEL, ZREM, PEXPIREAT with absolute times).
 
 use crate::core::error::{Result, RmqError};
-use crate::core::ledger::{first_seq, read_seq, Seen};
+use crate::core::ledger_records::{first_seq, read_seq, Seen};
 use crate::core::names::{other_key, Other};
 use crate::ffi::key::{Key, KeyType};
 use crate::ffi::{Ctx, RStr};

@@ -35,7 +35,7 @@ import software.amazon.awssdk.services.sqs.model.Message;
  * tests; this class starts its own gateway against the run's redis-server.
  */
 @ExtendWith(Servers.class)
-class TlsTest {
+class GatewayTlsTest {
     static Path certs;
     static Process gateway;
     static Path log;

@@ -24,7 +24,7 @@ import org.junit.jupiter.api.Test;
  * (openssl), trusted through a PKCS12 truststore (keytool) passed as Lettuce's SslOptions;
  * pushes, pops, acks and a worker over TLS. Without the truststore the handshake fails.
  */
-class TlsTest {
+class ClientTlsTest {
     static Path certs;
     static TestServer server;
     static int tlsPort;

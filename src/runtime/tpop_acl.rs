@@ -14,8 +14,8 @@ use crate::core::acl_list;
 use crate::core::error::{Result, RmqError};
 use crate::core::fnv::FnvMap;
 use crate::core::route::queue_name_into;
-use crate::ffi::acl::User;
 use crate::ffi::call::call;
+use crate::ffi::user_acl::User;
 use crate::ffi::{Ctx, RStr};
 
 /// Bumped whenever ACL rules may have changed.

@@ -8,7 +8,7 @@ use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use rmq::args::{self, PolicyOp, MAX_GROUP_BYTES, MAX_POP_COUNT, MAX_QUANTUM, MAX_RELATIVE};
 use rmq::core::kind::{PushMode, MAX_EXACT, MIN_AT};
-use rmq::core::ledger::MAX_TAG;
+use rmq::core::ledger_records::MAX_TAG;
 use rmq::core::num::parse_int;
 use rmq::core::policy::Policy;
 use rmq::schedule_args::{self, ScheduleOp};
