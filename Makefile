@@ -23,8 +23,9 @@
 #               callgrind instructions per message on each primary vs a standalone server,
 #               resharding and failover under load with every message checked (~10 min);
 #               writes bench/results/bench_cluster.md + PNGs. BENCH_ARGS=--quick (< 3 min).
-#   make bench-v2  the v2 targets (groups, TPOP, policy, v1 vs v2) with peers (~15 min);
-#               writes bench/results/bench_v2.md. BENCH_ARGS=--quick for a smoke run.
+#   make bench-delivery-features  what groups, topics (TPOP) and policies cost, with peers,
+#               and v1 vs v2 (~15 min); writes bench/results/bench_delivery_features.md.
+#               BENCH_ARGS=--quick for a smoke run. `make bench-v2`: its old name (deprecated).
 #   make test-node   the Node.js client's tests (clients/node; part of `make test`)
 #   make test-java   the Java client's, worker's and Spring Boot starter's tests (clients/java)
 #   make gateway     build rmq-gateway (the SQS API) and run it on 127.0.0.1:$(PORT)
@@ -107,7 +108,7 @@ test-steps:
 	$(STEP) build $(CARGO) build --release
 	$(STEP) bench-driver $(MAKE) --no-print-directory bench-driver
 	$(STEP) bench-driver-test $(CARGO) test --release --manifest-path $(DRIVER_DIR)/Cargo.toml --target-dir target/bench-driver
-	$(STEP) "tests on Redis 7.0" $(PYTEST) tests
+	$(STEP) "tests on Redis 7.0" $(PYTEST) tests bench/harness
 	$(STEP) test-python $(MAKE) --no-print-directory test-python
 	$(STEP) test-node $(MAKE) --no-print-directory test-node
 	$(STEP) test-java $(MAKE) --no-print-directory test-java
@@ -168,16 +169,20 @@ bench: deps build bench-driver
 bench-driver:
 	$(CARGO) build --release --manifest-path $(DRIVER_DIR)/Cargo.toml --target-dir target/bench-driver
 
-# The v2 speed targets (bench/bench_v2.py): POP/PUSH cost with 100k messages held back by
+# What the delivery features cost (bench/bench_delivery_features.py): POP/PUSH cost with 100k messages held back by
 # a busy group, group throughput vs ungrouped (and Streams, bare sorted sets), v1 (commit
 # bf45ec8, built into target/v1 by scripts/build-v1) vs v2 on ungrouped push/pop/ack, TPOP
 # vs POP, a queue with a policy vs without. Its own redis-servers (v2 and v1) on core 0,
 # load on core 1, stopped by pid; prints PASS/MISS per target and writes
-# bench/results/bench_v2.md (~15 min; BENCH_ARGS=--quick for a smoke run).
-.PHONY: bench-v2
-bench-v2: deps build bench-driver
+# bench/results/bench_delivery_features.md (~15 min; BENCH_ARGS=--quick for a smoke run).
+.PHONY: bench-delivery-features bench-v2
+bench-delivery-features: deps build bench-driver
 	bash scripts/build-v1
-	$(PYTHON) bench/bench_v2.py $(BENCH_ARGS)
+	$(PYTHON) bench/bench_delivery_features.py $(BENCH_ARGS)
+
+# Deprecated: the old name of bench-delivery-features (kept working).
+bench-v2: bench-delivery-features
+	@echo "make bench-v2 is deprecated: it is now make bench-delivery-features" >&2
 
 # Scale-out on a real Redis Cluster (bench/bench_cluster.py; its --help lists every option):
 # clusters of N primaries and a standalone server started on free ports of 127.0.0.1 and
@@ -199,13 +204,13 @@ clean:
 demo:
 	$(PYTHON) scripts/demo $(DEMO_ARGS)
 
-# Timer and blocking-pop benchmarks (bench/bench_timers.py): its own redis-server pinned
-# to core 0, load on core 1, stopped by pid; prints a table and writes
-# bench/results/bench_timers.md. Bounded (< 12 min).
+# Timer and blocking-pop benchmarks (bench/bench_timers.py), then the schedules' firing
+# (--schedules): its own redis-server pinned to core 0, load on core 1, stopped by pid;
+# prints a table and writes bench/results/bench_timers.md. Bounded (< 12 min).
 .PHONY: bench-timers
 bench-timers: build
 	$(PYTHON) bench/bench_timers.py
-	$(PYTHON) bench/bench_schedules.py
+	$(PYTHON) bench/bench_timers.py --schedules
 
 # The cost of the per-queue counters, the queue registry and the pause check on push, pop
 # and ack (bench/bench_ops.py): instructions per message under callgrind against another

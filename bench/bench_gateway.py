@@ -62,36 +62,18 @@ from botocore.config import Config  # noqa: E402
 from botocore.credentials import Credentials  # noqa: E402
 
 from gateway_support import Gateway  # noqa: E402
+from harness.sqs_load import (DRIVER, KEY, LOAD_CORE, SECRET, SERVER_CORE, TICKS, client, create_queue,  # noqa: E402
+                              pin, proc_cpu)
 
-TICKS = os.sysconf("SC_CLK_TCK")
-DRIVER = REPO / "target" / "bench-driver" / "release" / "rmq-bench-driver"
 ELASTICMQ_POM = REPO / "bench" / "elasticmq" / "pom.xml"
 ELASTICMQ_CLASSPATH = REPO / "target" / "elasticmq" / "classpath.txt"
-KEY, SECRET = "bench", "bench-secret"
-SERVER_CORE, LOAD_CORE = 0, 1
 PEERS = ("rmq-gateway", "ElasticMQ", "moto")
 KINDS = ("standard", "fifo", "priority")
-
-
-def client(url):
-    return boto3.client("sqs", endpoint_url=url, region_name="us-east-1", aws_access_key_id=KEY,
-                        aws_secret_access_key=SECRET, config=Config(retries={"max_attempts": 3}, read_timeout=60))
-
-
-def proc_cpu(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
 
 
 def proc_rss_kib(pid):
     with open(f"/proc/{pid}/status") as f:
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
-
-
-def pin(pid, core):
-    """Every thread of `pid` (and so the threads it starts later) onto `core`."""
-    subprocess.run(["taskset", "-a", "-p", "-c", str(core), str(pid)], check=True, stdout=subprocess.DEVNULL)
 
 
 def raise_fd_limit():
@@ -158,15 +140,6 @@ class ElasticMq:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
-
-
-def create_queue(url, name, kind):
-    sqs = client(url)
-    if kind == "fifo":
-        return sqs.create_queue(QueueName=f"{name}.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
-    if kind == "priority":
-        return sqs.create_queue(QueueName=name, tags={"rmq:kind": "priority"})["QueueUrl"]
-    return sqs.create_queue(QueueName=name)["QueueUrl"]
 
 
 def driver(mode, port, queue_url, kind, **opts):

@@ -3,7 +3,7 @@
 queue registry (RMQ.QUEUES) and the pause check, on push, pop and ack.
 
 Instructions the server runs per message (valgrind --tool=callgrind, counted between
-`callgrind_control -z` and `-d`: repeatable whatever else the machine does), for bench_v2.py's
+`callgrind_control -z` and `-d`: repeatable whatever else the machine does), for the driver's
 `cpu` phases (push N, pop N, ack N on one queue; 1 message per command and batches of 100),
 on three redis-servers run side by side, each phase on each in turn:
   - base: a module without any of it (--base, e.g. main's build),
@@ -13,8 +13,9 @@ Figures: instructions per message for the whole server and for the commands alon
 inclusive cost of redis-server's call()), and the ratios ops / base and counters on / off.
 Target: ops / base <= 1.03 on each of push, pop and ack (commands alone).
 
-Reuses bench.py (servers on core 0 stopped by pid, the load here on core 1) and bench_v2.py
-(the callgrind meter and the phases). Prints a table and writes scripts/results/bench_ops.md.
+Uses bench/harness (harness.pinned: servers on core 0 stopped by pid, the load here on core 1;
+harness.phases: the callgrind meter and the phases). Prints a table and writes
+bench/results/bench_ops.md.
 """
 
 import argparse
@@ -23,11 +24,12 @@ import shutil
 import sys
 from pathlib import Path
 
-import bench
-import bench_v2
-from bench import log, median
+import harness
+from harness import median, pinned
+from harness.phases import Instr, instr_phases
+from harness.pinned import log
 
-RESULTS = bench.harness.RESULTS / "bench_ops.md"
+RESULTS = harness.RESULTS / "bench_ops.md"
 TARGET = 1.03
 PHASES = ("push", "pop", "ack")
 
@@ -39,7 +41,7 @@ def measure(servers, n, rounds):
         for batch in (1, 100):
             order = servers if r % 2 == 0 else servers[::-1]
             for name, server, meter in order:
-                res = bench_v2.instr_phases(server.client(), n, batch, meter)
+                res = instr_phases(server.client(), n, batch, meter)
                 for phase, (total, _dist, extra) in res.items():
                     got.setdefault((batch, phase, "total"), {}).setdefault(name, []).append(total)
                     got.setdefault((batch, phase, "cmd"), {}).setdefault(name, []).append(extra["cmd"])
@@ -78,21 +80,21 @@ def main():
     ap.add_argument("--base", required=True, help="the module to compare with (e.g. main's target/release/librmq.so)")
     ap.add_argument("--messages", type=int, default=2_000)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--no-write", action="store_true", help="do not write scripts/results/bench_ops.md")
+    ap.add_argument("--no-write", action="store_true", help="do not write bench/results/bench_ops.md")
     a = ap.parse_args()
     if not (shutil.which("valgrind") and shutil.which("callgrind_control")):
         raise SystemExit("bench-ops: valgrind (callgrind_control) not found")
-    for p in (Path(a.base), bench.MODULE):
+    for p in (Path(a.base), pinned.MODULE):
         if not p.exists():
             raise SystemExit(f"bench-ops: module missing: {p}")
-    os.sched_setaffinity(0, {bench.LOAD_CORE})
+    os.sched_setaffinity(0, {pinned.LOAD_CORE})
     names = ("base", "ops", "ops, stats-queues 0")
     servers = []
     try:
-        for name, module in zip(names, (a.base, bench.MODULE, bench.MODULE)):
-            s = bench.Server()
+        for name, module in zip(names, (a.base, pinned.MODULE, pinned.MODULE)):
+            s = pinned.Server()
             s.take_module(str(module))
-            meter = bench_v2.Instr(s)
+            meter = Instr(s)
             s.start()
             if name == names[2]:
                 s.client().config_set("rmq.stats-queues", 0)
@@ -105,7 +107,7 @@ def main():
     text, worst = report(figs, a, names)
     print(text)
     if not a.no_write:
-        bench.harness.write_report(RESULTS, text)
+        harness.write_report(RESULTS, text)
     return 0 if worst <= TARGET else 1
 
 

@@ -25,11 +25,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
+RESULTS = REPO / "bench" / "results"
 
 from fuzz_support import (ClusterTarget, Fuzzer, FuzzFailure, MODULE_ARGS,  # noqa: E402
                           Standalone, new_server)
 from server_bin import server_binary, server_name  # noqa: E402
-from harness import RESULTS  # noqa: E402  (server_support put bench/ on sys.path)
 
 STANDALONE_FAULTS = {"reload": 2, "restart": 2, "kill9": 2, "rdb": 1, "promote": 2}
 

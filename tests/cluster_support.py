@@ -1,4 +1,4 @@
-"""A Redis Cluster of local servers with the RMQ module, for test_cluster.py.
+"""A Redis Cluster of local servers with the RMQ module, for the tests and bench_cluster.py.
 
 `Cluster(masters=3, replicas=1).start()` starts 6 servers (see server_support.Server) on
 free ports of 127.0.0.1 (each with its cluster bus port, port + 10000, free too), each with
@@ -59,12 +59,19 @@ def parse_info(raw):
     return out
 
 
+HASH_SLOTS = 16384
+
+
 class Cluster:
-    def __init__(self, masters=3, replicas=1, module_args=(), tag="rmq-cluster"):
+    """conf: more server options, appended last (so they override the defaults). Fewer than
+    3 primaries (which `redis-cli --cluster create` refuses) are joined by hand."""
+
+    def __init__(self, masters=3, replicas=1, module_args=(), tag="rmq-cluster", conf=()):
         self.n_masters = masters
         self.n_replicas = replicas
         self.module_args = list(module_args)
         self.tag = tag
+        self.extra = [str(c) for c in conf]
         self.nodes = []          # Server objects, in creation order
         self.create_output = ""
 
@@ -74,7 +81,7 @@ class Cluster:
                 "--cluster-config-file", f"nodes-{port}.conf",
                 "--cluster-node-timeout", NODE_TIMEOUT_MS,
                 "--repl-diskless-sync-delay", 0,
-                "--appendonly", "no", "--save", ""]
+                "--appendonly", "no", "--save", "", *self.extra]
 
     def start(self):
         try:
@@ -106,6 +113,8 @@ class Cluster:
             self.nodes.append(node)
 
     def _create(self):
+        if self.n_masters < 3:
+            return self._join_by_hand()
         argv = [cli_binary(), "--cluster", "create", *[n.addr for n in self.nodes],
                 "--cluster-replicas", str(self.n_replicas), "--cluster-yes"]
         try:
@@ -117,6 +126,27 @@ class Cluster:
         self.create_output = (p.stdout + p.stderr).decode("utf-8", "replace")
         if p.returncode != 0 or "[OK] All 16384 slots covered" not in self.create_output:
             raise AssertionError(f"cluster create failed ({p.returncode}):\n{self.create_output}")
+
+    def _join_by_hand(self):
+        """As `redis-cli --cluster create` would: config epochs, slot ranges, MEET, then
+        REPLICATE."""
+        prim = self.nodes[:self.n_masters]
+        for i, node in enumerate(prim):
+            a = HASH_SLOTS * i // len(prim)
+            b = HASH_SLOTS * (i + 1) // len(prim) - 1
+            node.conn().execute_command("CLUSTER", "SET-CONFIG-EPOCH", i + 1)
+            node.conn().execute_command("CLUSTER", "ADDSLOTSRANGE", a, b)
+        for node in self.nodes[1:]:
+            self.nodes[0].conn().execute_command("CLUSTER", "MEET", "127.0.0.1", node.port)
+        deadline = time.monotonic() + 30
+        while any(int(parse_info(n.conn().execute_command("CLUSTER", "INFO"))["cluster_known_nodes"])
+                  < len(self.nodes) for n in self.nodes):
+            if time.monotonic() > deadline:
+                raise RuntimeError("nodes did not meet within 30 s")
+            time.sleep(0.05)
+        for j, node in enumerate(self.nodes[self.n_masters:]):
+            primary = prim[j % len(prim)]
+            node.conn().execute_command("CLUSTER", "REPLICATE", self.node_id(primary))
 
     def stop(self):
         for n in self.nodes:
@@ -153,6 +183,9 @@ class Cluster:
             if "master" in e["flags"] and "fail" not in e["flags"] and e["slots"]:
                 out.append((self.node_by_port(e["port"]), e["id"], e["slots"]))
         return sorted(out, key=lambda t: t[0].port)
+
+    def primary_servers(self):
+        return [s for s, _id, _ranges in self.primaries()]
 
     def node_id(self, node):
         return _text(self.conn(node).execute_command("CLUSTER", "MYID"))

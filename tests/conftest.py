@@ -20,7 +20,7 @@ Fixtures:
 
 import pytest
 
-from server_bin import server_binary, server_label
+from server_bin import HarnessError, server_binary, server_label
 from server_support import Server, module_path
 
 # clients of these servers time out after 10 s (server_support's default is 15 s)
@@ -78,7 +78,10 @@ class _ServerHolder:
 
 @pytest.fixture(scope="module")
 def _server_holder():
-    module_path()
+    try:
+        module_path()
+    except HarnessError as e:  # a missing build fails the tests with one line, no traceback
+        pytest.fail(str(e), pytrace=False)
     holder = _ServerHolder()
     yield holder
     if holder.server is not None:

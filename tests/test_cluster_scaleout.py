@@ -1,5 +1,5 @@
 """Resharding and failover under load: a short slice of `make bench-cluster`, run by the same
-code (bench/bench_cluster.py, load from bench/driver's cluster mode, built by `make test`).
+code (cluster_load_support.py, load from bench/driver's cluster mode, built by `make test`).
 
 Every message the driver pushes is unique and checked: nothing a PUSH reply acknowledged may
 be lost, and nothing may be delivered twice unless its delivery count shows a lease ran out
@@ -7,21 +7,17 @@ be lost, and nothing may be delivered twice unless its delivery count shows a le
 """
 
 import argparse
-import importlib.util
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("bench_cluster", REPO / "bench" / "bench_cluster.py")
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
+import cluster_load_support as load_run
+from cluster_support import HASH_SLOTS, Cluster
 
 
 @pytest.fixture(scope="module")
 def load():
-    if not bench.DRIVER.exists():
-        pytest.fail(f"{bench.DRIVER} missing: `make bench-driver` builds it (make test does)",
+    if not load_run.DRIVER.exists():
+        pytest.fail(f"{load_run.DRIVER} missing: `make bench-driver` builds it (make test does)",
                     pytrace=False)
     # Light load, short phases: bounded on a 2-core machine.
     return argparse.Namespace(producers=1, consumers=1, quantum=100, backlog=5000, block_ms=0,
@@ -40,14 +36,14 @@ def assert_nothing_lost_or_doubled(r):
 
 
 def test_resharding_a_quarter_of_the_slots_under_load(load):
-    r = bench.reshard_run(load)
-    assert r["dst_slots_after"] - r["dst_slots_before"] == bench.HASH_SLOTS // 4
+    r = load_run.reshard_run(load)
+    assert r["dst_slots_after"] - r["dst_slots_before"] == HASH_SLOTS // 4
     assert r["redirects"] > 0, "traffic to the moved slots was redirected"
     assert_nothing_lost_or_doubled(r)
 
 
 def test_failover_with_appendfsync_always_under_load(load):
-    r = bench.failover_run(load, "always")
+    r = load_run.failover_run(load, "always")
     assert r["secs_to_serve"] < 30
     assert_nothing_lost_or_doubled(r)
 
@@ -56,7 +52,7 @@ def test_a_push_to_an_empty_queue_on_its_own_node_does_not_read_the_cluster_map(
     """An empty queue has no keys; a push to it must not cost a CLUSTER NODES read (the
     check for a slot being imported applies only to slots this node does not serve).
     bench-cluster measures it: every batch of its topic lands in an empty queue often."""
-    c = bench.BenchCluster(1, 0).start()
+    c = Cluster(1, 0).start()
     try:
         node = c.primary_servers()[0]
         con = node.client()
@@ -85,7 +81,7 @@ def test_a_blocked_tpop_on_a_cluster_node_always_gets_a_reply():
     import redis
     from redis.connection import Connection
 
-    c = bench.BenchCluster(1, 0).start()
+    c = Cluster(1, 0).start()
     try:
         node = c.primary_servers()[0]
         stuck, done = [], threading.Event()

@@ -1,7 +1,7 @@
-"""The shared harness (bench/harness) that starts every server of the tests and the
-benchmarks: what the benchmarks rely on beyond what the other tests exercise (a server
-without the module, pinning, the callgrind meter, the stats, the report writer, and the
-errors for a missing binary or module)."""
+"""The server harness (server_support.py, server_bin.py) that starts every server of the
+tests and the benchmarks: what the benchmarks rely on beyond what the other tests exercise
+(a server without the module, pinning, a wrapper program, the errors for a missing binary
+or module). The benchmarks' own helpers are tested in bench/harness/test_bench_harness.py."""
 
 import os
 import shutil
@@ -11,19 +11,19 @@ import time
 import pytest
 import redis
 
-import harness
-from harness.callgrind import Callgrind
+import server_bin
+import server_support
 
 
 def test_free_port_is_bindable_with_its_cluster_bus():
-    port = harness.free_port(cluster_bus=True)
+    port = server_support.free_port(cluster_bus=True)
     for p in (port, port + 10000):
         with socket.socket() as s:
             s.bind(("127.0.0.1", p))
 
 
 def test_bare_server_has_no_module_and_stops_by_pid():
-    s = harness.Server(module=None, tag="rmq-harness").start()
+    s = server_support.Server(module=None, tag="rmq-harness").start()
     try:
         c = s.client()
         assert c.ping()
@@ -41,7 +41,7 @@ def test_bare_server_has_no_module_and_stops_by_pid():
 
 
 def test_kept_server_leaves_its_directory_to_look_at():
-    s = harness.Server(module=None, tag="rmq-harness").start()
+    s = server_support.Server(module=None, tag="rmq-harness").start()
     s.keep = True
     s.stop()
     try:
@@ -53,7 +53,7 @@ def test_kept_server_leaves_its_directory_to_look_at():
 
 @pytest.mark.skipif(shutil.which("taskset") is None, reason="taskset (util-linux) not installed")
 def test_pinned_server_runs_on_its_core():
-    s = harness.Server(pin=0, tag="rmq-harness").start()
+    s = server_support.Server(pin=0, tag="rmq-harness").start()
     try:
         assert os.sched_getaffinity(s.pid) == {0}
         c = s.client()
@@ -75,7 +75,7 @@ def test_server_env_reaches_the_server_and_nothing_else():
     # The server rewrites its own /proc environ (its process title): a wrapper that execs it
     # writes down what it was started with instead.
     record = 'printf %s "$RMQ_HARNESS_ENV" > started-with; exec "$0" "$@"'
-    s = harness.Server(env={"RMQ_HARNESS_ENV": "on"}, wrapper=["sh", "-c", record],
+    s = server_support.Server(env={"RMQ_HARNESS_ENV": "on"}, wrapper=["sh", "-c", record],
                        tag="rmq-harness").start()
     try:
         with open(os.path.join(s.dir, "started-with")) as f:
@@ -88,69 +88,26 @@ def test_server_env_reaches_the_server_and_nothing_else():
 
 def test_missing_module_and_binary_are_harness_errors(monkeypatch, tmp_path):
     monkeypatch.setenv("RMQ_MODULE", str(tmp_path / "none.so"))
-    with pytest.raises(harness.HarnessError, match="RMQ module not found"):
-        harness.module_path()
+    with pytest.raises(server_bin.HarnessError, match="RMQ module not found"):
+        server_support.module_path()
     monkeypatch.setenv("RMQ_SERVER_BIN", str(tmp_path / "no-server"))
-    with pytest.raises(harness.HarnessError, match="not found or not executable"):
-        harness.server_binary()
-
-
-@pytest.mark.skipif(shutil.which("callgrind_control") is None, reason="valgrind not installed")
-def test_callgrind_counts_grow_with_the_work():
-    s = harness.Server(module=None, tag="rmq-harness")
-    meter = Callgrind(s)
-    s.start()
-    try:
-        c = s.client()
-        _, few = meter.around(lambda: [c.set(f"k{i}", "v") for i in range(10)], ["call"])
-        _, many = meter.around(lambda: [c.set(f"k{i}", "v") for i in range(2000)], ["call"])
-        # 200 times the SETs: well over ten times the server's instructions, whatever the
-        # event loop and the cron added meanwhile.
-        assert 0 < few["total"] and many["total"] > 10 * few["total"]
-        # Function counts need the binary's symbols (some servers of the matrix are
-        # stripped: then call() is not found and counts 0).
-        if few["call"]:
-            assert few["call"] < few["total"] and many["call"] > 20 * few["call"]
-        assert not list(meter.dir.glob("cg.*.out.*")), "count() removes its dumps"
-    finally:
-        s.stop()
-
-
-def test_callgrind_release_runs_the_server_plain_again():
-    s = harness.Server(module=None, tag="rmq-harness")
-    meter = Callgrind(s)
-    assert s.wrapper[0] == "valgrind" and s.start_timeout >= 120
-    meter.release()
-    assert s.wrapper == [] and s.start_timeout == harness.server.START_TIMEOUT
-
-
-def test_median_and_spread_leave_out_missing_rounds():
-    assert harness.median([3, None, 1, 2]) == 2
-    assert harness.median([None]) is None
-    assert harness.spread([1, 2, 3]) == 1.0
-    assert harness.spread([5]) == 0.0
-    assert harness.spread([0, 0]) == 0.0
-
-
-def test_write_report_makes_the_folder_and_ends_in_one_newline(tmp_path):
-    out = harness.write_report(tmp_path / "a" / "r.md", "# title\n\n")
-    assert out.read_text() == "# title\n"
-    assert harness.RESULTS == harness.REPO / "bench" / "results"
+    with pytest.raises(server_bin.HarnessError, match="not found or not executable"):
+        server_bin.server_binary()
 
 
 def test_poll_returns_the_first_true_value_or_the_last_one():
     calls = []
-    assert harness.poll(lambda: calls.append(1) or len(calls) >= 3 and "ok", 10, interval=0) == "ok"
+    assert server_support.poll(lambda: calls.append(1) or len(calls) >= 3 and "ok", 10, interval=0) == "ok"
     assert len(calls) == 3
-    assert harness.poll(lambda: 0, 0.05, interval=0.01) == 0
+    assert server_support.poll(lambda: 0, 0.05, interval=0.01) == 0
 
 
 def test_resp_is_what_the_server_reads():
-    assert harness.resp("SET", b"k\r\n", 5) == b"*3\r\n$3\r\nSET\r\n$3\r\nk\r\n\r\n$1\r\n5\r\n"
-    s = harness.Server(module=None, tag="rmq-harness").start()
+    assert server_support.resp("SET", b"k\r\n", 5) == b"*3\r\n$3\r\nSET\r\n$3\r\nk\r\n\r\n$1\r\n5\r\n"
+    s = server_support.Server(module=None, tag="rmq-harness").start()
     try:
         with socket.create_connection(("127.0.0.1", s.port), timeout=10) as sk:
-            sk.sendall(harness.resp("SET", b"k\r\n", 5) + harness.resp("GET", b"k\r\n"))
+            sk.sendall(server_support.resp("SET", b"k\r\n", 5) + server_support.resp("GET", b"k\r\n"))
             got = b""
             while got.count(b"\r\n") < 3:
                 got += sk.recv(100)

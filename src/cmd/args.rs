@@ -66,7 +66,7 @@ pub(crate) struct Given<'a> {
 /// left there). An option given twice: the last one counts.
 // The reader is inlined into each parser, so that the command's table is a constant there
 // and the keyword comparisons compile as hand-written ones would (PUSH's parse costs what
-// it did before the reader: scripts/profile_commands.py).
+// it did before the reader: bench/profile_commands.py).
 #[inline(always)]
 pub(crate) fn options<'a, const N: usize>(
     args: &[&'a [u8]],

@@ -96,9 +96,10 @@ mod tests {
         assert_eq!(b.available(0, 2, 60_000), 1);
         b.take(1);
         assert_eq!(b.available(29_999, 2, 60_000), 0);
+        assert!(!b.is_full(29_999, 2, 60_000), "short of a whole token: not as full as a new bucket");
         assert_eq!(b.next_token_at(2, 60_000), 30_000);
         assert_eq!(b.available(30_000, 2, 60_000), 1);
-        assert!(!b.is_full(30_000, 2, 60_000) || b.available(30_000, 2, 60_000) >= 1);
+        assert!(b.is_full(30_000, 2, 60_000), "a whole token: as full as a new bucket");
     }
 
     #[test]

@@ -19,12 +19,12 @@
 //!            so the queue keeps its size; reports usec per call of each.
 //!   memory   FLUSHALL, fill --messages, MEMORY USAGE (SAMPLES 0) of the peer's keys; pop
 //!            them all under a long lease; MEMORY USAGE again.
-//!   gfill    (make bench-v2) pushes --groups × --per-group messages into --queue (no
+//!   gfill    (make bench-delivery-features) pushes --groups × --per-group messages into --queue (no
 //!            FLUSHALL): in --order adjacent (a group's messages one after another in the
 //!            queue's order) or interleaved (the first message of every group, then the
 //!            second, …), with GROUP g<j> when --grouped 1 (RMQ only). Peer tpop spreads
 //!            them over the topic's --slots queues.
-//!   drain    (make bench-v2) --consumers connections each loop {ack what it popped last;
+//!   drain    (make bench-delivery-features) --consumers connections each loop {ack what it popped last;
 //!            pop COUNT --count} (one round trip) until --messages are acked; reports
 //!            acked messages/s and INFO commandstats of the drain.
 //!

@@ -11,7 +11,7 @@ ZPOPMAX b): N/b commands per phase, so divide by N for the cost per message. Rea
 command execution, what INFO commandstats times) per message for each phase, and the
 lifecycle ratios to the bare peer with and without the record.
 
-    python3 bench/investigate/profile_commands.py target/release/librmq.so /tmp/cg 3000
+    python3 bench/profile_commands.py target/release/librmq.so /tmp/cg 3000
 
 The server runs on a free port and is stopped by its pid.
 """
@@ -21,9 +21,8 @@ import shutil
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/
-import harness  # noqa: E402
-from harness.callgrind import Callgrind, inclusive  # noqa: E402
+import harness
+from harness.callgrind import Callgrind, inclusive
 
 
 def main():

@@ -7,10 +7,10 @@ to the gateway while the load runs. Reports the CPU per message (/proc) split in
 kernel's share and the gateway's own code, grouped by what the functions do, and the top
 functions. Writes bench/results/profile_gateway_perf.md (--out elsewhere).
 
-    python3 bench/investigate/perf_gateway.py [--seconds 10] [--kind standard|fifo|priority] [--top 25]
+    python3 bench/profile_gateway_perf.py [--seconds 10] [--kind standard|fifo|priority] [--top 25]
 
 Sampling, so shares are ±1-2 points; callgrind instruction counts of the same loop (without
-the kernel's share) are bench/investigate/profile_gateway.py's.
+the kernel's share) are bench/profile_gateway.py's.
 """
 
 import argparse
@@ -22,13 +22,10 @@ import subprocess
 import sys
 import tempfile
 from collections import defaultdict
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent / "tests"))
-import harness  # noqa: E402
-from bench_gateway import DRIVER, KEY, LOAD_CORE, SECRET, SERVER_CORE, create_queue, pin, proc_cpu  # noqa: E402
-from gateway_support import Gateway  # noqa: E402
+import harness
+from harness.sqs_load import DRIVER, KEY, LOAD_CORE, SECRET, SERVER_CORE, create_queue, pin, proc_cpu
+from gateway_support import Gateway  # noqa: E402  (tests/, on sys.path through harness)
 
 # (what, regex on "dso symbol"), first match wins; the rest is "other".
 GROUPS = [
@@ -116,7 +113,7 @@ def main():
     lines = [
         "# rmq-gateway: where the CPU per message goes (perf, natively)",
         "",
-        f"`python3 bench/investigate/perf_gateway.py --seconds {args.seconds:g} --kind {args.kind} --connections "
+        f"`python3 bench/profile_gateway_perf.py --seconds {args.seconds:g} --kind {args.kind} --connections "
         f"{args.connections}`, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
         f"{harness.cpu_model('unknown CPU')}, load average {os.getloadavg()[0]:.1f}. The gateway (credentials: every "
         "request's SigV4 checked; `--threads 1`) and its redis-server on core 0, bench/driver's sqs-load on core 1 "

@@ -10,8 +10,8 @@ Instruction counts, not time: stable on a loaded machine. Valgrind hides the CPU
 extensions, so the sha2 crate runs its portable code here: the SHA-256 share (receipt
 handle MACs) is larger than on the real CPU.
 
-    python3 bench/investigate/profile_gateway.py [--rounds 200] [--native-rounds 2000] [--strace-rounds 300] [--gateway BINARY]
-    python3 bench/investigate/profile_gateway.py --compare OTHER_BINARY [--repeats 3]
+    python3 bench/profile_gateway.py [--rounds 200] [--native-rounds 2000] [--strace-rounds 300] [--gateway BINARY]
+    python3 bench/profile_gateway.py --compare OTHER_BINARY [--repeats 3]
 """
 
 import argparse
@@ -21,14 +21,12 @@ import re
 import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/
-import harness  # noqa: E402
-from harness.server import Server, free_port  # noqa: E402
+import harness
+from harness import Server, free_port
 
 REPO = harness.REPO
 
@@ -149,7 +147,7 @@ def compare(args):
         for binary in per_msg:
             n, (user, system) = run(args.native_rounds, binary=binary, sigv4=args.sigv4)
             per_msg[binary].append((1e6 * user / n, 1e6 * (user + system) / n))
-    print(f"`python3 bench/investigate/profile_gateway.py --compare {args.compare} --repeats {args.repeats} "
+    print(f"`python3 bench/profile_gateway.py --compare {args.compare} --repeats {args.repeats} "
           f"--native-rounds {args.native_rounds}`: gateway CPU µs per message (user / user + kernel)")
     for binary, runs in per_msg.items():
         runs_text = ", ".join(f"{u:.0f} / {t:.0f}" for u, t in runs)
@@ -190,7 +188,7 @@ def main():
     lines = [
         "# rmq-gateway: instructions per message (callgrind)",
         "",
-        f"`python3 bench/investigate/profile_gateway.py --rounds {args.rounds} --native-rounds {args.native_rounds}"
+        f"`python3 bench/profile_gateway.py --rounds {args.rounds} --native-rounds {args.native_rounds}"
         f" --strace-rounds {args.strace_rounds}"
         f"{' --gateway ' + args.gateway if args.gateway else ''}"
         f"{' --sigv4' if args.sigv4 else ''}`, "

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""RMQ v2 speed targets, with peers side by side in one run (make bench-v2).
+"""What the delivery features cost -- message groups, topics (TPOP) and queue policies --
+against plain ungrouped delivery and against v1 (the module before them), with peers side by
+side in one run (make bench-delivery-features; `make bench-v2` is its old name).
 
-Reuses bench/bench.py (imported): its server start/stop by pid, pinning (redis-server on
-core 0 with `taskset -c 0`, this script and the load driver bench/driver on core 1), the
-driver runner with bounded re-runs of disturbed runs, medians over interleaved rounds
-(`Fig`), the load meter and the speed probe. Two servers run side by side: one with the
-module of this work tree (v2) and one with the v1 module (commit bf45ec8, built by
+Uses bench/harness: the server start/stop by pid, pinning (redis-server on core 0 with
+`taskset -c 0`, this script and the load driver bench/driver on core 1), the driver runner
+with bounded re-runs of disturbed runs (harness.pinned), medians over interleaved rounds
+(harness.figures.Fig), the load meter and the speed probe. Two servers run side by side: one
+with the module of this work tree (v2) and one with the v1 module (commit bf45ec8, built by
 scripts/build-v1 into target/v1/librmq.so) for the before/after figures; only one of them
 is ever under load. Both are stopped by their pids at the end.
 
@@ -53,7 +55,7 @@ Then (unless --no-callgrind) all of it once more on two servers run under valgri
 (callgrind_control -z before a phase, -d after): figures that repeat exactly whatever else
 the machine does, with the same targets.
 
-Prints a table and writes bench/results/bench_v2.md. Bounded: each driver run has a
+Prints a table and writes bench/results/bench_delivery_features.md. Bounded: each driver run has a
 timeout and the whole run a watchdog (--budget). Misses are reported (MISS), never hidden;
 exit status 1 on an error, or on a miss with --strict.
 
@@ -75,14 +77,15 @@ from collections import defaultdict
 from contextlib import contextmanager
 from pathlib import Path
 
-import bench
 import harness
-from harness import Callgrind, resp
-from bench import Fig, Retries, LoadMeter, fmt, fmt_ratio, log, median, ratio, speed_probe
+from harness import median, pinned, resp
+from harness.figures import NOISY, Fig, fmt, fmt_ratio, ratio
+from harness.phases import Instr, Usec, cmdstats, instr_phases, per_call, pipelined
+from harness.pinned import LoadMeter, Retries, log, speed_probe
 
-REPO = bench.REPO
+REPO = pinned.REPO
 MODULE_V1 = Path(os.environ.get("RMQ_MODULE_V1", REPO / "target" / "v1" / "librmq.so")).resolve()
-RESULTS = harness.RESULTS / "bench_v2.md"
+RESULTS = harness.RESULTS / "bench_delivery_features.md"
 
 # Targets (issues 10, 11, 12, 21).
 T_BACKLOG = 1.5        # usec per POP (and grouped PUSH) with the backlog / without
@@ -101,70 +104,26 @@ LONG_LEASE = 3_600_000
 
 
 # ------------------------------------------------------------------------------------------
-# Servers: bench.py's Server, the one under load being bench.SERVER (its driver runner and
+# Servers: harness.pinned's Server, the one under load being pinned.SERVER (its driver runner and
 # load meter read that global).
 
-V2 = bench.SERVER
-V1 = bench.Server()
+V2 = pinned.SERVER
+V1 = pinned.Server()
 
 
 @contextmanager
 def on(server):
-    """Runs bench.py's driver and load meter against `server`."""
-    prev = bench.SERVER
-    bench.SERVER = server
+    """Runs the driver and the load meter (harness.pinned) against `server`."""
+    prev = pinned.SERVER
+    pinned.SERVER = server
     try:
         yield server
     finally:
-        bench.SERVER = prev
+        pinned.SERVER = prev
 
 
 def client(server=None):
-    return (server or bench.SERVER).client()
-
-
-def cmdstats(c):
-    """INFO commandstats as {command: (calls, usec)}."""
-    return {k[len("cmdstat_"):]: (v["calls"], v["usec"]) for k, v in c.info("commandstats").items()}
-
-
-def per_call(stats, cmd):
-    calls, usec = stats.get(cmd, (0, 0))
-    return usec / calls if calls else None
-
-
-class Usec:
-    """Server usec per call from INFO commandstats (CONFIG RESETSTAT before the phase)."""
-    unit = "usec"
-
-    def phase(self, c, cmd, calls, fn):
-        """fn() sends `calls` calls of `cmd`; returns (usec per call, disturbance, {})."""
-        c.config_resetstat()
-        meter = LoadMeter()
-        fn()
-        dist = bench.disturbance(meter.read())
-        return per_call(cmdstats(c), cmd), dist, {}
-
-
-class Instr:
-    """Instructions the server executed (harness.Callgrind): repeatable whatever else the
-    machine does. Two counts: `total`, the whole server (the dump's summary: commands,
-    network I/O, parsing, replies, timers), and `cmd`, the commands alone (the inclusive
-    cost of redis-server's call(), which runs one command: what INFO commandstats times)."""
-    unit = "instr"
-
-    def __init__(self, server):
-        self.meter = Callgrind(server)
-
-    def around(self, fn):
-        """fn()'s result and {total, cmd}: the instructions it made the server run."""
-        r, d = self.meter.around(fn, ["call"])
-        return r, {"total": d["total"], "cmd": d["call"]}
-
-    def phase(self, c, cmd, calls, fn):
-        """As Usec.phase: (whole-server instructions per call, 0, {"cmd": command-only per call})."""
-        _, d = self.around(fn)
-        return d["total"] / calls, 0.0, {"cmd": d["cmd"] / calls}
+    return (server or pinned.SERVER).client()
 
 
 def tpop_batch_targets(T, tb, a, issue, tpop, target, quantum="", tail=""):
@@ -188,18 +147,6 @@ def record(figs, key, who, ph):
     for k, x in extra.items():
         ck = (*key[:-1], f"{key[-1]}:{k}") if isinstance(key, tuple) else f"{key}:{k}"
         figs[ck].add(who, x, dist)
-
-
-def pipelined(c, n, add, per_rt=100):
-    """Sends n steps, per_rt per round trip; add(pipe, i) adds step i's commands. Returns the
-    replies, in order."""
-    out = []
-    for start in range(0, n, per_rt):
-        p = c.pipeline(transaction=False)
-        for i in range(start, min(n, start + per_rt)):
-            add(p, i)
-        out.extend(p.execute())
-    return out
 
 
 def push_many(c, q, prio, msgs, group=None, batch=1000):
@@ -373,7 +320,7 @@ def run_stall(rounds, size, figs):
                                   *(f"m{j}" for j in range(i, min(n, i + 10_000))))
             # The probe runs from the POP that makes G busy to the POP past it (with 50 ms
             # around them, so it has samples).
-            with PingProbe(bench.SERVER) as probe:
+            with PingProbe(pinned.SERVER) as probe:
                 time.sleep(0.05)
                 assert c.execute_command("RMQ.POP", q, "LEASE", LONG_LEASE) == [[b"m0", 1]]
                 c.execute_command("RMQ.PUSH", q, "DELAY", 0, "GROUP", "other", "o1")
@@ -398,7 +345,7 @@ def run_stall(rounds, size, figs):
         c.hset("meta{old}", "kind", "fixed")
         assert c.execute_command("RMQ.POP", "old", "LEASE", LONG_LEASE) == [[b"v0", 1]]
         c.execute_command("RMQ.PUSH", "old", "DELAY", 0, "GROUP", "other", "o1")
-        with PingProbe(bench.SERVER) as probe:
+        with PingProbe(pinned.SERVER) as probe:
             t0 = time.perf_counter()
             got = client().execute_command("RMQ.POP", "old", "COUNT", 10, "BLOCK", 60_000)
             took = time.perf_counter() - t0
@@ -443,20 +390,20 @@ def stall_report(a, figs, T):
 
 def drain_run(name, fill, drain, figs, n, timeout, meter):
     """FLUSHALL; driver gfill (fill opts); driver drain (drain opts); records figures under name.
-    A disturbed drain is re-run (bench.driver's rule) after a new FLUSHALL and fill."""
+    A disturbed drain is re-run (pinned.driver's rule) after a new FLUSHALL and fill."""
     fills = []
 
     def setup():
         client().flushall()
-        fills.append(bench.driver("gfill", timeout, quality=False, **fill))
+        fills.append(pinned.driver("gfill", timeout, quality=False, **fill))
 
     if isinstance(meter, Instr):
         setup()
-        j, instr = meter.around(lambda: bench.driver("drain", timeout, quality=False, messages=n, **drain))
+        j, instr = meter.around(lambda: pinned.driver("drain", timeout, quality=False, messages=n, **drain))
         figs["instr_per_msg"].add(name, instr["total"] / max(j["acked"], 1))
         figs["instr_per_msg:cmd"].add(name, instr["cmd"] / max(j["acked"], 1))
     else:
-        j = bench.driver("drain", timeout, setup=setup, messages=n, **drain)
+        j = pinned.driver("drain", timeout, setup=setup, messages=n, **drain)
     f = fills[-1]
     if j["dbsize_after"] != 0 and drain["peer"] in ("rmq", "tpop"):
         raise RuntimeError(f"drain {name}: {j['dbsize_after']} keys left after draining")
@@ -519,35 +466,6 @@ CPU_CONFIGS = [
 ]
 
 
-def instr_phases(c, n, batch, meter, policy="", warm_ms=0):
-    """The `cpu` phases of the driver, sent from here so that each is counted apart under
-    callgrind: FLUSHALL (and the policy); push n messages in commands of `batch`, pop them
-    all (COUNT batch), ack them all; 100 single commands or 10 of 100 per round trip.
-    Returns {push, pop, ack: meter.phase's (value per message, disturbance, extras)}."""
-    c.flushall()
-    if policy:
-        c.execute_command("RMQ.POLICY", "q", "SET", *policy.split())
-        if warm_ms:
-            c.execute_command("RMQ.POP", "q")
-            time.sleep(warm_ms / 1000)
-    msgs = [f"msg:{i:016}" for i in range(n)]
-    per_rt = max(1, min(100, 1000 // batch))
-    cmds = -(-n // batch)
-    chunks = [msgs[i * batch:(i + 1) * batch] for i in range(cmds)]
-    got = []
-    out = {"push": meter.phase(c, "rmq.push", n, lambda: pipelined(
-        c, cmds, lambda p, i: p.execute_command("RMQ.PUSH", "q", "PRIORITY", i % 8, *chunks[i]), per_rt))}
-    pop = ("RMQ.POP", "q") + (("COUNT", batch) if batch > 1 else ())
-    out["pop"] = meter.phase(c, "rmq.pop", n, lambda: got.extend(
-        pipelined(c, cmds, lambda p, i: p.execute_command(*pop), per_rt)))
-    popped = sorted(e[0].decode() for r in got for e in (r or []))
-    if popped != msgs:
-        raise RuntimeError(f"cpu phases: popped {len(popped)} of {n}")
-    out["ack"] = meter.phase(c, "rmq.ack", n, lambda: pipelined(
-        c, cmds, lambda p, i: p.execute_command("RMQ.ACK", "q", *chunks[i]), per_rt))
-    return out
-
-
 def run_cpu(rounds, n, figs, servers):
     """servers: "v1"/"v2" -> (server, its meter). With Usec, the driver's `cpu` mode (bench.py's
     phases); with Instr, the same phases sent by instr_phases."""
@@ -567,7 +485,7 @@ def run_cpu(rounds, n, figs, servers):
                         f"{k} {ph[0]:,.0f} ({ph[2]['cmd']:,.0f} in the command)" for k, ph in res.items()) + " instr/msg")
                     continue
                 with on(server):
-                    j = bench.driver("cpu", 600, peer="rmq", batch=batch, messages=n, **extra)
+                    j = pinned.driver("cpu", 600, peer="rmq", batch=batch, messages=n, **extra)
                 life = 0.0
                 for what in ("push", "pop", "ack"):
                     us = j[what]["usec"] / n
@@ -776,20 +694,20 @@ def build_report(a, bk, gr, cpu, t1, tb, cg, loads):
 
     # Load
     out.append("### Other load on the machine during the run\n")
-    out.append(f"Share of a core taken by other processes (on core {bench.SERVER_CORE}, the server's; core "
-               f"{bench.LOAD_CORE}, the load's) and by the hypervisor (steal), per section; speed probe: a fixed "
-               f"CPU loop on core {bench.SERVER_CORE} at the start of every round (ms; max ≫ min: the machine "
+    out.append(f"Share of a core taken by other processes (on core {pinned.SERVER_CORE}, the server's; core "
+               f"{pinned.LOAD_CORE}, the load's) and by the hypervisor (steal), per section; speed probe: a fixed "
+               f"CPU loop on core {pinned.SERVER_CORE} at the start of every round (ms; max ≫ min: the machine "
                "itself ran slower in some rounds). `~` after a figure: its rounds spread more than "
-               f"{bench.NOISY * 100:.0f}% of the median; `*`: fewer than {Fig.MIN_CLEAN} undisturbed rounds "
+               f"{NOISY * 100:.0f}% of the median; `*`: fewer than {Fig.MIN_CLEAN} undisturbed rounds "
                "(disturbed ones are in it).\n")
     out.append("| section | others, core 0 | others, core 1 | steal 0 / 1 | wall | speed probe min / median / max |")
     out.append("|---|---|---|---|---|---|")
     for name, (q, wall) in loads.items():
-        pr = bench.PROBES.get(name, [])
+        pr = pinned.PROBES.get(name, [])
         ps = f"{min(pr):.0f} / {median(pr):.0f} / {max(pr):.0f}" if pr else "—"
         out.append(f"| {name} | {q['others0']:.2f} | {q['others1']:.2f} | {q['steal0']:.2f} / {q['steal1']:.2f} | "
                    f"{wall:.0f} s | {ps} |")
-    R = bench.RETRIES
+    R = pinned.RETRIES
     out.append("")
     out.append(f"Driver runs: {R.runs}; re-run because disturbed (> {Retries.DISTURBED * 100:.0f}% of a core): "
                f"{R.retried}; kept although disturbed: {R.kept_disturbed}.")
@@ -885,20 +803,20 @@ def callgrind_report(a, T, bk, gr, cpu, t1, tb):
 
 
 def header(a, m, elapsed, commit):
-    cmd = "make bench-v2" + (f" BENCH_ARGS='{a.raw_args}'" if a.raw_args else "")
+    cmd = "make bench-delivery-features" + (f" BENCH_ARGS='{a.raw_args}'" if a.raw_args else "")
     return [
-        "# RMQ v2 benchmark",
+        "# What the delivery features cost: groups, topics, policies (v2)",
         "",
-        f"Command: `{cmd}` (bench/bench_v2.py, reusing bench/bench.py; load driver bench/driver). "
+        f"Command: `{cmd}` (bench/bench_delivery_features.py, with bench/harness; load driver bench/driver). "
         f"Every figure is the median of {a.rounds} rounds, peers interleaved within each round; ratios are "
         "medians of per-round ratios. The machine is shared and noisy: read ratios, not absolute figures.",
         "",
-        *bench.machine_rows(m),
-        f"| module (v2) | {bench.module_desc(commit)}; loaded a copy, sha256 {m['module_sha']} |",
+        *pinned.machine_rows(m),
+        f"| module (v2) | {pinned.module_desc(commit)}; loaded a copy, sha256 {m['module_sha']} |",
         f"| module (v1) | {MODULE_V1.relative_to(REPO) if MODULE_V1.is_relative_to(REPO) else MODULE_V1}, built from "
         f"commit {a.v1_commit} by scripts/build-v1; sha256 {m['v1_sha']} |",
-        f"| pinning | both redis-servers `taskset -c {bench.SERVER_CORE}` (one under load at a time), driver "
-        f"and script `taskset -c {bench.LOAD_CORE}` |",
+        f"| pinning | both redis-servers `taskset -c {pinned.SERVER_CORE}` (one under load at a time), driver "
+        f"and script `taskset -c {pinned.LOAD_CORE}` |",
         f"| run time | {elapsed / 60:.1f} min |",
         "",
         "",
@@ -934,7 +852,7 @@ def run_tpop_blocked(rounds, clients, figs):
     (c) `clients` raw connections each sending RMQ.TPOP big <slots> BLOCK 0: seconds until all
     are blocked, used_memory held, seconds until all are released after the sockets close,
     and PING latency over (c). Each for 16,384 slots and for 1 (the peer: no slot cost)."""
-    srv = bench.SERVER
+    srv = pinned.SERVER
     c = client()
     for r in range(rounds):
         speed_probe("blocked TPOP")
@@ -953,7 +871,7 @@ def run_tpop_blocked(rounds, clients, figs):
                     figs["wall_block"].add(slots, wall)
             probe = PingProbe(srv)
             # 20 workers looping on the blocking TPOP, from another process (redis-benchmark).
-            subprocess.run(["taskset", "-c", str(bench.LOAD_CORE), "redis-benchmark", "-p", str(srv.port), "-c", "20",
+            subprocess.run(["taskset", "-c", str(pinned.LOAD_CORE), "redis-benchmark", "-p", str(srv.port), "-c", "20",
                             "-n", "400", "-q", "RMQ.TPOP", "big", str(slots), "BLOCK", "10"],
                            check=True, capture_output=True, timeout=300)
             mx, p99 = probe.stop()
@@ -1044,7 +962,7 @@ def main():
     ap.add_argument("--cg-cpu-messages", type=int, default=5_000)
     ap.add_argument("--quick", action="store_true", help="small sizes, 2 rounds (a smoke test; not for results)")
     ap.add_argument("--only", default="", help="comma list of sections to run: backlog,groups,cpu,tpop1,tpopb,tpopblk,stall")
-    a = bench.parse_common(ap, 1500, 180, RESULTS)
+    a = pinned.parse_common(ap, 1500, 180, RESULTS)
     if a.quick:
         a.rounds = 2
         a.backlog, a.cycles, a.groups, a.cpu_messages, a.tpop_messages = 20_000, 2_000, 2_000, 10_000, 20_000
@@ -1052,20 +970,20 @@ def main():
         a.cg_cycles, a.cg_groups, a.cg_cpu_messages = 500, 500, 1_000
     if a.rounds < 1:
         raise SystemExit("--rounds must be >= 1")
-    for p, what in ((bench.MODULE, "module (cargo build --release)"), (MODULE_V1, "v1 module (scripts/build-v1)"),
-                    (bench.DRIVER, "driver (make bench-v2 builds it)")):
+    for p, what in ((pinned.MODULE, "module (cargo build --release)"), (MODULE_V1, "v1 module (scripts/build-v1)"),
+                    (pinned.DRIVER, "driver (make bench-delivery-features builds it)")):
         if not p.exists():
-            raise SystemExit(f"bench-v2: {what} missing: {p}")
+            raise SystemExit(f"bench-delivery-features: {what} missing: {p}")
     if shutil.which("taskset") is None:
-        raise SystemExit("bench-v2: taskset not found (util-linux)")
+        raise SystemExit("bench-delivery-features: taskset not found (util-linux)")
     if not a.no_callgrind and not (shutil.which("valgrind") and shutil.which("callgrind_control")):
-        raise SystemExit("bench-v2: valgrind (callgrind_control) not found; install valgrind or pass --no-callgrind")
+        raise SystemExit("bench-delivery-features: valgrind (callgrind_control) not found; install valgrind or pass --no-callgrind")
     if (os.cpu_count() or 1) < 2:
-        raise SystemExit("bench-v2: needs at least 2 cores (servers on core 0, load on core 1)")
+        raise SystemExit("bench-delivery-features: needs at least 2 cores (servers on core 0, load on core 1)")
     a.v1_commit = v1_commit()
-    os.sched_setaffinity(0, {bench.LOAD_CORE})
+    os.sched_setaffinity(0, {pinned.LOAD_CORE})
 
-    CG2, CG1 = bench.Server(), bench.Server()
+    CG2, CG1 = pinned.Server(), pinned.Server()
     SERVERS = [V2, V1, CG2, CG1]
 
     def stop_all():
@@ -1082,7 +1000,7 @@ def main():
         atexit.register(srv.cleanup)
 
     def watchdog():
-        log(f"bench-v2: still running after {a.budget:.0f} s (--budget); stopping the servers and giving up")
+        log(f"bench-delivery-features: still running after {a.budget:.0f} s (--budget); stopping the servers and giving up")
         stop_all()
         os._exit(1)
 
@@ -1091,18 +1009,18 @@ def main():
     wd.start()
 
     t_start = time.time()
-    bench.RETRIES.budget_s = a.retry_budget
-    bench.RETRIES.deadline = t_start + a.budget - 120
-    log("bench-v2: sampling other load for 1 s …")
+    pinned.RETRIES.budget_s = a.retry_budget
+    pinned.RETRIES.deadline = t_start + a.budget - 120
+    log("bench-delivery-features: sampling other load for 1 s …")
     lm = LoadMeter()
-    m = bench.machine_info(lm.others(), bench.top_processes(1.0))
-    commit = bench.git_commit()
+    m = pinned.machine_info(lm.others(), pinned.top_processes(1.0))
+    commit = pinned.git_commit()
     m["module_sha"] = V2.take_module()
     m["v1_sha"] = V1.take_module(MODULE_V1)
     V2.start()
     V1.start()
-    log(f"bench-v2: redis-server v2 pid {V2.proc.pid} port {V2.port}, v1 pid {V1.proc.pid} port {V1.port} "
-        f"(core {bench.SERVER_CORE}); driver on core {bench.LOAD_CORE}")
+    log(f"bench-delivery-features: redis-server v2 pid {V2.proc.pid} port {V2.port}, v1 pid {V1.proc.pid} port {V1.port} "
+        f"(core {pinned.SERVER_CORE}); driver on core {pinned.LOAD_CORE}")
 
     bk, gr, cpu, t1, tb, st = (defaultdict(Fig) for _ in range(6))
     bl = defaultdict(Fig)
@@ -1113,11 +1031,11 @@ def main():
     def section(key, name, fn, *args):
         if only and key not in only:
             return
-        log(f"bench-v2: {name} …")
+        log(f"bench-delivery-features: {name} …")
         meter, t = LoadMeter(), time.time()
         fn(*args)
         loads[name] = (meter.read(), time.time() - t)
-        log(f"bench-v2: {name} done in {time.time() - t:.0f} s")
+        log(f"bench-delivery-features: {name} done in {time.time() - t:.0f} s")
 
     def sections(rounds, bk, gr, cpu, t1, tb, sv2, sv1, tag, cycles, groups, cpu_messages, tpop_messages):
         m2, m1 = sv2[1], sv1[1]
@@ -1147,7 +1065,7 @@ def main():
             CG1.take_module(MODULE_V1)
             CG2.start()
             CG1.start()
-            log(f"bench-v2: under callgrind: redis-server v2 pid {CG2.proc.pid} port {CG2.port}, "
+            log(f"bench-delivery-features: under callgrind: redis-server v2 pid {CG2.proc.pid} port {CG2.port}, "
                 f"v1 pid {CG1.proc.pid} port {CG1.port}")
             sections(1, *cg, (CG2, i2), (CG1, i1), " (callgrind)", a.cg_cycles, a.cg_groups, a.cg_cpu_messages,
                      a.cg_groups * a.per_group)
