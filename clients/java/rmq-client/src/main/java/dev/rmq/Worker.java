@@ -9,11 +9,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.LinkedBlockingQueue;
-import java.util.concurrent.Semaphore;
-import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.logging.Level;
 import java.util.logging.Logger;
@@ -36,13 +32,13 @@ public final class Worker implements AutoCloseable {
     private static final long BACKOFF_MAX_MS = 5000;
     private static final long TOPOLOGY_EVERY_MS = 5000;
     private static final int ACK_BATCH = 1000;
+    /** How long a fetch loop waits for more free handlers before a pop (see fetchLoop). */
+    private static final long POP_LINGER_NS = TimeUnit.MILLISECONDS.toNanos(1);
     /**
      * How long the acker waits for the handlers still running before it sends what it has:
      * handlers finish one thread at a time, so without it a batch of 100 popped together
      * went out as dozens of ACKs of one message (half the hand-written loop's rate).
      */
-    /** How long a fetch loop waits for more free handlers before a pop (see fetchLoop). */
-    private static final long POP_LINGER_NS = TimeUnit.MILLISECONDS.toNanos(1);
     private static final long ACK_LINGER_NS = TimeUnit.MILLISECONDS.toNanos(2);
 
     private enum State { QUEUED, RUNNING, DONE, ABANDONED }
@@ -68,26 +64,16 @@ public final class Worker implements AutoCloseable {
         }
     }
 
-    private static final Running END = new Running(null);
-
     private final Redis redis;
     private final Target source;
     private final MessageListener handler;
     private final WorkerOptions options;
     private final Object lock = new Object();
     private final Set<Running> inflight = ConcurrentHashMap.newKeySet();
-    private final Semaphore free;
-    private final LinkedBlockingQueue<Running> acks = new LinkedBlockingQueue<>();
+    private final HandlerSlots<Running> slots;
     private final Map<String, Loop> loops = new LinkedHashMap<>();
     private final List<Thread> loopThreads = new ArrayList<>();
-    /**
-     * One thread per handler slot, fed from one queue: a thread whose handler returned takes
-     * the next delivery without sleeping, so a batch of quick handlers runs on a few threads
-     * instead of waking one per message. A handler given up on keeps its thread, so each one
-     * adds a thread (idle threads end after a minute).
-     */
-    private final ThreadPoolExecutor handlers;
-    private final AtomicInteger threadCount = new AtomicInteger();
+    private final HandlerPool handlers;
     private final AtomicLong processed = new AtomicLong();
     private final AtomicLong failed = new AtomicLong();
     private final AtomicLong dead = new AtomicLong();
@@ -115,10 +101,8 @@ public final class Worker implements AutoCloseable {
         this.source = source;
         this.handler = handler;
         this.options = options;
-        this.free = new Semaphore(options.concurrency);
-        this.handlers = new ThreadPoolExecutor(options.concurrency, options.concurrency, 60, TimeUnit.SECONDS,
-                new LinkedBlockingQueue<>(), r -> daemon(r, options.name + "-handler-" + threadCount.incrementAndGet()));
-        handlers.allowCoreThreadTimeOut(true);
+        this.slots = new HandlerSlots<>(options.concurrency);
+        this.handlers = new HandlerPool(options.concurrency, options.name);
     }
 
     /** Starts consuming on threads of its own; returns at once. */
@@ -193,7 +177,7 @@ public final class Worker implements AutoCloseable {
         for (Running r : List.copyOf(inflight)) {
             abandon(r, true);
         }
-        acks.add(END);
+        slots.end();
         if (acker != null) {
             join(acker, 15_000);
         }
@@ -203,7 +187,7 @@ public final class Worker implements AutoCloseable {
         }
         handlers.shutdown();
         try {
-            if (!handlers.awaitTermination(2, TimeUnit.SECONDS)) {
+            if (!handlers.awaitTermination(2000)) {
                 handlers.shutdownNow();
             }
         } catch (InterruptedException e) {
@@ -288,27 +272,25 @@ public final class Worker implements AutoCloseable {
         Redis.Link link = null;
         try {
             while (!stopping && !loop.done) {
+                int n;
                 try {
-                    if (!free.tryAcquire(200, TimeUnit.MILLISECONDS)) {
-                        continue;
-                    }
+                    n = slots.take(1, TimeUnit.MILLISECONDS.toNanos(200));
                 } catch (InterruptedException e) {
                     return;
                 }
-                int n = 1 + free.drainPermits();
-                // handlers finish one at a time: wait a moment for half of them before popping
-                long until = System.nanoTime() + POP_LINGER_NS;
-                try {
-                    while (n < options.concurrency / 2 && !stopping) {
-                        long left = until - System.nanoTime();
-                        if (left <= 0 || !free.tryAcquire(left, TimeUnit.NANOSECONDS)) {
-                            break;
-                        }
-                        n += 1 + free.drainPermits();
+                if (n == 0) {
+                    continue;
+                }
+                // handlers finish one at a time: wait a moment for the others before popping (at
+                // half of them the pop went when the first 50 of 100 quick ones were done, so
+                // it took half a batch, twice the TPOPs of the hand-written loop)
+                if (n < options.concurrency && !stopping) {
+                    try {
+                        n += slots.take(options.concurrency - n, POP_LINGER_NS);
+                    } catch (InterruptedException e) {
+                        slots.give(n);
+                        return;
                     }
-                } catch (InterruptedException e) {
-                    free.release(n);
-                    return;
                 }
                 List<Delivery> msgs = List.of();
                 RuntimeException error = null;
@@ -319,7 +301,7 @@ public final class Worker implements AutoCloseable {
                     Target.Sender via = source.sender(source.durable, link);
                     msgs = source.pop(n, options.lease, null, options.quantum, via);
                     if (msgs.isEmpty() && !stopping) {
-                        free.release(n - 1);
+                        slots.give(n - 1);
                         n = 1;
                         msgs = source.pop(1, options.lease, options.block, options.quantum, via);
                     }
@@ -330,12 +312,14 @@ public final class Worker implements AutoCloseable {
                         link = null;
                     }
                 }
-                free.release(n - msgs.size());
+                slots.give(n - msgs.size());
+                List<Runnable> tasks = new ArrayList<>(msgs.size());
                 for (Delivery d : msgs) {
                     Running r = new Running(d);
                     inflight.add(r);
-                    handlers.execute(() -> serve(r));
+                    tasks.add(() -> serve(r));
                 }
+                handlers.executeAll(tasks);
                 if (error == null) {
                     backoff = BACKOFF_MIN_MS;
                 } else if (error instanceof RedisCommandExecutionException
@@ -399,12 +383,12 @@ public final class Worker implements AutoCloseable {
             }
             r.state = State.DONE;
         }
-        free.release();
         long took = System.nanoTime() - r.started;
         if (error == null && r.msg.claim()) {
-            acks.add(r);                     // acked in a batch by the acker thread
+            slots.done(r);                   // acked in a batch by the acker thread
             return;
         }
+        slots.give(1);
         if (error == null) {                 // the handler settled it itself
             processed.incrementAndGet();
             tellCompleted(r.msg, took);
@@ -444,39 +428,18 @@ public final class Worker implements AutoCloseable {
     }
 
     private void ackLoop() {
-        List<Running> batch = new ArrayList<>();
         while (true) {
-            batch.clear();
+            List<Running> batch;
             try {
-                batch.add(acks.take());
+                batch = slots.takeDone(ACK_BATCH, ACK_LINGER_NS);
             } catch (InterruptedException e) {
                 return;
             }
-            acks.drainTo(batch, ACK_BATCH - 1);
-            long until = System.nanoTime() + ACK_LINGER_NS;
-            while (!batch.contains(END) && batch.size() < ACK_BATCH && inflight.size() > batch.size()) {
-                long left = until - System.nanoTime();
-                Running more;
-                try {
-                    more = left > 0 ? acks.poll(left, TimeUnit.NANOSECONDS) : null;
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                    more = null;
-                }
-                if (more == null) {
-                    break;
-                }
-                batch.add(more);
-                acks.drainTo(batch, ACK_BATCH - batch.size());
+            if (batch.isEmpty()) {
+                return;                      // closed, and every ack sent
             }
-            boolean end = batch.remove(END);
-            if (!batch.isEmpty()) {
-                ack(batch);
-                batch.forEach(this::finish);
-            }
-            if (end) {
-                return;
-            }
+            ack(batch);
+            batch.forEach(this::finish);
         }
     }
 
@@ -561,13 +524,10 @@ public final class Worker implements AutoCloseable {
             }
         }
         if (stuck != null) {
-            synchronized (handlers) {        // its slot's next delivery gets a thread of its own
-                handlers.setMaximumPoolSize(handlers.getMaximumPoolSize() + 1);
-                handlers.setCorePoolSize(handlers.getCorePoolSize() + 1);
-            }
+            handlers.grow();
         }
         finish(r);
-        free.release();
+        slots.give(1);
         if (stuck != null) {
             stuck.interrupt();
         }
