@@ -614,6 +614,41 @@ fn a_lost_kind_is_inferred_from_what_is_left() {
     assert_eq!(kind_of(&MemStore::default()), None);
 }
 
+/// A queue of one message written as ZADD writes it (no kind: it is inferred), popped.
+fn zadded_and_popped(priority: f64) -> MemStore {
+    let mut s = MemStore::default();
+    s.add(Set::Store, &m("a"), priority);
+    assert_eq!(pop(&mut s, 0, 1, 50).got, vec![(m("a"), 1)]);
+    s
+}
+
+#[test]
+fn a_message_written_without_a_kind_keeps_its_priority_through_failures() {
+    // Once popped, the delivery's record is all that says "priority": a rollback reads the
+    // kind before it ends the delivery.
+    let mut s = zadded_and_popped(5.0);
+    assert_eq!(nack(&mut s, 0, &lim(), &m("a"), None, true), Some(Rollback::Dead));
+    assert_eq!(s.dead(&m("a")).priority, Some(5.0), "NACK DEAD keeps its priority");
+    assert_eq!(replay(&mut s, 200, 10), 1);
+    assert_eq!(s.score(Set::Store, &m("a")), Some(5.0), "replayed with its priority");
+
+    let mut s = zadded_and_popped(5.0);
+    assert_eq!(nack(&mut s, 0, &lim(), &m("a"), None, false), Some(Rollback::Requeued));
+    assert_eq!(s.score(Set::Store, &m("a")), Some(5.0), "a NACK requeues it with its priority");
+    let mut s = zadded_and_popped(5.0);
+    assert_eq!(sweep(&mut s, 50, &lim(), 10).expired, 1);
+    assert_eq!(s.score(Set::Store, &m("a")), Some(5.0), "so does an expiry");
+
+    // Retries used up by expiries (3 deliveries with 2 retries), then claimed for a redrive.
+    let mut s = zadded_and_popped(7.0);
+    for now in [100, 200] {
+        sweep(&mut s, now - 50, &lim(), 10);
+        assert_eq!(pop(&mut s, now, 1, now + 50).got, vec![(m("a"), (now / 100 + 1) as u32)]);
+    }
+    assert_eq!(sweep(&mut s, 250, &lim(), 10).dead, 1);
+    assert_eq!(take_dead(&mut s, 10), vec![(m("a"), Dead { priority: Some(7.0), group: None })], "a claim keeps it");
+}
+
 #[test]
 fn a_kind_left_behind_by_deleted_keys_gives_way() {
     let mut f = MemStore::default();
