@@ -21,6 +21,7 @@ pub mod journal_entry;
 pub mod keyed;
 pub mod kind;
 pub mod ledger_records;
+pub mod ledger_rules;
 pub mod message_kind;
 pub mod names;
 pub mod num;
