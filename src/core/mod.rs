@@ -31,9 +31,11 @@ pub mod route;
 pub mod rules;
 pub mod shrink;
 
-// The in-memory store and the model of the rules, for the unit tests and the fuzz targets.
+// The in-memory stores and the model of the rules, for the unit tests and the fuzz targets.
 #[cfg(test)]
 mod journal_tests;
+#[cfg(any(test, fuzzing))]
+pub mod mem_ledger;
 #[cfg(any(test, fuzzing))]
 pub mod memstore;
 #[cfg(any(test, fuzzing))]

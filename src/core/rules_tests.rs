@@ -702,7 +702,7 @@ fn model_random_operations_keep_invariants() {
             let now = model.now + r.below(25) as i64;
             model.step(&Op::Clock(now)).unwrap_or_else(|e| panic!("seed {seed} step {step}: {e}"));
             let w = words[r.below(words.len() as u64) as usize].clone();
-            let op = match r.below(9) {
+            let op = match r.below(11) {
                 0..=2 => {
                     let mode = match (model.s.kind(), r.below(3)) {
                         (Some(Kind::Range), _) | (None, 0) => PushMode::Range(1 + r.below(50) as i64),
@@ -719,6 +719,36 @@ fn model_random_operations_keep_invariants() {
                     Op::Nack { m: w, delay, dead: r.below(6) == 0 }
                 }
                 7 => Op::Sweep(1 + r.below(4) as usize),
+                8 => {
+                    let mode = match model.s.kind() {
+                        Some(Kind::Priority) => PushMode::Priority(r.below(5) as i64),
+                        _ => PushMode::Delay(r.below(50) as i64),
+                    };
+                    let group = groups[r.below(4) as usize].map(<[u8]>::to_vec);
+                    let prefix = [None, Some(b"".to_vec()), Some(b"p ".to_vec())][r.below(3) as usize].clone();
+                    let ids: [&[u8]; 3] = [b"d1", b"d2", b"d3"];
+                    let dedup = (prefix.is_none() || r.below(2) == 0).then(|| {
+                        (
+                            ids[r.below(3) as usize].to_vec(),
+                            1 + r.below(80) as i64,
+                            [None, Some(b"n".to_vec())][r.below(2) as usize].clone(),
+                        )
+                    });
+                    let mut msgs = vec![w];
+                    if r.below(4) == 0 {
+                        msgs.push(msgs[0].clone());
+                    }
+                    Op::LedgerPush { mode, group, msgs, prefix, dedup }
+                }
+                9 => {
+                    if r.below(2) == 0 {
+                        Op::Claim { count: 1 + r.below(3) as usize, stale: 1 + r.below(60) as i64 }
+                    } else {
+                        let claimed: Vec<Vec<u8>> = model.l.claims.keys().cloned().collect();
+                        let pick = claimed.get(r.below(claimed.len().max(1) as u64) as usize).cloned().unwrap_or(w);
+                        Op::Done(vec![pick])
+                    }
+                }
                 _ => match r.below(5) {
                     // Rarely: they end the run's state, which the rest must build again.
                     4 if r.below(8) == 0 => {
