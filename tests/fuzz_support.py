@@ -11,9 +11,10 @@ on every node to the model's time, so lease expiries, due times, retry holds and
 refills happen exactly when the model says; after the clock moves, the server's timer
 rolls back what expired and the check waits (up to SETTLE_S) for it.
 
-A step is one of: PUSH (every mode, groups, batches with repeats, bad messages), POP
+A step is one of: PUSH (every mode, groups, batches with repeats, bad messages, MESSAGES,
+SEQUENCE and DEDUP with NOTE), POP
 (COUNT, LEASE, short BLOCK), TPOP, ACK, NACK (DELAY, DEAD), EXTEND, CANCEL, REPLAY, PURGE, DROP, SWEEP,
-INFO, PENDING, POLICY SET/GET/RESET, CONFIG SET rmq.*, ROUTE, a malformed command, a clock
+REDRIVE CLAIM/DONE, INFO, PENDING, POLICY SET/GET/RESET, CONFIG SET rmq.*, ROUTE, a malformed command, a clock
 move, a MULTI of a clock move and a command (which then sees expired leases before the
 timer does), a POP blocked on its own connection until a push or a due time serves it,
 or a backlog of up to 300 leases for the timer. A quarter of single commands run under
@@ -52,6 +53,9 @@ SERVER_CONF = ["--appendonly", "yes", "--appendfsync", "always",
                "--enable-debug-command", "yes", "--repl-diskless-sync-delay", "0"]
 
 GROUPS = [None, None, None, b"g1", b"g2", b"g\x00x"]
+DEDUP_IDS = [b"d1", b"d2", b"d3", b"d\x00 x"]
+# numbered contents (RMQ.PUSH SEQUENCE) a queue's pool keeps beside its plain messages
+NUMBERED_IN_POOL = 4
 
 
 class FuzzFailure(AssertionError):
@@ -344,7 +348,8 @@ class Fuzzer:
         untouched for WATCH; one that errors changes nothing)."""
         q = op.q.encode() if isinstance(op.q, str) else op.q
         keys = [q] + [p + b"{" + q + b"}" for p in (b"prepare", b"dead", b"meta", b"park",
-                                                      b"parkidx", b"hold", b"sched")]
+                                                      b"parkidx", b"hold", b"sched", b"seq",
+                                                      b"dedup", b"dedupexp", b"moving")]
         before = repr(self.model.q(op.q))
         keys_before = {k: v for k, v in self.t.dump().items() if k in keys}
         pipe = c.pipeline(transaction=True)
@@ -422,8 +427,40 @@ class Fuzzer:
             msgs.insert(rng.randrange(len(msgs) + 1), b"")   # error: nothing stored
         if rng.random() < 0.3:
             mode = mode.lower()
-        args = ["RMQ.PUSH", q, mode, val] + (["GROUP", group] if group else []) + msgs
-        return Op(q, [args], lambda r: m.push(q, mode, val, group, msgs, r[0]))
+        args = ["RMQ.PUSH", q, mode, val] + (["GROUP", group] if group else [])
+        if rng.random() < 0.25:
+            return self._ledger_push(q, mode, val, group, args, msgs)
+        if rng.random() < 0.2:
+            args.append(rng.choice(["MESSAGES", "messages"]))
+        return Op(q, [args + msgs], lambda r: m.push(q, mode, val, group, msgs, r[0]))
+
+    def _ledger_push(self, q, mode, val, group, args, msgs):
+        """A push with SEQUENCE and/or DEDUP (few ids, windows from 1 ms to 5 s, so that
+        duplicates, ended windows and pruning all happen); the contents it numbers join the
+        queue's pool for the commands that follow."""
+        rng, m = self.rng, self.model
+        opts = []
+        prefix = dedup = None
+        if rng.random() < 0.6:
+            prefix = rng.choice([b"", b"p ", b"gw1 "])
+            opts.append(["SEQUENCE", prefix])
+        if prefix is None or rng.random() < 0.5:
+            note = rng.choice([None, None, b"", b"msg-1", b"n \x00x"])
+            dedup = (rng.choice(DEDUP_IDS), rng.choice([1, 50, 500, 5000]), note)
+            opts.append(["DEDUP", dedup[0], dedup[1]] + ([] if note is None else ["NOTE", note]))
+        rng.shuffle(opts)
+        args = args + [a for o in opts for a in o] + (["MESSAGES"] if rng.random() < 0.5 else [])
+
+        def check(r):
+            first = m.q(q).seq + 1
+            m.push_ledger(q, mode, val, group, msgs, prefix, dedup, r[0])
+            outcome = ("PUSH outcome", r[0][0][0].decode() if isinstance(r[0], list) else "error")
+            self.coverage[outcome] = self.coverage.get(outcome, 0) + 1
+            if prefix is not None and m.q(q).seq >= first:
+                numbered = [prefix + b"%020d " % (first + i) + x for i, x in enumerate(msgs)]
+                base = self._pool(q)
+                self.pool[q] = base + (self.pool[q][len(base):] + numbered)[-NUMBERED_IN_POOL:]
+        return Op(q, [args + msgs], check)
 
     def g_pop(self, q, in_multi=False):
         rng, m = self.rng, self.model
@@ -491,6 +528,20 @@ class Fuzzer:
         dead = self.rng.random() < 0.5
         args = ["RMQ.PURGE", q] + (["DEAD"] if dead else [])
         return Op(q, [args], lambda r: self.model.purge(q, dead, r[0]))
+
+    def g_redrive(self, q):
+        rng, m = self.rng, self.model
+        if rng.random() < 0.6:
+            count = rng.choice([None, 1, 2])
+            stale = rng.choice([None, 1, 100])
+            args = ["RMQ.REDRIVE", q, "CLAIM"] + (["COUNT", count] if count else []) + \
+                (["STALE", stale] if stale else [])
+            return Op(q, [args], lambda r: m.claim(q, count or 100, stale or 30000, r[0]))
+        claimed = sorted(m.q(q).moving)
+        msgs = rng.sample(claimed, min(len(claimed), rng.randint(1, 2))) if claimed else []
+        if not msgs or rng.random() < 0.2:
+            msgs.append(rng.choice(self.pool[q]))
+        return Op(q, [["RMQ.REDRIVE", q, "DONE"] + msgs], lambda r: m.claim_done(q, msgs, r[0]))
 
     def g_drop(self, q):
         return Op(q, [["RMQ.DROP", q]], lambda r: self.model.drop(q, r[0]))
@@ -663,7 +714,7 @@ class Fuzzer:
     OPS = [("push", 24), ("pop", 18), ("ack", 10), ("nack", 10), ("advance", 8), ("multi", 5),
            ("extend", 3), ("cancel", 3), ("replay", 3), ("info", 4), ("pending", 2),
            ("tpop", 6), ("policy", 3), ("error", 1), ("config", 1), ("block", 2), ("route", 1),
-           ("bulk", 0.3), ("schedule", 4), ("purge", 0.5), ("drop", 0.3)]
+           ("bulk", 0.3), ("schedule", 4), ("purge", 0.5), ("drop", 0.3), ("redrive", 2)]
 
     def step(self):
         names, weights = zip(*[(n, w) for n, w in self.OPS if n != "tpop" or self.tpop])

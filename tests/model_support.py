@@ -66,6 +66,31 @@ def prep_key(q):
     return b"prepare{" + _b(q) + b"}"
 
 
+def seq_key(q):
+    return b"seq{" + _b(q) + b"}"
+
+
+def dedup_key(q):
+    return b"dedup{" + _b(q) + b"}"
+
+
+def dedupexp_key(q):
+    return b"dedupexp{" + _b(q) + b"}"
+
+
+def moving_key(q):
+    return b"moving{" + _b(q) + b"}"
+
+
+def ledger_keys(q):
+    """A queue's keys of RMQ.PUSH SEQUENCE/DEDUP and RMQ.REDRIVE."""
+    return (seq_key(q), dedup_key(q), dedupexp_key(q), moving_key(q))
+
+
+# A DEDUP push removes at most this many ended records, oldest window end first.
+PRUNE_PER_PUSH = 16
+
+
 def dead_key(q):
     return b"dead{" + _b(q) + b"}"
 
@@ -145,6 +170,13 @@ class Queue:
         # and not delivered since, and that message's waiting copy), which goes before
         # anything else of the group.
         self.pins = {}
+        # RMQ.PUSH SEQUENCE/DEDUP and RMQ.REDRIVE (none of them makes the queue non-empty):
+        # the last push number given (0: no seq{Q}); deduplication id -> [window end,
+        # first number or None, count, note]; claimed message -> (claim time, priority or
+        # None, group or None).
+        self.seq = 0
+        self.dedup = {}
+        self.moving = {}
 
     def empty(self):
         return not (self.waiting or self.flight or self.dead)
@@ -300,33 +332,84 @@ class Model:
         if reply != added:
             fail(f"PUSH reply {reply!r}, model says {added} newly added")
 
+    @staticmethod
+    def _syntax_error(mode, value, group):
+        """What is wrong with a push's mode value or group (found while parsing)."""
+        mu = mode.upper()
+        if mu == "RANGE" and not (1 <= value <= 2 ** 52):
+            return "bad RANGE"
+        if mu == "PRIORITY" and not (abs(value) <= TWO53):
+            return "bad PRIORITY"
+        if mu == "AT" and not (MIN_AT <= value <= TWO53):
+            return "bad AT"
+        if mu == "DELAY" and not (0 <= value <= 2 ** 52):
+            return "bad DELAY"
+        if group is not None and not (1 <= len(group) <= 1024):
+            return "bad GROUP"
+        return None
+
+    def push_ledger(self, name, mode, value, group, msgs, prefix, dedup, reply):
+        """RMQ.PUSH with SEQUENCE `prefix` and/or DEDUP `dedup` = (id, window, note): the
+        reply is one [outcome, number, note] per message. An empty message is refused
+        before the id is looked up; a duplicate (its id's window not ended) changes nothing
+        and answers what the first push did, before the queue is looked at."""
+        q = self.q(name)
+        err = self._syntax_error(mode, value, group)
+        if err is None and any(len(m) == 0 for m in msgs):
+            err = "empty message"
+        rec = q.dedup.get(dedup[0]) if dedup is not None and err is None else None
+        if rec is not None and rec[0] > self.now:
+            _exp, first, count, note = rec
+            exp = [[b"duplicate", first + i if first is not None and i < count else None, note]
+                   for i in range(len(msgs))]
+            if reply != exp:
+                fail(f"duplicate PUSH replied {reply!r}, model {exp!r}")
+            return
+        first = q.seq + 1 if prefix is not None else None
+        stored = msgs if prefix is None else \
+            [prefix + b"%020d " % (first + i) + m for i, m in enumerate(msgs)]
+        met, fresh = set(), []
+        for m in stored:
+            fresh.append(m not in met and m not in q.waiting)
+            met.add(m)
+        if err is None:
+            err, _added = self.push_effect(name, mode, value, group, stored)
+        if err is not None:
+            if not isinstance(reply, Exception):
+                fail(f"PUSH should fail ({err}); got {reply!r}")
+            return
+        if prefix is not None:
+            q.seq += len(msgs)
+        if dedup is not None:
+            ident, window, note = dedup
+            ended = sorted((r[0], i) for i, r in q.dedup.items() if r[0] <= self.now)
+            for _e, i in ended[:PRUNE_PER_PUSH]:
+                del q.dedup[i]
+            q.dedup[ident] = [self.now + window, first, len(msgs), note]
+        exp = [[b"added" if f else b"merged", first + i if first is not None else None, None]
+               for i, f in enumerate(fresh)]
+        if reply != exp:
+            fail(f"PUSH replied {reply!r}, model {exp!r}")
+
+    def _push_error(self, q, kind, msgs):
+        """Why a push of these (well-formed) arguments is refused, if it is."""
+        if q.kind is not None and q.kind != kind:
+            return f"queue holds kind {q.kind}, pushed {kind}"
+        if any(len(m) == 0 for m in msgs):
+            return "empty message"
+        if any(len(m) > self.settings["max-message-bytes"] for m in msgs):
+            return "message too long"
+        fresh = {m for m in msgs if m not in q.waiting}
+        if 0 < self.limits(q)["max-queue-length"] < len(q.waiting) + len(fresh):
+            return "queue full"
+        return None
+
     def push_effect(self, name, mode, value, group, msgs):
         """A push (RMQ.PUSH, or a schedule's firing): (None, newly added), or (why it
         fails, 0) with nothing changed."""
         q = self.q(name)
         kind = kind_of_mode(mode)
-        err = None
-        lim = self.limits(q)
-        if mode.upper() == "RANGE" and not (1 <= value <= 2 ** 52):
-            err = "bad RANGE"
-        elif mode.upper() == "PRIORITY" and not (abs(value) <= TWO53):
-            err = "bad PRIORITY"
-        elif mode.upper() == "AT" and not (MIN_AT <= value <= TWO53):
-            err = "bad AT"
-        elif mode.upper() == "DELAY" and not (0 <= value <= 2 ** 52):
-            err = "bad DELAY"
-        elif group is not None and not (1 <= len(group) <= 1024):
-            err = "bad GROUP"
-        elif q.kind is not None and q.kind != kind:
-            err = f"queue holds kind {q.kind}, pushed {kind}"
-        elif any(len(m) == 0 for m in msgs):
-            err = "empty message"
-        elif any(len(m) > self.settings["max-message-bytes"] for m in msgs):
-            err = "message too long"
-        elif lim["max-queue-length"] > 0:
-            fresh = {m for m in msgs if m not in q.waiting}
-            if len(q.waiting) + len(fresh) > lim["max-queue-length"]:
-                err = "queue full"
+        err = self._syntax_error(mode, value, group) or self._push_error(q, kind, msgs)
         if err is not None:
             return err, 0
         mu = mode.upper()
@@ -589,9 +672,52 @@ class Model:
         if reply != len(chosen):
             fail(f"REPLAY replied {reply!r}, model says {len(chosen)}")
 
+    def claim(self, name, count, stale, reply):
+        """REDRIVE CLAIM: claims older than `stale` first (which of them, when more are
+        stale than `count`: the server's choice, named by the reply), re-claimed now;
+        then dead messages, oldest death first (ties: the server's choice), out of
+        dead{Q} with what their dead records kept."""
+        q = self.q(name)
+        if not isinstance(reply, list) or any(len(e) != 3 for e in reply):
+            fail(f"REDRIVE CLAIM replied {reply!r}")
+        old = [m for m, c in q.moving.items() if c[0] <= self.now - stale]
+        n_old = min(count, len(old))
+        for m, _g, _p in reply[:n_old]:
+            if m not in old:
+                fail(f"REDRIVE CLAIM took {m!r}, no stale claim (stale: {old!r})")
+        taken = [(m, q.moving[m][1], q.moving[m][2]) for m, _g, _p in reply[:n_old]]
+        order = sorted(q.dead, key=lambda m: q.dead[m].time)
+        n_dead = min(count - n_old, len(order))
+        chosen = [e[0] for e in reply[n_old:]]
+        if len(reply) != n_old + n_dead or len(set(chosen)) != n_dead or \
+                len({e[0] for e in reply[:n_old]}) != n_old:
+            fail(f"REDRIVE CLAIM COUNT {count} replied {reply!r}: model takes {n_old} stale "
+                 f"claims of {old!r}, then {n_dead} dead of {order!r}")
+        if n_dead:
+            cut = sorted(q.dead[m].time for m in order)[n_dead - 1]
+            for m in chosen:
+                if m not in q.dead or q.dead[m].time > cut:
+                    fail(f"REDRIVE CLAIM took {m!r} before an older death ({order!r})")
+        for m in chosen:
+            d = q.dead.pop(m)
+            taken.append((m, d.priority, d.group))
+        exp = [[m, g, None if p is None else int(p)] for m, p, g in taken]
+        if reply != exp:
+            fail(f"REDRIVE CLAIM replied {reply!r}, model {exp!r}")
+        for m, p, g in taken:
+            q.moving[m] = (self.now, p, g)
+        self.tidy(q)
+
+    def claim_done(self, name, msgs, reply):
+        q = self.q(name)
+        n = sum(q.moving.pop(m, None) is not None for m in msgs)
+        if reply != n:
+            fail(f"REDRIVE DONE {msgs!r} replied {reply!r}, model {n}")
+
     def purge(self, name, dead, reply):
         """PURGE [DEAD]: every waiting and in-flight copy goes (and the dead with DEAD);
-        the policy and the schedules stay."""
+        the policy, the schedules, the claims, the push sequence and the deduplication
+        records stay."""
         q = self.q(name)
         n = len(q.waiting) + len(q.flight) + (len(q.dead) if dead else 0)
         q.waiting, q.flight, q.pins = {}, {}, {}
@@ -602,9 +728,11 @@ class Model:
             fail(f"PURGE{' DEAD' if dead else ''} replied {reply!r}, model says {n}")
 
     def drop(self, name, reply):
-        """DROP: the queue goes with its policy and schedules (its rate bucket too)."""
+        """DROP: the queue goes with its policy, schedules, claims, push sequence and
+        deduplication records (its rate bucket too)."""
         q = self.q(name)
-        had = int(not q.empty() or bool(q.policy) or bool(getattr(q, "schedules", {})))
+        had = int(not q.empty() or bool(q.policy) or bool(getattr(q, "schedules", {}))
+                  or bool(q.seq or q.dedup or q.moving))
         self.queues[q.name] = Queue(q.name)
         if reply != had:
             fail(f"DROP replied {reply!r}, model says {had}")
@@ -733,9 +861,11 @@ def check_keys(model, dump):
         store = dict(dump.get(name, (b"zset", []))[1])
         prep = dict(dump.get(prep_key(name), (b"zset", []))[1])
         dead = dict(dump.get(dead_key(name), (b"zset", []))[1])
+        check_ledger_keys(q, dump)
         others = {k: v for k, v in dump.items()
                   if _tag_of(k) == name and k not in (prep_key(name), dead_key(name),
-                                                      model_schedules.sched_key(name))}
+                                                      model_schedules.sched_key(name))
+                  and k not in ledger_keys(name)}
         exp_prep = {m: float(f.deadline) for m, f in q.flight.items()}
         if prep != exp_prep:
             fail(_zdiff(prep_key(name), prep, exp_prep))
@@ -784,6 +914,33 @@ def check_keys(model, dump):
         if extra:
             fail(f"{name!r}: Q holds {sorted(extra)[:5]} the model has not waiting "
                  f"(in flight: {[m in q.flight for m in sorted(extra)[:5]]})")
+
+
+def check_ledger_keys(q, dump):
+    """seq{Q}, dedup{Q}, dedupexp{Q} and moving{Q} hold exactly the model's sequence,
+    deduplication records and claims, each as the Keys section encodes it."""
+    def enc_seen(r):
+        e, first, count, note = r
+        v = b"%d %s %d" % (e, b"-" if first is None else b"%d" % first, count)
+        return v if note is None else v + b" " + note
+
+    exp = {}
+    if q.seq:
+        exp[seq_key(q.name)] = (b"string", b"%d" % q.seq)
+    if q.dedup:
+        exp[dedup_key(q.name)] = (b"hash", sorted((i, enc_seen(r)) for i, r in q.dedup.items()))
+        exp[dedupexp_key(q.name)] = (b"zset", sorted((float(r[0]), i) for i, r in q.dedup.items()))
+    if q.moving:
+        exp[moving_key(q.name)] = (b"hash", sorted(
+            (m, b"%d %s %s" % (at, b"-" if p is None else b"%d" % int(p), g or b""))
+            for m, (at, p, g) in q.moving.items()))
+    got = {}
+    for k in ledger_keys(q.name):
+        if k in dump:
+            t, v = dump[k]
+            got[k] = (t, sorted((s, m) for m, s in v)) if t == b"zset" else (t, v)
+    if got != exp:
+        fail(f"{q.name!r}: sequence, deduplication or claim keys (server, model): {got!r} {exp!r}")
 
 
 def _zdiff(key, got, exp, limit=6):

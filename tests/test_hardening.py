@@ -23,7 +23,8 @@ QUEUE_COMMANDS = [
 # ACL categories there): README, "ACL".
 RMQ_WRITE_COMMANDS = ["rmq.push", "rmq.pop", "rmq.tpop", "rmq.ack", "rmq.nack", "rmq.sweep",
                       "rmq.extend", "rmq.ackid", "rmq.nackid", "rmq.extendid", "rmq.cancel",
-                      "rmq.replay", "rmq.policy"]
+                      "rmq.replay", "rmq.policy", "rmq.redrive", "rmq.schedule", "rmq.purge",
+                      "rmq.drop"]
 
 
 def rename_queue(r, src, dst, how):
@@ -86,7 +87,8 @@ def test_acl_categories_or_command_rules(server, r):
             r.execute_command("ACL", "SETUSER", "producer", f"-{c}")
     p = server.client(username="producer", password="x")
     for cmd in (("RMQ.PUSH", "q", "DELAY", 0, "m"), ("RMQ.POP", "q"), ("RMQ.ACK", "q", "m"),
-                ("RMQ.ACKID", "q", 1), ("RMQ.TPOP", "t", 8)):
+                ("RMQ.ACKID", "q", 1), ("RMQ.TPOP", "t", 8), ("RMQ.PURGE", "q"), ("RMQ.DROP", "q"),
+                ("RMQ.REDRIVE", "q", "CLAIM"), ("RMQ.SCHEDULE", "q", "DEL", "s")):
         with pytest.raises(redis.exceptions.NoPermissionError):
             p.execute_command(*cmd)
     assert rmq_info(p, "q")["kind"] is None, "reads stay allowed"

@@ -111,6 +111,25 @@ def test_no_keys_after_zadd_pop_ack(r, score):
     assert r.keys("*") == []
 
 
+@pytest.mark.parametrize("death", ["nack", "expiry"])
+def test_a_zadded_priority_message_keeps_its_priority_through_death(r, death):
+    """A message ZADDed into a priority queue (no `meta{Q}`: the kind is inferred) that dies
+    once popped keeps its priority: RMQ.REPLAY puts it back at it, and RMQ.REDRIVE CLAIM
+    answers it."""
+    for q in ("q", "r"):
+        r.zadd(q, {"z": 5})
+        if death == "nack":
+            assert pop(r, q) == [(b"z", 1)]
+            assert nack(r, q, "z", "DEAD") == b"dead"
+        else:
+            assert r.execute_command("RMQ.POLICY", q, "SET", "retries", 0) == b"OK"
+            assert pop_expire_sweep(r, q) == ([(b"z", 1)], 1, 0)
+        assert list(zs(r, dead(q))) == [b"z"]
+    assert r.execute_command("RMQ.REPLAY", "q") == 1
+    assert r.zscore("q", "z") == 5
+    assert r.execute_command("RMQ.REDRIVE", "r", "CLAIM") == [[b"z", None, 5]]
+
+
 @pytest.mark.parametrize("way", ["zadd", "restore", "rename", "copy", "move"])
 def test_a_dead_key_made_by_another_command_is_the_queues(r, way):
     """`dead{Q}` is not opened while known absent: a queue that had none sees one made by

@@ -1,7 +1,8 @@
 //! The queue rules (core::rules) over the in-memory store, driven by arbitrary sequences
 //! of every operation (push in each mode with or without a group, pop, ack, nack with a
-//! delay or to dead, extend, cancel, sweep, replay, purge, drop, the timer releasing holds, settings
-//! changing, the clock moving or set back) with numbers up to the contract's bounds (2^53 ms,
+//! delay or to dead, extend, cancel, sweep, replay, purge, drop, pushes with SEQUENCE and
+//! DEDUP, redrive claims and their end, the timer releasing holds, settings changing, the
+//! clock moving or set back) with numbers up to the contract's bounds (2^53 ms,
 //! |priority| <= 2^53, counts up to usize::MAX), each step checked by the shared model
 //! (`core::model`, also behind the unit test `model_random_operations_keep_invariants`).
 #![no_main]
@@ -16,6 +17,8 @@ use rmq::core::queue_store::Store;
 const MAX_RELATIVE: i64 = 1 << 52;
 const CONTENTS: &[&[u8]] = &[b"a", b"b", b"c", b"d", b"e", b"f", b"x:1", b"\0", b"", b"longer than 8"];
 const GROUPS: &[&[u8]] = &[b"g1", b"g2", b"g:3", b"\0"];
+const PREFIXES: &[&[u8]] = &[b"", b"p ", b"gw1 "];
+const DEDUP_IDS: &[&[u8]] = &[b"d1", b"d2", b"d\0 3"];
 
 /// A number, mapped into an operation's range: small, at an edge, or anywhere.
 #[derive(Arbitrary, Debug, Clone, Copy)]
@@ -89,6 +92,9 @@ enum FuzzOp {
     Replay(Num),
     Purge(bool),
     Drop,
+    LedgerPush { mode: u8, value: Num, group: u8, msgs: Vec<u8>, prefix: Option<u8>, dedup: Option<(u8, Num, Option<u8>)> },
+    Claim { count: Num, stale: Num },
+    Done(Vec<u8>),
     Release(Num),
     Limits(LimitsIn),
     Advance(Num),
@@ -112,6 +118,23 @@ fn contents(v: &[u8]) -> Vec<Vec<u8>> {
 
 fn op(model: &Model, f: &FuzzOp) -> Op {
     match f {
+        FuzzOp::LedgerPush { mode, value, group, msgs, prefix, dedup } => {
+            let Op::Push { mode, group, msgs } = op(model, &FuzzOp::Push { mode: *mode, value: *value, group: *group, msgs: msgs.clone() }) else {
+                unreachable!("a push")
+            };
+            let prefix = prefix.map(|p| PREFIXES[p as usize % PREFIXES.len()].to_vec());
+            // Windows from 1 ms to 2^41 (the contract's bounds); without SEQUENCE, always DEDUP.
+            let dedup = dedup.or(prefix.is_none().then_some((0, Num::Small(0), None))).map(|(id, window, note)| {
+                (DEDUP_IDS[id as usize % DEDUP_IDS.len()].to_vec(), window.within(1, 1 << 41), note.map(|n| vec![n]))
+            });
+            Op::LedgerPush { mode, group, msgs, prefix, dedup }
+        }
+        FuzzOp::Claim { count, stale } => Op::Claim { count: count.within(1, 10_000) as usize, stale: stale.within(1, 1 << 41) },
+        // Mostly messages claimed (numbered contents too), else any content.
+        FuzzOp::Done(v) => {
+            let claimed: Vec<&Vec<u8>> = model.l.claims.keys().collect();
+            Op::Done(v.iter().take(4).map(|&i| claimed.get(i as usize % 8).map_or_else(|| content(i), |m| (*m).clone())).collect())
+        }
         FuzzOp::Push { mode, value, group, msgs } => {
             // Mostly the queue's own kind, so that most pushes are accepted.
             let pick = match (model.s.kind(), mode % 8) {

@@ -9,6 +9,7 @@ use crate::core::codec;
 use crate::core::error::{Bound, Result, RmqError, Unit};
 use crate::core::kind::{self, check_group, PushMode, MAX_EXACT};
 use crate::core::ledger_records;
+use crate::core::ledger_rules::Dedup;
 use crate::core::names::is_queue_name;
 // Where the fuzz targets (fuzz/) find the bounds they check replies against.
 pub use crate::core::kind::{MAX_GROUP_BYTES, MAX_RELATIVE};
@@ -170,14 +171,6 @@ pub struct PushArgs<'a> {
     /// SEQUENCE prefix: each message is stored numbered (`core::ledger_records::sequenced`).
     pub sequence: Option<&'a [u8]>,
     pub dedup: Option<Dedup<'a>>,
-}
-
-/// DEDUP id ms [NOTE note].
-#[derive(Debug, PartialEq, Eq)]
-pub struct Dedup<'a> {
-    pub id: &'a [u8],
-    pub window: i64,
-    pub note: Option<&'a [u8]>,
 }
 
 /// RMQ.PUSH Q RANGE ms | PRIORITY p | AT unix-ms | DELAY ms [GROUP g] [SEQUENCE prefix]

@@ -21,6 +21,7 @@ pub mod journal_entry;
 pub mod keyed;
 pub mod kind;
 pub mod ledger_records;
+pub mod ledger_rules;
 pub mod message_kind;
 pub mod names;
 pub mod num;
@@ -30,9 +31,11 @@ pub mod route;
 pub mod rules;
 pub mod shrink;
 
-// The in-memory store and the model of the rules, for the unit tests and the fuzz targets.
+// The in-memory stores and the model of the rules, for the unit tests and the fuzz targets.
 #[cfg(test)]
 mod journal_tests;
+#[cfg(any(test, fuzzing))]
+pub mod mem_ledger;
 #[cfg(any(test, fuzzing))]
 pub mod memstore;
 #[cfg(any(test, fuzzing))]

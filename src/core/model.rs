@@ -20,10 +20,16 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::core::error::RmqError;
 use crate::core::kind::{Kind, PushMode};
+use crate::core::ledger_records::{sequenced, Claim, Seen};
+use crate::core::ledger_rules::{self, Dedup, Entry, Outcome, PRUNE_PER_PUSH};
+use crate::core::mem_ledger::MemLedger;
 use crate::core::memstore::MemStore;
 use crate::core::policy::Limits;
 use crate::core::queue_store::{Flight, Set, Store};
 use crate::core::rules::*;
+
+/// A push's DEDUP id ms [NOTE note].
+pub type DedupOp = (Vec<u8>, i64, Option<Vec<u8>>);
 
 /// One operation on the queue, with the arguments the commands would pass.
 #[derive(Clone, Debug)]
@@ -59,8 +65,24 @@ pub enum Op {
     Purge {
         dead: bool,
     },
-    /// RMQ.DROP (the journal, a key of its own, goes with the rest).
+    /// RMQ.DROP (the journal, the push sequence, the deduplication records and the claims,
+    /// keys of their own, go with the rest).
     Drop,
+    /// RMQ.PUSH with SEQUENCE `prefix` and/or DEDUP (id, window, note).
+    LedgerPush {
+        mode: PushMode,
+        group: Option<Vec<u8>>,
+        msgs: Vec<Vec<u8>>,
+        prefix: Option<Vec<u8>>,
+        dedup: Option<DedupOp>,
+    },
+    /// RMQ.REDRIVE CLAIM COUNT count STALE stale.
+    Claim {
+        count: usize,
+        stale: i64,
+    },
+    /// RMQ.REDRIVE DONE.
+    Done(Vec<Vec<u8>>),
     /// The timer releasing ended holds.
     Release(usize),
     /// The queue's settings change (RMQ.POLICY or the server's).
@@ -81,6 +103,8 @@ struct Copies {
 #[derive(Clone, Debug)]
 pub struct Model {
     pub s: MemStore,
+    /// The queue's push sequence, deduplication records and claims.
+    pub l: MemLedger,
     pub now: i64,
     pub lim: Limits,
     /// Every content ever pushed: the copies followed.
@@ -163,6 +187,7 @@ impl Model {
     pub fn new(now: i64, lim: Limits) -> Model {
         Model {
             s: MemStore::default(),
+            l: MemLedger::default(),
             now,
             lim,
             contents: BTreeSet::new(),
@@ -190,6 +215,11 @@ impl Model {
             self.contents.extend(msgs.iter().filter(|m| !m.is_empty()).cloned());
             self.groups.extend(group.iter().cloned());
         }
+        if let Op::LedgerPush { msgs, group, prefix, .. } = op {
+            let stored = self.numbered(prefix.as_deref(), msgs);
+            self.contents.extend(stored.into_iter().filter(|m| !m.is_empty()));
+            self.groups.extend(group.iter().cloned());
+        }
         let before = self.s.clone();
         let was = self.copies(&before);
         // The copies each content must have after `op`, filled in by each arm below.
@@ -198,37 +228,20 @@ impl Model {
         match op {
             Op::Push { mode, group, msgs } => {
                 let r = push(&mut self.s, now, &lim, *mode, group.as_deref(), msgs);
-                let expected = self.push_error(&before, *mode, msgs);
-                match r {
-                    Err(e) => {
-                        ensure!(expected.as_ref() == Some(&e), "push answered {e:?}, expected {expected:?}");
-                        ensure!(self.s == before, "a refused push changed the queue");
-                    }
-                    Ok(out) => {
-                        ensure!(expected.is_none(), "push accepted, expected {expected:?}");
-                        let fresh = distinct(msgs).into_iter().filter(|m| !was[*m].waiting).count() as u64;
-                        ensure!(out.added == fresh && out.merged == msgs.len() as u64 - fresh, "push {out:?}: {fresh} new");
-                        let score = mode.score(now).expect("checked") as f64;
-                        for m in distinct(msgs) {
-                            want.get_mut(m).expect("followed").waiting = true;
-                            let w = self.s.waiting(m);
-                            ensure!(w.group == *group, "{m:?}: the latest push sets the group");
-                            let held = before.score(Set::Hold, m).is_some();
-                            let old = [Set::Store, Set::Park].iter().find_map(|&set| before.score(set, m));
-                            let now_score = [Set::Store, Set::Park, Set::Hold].iter().find_map(|&set| self.s.score(set, m));
-                            if held {
-                                ensure!(w.held_priority == Some(score), "{m:?}: a held copy takes the latest priority");
-                                ensure!(now_score == before.score(Set::Hold, m), "{m:?}: a held copy stays held");
-                            } else {
-                                let expect = match old {
-                                    Some(old) if !mode.replaces_waiting() => old,
-                                    _ => score,
-                                };
-                                ensure!(now_score == Some(expect), "{m:?}: scored {now_score:?}, expected {expect}");
-                            }
-                        }
-                    }
-                }
+                self.pushed(&before, &was, &mut want, *mode, group, msgs, r)?;
+            }
+            Op::LedgerPush { mode, group, msgs, prefix, dedup } => {
+                self.ledger_pushed(&before, &was, &mut want, *mode, group, msgs, prefix.as_deref(), dedup)?;
+            }
+            Op::Claim { count, stale } => self.claimed(&before, &mut want, *count, *stale)?,
+            Op::Done(msgs) => {
+                let had = self.l.clone();
+                let n = ledger_rules::done(&mut self.l, msgs);
+                let ended = distinct(msgs).into_iter().filter(|m| had.claims.contains_key(*m)).count() as u64;
+                ensure!(n == ended, "done dropped {n} claims, expected {ended}");
+                let mut left = had.claims.clone();
+                left.retain(|m, _| !msgs.contains(m));
+                ensure!(self.l.claims == left && self.l.records == had.records, "done drops exactly the claims named");
             }
             Op::Pop { count, lease, named } => {
                 let expected = reference_pop(&before, &self.pins, now, *count);
@@ -362,6 +375,8 @@ impl Model {
                 let emptied = MemStore { last_id: before.last_id, ..MemStore::default() };
                 ensure!(had == (before != MemStore { journal: Vec::new(), ..emptied.clone() }), "drop answered {had}");
                 ensure!(self.s == emptied, "drop left {:?}", self.s);
+                // Its sequence, deduplication and claim keys go too (core::names).
+                self.l = MemLedger::default();
                 for c in want.values_mut() {
                     *c = Copies::default();
                 }
@@ -425,6 +440,189 @@ impl Model {
                 self.pins.insert(g, m.clone());
             }
         }
+    }
+
+    /// Checks a push of `msgs` (the contents stored) that answered `r`, and notes their
+    /// copies.
+    #[allow(clippy::too_many_arguments)]
+    fn pushed(
+        &self,
+        before: &MemStore,
+        was: &BTreeMap<Vec<u8>, Copies>,
+        want: &mut BTreeMap<Vec<u8>, Copies>,
+        mode: PushMode,
+        group: &Option<Vec<u8>>,
+        msgs: &[Vec<u8>],
+        r: Result<PushOutcome, RmqError>,
+    ) -> Result<(), String> {
+        let expected = self.push_error(before, mode, msgs);
+        match r {
+            Err(e) => {
+                ensure!(expected.as_ref() == Some(&e), "push answered {e:?}, expected {expected:?}");
+                ensure!(self.s == *before, "a refused push changed the queue");
+            }
+            Ok(out) => {
+                ensure!(expected.is_none(), "push accepted, expected {expected:?}");
+                let fresh = distinct(msgs).into_iter().filter(|m| !was[*m].waiting).count() as u64;
+                ensure!(out.added == fresh && out.merged == msgs.len() as u64 - fresh, "push {out:?}: {fresh} new");
+                let score = mode.score(self.now).expect("checked") as f64;
+                for m in distinct(msgs) {
+                    want.get_mut(m).expect("followed").waiting = true;
+                    let w = self.s.waiting(m);
+                    ensure!(w.group == *group, "{m:?}: the latest push sets the group");
+                    let held = before.score(Set::Hold, m).is_some();
+                    let old = [Set::Store, Set::Park].iter().find_map(|&set| before.score(set, m));
+                    let now_score = [Set::Store, Set::Park, Set::Hold].iter().find_map(|&set| self.s.score(set, m));
+                    if held {
+                        ensure!(w.held_priority == Some(score), "{m:?}: a held copy takes the latest priority");
+                        ensure!(now_score == before.score(Set::Hold, m), "{m:?}: a held copy stays held");
+                    } else {
+                        let expect = match old {
+                            Some(old) if !mode.replaces_waiting() => old,
+                            _ => score,
+                        };
+                        ensure!(now_score == Some(expect), "{m:?}: scored {now_score:?}, expected {expect}");
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The contents a push with SEQUENCE `prefix` stores, numbered after the last number.
+    fn numbered(&self, prefix: Option<&[u8]>, msgs: &[Vec<u8>]) -> Vec<Vec<u8>> {
+        match prefix {
+            Some(p) => msgs.iter().zip(self.l.last + 1..).map(|(m, n)| sequenced(p, n, m)).collect(),
+            None => msgs.to_vec(),
+        }
+    }
+
+    /// Checks a push with SEQUENCE and/or DEDUP: an empty message is refused; a live
+    /// window answers the first push's numbers and note and changes nothing; else the
+    /// numbered contents are pushed as any push, the sequence advances by the batch, the
+    /// id's record is the push's and at most `PRUNE_PER_PUSH` ended records, earliest end
+    /// first, are gone; an error changes nothing.
+    #[allow(clippy::too_many_arguments)]
+    fn ledger_pushed(
+        &mut self,
+        before: &MemStore,
+        was: &BTreeMap<Vec<u8>, Copies>,
+        want: &mut BTreeMap<Vec<u8>, Copies>,
+        mode: PushMode,
+        group: &Option<Vec<u8>>,
+        msgs: &[Vec<u8>],
+        prefix: Option<&[u8]>,
+        dedup: &Option<DedupOp>,
+    ) -> Result<(), String> {
+        let (now, lim, had) = (self.now, self.lim, self.l.clone());
+        let d = dedup.as_ref().map(|(id, window, note)| Dedup { id, window: *window, note: note.as_deref() });
+        let live = d.and_then(|d| had.records.get(d.id)).filter(|r| r.expires > now);
+        let stored = self.numbered(prefix, msgs);
+        let unchanged = |m: &Model| m.s == *before && m.l == had;
+        match ledger_rules::screen(&self.l, d, now, msgs) {
+            Err(e) => {
+                ensure!(e == RmqError::EmptyMessage && msgs.iter().any(|m| m.is_empty()), "screen answered {e:?}");
+                ensure!(unchanged(self), "a refused push changed something");
+                return Ok(());
+            }
+            Ok(Some(dup)) => {
+                let seen = live.ok_or("a duplicate without a live window")?;
+                let expect: Vec<Entry> =
+                    (0..msgs.len()).map(|i| Entry { outcome: Outcome::Duplicate, seq: seen.seq_of(i), note: seen.note.clone() }).collect();
+                ensure!(dup == expect, "duplicate answered {dup:?}, expected {expect:?}");
+                ensure!(unchanged(self), "a duplicate changed something");
+                return Ok(());
+            }
+            Ok(None) => {
+                ensure!(live.is_none() && !msgs.iter().any(|m| m.is_empty()), "screen let {msgs:?} through ({live:?})");
+            }
+        }
+        let r = ledger_rules::push(&mut self.s, &mut self.l, now, &lim, mode, group.as_deref(), prefix, d, msgs, |v| v);
+        let first = prefix.map(|_| had.last + 1);
+        let r = match r {
+            Err(e) => {
+                ensure!(self.l == had, "a refused push changed the ledger");
+                Err(e)
+            }
+            Ok((entries, out)) => {
+                let mut met = BTreeSet::new();
+                let expect: Vec<Entry> = stored
+                    .iter()
+                    .enumerate()
+                    .map(|(i, m)| {
+                        let fresh = met.insert(m) && !was[m].waiting;
+                        Entry {
+                            outcome: if fresh { Outcome::Added } else { Outcome::Merged },
+                            seq: first.map(|f| f + i as u64),
+                            note: None,
+                        }
+                    })
+                    .collect();
+                ensure!(entries == expect, "push answered {entries:?}, expected {expect:?}");
+                ensure!(self.l.last == had.last + prefix.map_or(0, |_| msgs.len() as u64), "sequence {} after {}", self.l.last, had.last);
+                let mut records = had.records.clone();
+                if let Some(d) = d {
+                    let mut ended: Vec<(i64, Vec<u8>)> =
+                        records.iter().filter(|(_, r)| r.expires <= now).map(|(id, r)| (r.expires, id.clone())).collect();
+                    ended.sort();
+                    for (_, id) in ended.iter().take(PRUNE_PER_PUSH) {
+                        records.remove(id);
+                    }
+                    let seen = Seen {
+                        expires: now.saturating_add(d.window),
+                        first_seq: first,
+                        count: msgs.len() as u64,
+                        note: d.note.map(<[u8]>::to_vec),
+                    };
+                    records.insert(d.id.to_vec(), seen);
+                }
+                ensure!(self.l.records == records, "records {:?}, expected {records:?}", self.l.records);
+                ensure!(self.l.claims == had.claims, "a push leaves the claims");
+                Ok(out)
+            }
+        };
+        self.pushed(before, was, want, mode, group, &stored, r)
+    }
+
+    /// Checks RMQ.REDRIVE CLAIM: first up to `count` claims at least `stale` ms old, then
+    /// dead messages, oldest death first, each claimed now with its dead record's priority
+    /// and group (out of the queue: no longer dead).
+    fn claimed(&mut self, before: &MemStore, want: &mut BTreeMap<Vec<u8>, Copies>, count: usize, stale: i64) -> Result<(), String> {
+        let (now, had) = (self.now, self.l.clone());
+        let taken = ledger_rules::claim(&mut self.s, &mut self.l, now, count, stale);
+        let old: Vec<&Vec<u8>> = had.claims.iter().filter(|(_, c)| c.at <= now.saturating_sub(stale)).map(|(m, _)| m).collect();
+        let n_old = old.len().min(count);
+        let dead = before.members(Set::Dead);
+        let n_dead = dead.len().min(count - n_old);
+        ensure!(taken.len() == n_old + n_dead, "claimed {}, expected {n_old} stale and {n_dead} dead", taken.len());
+        let mut claims = had.claims.clone();
+        for (i, (m, c)) in taken.iter().enumerate() {
+            let kept = if i < n_old {
+                let cl = had.claims.get(m).filter(|_| old.contains(&m)).ok_or(format!("claimed {m:?}: no stale claim"))?;
+                (cl.priority, cl.group.clone())
+            } else {
+                ensure!(
+                    before.score(Set::Dead, m).is_some() && self.s.score(Set::Dead, m).is_none(),
+                    "claimed {m:?}: not dead before, or still"
+                );
+                want.get_mut(m).expect("followed").dead = false;
+                let d = before.dead(m);
+                (d.priority, d.group)
+            };
+            ensure!(*c == Claim { at: now, priority: kept.0, group: kept.1 }, "claim of {m:?}: {c:?}");
+            claims.insert(m.clone(), c.clone());
+        }
+        if let Some(last) = taken[n_old..].iter().filter_map(|(m, _)| before.score(Set::Dead, m)).reduce(f64::max) {
+            for (m, t) in dead.iter().filter(|(m, _)| self.s.score(Set::Dead, m).is_some()) {
+                ensure!(*t >= last, "claim left {m:?} (died {t}) but took one that died at {last}");
+            }
+        }
+        ensure!(
+            self.l.claims == claims && self.l.records == had.records && self.l.last == had.last,
+            "claims {:?}, expected {claims:?}",
+            self.l.claims
+        );
+        Ok(())
     }
 
     /// The error a push must answer, if any (checked in the order of the contract).

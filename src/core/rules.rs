@@ -660,11 +660,12 @@ pub fn ack<S: Store>(s: &mut S, msgs: &[S::M]) -> u64 {
 
 /// Fails one in-flight delivery (NACK, or a lease run out): to dead if `dead` or its retries
 /// are used up, else back to waiting after `delay` ms (or the queue's backoff). The caller
-/// has checked that `m` is in flight.
-fn roll_back<S: Store>(s: &mut S, now: i64, lim: &Limits, m: &S::M, delay: Option<i64>, dead: bool) -> Rollback {
+/// has checked that `m` is in flight. `kind` is the queue's, read while `m` was in flight
+/// (a queue written by ZADD has no stored kind, and its delivery's record may be all that
+/// says "priority").
+fn roll_back<S: Store>(s: &mut S, now: i64, lim: &Limits, kind: Kind, m: &S::M, delay: Option<i64>, dead: bool) -> Rollback {
     let f = s.take_flight(m);
     s.rem(Set::Prepare, m);
-    let kind = kind_of(s).unwrap_or(Kind::Fixed);
     if dead || f.deliveries > lim.retries {
         end_delivery(s, f.group.as_deref());
         s.add(Set::Dead, m, now as f64);
@@ -727,9 +728,10 @@ fn roll_back<S: Store>(s: &mut S, now: i64, lim: &Limits, m: &S::M, delay: Optio
 pub fn nack<S: Store>(s: &mut S, now: i64, lim: &Limits, m: &S::M, delay: Option<i64>, dead: bool) -> Option<Rollback> {
     s.score(Set::Prepare, m)?;
     let f = (s.journal_len() > 0).then(|| s.flight(m));
-    let r = roll_back(s, now, lim, m, delay, dead);
+    let kind = kind_of(s).unwrap_or(Kind::Fixed);
+    let r = roll_back(s, now, lim, kind, m, delay, dead);
     if let Some(f) = f {
-        let n = journal::rolled_back(s, kind_of(s).unwrap_or(Kind::Fixed), m, &f, r == Rollback::Dead, false);
+        let n = journal::rolled_back(s, kind, m, &f, r == Rollback::Dead, false);
         s.note(n);
     }
     tidy(s);
@@ -748,15 +750,17 @@ pub fn sweep<S: Store>(s: &mut S, now: i64, lim: &Limits, limit: usize) -> Sweep
     }
     let mut out = SweepOutcome::default();
     let journaled = !expired.is_empty() && s.journal_len() > 0;
+    // Read before the first rollback (see `roll_back`), and only if there is one.
+    let kind = expired.first().and_then(|_| kind_of(s)).unwrap_or(Kind::Fixed);
     for m in &expired {
         out.expired += 1;
         let f = journaled.then(|| s.flight(m));
-        let r = roll_back(s, now, lim, m, None, false);
+        let r = roll_back(s, now, lim, kind, m, None, false);
         if r == Rollback::Dead {
             out.dead += 1;
         }
         if let Some(f) = f {
-            let n = journal::rolled_back(s, kind_of(s).unwrap_or(Kind::Fixed), m, &f, r == Rollback::Dead, true);
+            let n = journal::rolled_back(s, kind, m, &f, r == Rollback::Dead, true);
             s.note(n);
         }
     }

@@ -614,6 +614,41 @@ fn a_lost_kind_is_inferred_from_what_is_left() {
     assert_eq!(kind_of(&MemStore::default()), None);
 }
 
+/// A queue of one message written as ZADD writes it (no kind: it is inferred), popped.
+fn zadded_and_popped(priority: f64) -> MemStore {
+    let mut s = MemStore::default();
+    s.add(Set::Store, &m("a"), priority);
+    assert_eq!(pop(&mut s, 0, 1, 50).got, vec![(m("a"), 1)]);
+    s
+}
+
+#[test]
+fn a_message_written_without_a_kind_keeps_its_priority_through_failures() {
+    // Once popped, the delivery's record is all that says "priority": a rollback reads the
+    // kind before it ends the delivery.
+    let mut s = zadded_and_popped(5.0);
+    assert_eq!(nack(&mut s, 0, &lim(), &m("a"), None, true), Some(Rollback::Dead));
+    assert_eq!(s.dead(&m("a")).priority, Some(5.0), "NACK DEAD keeps its priority");
+    assert_eq!(replay(&mut s, 200, 10), 1);
+    assert_eq!(s.score(Set::Store, &m("a")), Some(5.0), "replayed with its priority");
+
+    let mut s = zadded_and_popped(5.0);
+    assert_eq!(nack(&mut s, 0, &lim(), &m("a"), None, false), Some(Rollback::Requeued));
+    assert_eq!(s.score(Set::Store, &m("a")), Some(5.0), "a NACK requeues it with its priority");
+    let mut s = zadded_and_popped(5.0);
+    assert_eq!(sweep(&mut s, 50, &lim(), 10).expired, 1);
+    assert_eq!(s.score(Set::Store, &m("a")), Some(5.0), "so does an expiry");
+
+    // Retries used up by expiries (3 deliveries with 2 retries), then claimed for a redrive.
+    let mut s = zadded_and_popped(7.0);
+    for now in [100, 200] {
+        sweep(&mut s, now - 50, &lim(), 10);
+        assert_eq!(pop(&mut s, now, 1, now + 50).got, vec![(m("a"), (now / 100 + 1) as u32)]);
+    }
+    assert_eq!(sweep(&mut s, 250, &lim(), 10).dead, 1);
+    assert_eq!(take_dead(&mut s, 10), vec![(m("a"), Dead { priority: Some(7.0), group: None })], "a claim keeps it");
+}
+
 #[test]
 fn a_kind_left_behind_by_deleted_keys_gives_way() {
     let mut f = MemStore::default();
@@ -667,7 +702,7 @@ fn model_random_operations_keep_invariants() {
             let now = model.now + r.below(25) as i64;
             model.step(&Op::Clock(now)).unwrap_or_else(|e| panic!("seed {seed} step {step}: {e}"));
             let w = words[r.below(words.len() as u64) as usize].clone();
-            let op = match r.below(9) {
+            let op = match r.below(11) {
                 0..=2 => {
                     let mode = match (model.s.kind(), r.below(3)) {
                         (Some(Kind::Range), _) | (None, 0) => PushMode::Range(1 + r.below(50) as i64),
@@ -684,6 +719,36 @@ fn model_random_operations_keep_invariants() {
                     Op::Nack { m: w, delay, dead: r.below(6) == 0 }
                 }
                 7 => Op::Sweep(1 + r.below(4) as usize),
+                8 => {
+                    let mode = match model.s.kind() {
+                        Some(Kind::Priority) => PushMode::Priority(r.below(5) as i64),
+                        _ => PushMode::Delay(r.below(50) as i64),
+                    };
+                    let group = groups[r.below(4) as usize].map(<[u8]>::to_vec);
+                    let prefix = [None, Some(b"".to_vec()), Some(b"p ".to_vec())][r.below(3) as usize].clone();
+                    let ids: [&[u8]; 3] = [b"d1", b"d2", b"d3"];
+                    let dedup = (prefix.is_none() || r.below(2) == 0).then(|| {
+                        (
+                            ids[r.below(3) as usize].to_vec(),
+                            1 + r.below(80) as i64,
+                            [None, Some(b"n".to_vec())][r.below(2) as usize].clone(),
+                        )
+                    });
+                    let mut msgs = vec![w];
+                    if r.below(4) == 0 {
+                        msgs.push(msgs[0].clone());
+                    }
+                    Op::LedgerPush { mode, group, msgs, prefix, dedup }
+                }
+                9 => {
+                    if r.below(2) == 0 {
+                        Op::Claim { count: 1 + r.below(3) as usize, stale: 1 + r.below(60) as i64 }
+                    } else {
+                        let claimed: Vec<Vec<u8>> = model.l.claims.keys().cloned().collect();
+                        let pick = claimed.get(r.below(claimed.len().max(1) as u64) as usize).cloned().unwrap_or(w);
+                        Op::Done(vec![pick])
+                    }
+                }
                 _ => match r.below(5) {
                     // Rarely: they end the run's state, which the rest must build again.
                     4 if r.below(8) == 0 => {

@@ -74,6 +74,11 @@ impl Ctx {
         self.flags() & raw::REDISMODULE_CTX_FLAGS_CLUSTER != 0
     }
 
+    /// The server is loading its RDB or AOF (or a replica its primary's snapshot).
+    pub fn loading(self) -> bool {
+        self.flags() & raw::REDISMODULE_CTX_FLAGS_LOADING != 0
+    }
+
     pub fn aof_on(self) -> bool {
         self.flags() & raw::REDISMODULE_CTX_FLAGS_AOF != 0
     }

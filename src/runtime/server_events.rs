@@ -145,9 +145,12 @@ static DELETED: Mutex<Vec<(i32, Vec<u8>)>> = Mutex::new(Vec::new());
 
 /// Key `k`, untagged, was deleted, expired or evicted: if it was a listed queue's `Q`,
 /// `abandoned` looks at the queue once the command (or the expiry) is over (a keyspace
-/// event is no place to write keys). A replica waits for its primary's deletions.
+/// event is no place to write keys). A replica waits for its primary's deletions, and a
+/// load applies deletions already settled: an AOF's `DEL Q` is the module's own (a queue
+/// that emptied keeps its push sequence and deduplication windows) or one whose
+/// abandonment the AOF holds too.
 fn q_deleted(ctx: Ctx, k: &[u8]) {
-    if !ctx.is_primary() || !registry::listed(ctx.db(), k) {
+    if !ctx.is_primary() || ctx.loading() || !registry::listed(ctx.db(), k) {
         return;
     }
     let mut deleted = DELETED.lock().unwrap_or_else(|e| e.into_inner());

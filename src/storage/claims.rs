@@ -5,6 +5,7 @@
 
 use crate::core::error::{Result, RmqError};
 use crate::core::ledger_records::Claim;
+use crate::core::ledger_rules::ClaimStore;
 use crate::core::names::{other_key, Other};
 use crate::ffi::key::{Key, KeyType};
 use crate::ffi::{Ctx, RStr};
@@ -34,10 +35,12 @@ impl Claims {
     pub fn is_empty(&self) -> bool {
         self.key.len() == 0
     }
+}
 
+impl ClaimStore for Claims {
     /// Every claim, in the hash's order (a value that cannot be read counts as claimed at
     /// time 0, so it is taken again as stale).
-    pub fn all(&self) -> Vec<(Vec<u8>, Claim)> {
+    fn claims(&self) -> Vec<(Vec<u8>, Claim)> {
         let mut out = Vec::new();
         self.key.hscan(&mut |m, v| {
             out.push((m.to_vec(), Claim::decode(v).unwrap_or(Claim { at: 0, priority: None, group: None })));
@@ -45,19 +48,19 @@ impl Claims {
         out
     }
 
-    pub fn put(&self, m: &RStr, c: &Claim) {
-        let value = RStr::from_bytes(&c.encode());
-        self.key.hset(m, Some(&value));
-        send_now(self.ctx, c"HSET", &self.name, &[m, &value]);
+    fn put_claim(&mut self, m: &[u8], c: &Claim) {
+        let (m, value) = (RStr::from_bytes(m), RStr::from_bytes(&c.encode()));
+        self.key.hset(&m, Some(&value));
+        send_now(self.ctx, c"HSET", &self.name, &[&m, &value]);
         self.ctx.signal_modified(&self.name);
     }
 
-    /// Drops the claim of `m`; false if it had none.
-    pub fn drop_claim(&self, m: &RStr) -> bool {
-        if self.key.hset(m, None) == 0 {
+    fn drop_claim(&mut self, m: &[u8]) -> bool {
+        let m = RStr::from_bytes(m);
+        if self.key.hset(&m, None) == 0 {
             return false;
         }
-        send_now(self.ctx, c"HDEL", &self.name, &[m]);
+        send_now(self.ctx, c"HDEL", &self.name, &[&m]);
         self.ctx.signal_modified(&self.name);
         true
     }

@@ -1,22 +1,19 @@
 //! The keys of RMQ.PUSH's SEQUENCE and DEDUP options, tagged `{Q}`: `seq{Q}` (a string,
 //! the last sequence number given, as INCR would keep it), `dedup{Q}` (a hash:
 //! deduplication id → `core::ledger_records::Seen`) and `dedupexp{Q}` (a sorted set: id → the end
-//! of its window). A push prunes a few ended records, oldest first, and both dedup keys
-//! expire at the last window's end: they hold at most the ids of one window plus what
-//! pruning has not reached yet, and go when pushes with DEDUP stop. Every change is
+//! of its window). A push prunes a few ended records, oldest first (`core::ledger_rules`),
+//! and both dedup keys expire at the last window's end: they hold at most the ids of one
+//! window plus what pruning has not reached yet, and go when pushes with DEDUP stop. Every change is
 //! replicated as its effect (SET, HSET, ZADD, HDEL, ZREM, PEXPIREAT with absolute times).
 
 use crate::core::error::{Result, RmqError};
-use crate::core::ledger_records::{first_seq, read_seq, Seen};
+use crate::core::ledger_records::{read_seq, Seen};
+use crate::core::ledger_rules::PushLedger;
 use crate::core::names::{other_key, Other};
 use crate::ffi::key::{Key, KeyType};
 use crate::ffi::{Ctx, RStr};
 use crate::storage::effects::send_now;
 use crate::storage::redis_queue::{RedisQueue, HASHTABLE_AT};
-
-/// Ended records a push removes at most (one push adds at most one record, so they never
-/// pile up while pushes go on).
-const PRUNE_PER_PUSH: usize = 16;
 
 struct Opened {
     name: RStr,
@@ -52,7 +49,7 @@ pub fn delete(ctx: Ctx, q: &[u8]) -> Vec<RStr> {
 }
 
 /// A queue's push sequence and deduplication keys, open for one push (each only when its
-/// option was given).
+/// option was given): `core::ledger_rules::PushLedger` over them.
 pub struct Ledger {
     ctx: Ctx,
     seq: Option<Opened>,
@@ -71,36 +68,54 @@ impl Ledger {
         };
         Ok(Ledger { ctx, seq, dedup })
     }
+}
 
-    /// The record of `id` if its window has not ended at `now`.
-    pub fn seen(&self, id: &[u8], now: i64) -> Option<Seen> {
-        let (records, _) = self.dedup.as_ref()?;
-        let seen = Seen::decode(records.key.hget(&RStr::from_bytes(id))?.as_ref())?;
-        (seen.expires > now).then_some(seen)
-    }
-
-    /// The sequence number the next pushed message gets, if `n` messages are numbered.
-    pub fn next_seq(&self, n: usize) -> Result<u64> {
-        let Some(s) = &self.seq else { return Ok(0) };
-        let last = match s.key.string() {
-            None => 0,
-            Some(v) => read_seq(&v).ok_or(RmqError::NotASequence)?,
-        };
-        first_seq(last, n).ok_or(RmqError::NotASequence)
-    }
-
-    /// Writes what a push did: the last sequence number it gave, and the record of its
-    /// deduplication id (with a few ended records pruned).
-    pub fn commit(&self, last_seq: Option<u64>, record: Option<(&[u8], &Seen)>, now: i64) {
-        if let (Some(s), Some(last)) = (&self.seq, last_seq) {
-            let v = RStr::from_i64(last as i64);
-            if s.key.set_string(&v) {
-                send_now(self.ctx, c"SET", &s.name, &[&v]);
-                self.ctx.signal_modified(&s.name);
-            }
+impl PushLedger for Ledger {
+    fn last_seq(&self) -> Result<u64> {
+        match self.seq.as_ref().and_then(|s| s.key.string()) {
+            None => Ok(0),
+            Some(v) => read_seq(&v).ok_or(RmqError::NotASequence),
         }
-        let (Some((records, ends)), Some((id, seen))) = (&self.dedup, record) else { return };
-        self.prune(records, ends, now);
+    }
+
+    fn set_last_seq(&mut self, last: u64) {
+        let Some(s) = &self.seq else { return };
+        let v = RStr::from_i64(last as i64);
+        if s.key.set_string(&v) {
+            send_now(self.ctx, c"SET", &s.name, &[&v]);
+            self.ctx.signal_modified(&s.name);
+        }
+    }
+
+    fn record(&self, id: &[u8]) -> Option<Seen> {
+        let (records, _) = self.dedup.as_ref()?;
+        Seen::decode(records.key.hget(&RStr::from_bytes(id))?.as_ref())
+    }
+
+    fn ended(&self, now: i64, n: usize) -> Vec<Vec<u8>> {
+        let mut ended = Vec::new();
+        if let (Some((_, ends)), true) = (&self.dedup, n > 0) {
+            ends.key.zscan(f64::NEG_INFINITY, now as f64, false, &mut |id, _| {
+                ended.push(id.as_ref().to_vec());
+                ended.len() < n
+            });
+        }
+        ended
+    }
+
+    fn forget(&mut self, id: &[u8]) {
+        let Some((records, ends)) = &self.dedup else { return };
+        let id = RStr::from_bytes(id);
+        if ends.key.zrem(&id) {
+            send_now(self.ctx, c"ZREM", &ends.name, &[&id]);
+        }
+        if records.key.hset(&id, None) > 0 {
+            send_now(self.ctx, c"HDEL", &records.name, &[&id]);
+        }
+    }
+
+    fn put(&mut self, id: &[u8], seen: &Seen) {
+        let Some((records, ends)) = &self.dedup else { return };
         let (id, value, end) = (RStr::from_bytes(id), RStr::from_bytes(&seen.encode()), RStr::from_i64(seen.expires));
         records.key.hset(&id, Some(&value));
         send_now(self.ctx, c"HSET", &records.name, &[&id, &value]);
@@ -118,21 +133,6 @@ impl Ledger {
                 send_now(self.ctx, c"PEXPIREAT", &k.name, &[&end]);
             }
             self.ctx.signal_modified(&k.name);
-        }
-    }
-
-    fn prune(&self, records: &Opened, ends: &Opened, now: i64) {
-        let mut ended = Vec::new();
-        ends.key.zscan(f64::NEG_INFINITY, now as f64, false, &mut |id, _| {
-            ended.push(id);
-            ended.len() < PRUNE_PER_PUSH
-        });
-        for id in &ended {
-            ends.key.zrem(id);
-            send_now(self.ctx, c"ZREM", &ends.name, &[id]);
-            if records.key.hset(id, None) > 0 {
-                send_now(self.ctx, c"HDEL", &records.name, &[id]);
-            }
         }
     }
 }
