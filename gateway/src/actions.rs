@@ -288,13 +288,26 @@ async fn list_queues(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult<
         ),
         None => None,
     };
-    let mut conn = caller.backend.conn.clone();
-    let keys = conn.scan("rmqgw:q{*}").await?;
-    let mut names: Vec<String> =
-        keys.into_iter().filter_map(|k| k.strip_prefix("rmqgw:q{").and_then(|k| k.strip_suffix('}')).map(str::to_string)).collect();
-    names.retain(|n| n.starts_with(prefix) && after.as_ref().is_none_or(|a| n > a));
+    let mut names = caller.backend.conn.clone().queues(prefix).await?;
+    names.retain(|n| after.as_ref().is_none_or(|a| n > a));
     names.sort();
     names.dedup();
+    // Of the RMQ queues this user may read, those made through the gateway (an attribute
+    // hash it may read too); each check on the queue's own slot.
+    let made = futures_util::future::join_all(names.iter().map(|n| {
+        let mut conn = caller.backend.conn.clone();
+        async move {
+            match conn.exists::<_, bool>(store::meta_key(n)).await {
+                Err(e) if crate::errors::refused_by_acl(&e) => Ok(false),
+                r => r,
+            }
+        }
+    }))
+    .await
+    .into_iter()
+    .collect::<redis::RedisResult<Vec<bool>>>()?;
+    let mut made = made.into_iter();
+    names.retain(|_| made.next().unwrap_or(false));
     let mut out = json!({});
     if let Some(max) = max {
         if names.len() > max as usize {

@@ -17,7 +17,7 @@ mod startup;
 mod store;
 
 // The pure parts live in the library (src/lib.rs), which the fuzz targets call too.
-use rmq_gateway::{errors, input, md5s, message, rmq_kind, sigv4};
+use rmq_gateway::{errors, input, md5s, message, presigned, rmq_kind, sigv4};
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -243,11 +243,17 @@ async fn sqs(State(gw): State<Arc<Gateway>>, method: Method, uri: Uri, headers: 
         Ok(Err(_)) => return error_response(&SqsError::request_entity_too_large("The request body is longer than 2 MiB.")),
         Err(_) => return error_response(&SqsError::request_timeout("The request body was not received in time.")),
     };
-    let target = headers.get("x-amz-target").and_then(|v| v.to_str().ok()).unwrap_or("");
-    let action = target.strip_prefix("AmazonSQS.").unwrap_or("");
+    let query = uri.query().unwrap_or("");
+    let presigned = headers.get("authorization").is_none() && crate::presigned::is_presigned(query);
+    // A presigned request may name its action in the query (which its signature covers).
+    let in_query = if presigned { crate::presigned::action(query) } else { None };
+    let action = match &in_query {
+        Some(a) => a.as_str(),
+        None => headers.get("x-amz-target").and_then(|v| v.to_str().ok()).unwrap_or("").strip_prefix("AmazonSQS.").unwrap_or(""),
+    };
     // A panic is a bug, but it must cost only its own request: answered 500, never a
     // dropped connection or a lost worker.
-    let handled = std::panic::AssertUnwindSafe(handle(&gw, &method, &uri, &headers, &body, action)).catch_unwind().await;
+    let handled = std::panic::AssertUnwindSafe(handle(&gw, &method, &uri, &headers, &body, action, presigned)).catch_unwind().await;
     let result = handled.unwrap_or_else(|_| Err(Refusal::Served(SqsError::internal("the request could not be handled"))));
     match result {
         Ok(body) => {
@@ -272,14 +278,26 @@ enum Refusal {
     Served(SqsError),
 }
 
-async fn handle(gw: &Gateway, method: &Method, uri: &Uri, headers: &HeaderMap, body: &[u8], action: &str) -> Result<Vec<u8>, Refusal> {
+/// `presigned`: signed in the query string, which may then carry the parameters too (and
+/// may be a GET, as a presigned URL opened as it is).
+async fn handle(
+    gw: &Gateway,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &[u8],
+    action: &str,
+    presigned: bool,
+) -> Result<Vec<u8>, Refusal> {
     let caller = authenticate(gw, method, uri, headers, body).map_err(Refusal::Unauthenticated)?;
-    if method != Method::POST || action.is_empty() {
+    let method_ok = method == Method::POST || (presigned && method == Method::GET);
+    if !method_ok || action.is_empty() {
         return Err(Refusal::Served(SqsError::unsupported_operation(
             "rmq-gateway speaks the AWS JSON 1.0 protocol: POST / with X-Amz-Target: AmazonSQS.<Action>",
         )));
     }
-    let input = crate::input::parse_body(body).map_err(Refusal::Served)?;
+    let input = if presigned { crate::presigned::input(uri.query().unwrap_or(""), body) } else { crate::input::parse_body(body) }
+        .map_err(Refusal::Served)?;
     actions::dispatch(gw, &caller, action, &input).await.map_err(Refusal::Served)
 }
 

@@ -97,8 +97,10 @@ const SKEW_SECS: i64 = 15 * 60;
 /// where it goes, when it was made, which action it is and how its body reads.
 const MUST_SIGN: [&str; 4] = ["host", "x-amz-date", "x-amz-target", "content-type"];
 /// What a presigned request must sign besides its query (the SDKs' presigners sign the
-/// target too; unsigned, one presigned request could be replayed as any action).
+/// target too; unsigned, one presigned request could be replayed as any action), unless
+/// its query names the action (then the query, which is signed, decides it).
 const MUST_SIGN_PRESIGNED: [&str; 2] = ["host", "x-amz-target"];
+const MUST_SIGN_PRESIGNED_ACTION_IN_QUERY: [&str; 1] = ["host"];
 /// The longest a presigned request may be valid (X-Amz-Expires), as SigV4 allows.
 const MAX_EXPIRES: i64 = 604_800;
 
@@ -141,7 +143,11 @@ pub fn verify<'c>(creds: &'c Credentials, region: &str, req: &Request, now: i64)
             "Credential should be scoped to a valid region and service sqs; this gateway's region is {region}"
         )));
     }
-    let must: &[&str] = if auth.presigned { &MUST_SIGN_PRESIGNED } else { &MUST_SIGN };
+    let must: &[&str] = match (auth.presigned, crate::presigned::action(req.query).is_some()) {
+        (true, true) => &MUST_SIGN_PRESIGNED_ACTION_IN_QUERY,
+        (true, false) => &MUST_SIGN_PRESIGNED,
+        (false, _) => &MUST_SIGN,
+    };
     if let Some(missing) = must.iter().find(|h| !auth.signed_headers.iter().any(|s| s == *h)) {
         return Err(SqsError::signature_does_not_match(format!("The request must sign the header {missing} (SignedHeaders)")));
     }
@@ -231,6 +237,14 @@ fn query_param(query: &str, name: &str) -> Option<String> {
     query.split('&').find_map(|kv| {
         let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
         (k == name).then(|| percent_decode(v))
+    })
+}
+
+/// The query's fields, decoded.
+pub fn query_pairs(query: &str) -> impl Iterator<Item = (String, String)> + '_ {
+    query.split('&').filter(|kv| !kv.is_empty()).map(|kv| {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        (percent_decode(k), percent_decode(v))
     })
 }
 

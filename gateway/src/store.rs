@@ -101,8 +101,10 @@ impl Conn {
         }
     }
 
-    /// The keys matching `pattern` (SCAN; on a cluster, on every primary).
-    pub async fn scan(&mut self, pattern: &str) -> redis::RedisResult<Vec<String>> {
+    /// The RMQ queues whose names start with `prefix` that this connection's Redis user may
+    /// read (RMQ.QUEUES, which leaves out the others and keeps its names in memory, so the
+    /// cost follows the number of queues, not of keys; on a cluster, on every primary).
+    pub async fn queues(&mut self, prefix: &str) -> redis::RedisResult<Vec<String>> {
         let nodes = match self {
             Conn::Single(_) => vec![None],
             Conn::Cluster(c) => {
@@ -110,27 +112,40 @@ impl Conn {
                 primaries(&text).into_iter().map(|(host, port)| Some(SingleNodeRoutingInfo::ByAddress { host, port })).collect()
             }
         };
-        let mut keys = Vec::new();
+        let pattern = glob_escape(prefix) + "*";
+        let mut names = Vec::new();
         for node in nodes {
-            let mut cursor = 0u64;
+            let mut cursor = "0".to_string();
             loop {
-                let mut cmd = redis::cmd("SCAN");
-                cmd.arg(cursor).arg("MATCH").arg(pattern).arg("COUNT").arg(1000);
-                let (next, batch): (u64, Vec<String>) = match (&mut *self, &node) {
+                let mut cmd = redis::cmd("RMQ.QUEUES");
+                cmd.arg("MATCH").arg(&pattern).arg("COUNT").arg(1000).arg("CURSOR").arg(&cursor);
+                let (next, batch): (String, Vec<String>) = match (&mut *self, &node) {
                     (Conn::Cluster(c), Some(route)) => {
                         redis::from_redis_value(c.route_command(cmd, RoutingInfo::SingleNode(route.clone())).await?)?
                     }
                     _ => cmd.query_async(self).await?,
                 };
-                keys.extend(batch);
-                if next == 0 {
+                names.extend(batch);
+                if next == "0" {
                     break;
                 }
                 cursor = next;
             }
         }
-        Ok(keys)
+        Ok(names)
     }
+}
+
+/// `s` as a glob (SCAN MATCH rules) that matches only itself.
+fn glob_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// A cluster connection that sends pipelines to one slot's primary.
@@ -317,5 +332,10 @@ mod tests {
                      d 127.0.0.1:7004@17004 master,fail - 0 0 3 connected 10923-16383\n\
                      e 127.0.0.1:7005@17005 master - 0 0 4 connected\n";
         assert_eq!(primaries(nodes), vec![("127.0.0.1".to_string(), 7001), ("127.0.0.1".to_string(), 7003)]);
+    }
+
+    #[test]
+    fn a_prefix_globs_only_itself() {
+        assert_eq!(glob_escape("a*b?[c]\\d-e_f.fifo"), "a\\*b\\?\\[c\\]\\\\d-e_f.fifo");
     }
 }
