@@ -15,6 +15,7 @@ mod replies;
 mod server;
 mod startup;
 mod store;
+mod stored_size;
 
 // The pure parts live in the library (src/lib.rs), which the fuzz targets call too.
 use rmq_gateway::{errors, input, md5s, message, presigned, rmq_kind, sigv4};

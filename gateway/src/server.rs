@@ -23,7 +23,7 @@ use crate::store::{Backend, Durable};
 use crate::Args;
 
 /// Request bodies larger than this are refused unread.
-const MAX_BODY: usize = 2 * 1024 * 1024;
+pub const MAX_BODY: usize = 2 * 1024 * 1024;
 /// How long a client may take to send its headers, and then its body: a slow sender
 /// (slowloris) must not hold one of the connections for long. hyper's header timer starts
 /// at a request's first byte, so a new connection gets as long for that first byte.
@@ -75,6 +75,7 @@ pub async fn run(args: Args, access: Access, tls: Option<TlsAcceptor>) -> Result
     let default = Backend::connect(&target, &access, None, durable, args.queue_cache_ms, args.max_redis_connections)
         .await
         .map_err(|e| format!("cannot reach {target}: {e}"))?;
+    crate::stored_size::make_room(&mut default.conn.clone()).await;
     let mut per_key = HashMap::new();
     for key in credentials.iter().flat_map(Credentials::keys) {
         if let Some(user) = &key.redis_user {

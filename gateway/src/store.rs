@@ -101,30 +101,37 @@ impl Conn {
         }
     }
 
+    /// The primaries serving slots: the one server, or every primary of a cluster.
+    pub async fn primaries(&mut self) -> redis::RedisResult<Vec<Node>> {
+        Ok(match self {
+            Conn::Single(_) => vec![Node(None)],
+            Conn::Cluster(c) => {
+                let text: String = redis::cmd("CLUSTER").arg("NODES").query_async(c).await?;
+                primaries(&text).into_iter().map(|(host, port)| Node(Some(SingleNodeRoutingInfo::ByAddress { host, port }))).collect()
+            }
+        })
+    }
+
+    /// Runs `cmd` on that node.
+    pub async fn on(&mut self, node: &Node, cmd: redis::Cmd) -> redis::RedisResult<redis::Value> {
+        match (&mut *self, &node.0) {
+            (Conn::Cluster(c), Some(route)) => c.route_command(cmd, RoutingInfo::SingleNode(route.clone())).await,
+            _ => cmd.query_async(self).await,
+        }
+    }
+
     /// The RMQ queues whose names start with `prefix` that this connection's Redis user may
     /// read (RMQ.QUEUES, which leaves out the others and keeps its names in memory, so the
     /// cost follows the number of queues, not of keys; on a cluster, on every primary).
     pub async fn queues(&mut self, prefix: &str) -> redis::RedisResult<Vec<String>> {
-        let nodes = match self {
-            Conn::Single(_) => vec![None],
-            Conn::Cluster(c) => {
-                let text: String = redis::cmd("CLUSTER").arg("NODES").query_async(c).await?;
-                primaries(&text).into_iter().map(|(host, port)| Some(SingleNodeRoutingInfo::ByAddress { host, port })).collect()
-            }
-        };
         let pattern = glob_escape(prefix) + "*";
         let mut names = Vec::new();
-        for node in nodes {
+        for node in self.primaries().await? {
             let mut cursor = "0".to_string();
             loop {
                 let mut cmd = redis::cmd("RMQ.QUEUES");
                 cmd.arg("MATCH").arg(&pattern).arg("COUNT").arg(1000).arg("CURSOR").arg(&cursor);
-                let (next, batch): (String, Vec<String>) = match (&mut *self, &node) {
-                    (Conn::Cluster(c), Some(route)) => {
-                        redis::from_redis_value(c.route_command(cmd, RoutingInfo::SingleNode(route.clone())).await?)?
-                    }
-                    _ => cmd.query_async(self).await?,
-                };
+                let (next, batch): (String, Vec<String>) = redis::from_redis_value(self.on(&node, cmd).await?)?;
                 names.extend(batch);
                 if next == "0" {
                     break;
@@ -135,6 +142,9 @@ impl Conn {
         Ok(names)
     }
 }
+
+/// One primary of the target (for a single server, it).
+pub struct Node(Option<SingleNodeRoutingInfo>);
 
 /// `s` as a glob (SCAN MATCH rules) that matches only itself.
 fn glob_escape(s: &str) -> String {
