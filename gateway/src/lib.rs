@@ -3,6 +3,7 @@
 //! them without a server; the binary (main.rs) adds HTTP, Redis and the actions.
 
 pub mod errors;
+pub mod gateway_keys;
 pub mod input;
 pub mod md5s;
 pub mod message;

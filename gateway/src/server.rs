@@ -15,12 +15,13 @@ use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
 use crate::actions::{self, Caller};
+use crate::cli_args::Args;
 use crate::errors::SqsError;
+use crate::gateway_state::{stopped, Gateway};
 use crate::metrics::{self, Metrics};
+use crate::redis_backend::{Backend, Durable};
 use crate::redis_client::Access;
 use crate::sigv4::{self, Credentials};
-use crate::store::{Backend, Durable};
-use crate::Args;
 
 /// Request bodies larger than this are refused unread.
 const MAX_BODY: usize = 2 * 1024 * 1024;
@@ -34,27 +35,6 @@ const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_CONNECTIONS: usize = 10_000;
 /// How long requests in progress may take to finish after a stop signal.
 const DRAIN: Duration = Duration::from_secs(5);
-
-pub struct Gateway {
-    region: String,
-    account: String,
-    public_url: String,
-    credentials: Option<Credentials>,
-    /// The URL's user, and one backend per access key with a Redis user of its own.
-    default: Arc<Backend>,
-    per_key: HashMap<String, Arc<Backend>>,
-    metrics: Metrics,
-    pub stopping: watch::Receiver<bool>,
-}
-
-impl Gateway {
-    pub fn queue_url(&self, name: &str) -> String {
-        format!("{}/{}/{}", self.public_url, self.account, name)
-    }
-    pub fn queue_arn(&self, name: &str) -> String {
-        format!("arn:aws:sqs:{}:{}:{}", self.region, self.account, name)
-    }
-}
 
 pub async fn run(args: Args, access: Access, tls: Option<TlsAcceptor>) -> Result<(), String> {
     let credentials = match &args.credentials {
@@ -192,11 +172,6 @@ where
             let _ = conn.await;
         }
     }
-}
-
-/// Resolves once the gateway is stopping.
-pub async fn stopped(mut rx: watch::Receiver<bool>) {
-    let _ = rx.wait_for(|s| *s).await;
 }
 
 async fn stop_signal() {

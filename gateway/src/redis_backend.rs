@@ -1,12 +1,11 @@
 //! The Redis side: connections (one multiplexed connection for short commands, a bounded
-//! pool of dedicated ones for long polls and durable writes, crate::pool, per Redis user). Every action is atomic on the
-//! server through RMQ's commands; every key of queue `N` is tagged `{N}`:
-//! `rmqgw:q{N}` (attributes, hash), `rmqgw:t{N}` (tags, hash), `rmqgw:gone{N}` (for a few
-//! seconds after DeleteQueue: crate::queue). The send sequence and FIFO
-//! deduplication are the module's (RMQ.PUSH SEQUENCE and DEDUP), and so are the names of
-//! its keys: DeleteQueue deletes them with RMQ.DROP, PurgeQueue empties the queue with
-//! RMQ.PURGE, so the gateway spells none of them; receipt handles name RMQ's own delivery ids (`RMQ.POP ... IDS`), which the
-//! module ends exactly (`RMQ.ACKID`), so the gateway keeps no delivery records.
+//! pool of dedicated ones for long polls and durable writes, crate::pool, per Redis user).
+//! Every action is atomic on the server through RMQ's commands (crate::rmq_client); every
+//! key of queue `N` is tagged `{N}` (crate::gateway_keys). The send sequence and FIFO
+//! deduplication are the module's, and so are the names of its keys: DeleteQueue and
+//! PurgeQueue go through the module's own commands, so the gateway spells none of them;
+//! receipt handles name RMQ's own delivery ids, which the module ends exactly, so the
+//! gateway keeps no delivery records.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -28,16 +27,6 @@ pub const MAX_REDIS_CONNECTIONS: usize = 512;
 const IDLE_CLOSE: Duration = Duration::from_secs(20);
 const IDLE_CHECK: Duration = Duration::from_secs(5);
 
-pub fn meta_key(q: &str) -> String {
-    format!("rmqgw:q{{{q}}}")
-}
-pub fn tags_key(q: &str) -> String {
-    format!("rmqgw:t{{{q}}}")
-}
-/// DeleteQueue's tombstone (a string that expires, crate::queue::TOMBSTONE_MS).
-pub fn gone_key(q: &str) -> String {
-    format!("rmqgw:gone{{{q}}}")
-}
 /// Where the queues live: one server, or a Redis Cluster given by seed nodes.
 #[derive(Debug, Clone)]
 pub enum Target {
