@@ -4,9 +4,11 @@
 //! (main.rs) adds HTTP, Redis and the actions.
 
 pub mod errors;
+pub mod gateway_keys;
 pub mod input;
 pub mod md5s;
 pub mod message;
 pub mod presigned;
+pub mod query_string;
 pub mod rmq_kind;
 pub mod sigv4;

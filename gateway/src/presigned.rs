@@ -7,7 +7,7 @@
 use serde_json::{Map, Value};
 
 use crate::errors::{SqsError, SqsResult};
-use crate::sigv4::query_pairs;
+use crate::query_string::query_pairs;
 
 /// Whether the request is presigned (signed in its query string).
 pub fn is_presigned(query: &str) -> bool {

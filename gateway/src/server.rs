@@ -15,15 +15,16 @@ use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
 use crate::actions::{self, Caller};
+use crate::cli_args::Args;
 use crate::errors::SqsError;
+use crate::gateway_state::{stopped, Gateway};
 use crate::metrics::{self, Metrics};
+use crate::redis_backend::{Backend, Durable};
 use crate::redis_client::Access;
 use crate::sigv4::{self, Credentials};
-use crate::store::{Backend, Durable};
-use crate::Args;
 
 /// Request bodies larger than this are refused unread.
-pub const MAX_BODY: usize = 2 * 1024 * 1024;
+const MAX_BODY: usize = 2 * 1024 * 1024;
 /// How long a client may take to send its headers, and then its body: a slow sender
 /// (slowloris) must not hold one of the connections for long. hyper's header timer starts
 /// at a request's first byte, so a new connection gets as long for that first byte.
@@ -34,27 +35,6 @@ const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_CONNECTIONS: usize = 10_000;
 /// How long requests in progress may take to finish after a stop signal.
 const DRAIN: Duration = Duration::from_secs(5);
-
-pub struct Gateway {
-    region: String,
-    account: String,
-    public_url: String,
-    credentials: Option<Credentials>,
-    /// The URL's user, and one backend per access key with a Redis user of its own.
-    default: Arc<Backend>,
-    per_key: HashMap<String, Arc<Backend>>,
-    metrics: Metrics,
-    pub stopping: watch::Receiver<bool>,
-}
-
-impl Gateway {
-    pub fn queue_url(&self, name: &str) -> String {
-        format!("{}/{}/{}", self.public_url, self.account, name)
-    }
-    pub fn queue_arn(&self, name: &str) -> String {
-        format!("arn:aws:sqs:{}:{}:{}", self.region, self.account, name)
-    }
-}
 
 pub async fn run(args: Args, access: Access, tls: Option<TlsAcceptor>) -> Result<(), String> {
     let credentials = match &args.credentials {
@@ -75,7 +55,7 @@ pub async fn run(args: Args, access: Access, tls: Option<TlsAcceptor>) -> Result
     let default = Backend::connect(&target, &access, None, durable, args.queue_cache_ms, args.max_redis_connections)
         .await
         .map_err(|e| format!("cannot reach {target}: {e}"))?;
-    crate::stored_size::make_room(&mut default.conn.clone()).await;
+    crate::stored_size::make_room(&mut default.conn.clone(), crate::stored_size::needed(MAX_BODY)).await;
     let mut per_key = HashMap::new();
     for key in credentials.iter().flat_map(Credentials::keys) {
         if let Some(user) = &key.redis_user {
@@ -193,11 +173,6 @@ where
             let _ = conn.await;
         }
     }
-}
-
-/// Resolves once the gateway is stopping.
-pub async fn stopped(mut rx: watch::Receiver<bool>) {
-    let _ = rx.wait_for(|s| *s).await;
 }
 
 async fn stop_signal() {

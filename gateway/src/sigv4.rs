@@ -12,6 +12,7 @@ use subtle::ConstantTimeEq;
 
 use crate::errors::{SqsError, SqsResult};
 use crate::md5s::lower_hex;
+use crate::query_string::percent_decode;
 
 /// One configured access key.
 pub struct Key {
@@ -240,37 +241,6 @@ fn query_param(query: &str, name: &str) -> Option<String> {
     })
 }
 
-/// The query's fields, decoded.
-pub fn query_pairs(query: &str) -> impl Iterator<Item = (String, String)> + '_ {
-    query.split('&').filter(|kv| !kv.is_empty()).map(|kv| {
-        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-        (percent_decode(k), percent_decode(v))
-    })
-}
-
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        match (b[i], b.get(i + 1).copied().and_then(hex), b.get(i + 2).copied().and_then(hex)) {
-            (b'%', Some(h), Some(l)) => {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-            }
-            (b'+', _, _) => {
-                out.push(b' ');
-                i += 1;
-            }
-            (c, _, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
 
 /// SigV4's URI encoding: every byte but the unreserved characters (and `/` if kept).
 fn uri_encode(s: &str, keep_slash: bool) -> String {

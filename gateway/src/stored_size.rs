@@ -7,43 +7,45 @@
 //! plus its own fields, so at start the gateway raises `max-message-bytes` on every primary
 //! to the request limit plus room for those, when it is lower.
 
-use crate::store::Conn;
+use crate::redis_backend::Conn;
 
-/// `max-message-bytes` that holds any message the gateway stores: the longest request
-/// body, plus room for the fields the gateway adds (sequence prefix, MessageId, times,
-/// sender: a few hundred bytes).
-pub const NEEDED: i64 = crate::server::MAX_BODY as i64 + 64 * 1024;
+/// `max-message-bytes` that holds any message the gateway stores from requests of at most
+/// `max_body` bytes: that, plus room for the fields the gateway adds (sequence prefix,
+/// MessageId, times, sender: a few hundred bytes).
+pub fn needed(max_body: usize) -> i64 {
+    max_body as i64 + 64 * 1024
+}
 
 const SETTING: &str = "rmq.max-message-bytes";
 
-/// Raises the module's `max-message-bytes` to NEEDED where it is lower; a server that
+/// Raises the module's `max-message-bytes` to `needed` where it is lower; a server that
 /// refuses (an ACL without CONFIG, a managed Redis) is named in a warning, and its
 /// messages near MaximumMessageSize will be refused until its module is loaded with
-/// `max-message-bytes` NEEDED or more.
-pub async fn make_room(conn: &mut Conn) {
+/// `max-message-bytes` `needed` or more.
+pub async fn make_room(conn: &mut Conn, needed: i64) {
     let nodes = match conn.primaries().await {
         Ok(n) => n,
         Err(e) => return tracing::warn!("cannot list the primaries to check {SETTING}: {e}"),
     };
     for node in nodes {
-        if let Err(e) = raise(conn, &node).await {
+        if let Err(e) = raise(conn, &node, needed).await {
             tracing::warn!(
-                "cannot make {SETTING} at least {NEEDED} ({e}): messages near MaximumMessageSize will be refused; \
-                 load the module with `max-message-bytes {NEEDED}`"
+                "cannot make {SETTING} at least {needed} ({e}): messages near MaximumMessageSize will be refused; \
+                 load the module with `max-message-bytes {needed}`"
             );
         }
     }
 }
 
-async fn raise(conn: &mut Conn, node: &crate::store::Node) -> redis::RedisResult<()> {
+async fn raise(conn: &mut Conn, node: &crate::redis_backend::Node, needed: i64) -> redis::RedisResult<()> {
     let mut get = redis::cmd("CONFIG");
     get.arg("GET").arg(SETTING);
     let (_, current): (String, i64) = redis::from_redis_value(conn.on(node, get).await?)?;
-    if current < NEEDED {
+    if current < needed {
         let mut set = redis::cmd("CONFIG");
-        set.arg("SET").arg(SETTING).arg(NEEDED);
+        set.arg("SET").arg(SETTING).arg(needed);
         let _: () = redis::from_redis_value(conn.on(node, set).await?)?;
-        eprintln!("rmq-gateway: raised the module's max-message-bytes from {current} to {NEEDED} (room for a stored message of SQS's largest size)");
+        eprintln!("rmq-gateway: raised the module's max-message-bytes from {current} to {needed} (room for a stored message of SQS's largest size)");
     }
     Ok(())
 }
@@ -71,6 +73,6 @@ mod tests {
             trace: Some("t".repeat(256)),
         };
         let stored = PREFIX.len() + 21 + encode(&s).len();
-        assert!(stored as i64 <= NEEDED, "{stored}");
+        assert!(stored as i64 <= needed(2 * 1024 * 1024), "{stored}");
     }
 }

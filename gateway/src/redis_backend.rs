@@ -1,12 +1,11 @@
 //! The Redis side: connections (one multiplexed connection for short commands, a bounded
-//! pool of dedicated ones for long polls and durable writes, crate::pool, per Redis user). Every action is atomic on the
-//! server through RMQ's commands; every key of queue `N` is tagged `{N}`:
-//! `rmqgw:q{N}` (attributes, hash), `rmqgw:t{N}` (tags, hash), `rmqgw:gone{N}` (for a few
-//! seconds after DeleteQueue: crate::queue). The send sequence and FIFO
-//! deduplication are the module's (RMQ.PUSH SEQUENCE and DEDUP), and so are the names of
-//! its keys: DeleteQueue deletes them with RMQ.DROP, PurgeQueue empties the queue with
-//! RMQ.PURGE, so the gateway spells none of them; receipt handles name RMQ's own delivery ids (`RMQ.POP ... IDS`), which the
-//! module ends exactly (`RMQ.ACKID`), so the gateway keeps no delivery records.
+//! pool of dedicated ones for long polls and durable writes, crate::pool, per Redis user).
+//! Every action is atomic on the server through RMQ's commands (crate::rmq_client); every
+//! key of queue `N` is tagged `{N}` (crate::gateway_keys). The send sequence and FIFO
+//! deduplication are the module's, and so are the names of its keys: DeleteQueue and
+//! PurgeQueue go through the module's own commands, so the gateway spells none of them;
+//! receipt handles name RMQ's own delivery ids, which the module ends exactly, so the
+//! gateway keeps no delivery records.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -28,16 +27,6 @@ pub const MAX_REDIS_CONNECTIONS: usize = 512;
 const IDLE_CLOSE: Duration = Duration::from_secs(20);
 const IDLE_CHECK: Duration = Duration::from_secs(5);
 
-pub fn meta_key(q: &str) -> String {
-    format!("rmqgw:q{{{q}}}")
-}
-pub fn tags_key(q: &str) -> String {
-    format!("rmqgw:t{{{q}}}")
-}
-/// DeleteQueue's tombstone (a string that expires, crate::queue::TOMBSTONE_MS).
-pub fn gone_key(q: &str) -> String {
-    format!("rmqgw:gone{{{q}}}")
-}
 /// Where the queues live: one server, or a Redis Cluster given by seed nodes.
 #[derive(Debug, Clone)]
 pub enum Target {
@@ -120,43 +109,10 @@ impl Conn {
         }
     }
 
-    /// The RMQ queues whose names start with `prefix` that this connection's Redis user may
-    /// read (RMQ.QUEUES, which leaves out the others and keeps its names in memory, so the
-    /// cost follows the number of queues, not of keys; on a cluster, on every primary).
-    pub async fn queues(&mut self, prefix: &str) -> redis::RedisResult<Vec<String>> {
-        let pattern = glob_escape(prefix) + "*";
-        let mut names = Vec::new();
-        for node in self.primaries().await? {
-            let mut cursor = "0".to_string();
-            loop {
-                let mut cmd = redis::cmd("RMQ.QUEUES");
-                cmd.arg("MATCH").arg(&pattern).arg("COUNT").arg(1000).arg("CURSOR").arg(&cursor);
-                let (next, batch): (String, Vec<String>) = redis::from_redis_value(self.on(&node, cmd).await?)?;
-                names.extend(batch);
-                if next == "0" {
-                    break;
-                }
-                cursor = next;
-            }
-        }
-        Ok(names)
-    }
 }
 
 /// One primary of the target (for a single server, it).
 pub struct Node(Option<SingleNodeRoutingInfo>);
-
-/// `s` as a glob (SCAN MATCH rules) that matches only itself.
-fn glob_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
 
 /// A cluster connection that sends pipelines to one slot's primary.
 struct OnOwner<'a> {
@@ -342,10 +298,5 @@ mod tests {
                      d 127.0.0.1:7004@17004 master,fail - 0 0 3 connected 10923-16383\n\
                      e 127.0.0.1:7005@17005 master - 0 0 4 connected\n";
         assert_eq!(primaries(nodes), vec![("127.0.0.1".to_string(), 7001), ("127.0.0.1".to_string(), 7003)]);
-    }
-
-    #[test]
-    fn a_prefix_globs_only_itself() {
-        assert_eq!(glob_escape("a*b?[c]\\d-e_f.fifo"), "a\\*b\\?\\[c\\]\\\\d-e_f.fifo");
     }
 }
