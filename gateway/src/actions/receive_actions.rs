@@ -3,10 +3,12 @@
 
 use std::collections::BTreeMap;
 
+use redis::AsyncCommands;
 use serde_json::Value;
 
 use super::caller::{cached_queue, now_ms, Caller};
 use crate::errors::SqsResult;
+use crate::gateway_keys as keys;
 use crate::gateway_state::Gateway;
 use crate::input::{int_field, queue_of_url, string_list};
 use crate::md5s;
@@ -57,24 +59,39 @@ pub async fn receive_message(gw: &Gateway, caller: &Caller, input: &Value) -> Sq
     Ok(to_body(&Receive { messages }))
 }
 
-/// A blocking RMQ.POP on a connection of its own; answered empty when the gateway stops,
-/// or when no connection frees up within the poll's wait time (past
-/// --max-redis-connections polls wait their turn).
+/// A long poll blocks in slices shorter than DeleteQueue's tombstone, each after a check that
+/// the queue is still the one the poll is for (its receipt-handle key): a queue deleted
+/// meanwhile cannot be made again under its name before the slice ends, so the poll never
+/// takes a message of a queue created later.
+const POLL_SLICE_MS: u64 = crate::queue::TOMBSTONE_MS - 1_000;
+
+/// Blocking RMQ.POPs on a connection of its own (slices of POLL_SLICE_MS); answered empty
+/// when the gateway stops, when the queue is deleted, or when no connection frees up
+/// within the poll's wait time (past --max-redis-connections polls wait their turn).
 async fn long_poll(gw: &Gateway, caller: &Caller, q: &Queue, count: i64, lease: i64, wait: i64) -> SqsResult<Vec<Delivery>> {
     let _open = caller.backend.poll_started();
     let budget = std::time::Duration::from_secs(wait as u64);
     let started = std::time::Instant::now();
+    let hkey = q.attrs.get("hkey").cloned();
     let poll = async {
         let Some(mut conn) = caller.backend.dedicated(budget).await? else { return Ok(None) };
-        let left = budget.saturating_sub(started.elapsed()).as_millis() as u64;
-        if left == 0 {
-            conn.give_back();
-            return Ok(None);
+        loop {
+            let left = budget.saturating_sub(started.elapsed()).as_millis() as u64;
+            if left == 0 {
+                break;
+            }
+            let now: Option<String> = conn.conn().hget(keys::meta(&q.name), "hkey").await?;
+            if now != hkey {
+                break;
+            }
+            let pop = rmq_client::cmd_pop_ids(&q.name, count, lease, Some(left.min(POLL_SLICE_MS)));
+            if let Some(got) = pop.query_async::<Option<Vec<Delivery>>>(conn.conn()).await? {
+                conn.give_back();
+                return Ok(Some(got));
+            }
         }
-        let pop = rmq_client::cmd_pop_ids(&q.name, count, lease, Some(left));
-        let got = pop.query_async::<Option<Vec<Delivery>>>(conn.conn()).await?;
         conn.give_back();
-        Ok::<_, redis::RedisError>(got)
+        Ok::<_, redis::RedisError>(None)
     };
     tokio::select! {
         r = poll => Ok(r?.unwrap_or_default()),
