@@ -71,3 +71,48 @@ def test_list_queues_shows_only_the_callers_queues(r, users):
     t = time.monotonic()
     alice.list_queues()
     assert time.monotonic() - t < 2.0
+
+
+def arn(name):
+    return f"arn:aws:sqs:us-east-1:000000000000:{name}"
+
+
+def test_redrive_and_move_tasks_need_write_access(r, start_gateway):
+    """carol may use the c-* queues and only read the d-* ones: she may not make a d-*
+    queue her dead-letter target, nor move messages out of or into one (AccessDenied,
+    nothing changed); with her own queues both work."""
+    r.execute_command("ACL", "SETUSER", "carol", "reset", "on", ">carolpw", "+@all", "~c-*", "~*{c-*}*",
+                      "~rmqgw:redrive", "%R~d-*", "%R~*{d-*}*")
+    try:
+        gw = start_gateway(credentials="AKIDADMIN s3cretADMIN\nAKIDCAROL s3cretCAROL carol carolpw\n")
+        admin = gw.sqs(key="AKIDADMIN", secret="s3cretADMIN")
+        carol = gw.sqs(key="AKIDCAROL", secret="s3cretCAROL")
+        admin.create_queue(QueueName="d-dlq")
+        admin.create_queue(QueueName="d-src", Attributes={
+            "RedrivePolicy": json.dumps({"deadLetterTargetArn": arn("d-dlq"), "maxReceiveCount": 1})})
+        admin.send_message(QueueUrl=f"{gw.url}/000000000000/d-dlq", MessageBody="d's dead")
+        carol.create_queue(QueueName="c-dlq")
+        src = carol.create_queue(QueueName="c-src")["QueueUrl"]
+        policy = {"RedrivePolicy": json.dumps({"deadLetterTargetArn": arn("d-dlq"), "maxReceiveCount": 1})}
+        with pytest.raises(ClientError) as e:
+            carol.set_queue_attributes(QueueUrl=src, Attributes=policy)
+        assert error_code(e) == "AccessDenied"
+        with pytest.raises(ClientError) as e:
+            carol.create_queue(QueueName="c-other", Attributes=policy)
+        assert error_code(e) == "AccessDenied"
+        assert "RedrivePolicy" not in carol.get_queue_attributes(QueueUrl=src, AttributeNames=["All"])["Attributes"]
+        # Her own dead-letter queue: allowed, and its messages can be moved back.
+        carol.set_queue_attributes(QueueUrl=src, Attributes={
+            "RedrivePolicy": json.dumps({"deadLetterTargetArn": arn("c-dlq"), "maxReceiveCount": 1})})
+        carol.send_message(QueueUrl=f"{gw.url}/000000000000/c-dlq", MessageBody="c's dead")
+        for source, dest in (("d-dlq", "c-src"), ("c-dlq", "d-src")):
+            with pytest.raises(ClientError) as e:
+                carol.start_message_move_task(SourceArn=arn(source), DestinationArn=arn(dest))
+            assert error_code(e) == "AccessDenied", (source, dest)
+        assert r.exists("rmqgw:task{d-dlq}", "rmqgw:task{c-dlq}") == 0
+        carol.start_message_move_task(SourceArn=arn("c-dlq"))
+        got = carol.receive_message(QueueUrl=src, WaitTimeSeconds=10)["Messages"]
+        assert [m["Body"] for m in got] == ["c's dead"]
+        assert r.zcard("d-dlq") == 1 and r.zcard("d-src") == 0
+    finally:
+        r.execute_command("ACL", "DELUSER", "carol")

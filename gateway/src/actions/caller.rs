@@ -42,3 +42,11 @@ pub async fn cached_queue(caller: &Caller, name: String) -> SqsResult<Arc<Queue>
         None => load_queue(caller, name).await,
     }
 }
+
+/// Refused (AccessDenied, through the NOPERM) unless the caller may write queue `name`: a
+/// command that writes its key and changes nothing (no message is empty). For what pushes
+/// into a queue on the caller's behalf later (a redrive, a move task).
+pub async fn check_writable(caller: &Caller, name: &str) -> SqsResult<()> {
+    let _: i64 = caller.backend.conn.clone().zrem(name, "").await?;
+    Ok(())
+}

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::caller::{load_queue, Caller};
+use super::caller::{check_writable, load_queue, Caller};
 use super::queue_actions::sources_of;
 use crate::errors::{SqsError, SqsResult};
 use crate::gateway_state::Gateway;
@@ -34,6 +34,9 @@ pub async fn start_message_move_task(gw: &Gateway, caller: &Caller, input: &Valu
     let rate = int_field(input, "MaxNumberOfMessagesPerSecond", 1, 500)?;
     let dest = crate::movetask::destination(str_field(input, "DestinationArn")?, &sources_of(caller, &q.name).await?)?;
     let dq = load_queue(caller, dest).await.map_err(|e| not_found_as_resource(e, "The destination queue does not exist"))?;
+    // The task takes from one and pushes into the other in the caller's name.
+    check_writable(caller, &q.name).await?;
+    check_writable(caller, &dq.name).await?;
     let to_move = rmq_client::info(&mut caller.backend.conn.clone(), &q.name).await?.get("waiting").copied().unwrap_or(0);
     crate::movetask::start(caller.backend.clone(), &q.name, &gw.queue_arn(&q.name), &dq.name, &gw.queue_arn(&dq.name), rate, to_move).await
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use redis::AsyncCommands;
 use serde_json::{json, Map, Value};
 
-use super::caller::{load_queue, now_ms, Caller};
+use super::caller::{check_writable, load_queue, now_ms, Caller};
 use crate::errors::{SqsError, SqsResult};
 use crate::gateway_keys as keys;
 use crate::gateway_state::Gateway;
@@ -76,9 +76,14 @@ pub async fn apply_attributes(
         None => None,
     };
     if let Some(Some(p)) = &redrive {
-        let target = load_queue(caller, p.target.clone()).await.map_err(|_| {
-            SqsError::invalid_parameter_value("Value for parameter RedrivePolicy is invalid. Reason: Dead-letter target does not exist.")
+        let target = load_queue(caller, p.target.clone()).await.map_err(|e| match e.code {
+            "QueueDoesNotExist" => {
+                SqsError::invalid_parameter_value("Value for parameter RedrivePolicy is invalid. Reason: Dead-letter target does not exist.")
+            }
+            _ => e,
         })?;
+        // Its dead letters will be pushed there in the caller's name.
+        check_writable(caller, &target.name).await?;
         if target.fifo() != name.ends_with(".fifo") || target.name == name {
             return Err(SqsError::invalid_parameter_value(
                 "Value for parameter RedrivePolicy is invalid. Reason: Dead-letter target must be another queue of the same type.",
