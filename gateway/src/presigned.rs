@@ -243,7 +243,10 @@ mod tests {
             ("{}", json!({})),
             ("[]", json!([])),
             ("{'a': [1, -2, 3.5, True, False, None], \"b\": ('x',)}", json!({"a": [1, -2, 3.5, true, false, null], "b": ["x"]})),
-            ("{'Bin': {'DataType': 'Binary', 'BinaryValue': b'\\x00\\xff'}}", json!({"Bin": {"DataType": "Binary", "BinaryValue": "AP8="}})),
+            (
+                "{'Bin': {'DataType': 'Binary', 'BinaryValue': b'\\x00\\xff'}}",
+                json!({"Bin": {"DataType": "Binary", "BinaryValue": "AP8="}}),
+            ),
             ("['\\u00fc\\n\\t', 'caf\u{e9}']", json!(["\u{fc}\n\t", "caf\u{e9}"])),
         ];
         for (text, want) in ok {

@@ -108,7 +108,6 @@ impl Conn {
             _ => cmd.query_async(self).await,
         }
     }
-
 }
 
 /// One primary of the target (for a single server, it).

@@ -241,7 +241,6 @@ fn query_param(query: &str, name: &str) -> Option<String> {
     })
 }
 
-
 /// SigV4's URI encoding: every byte but the unreserved characters (and `/` if kept).
 fn uri_encode(s: &str, keep_slash: bool) -> String {
     let mut out = String::with_capacity(s.len());

@@ -77,9 +77,9 @@ pub async fn apply_attributes(
     };
     if let Some(Some(p)) = &redrive {
         let target = load_queue(caller, p.target.clone()).await.map_err(|e| match e.code {
-            "QueueDoesNotExist" => {
-                SqsError::invalid_parameter_value("Value for parameter RedrivePolicy is invalid. Reason: Dead-letter target does not exist.")
-            }
+            "QueueDoesNotExist" => SqsError::invalid_parameter_value(
+                "Value for parameter RedrivePolicy is invalid. Reason: Dead-letter target does not exist.",
+            ),
             _ => e,
         })?;
         // Its dead letters will be pushed there in the caller's name.
