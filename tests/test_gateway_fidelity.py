@@ -294,6 +294,30 @@ def test_move_task_into_a_deleted_queue_fails(r, sqs):
     assert task["Status"] == "FAILED" and "deleted" in task["FailureReason"]
 
 
+def test_long_poll_never_takes_a_message_of_a_queue_made_later(r, sqs):
+    """A poll that started before DeleteQueue (20 s, longer than the 5 s a new queue of the
+    name must wait) answers empty, and leaves the new queue's message to its receivers."""
+    url = sqs.create_queue(QueueName="lp")["QueueUrl"]
+    result = {}
+    poll = threading.Thread(target=lambda: result.update(
+        got=sqs.receive_message(QueueUrl=url, WaitTimeSeconds=20).get("Messages", [])))
+    poll.start()
+    time.sleep(0.5)
+    sqs.delete_queue(QueueUrl=url)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            sqs.create_queue(QueueName="lp")
+            break
+        except ClientError:
+            time.sleep(0.1)
+    sqs.send_message(QueueUrl=url, MessageBody="for the new queue")
+    poll.join(timeout=30)
+    assert result["got"] == []
+    [m] = sqs.receive_message(QueueUrl=url, AttributeNames=["ApproximateReceiveCount"])["Messages"]
+    assert (m["Body"], m["Attributes"]["ApproximateReceiveCount"]) == ("for the new queue", "1")
+
+
 def test_approximate_first_receive_timestamp(r, sqs):
     """Reported (with All or by name), kept across deliveries, its record deleted with the
     message, and by PurgeQueue and DeleteQueue for messages never deleted."""

@@ -85,7 +85,7 @@ impl From<redis::RedisError> for SqsError {
 /// Whether Redis refused a command for the user's ACL: a NOPERM of its own, or one inside
 /// a pipeline or MULTI (EXECABORT names the queued commands' errors, as kinds, not codes)
 /// or in a script's error text.
-fn refused_by_acl(e: &redis::RedisError) -> bool {
+pub fn refused_by_acl(e: &redis::RedisError) -> bool {
     e.code() == Some("NOPERM")
         || e.clone().into_server_errors().is_some_and(|errs| errs.iter().any(|(_, s)| s.code() == "NOPERM"))
         || e.to_string().contains("NOPERM")

@@ -1,9 +1,9 @@
 //! StartMessageMoveTask & co: moving a dead-letter queue's messages back to a source queue
 //! (or DestinationArn), at most MaxNumberOfMessagesPerSecond, each once: the messages
-//! waiting when the task starts are taken under a lease (RMQ.POP), pushed to the
+//! waiting when the task starts are taken under a lease, pushed to the
 //! destination and then acknowledged, so a gateway that stops mid-task leaves none behind
 //! (an unacknowledged one returns to the dead-letter queue when its lease runs out).
-//! A task's state is the hash `rmqgw:task{DLQ}`, so every gateway lists and cancels it; the
+//! A task's state is a hash of the DLQ's (crate::gateway_keys::move_task), so every gateway lists and cancels it; the
 //! gateway that started it runs it.
 
 use std::collections::HashMap;
@@ -16,12 +16,10 @@ use redis::AsyncCommands;
 use serde_json::{json, Value};
 
 use crate::errors::{SqsError, SqsResult};
+use crate::gateway_keys::move_task as task_key;
 use crate::message;
-use crate::store::Backend;
-
-pub fn task_key(q: &str) -> String {
-    format!("rmqgw:task{{{q}}}")
-}
+use crate::redis_backend::Backend;
+use crate::rmq_client;
 
 /// The queue an ARN names.
 pub fn queue_of_arn(arn: &str) -> Option<&str> {
@@ -81,13 +79,13 @@ pub async fn start(
 /// message is never pushed into a deleted queue: the task fails instead).
 /// The task's key and the destination's live in different cluster slots (maybe on different
 /// primaries), so they are read apart: one pipeline over both fails with CROSSSLOT.
-async fn may_move(conn: &mut crate::store::Conn, key: &str, handle: &str, dest: &str) -> redis::RedisResult<bool> {
+async fn may_move(conn: &mut crate::redis_backend::Conn, key: &str, handle: &str, dest: &str) -> redis::RedisResult<bool> {
     let (current, status): (Option<String>, Option<String>) =
         redis::pipe().hget(key, "TaskHandle").hget(key, "Status").query_async(conn).await?;
     if current.as_deref() != Some(handle) || status.as_deref() != Some("RUNNING") {
         return Ok(false);
     }
-    let dest_exists: bool = conn.exists(crate::store::meta_key(dest)).await?;
+    let dest_exists: bool = conn.exists(crate::gateway_keys::meta(dest)).await?;
     if !dest_exists {
         let _: () = conn.hset_multiple(key, &[("Status", "FAILED"), ("FailureReason", "the destination queue was deleted")]).await?;
         return Ok(false);
@@ -112,8 +110,7 @@ async fn run(backend: &Backend, source: &str, dest: &str, handle: &str, rate: Op
             }
         }
         let n = (to_move - moved).min(10).min(rate.unwrap_or(10));
-        let got: Option<Vec<(Vec<u8>, i64)>> =
-            redis::cmd("RMQ.POP").arg(source).arg("COUNT").arg(n).arg("LEASE").arg(60_000).query_async(&mut conn).await?;
+        let got = rmq_client::pop(&mut conn, source, n, 60_000).await?;
         let Some(got) = got else { break };
         for (raw, _) in got {
             // Checked again after the pacing wait, before every message: a cancel stops
@@ -121,14 +118,9 @@ async fn run(backend: &Backend, source: &str, dest: &str, handle: &str, rate: Op
             if !may_move(&mut conn, &key, handle, dest).await? {
                 return Ok(());
             }
-            let mut push = redis::cmd("RMQ.PUSH");
-            push.arg(dest).arg("DELAY").arg(0);
-            if let Some(g) = message::decode(&raw).stored.group {
-                push.arg("GROUP").arg(g);
-            }
-            // MESSAGES: a foreign message spelt like an option is still a message.
-            let _: i64 = push.arg("MESSAGES").arg(raw.as_slice()).query_async(&mut conn).await?;
-            let _: i64 = redis::cmd("RMQ.ACK").arg(source).arg(raw.as_slice()).query_async(&mut conn).await?;
+            let group = message::decode(&raw).stored.group;
+            rmq_client::push_moved(&mut conn, dest, group.as_ref().map(String::as_bytes), &raw).await?;
+            rmq_client::ack(&mut conn, source, &raw).await?;
             moved += 1;
             let _: i64 = conn.hincr(&key, "ApproximateNumberOfMessagesMoved", 1).await?;
         }

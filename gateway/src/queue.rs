@@ -1,4 +1,4 @@
-//! A queue's attributes as the gateway reads them (`rmqgw:q{N}`), and the short-lived cache
+//! A queue's attributes as the gateway reads them (crate::gateway_keys::meta), and the short-lived cache
 //! of them that spares the actions run per message (send, receive, delete, visibility) the
 //! Redis round trip that would read them first.
 //!
@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use hmac::Hmac;
 use sha2::Sha256;
 
-/// A queue's stored attributes (`rmqgw:q{N}`): the settable ones as SQS strings, plus
+/// A queue's stored attributes (crate::gateway_keys::meta): the settable ones as SQS strings, plus
 /// `CreatedTimestamp`, `LastModifiedTimestamp` (seconds) and `hkey` (receipt handles' MAC key).
 pub struct Queue {
     pub name: String,
@@ -67,7 +67,7 @@ pub fn default_of(name: &str) -> Option<&'static str> {
 /// default and at most; 0 reads it for every action.
 pub const FRESH_MS: u64 = 1_000;
 pub const MAX_FRESH_MS: u64 = 2_000;
-/// How long DeleteQueue's tombstone (`rmqgw:gone{N}`) refuses a new queue of the name: well
+/// How long DeleteQueue's tombstone (crate::gateway_keys::gone) refuses a new queue of the name: well
 /// past the longest freshness, so that a gateway stalled between a send that found the
 /// queue gone and its clean-up still cleans up before a new queue of the name can exist.
 pub const TOMBSTONE_MS: u64 = 5_000;

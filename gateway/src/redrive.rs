@@ -1,13 +1,13 @@
 //! Redrive: a queue's RedrivePolicy sets its RMQ `retries` (maxReceiveCount − 1), and every
 //! gateway moves the messages that died in it (`dead{S}`) to the target queue, where they
 //! are received like any other. The target may live in another cluster slot, so a move is
-//! two steps, each on one queue: RMQ.REDRIVE S CLAIM takes a batch (out of `dead{S}` into
-//! the module's `moving{S}`, with the claim time), then each claimed message is pushed to
-//! the target and RMQ.REDRIVE S DONE drops its claim. A gateway that stops between the
+//! two steps, each on one queue: a claim takes a batch (out of `dead{S}` into the module's
+//! `moving{S}`, with the claim time), then each claimed message is pushed to the target and
+//! its claim dropped (crate::rmq_client::redrive_claim, redrive_done). A gateway that stops between the
 //! steps leaves claims that any gateway's CLAIM takes again after `STALE_MS`; pushing the
 //! same content twice while it waits merges (RMQ's content identity), so a retried move
 //! adds no copy.
-//! The sources are in `rmqgw:redrive` (a hash: source → target).
+//! The sources are in one hash, source → target (crate::gateway_keys::REDRIVE_SOURCES).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,9 +16,10 @@ use redis::AsyncCommands;
 use serde_json::Value;
 
 use crate::errors::{SqsError, SqsResult};
-use crate::store::Backend;
+use crate::gateway_keys::REDRIVE_SOURCES as SOURCES;
+use crate::redis_backend::Backend;
+use crate::rmq_client;
 
-pub const SOURCES: &str = "rmqgw:redrive";
 /// How often each gateway looks for dead messages (moves happen within 1 s of a death).
 const TICK: Duration = Duration::from_millis(250);
 /// A claim older than this was left by a gateway that stopped mid-move.
@@ -27,9 +28,6 @@ const BATCH: usize = 100;
 /// The `retries` of a queue without a redrive policy: SQS keeps redelivering such a
 /// message, and 1000 is RMQ's largest.
 pub const NO_REDRIVE_RETRIES: i64 = 1000;
-
-/// A claimed message: its content, group and priority (RMQ.REDRIVE CLAIM's entries).
-type Claimed = (Vec<u8>, Option<Vec<u8>>, Option<i64>);
 
 /// A checked RedrivePolicy: the target queue and maxReceiveCount.
 pub struct Policy {
@@ -65,7 +63,7 @@ pub fn spawn(backend: Arc<Backend>, stopping: tokio::sync::watch::Receiver<bool>
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(TICK) => {}
-                _ = crate::server::stopped(stopping.clone()) => return,
+                _ = crate::gateway_state::stopped(stopping.clone()) => return,
             }
             if let Err(e) = move_all(&backend).await {
                 tracing::warn!("redrive: {e}");
@@ -80,31 +78,17 @@ async fn move_all(backend: &Backend) -> redis::RedisResult<()> {
     for (source, target) in sources {
         // Nothing is pushed into a deleted queue: the dead stay in the source until a
         // target of the name exists again.
-        let exists: bool = conn.exists(crate::store::meta_key(&target)).await?;
+        let exists: bool = conn.exists(crate::gateway_keys::meta(&target)).await?;
         if !exists {
             continue;
         }
-        let claimed: Vec<Claimed> = redis::cmd("RMQ.REDRIVE")
-            .arg(&source)
-            .arg("CLAIM")
-            .arg("COUNT")
-            .arg(BATCH)
-            .arg("STALE")
-            .arg(STALE_MS)
-            .query_async(&mut conn)
-            .await?;
+        let claimed = rmq_client::redrive_claim(&mut conn, &source, BATCH, STALE_MS).await?;
         if claimed.is_empty() {
             continue;
         }
         for (raw, group, _) in claimed {
-            let mut push = redis::cmd("RMQ.PUSH");
-            push.arg(&target).arg("DELAY").arg(0);
-            if let Some(g) = group {
-                push.arg("GROUP").arg(g);
-            }
-            // MESSAGES: a foreign message spelt like an option is still a message.
-            let _: i64 = push.arg("MESSAGES").arg(raw.as_slice()).query_async(&mut conn).await?;
-            let _: i64 = redis::cmd("RMQ.REDRIVE").arg(&source).arg("DONE").arg(raw.as_slice()).query_async(&mut conn).await?;
+            rmq_client::push_moved(&mut conn, &target, group.as_deref(), &raw).await?;
+            rmq_client::redrive_done(&mut conn, &source, &raw).await?;
         }
     }
     Ok(())

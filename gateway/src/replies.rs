@@ -77,6 +77,11 @@ pub struct SentBatch<'a> {
     pub failed: Vec<serde_json::Value>,
 }
 
+/// A batch entry that failed: its Id and its error.
+pub fn failed(id: &str, e: &crate::errors::SqsError) -> serde_json::Value {
+    serde_json::json!({"Id": id, "SenderFault": e.sender_fault(), "Code": e.code, "Message": e.message})
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,12 +15,13 @@ use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
 use crate::actions::{self, Caller};
+use crate::cli_args::Args;
 use crate::errors::SqsError;
+use crate::gateway_state::{stopped, Gateway};
 use crate::metrics::{self, Metrics};
+use crate::redis_backend::{Backend, Durable};
 use crate::redis_client::Access;
 use crate::sigv4::{self, Credentials};
-use crate::store::{Backend, Durable};
-use crate::Args;
 
 /// Request bodies larger than this are refused unread.
 const MAX_BODY: usize = 2 * 1024 * 1024;
@@ -34,27 +35,6 @@ const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_CONNECTIONS: usize = 10_000;
 /// How long requests in progress may take to finish after a stop signal.
 const DRAIN: Duration = Duration::from_secs(5);
-
-pub struct Gateway {
-    region: String,
-    account: String,
-    public_url: String,
-    credentials: Option<Credentials>,
-    /// The URL's user, and one backend per access key with a Redis user of its own.
-    default: Arc<Backend>,
-    per_key: HashMap<String, Arc<Backend>>,
-    metrics: Metrics,
-    pub stopping: watch::Receiver<bool>,
-}
-
-impl Gateway {
-    pub fn queue_url(&self, name: &str) -> String {
-        format!("{}/{}/{}", self.public_url, self.account, name)
-    }
-    pub fn queue_arn(&self, name: &str) -> String {
-        format!("arn:aws:sqs:{}:{}:{}", self.region, self.account, name)
-    }
-}
 
 pub async fn run(args: Args, access: Access, tls: Option<TlsAcceptor>) -> Result<(), String> {
     let credentials = match &args.credentials {
@@ -75,6 +55,7 @@ pub async fn run(args: Args, access: Access, tls: Option<TlsAcceptor>) -> Result
     let default = Backend::connect(&target, &access, None, durable, args.queue_cache_ms, args.max_redis_connections)
         .await
         .map_err(|e| format!("cannot reach {target}: {e}"))?;
+    crate::stored_size::make_room(&mut default.conn.clone(), crate::stored_size::needed(MAX_BODY)).await;
     let mut per_key = HashMap::new();
     for key in credentials.iter().flat_map(Credentials::keys) {
         if let Some(user) = &key.redis_user {
@@ -194,11 +175,6 @@ where
     }
 }
 
-/// Resolves once the gateway is stopping.
-pub async fn stopped(mut rx: watch::Receiver<bool>) {
-    let _ = rx.wait_for(|s| *s).await;
-}
-
 async fn stop_signal() {
     use tokio::signal::unix::{signal, SignalKind};
     match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
@@ -243,11 +219,17 @@ async fn sqs(State(gw): State<Arc<Gateway>>, method: Method, uri: Uri, headers: 
         Ok(Err(_)) => return error_response(&SqsError::request_entity_too_large("The request body is longer than 2 MiB.")),
         Err(_) => return error_response(&SqsError::request_timeout("The request body was not received in time.")),
     };
-    let target = headers.get("x-amz-target").and_then(|v| v.to_str().ok()).unwrap_or("");
-    let action = target.strip_prefix("AmazonSQS.").unwrap_or("");
+    let query = uri.query().unwrap_or("");
+    let presigned = headers.get("authorization").is_none() && crate::presigned::is_presigned(query);
+    // A presigned request may name its action in the query (which its signature covers).
+    let in_query = if presigned { crate::presigned::action(query) } else { None };
+    let action = match &in_query {
+        Some(a) => a.as_str(),
+        None => headers.get("x-amz-target").and_then(|v| v.to_str().ok()).unwrap_or("").strip_prefix("AmazonSQS.").unwrap_or(""),
+    };
     // A panic is a bug, but it must cost only its own request: answered 500, never a
     // dropped connection or a lost worker.
-    let handled = std::panic::AssertUnwindSafe(handle(&gw, &method, &uri, &headers, &body, action)).catch_unwind().await;
+    let handled = std::panic::AssertUnwindSafe(handle(&gw, &method, &uri, &headers, &body, action, presigned)).catch_unwind().await;
     let result = handled.unwrap_or_else(|_| Err(Refusal::Served(SqsError::internal("the request could not be handled"))));
     match result {
         Ok(body) => {
@@ -272,14 +254,26 @@ enum Refusal {
     Served(SqsError),
 }
 
-async fn handle(gw: &Gateway, method: &Method, uri: &Uri, headers: &HeaderMap, body: &[u8], action: &str) -> Result<Vec<u8>, Refusal> {
+/// `presigned`: signed in the query string, which may then carry the parameters too (and
+/// may be a GET, as a presigned URL opened as it is).
+async fn handle(
+    gw: &Gateway,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &[u8],
+    action: &str,
+    presigned: bool,
+) -> Result<Vec<u8>, Refusal> {
     let caller = authenticate(gw, method, uri, headers, body).map_err(Refusal::Unauthenticated)?;
-    if method != Method::POST || action.is_empty() {
+    let method_ok = method == Method::POST || (presigned && method == Method::GET);
+    if !method_ok || action.is_empty() {
         return Err(Refusal::Served(SqsError::unsupported_operation(
             "rmq-gateway speaks the AWS JSON 1.0 protocol: POST / with X-Amz-Target: AmazonSQS.<Action>",
         )));
     }
-    let input = crate::input::parse_body(body).map_err(Refusal::Served)?;
+    let input = if presigned { crate::presigned::input(uri.query().unwrap_or(""), body) } else { crate::input::parse_body(body) }
+        .map_err(Refusal::Served)?;
     actions::dispatch(gw, &caller, action, &input).await.map_err(Refusal::Served)
 }
 

@@ -12,6 +12,7 @@ use subtle::ConstantTimeEq;
 
 use crate::errors::{SqsError, SqsResult};
 use crate::md5s::lower_hex;
+use crate::query_string::percent_decode;
 
 /// One configured access key.
 pub struct Key {
@@ -97,8 +98,10 @@ const SKEW_SECS: i64 = 15 * 60;
 /// where it goes, when it was made, which action it is and how its body reads.
 const MUST_SIGN: [&str; 4] = ["host", "x-amz-date", "x-amz-target", "content-type"];
 /// What a presigned request must sign besides its query (the SDKs' presigners sign the
-/// target too; unsigned, one presigned request could be replayed as any action).
+/// target too; unsigned, one presigned request could be replayed as any action), unless
+/// its query names the action (then the query, which is signed, decides it).
 const MUST_SIGN_PRESIGNED: [&str; 2] = ["host", "x-amz-target"];
+const MUST_SIGN_PRESIGNED_ACTION_IN_QUERY: [&str; 1] = ["host"];
 /// The longest a presigned request may be valid (X-Amz-Expires), as SigV4 allows.
 const MAX_EXPIRES: i64 = 604_800;
 
@@ -141,7 +144,11 @@ pub fn verify<'c>(creds: &'c Credentials, region: &str, req: &Request, now: i64)
             "Credential should be scoped to a valid region and service sqs; this gateway's region is {region}"
         )));
     }
-    let must: &[&str] = if auth.presigned { &MUST_SIGN_PRESIGNED } else { &MUST_SIGN };
+    let must: &[&str] = match (auth.presigned, crate::presigned::action(req.query).is_some()) {
+        (true, true) => &MUST_SIGN_PRESIGNED_ACTION_IN_QUERY,
+        (true, false) => &MUST_SIGN_PRESIGNED,
+        (false, _) => &MUST_SIGN,
+    };
     if let Some(missing) = must.iter().find(|h| !auth.signed_headers.iter().any(|s| s == *h)) {
         return Err(SqsError::signature_does_not_match(format!("The request must sign the header {missing} (SignedHeaders)")));
     }
@@ -232,30 +239,6 @@ fn query_param(query: &str, name: &str) -> Option<String> {
         let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
         (k == name).then(|| percent_decode(v))
     })
-}
-
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        match (b[i], b.get(i + 1).copied().and_then(hex), b.get(i + 2).copied().and_then(hex)) {
-            (b'%', Some(h), Some(l)) => {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-            }
-            (b'+', _, _) => {
-                out.push(b' ');
-                i += 1;
-            }
-            (c, _, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// SigV4's URI encoding: every byte but the unreserved characters (and `/` if kept).

@@ -82,13 +82,13 @@ pub async fn check(urls: &[String], cluster: bool, access: &Access) -> Result<()
             Err(_) => tokio::time::sleep(PAUSE).await,
         }
     };
-    // COMMAND INFO answers nil for a command the server does not know.
-    let reply = tokio::time::timeout(ATTEMPT, redis::cmd("COMMAND").arg("INFO").arg("RMQ.PUSH").query_async::<Value>(&mut conn)).await;
+    let reply = tokio::time::timeout(ATTEMPT, crate::rmq_client::cmd_module_check().query_async::<Value>(&mut conn)).await;
     match reply {
         Ok(Ok(Value::Array(v))) if v.first().is_some_and(|c| matches!(c, Value::Nil)) => Err(format!(
-            "{what} has no RMQ module (it does not know RMQ.PUSH): start it with \
+            "{what} has no RMQ module (it does not know {}): start it with \
              `redis-server --loadmodule /path/to/librmq.so`, or add `loadmodule /path/to/librmq.so` \
-             to its redis.conf (`cargo build --release` builds target/release/librmq.so)"
+             to its redis.conf (`cargo build --release` builds target/release/librmq.so)",
+            crate::rmq_client::PROBE
         )),
         Ok(Ok(_)) => Ok(()),
         // A user whose ACL denies COMMAND, or a slow server: requests will tell.

@@ -2,14 +2,15 @@
 //! and its fields (names, numbers, lists, maps, message attributes and their MD5, batch
 //! entries), stored messages (anything RMQ.PUSH may have put in a queue), and SigV4 — the
 //! Authorization header or a presigned query string, headers, path and body through
-//! canonicalisation. Nothing panics; a body read is an object; no signature made up by the
+//! canonicalisation, and a presigned request's action and parameters in its query (Python
+//! literals included). Nothing panics; a body read is an object; no signature made up by the
 //! fuzzer is accepted.
 #![no_main]
 
 use arbitrary::Arbitrary;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use libfuzzer_sys::fuzz_target;
-use rmq_gateway::{input, md5s, message, sigv4};
+use rmq_gateway::{input, md5s, message, presigned, sigv4};
 
 #[derive(Arbitrary, Debug)]
 struct Req {
@@ -81,6 +82,10 @@ fuzz_target!(|r: Req| {
         headers.insert("x-amz-date", HeaderValue::from_static(DATE));
         r.query.clone()
     };
+    let _ = presigned::action(&query);
+    if let Ok(v) = presigned::input(&query, &r.body) {
+        assert!(v.is_object());
+    }
     let req = sigv4::Request { method: "POST", path: &r.path, query: &query, headers: &headers, body: &r.body };
     for region in ["us-east-1", r.region.as_str()] {
         if let Ok(key) = sigv4::verify(&creds, region, &req, NOW) {

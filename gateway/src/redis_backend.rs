@@ -1,12 +1,11 @@
 //! The Redis side: connections (one multiplexed connection for short commands, a bounded
-//! pool of dedicated ones for long polls and durable writes, crate::pool, per Redis user). Every action is atomic on the
-//! server through RMQ's commands; every key of queue `N` is tagged `{N}`:
-//! `rmqgw:q{N}` (attributes, hash), `rmqgw:t{N}` (tags, hash), `rmqgw:gone{N}` (for a few
-//! seconds after DeleteQueue: crate::queue). The send sequence and FIFO
-//! deduplication are the module's (RMQ.PUSH SEQUENCE and DEDUP), and so are the names of
-//! its keys: DeleteQueue deletes them with RMQ.DROP, PurgeQueue empties the queue with
-//! RMQ.PURGE, so the gateway spells none of them; receipt handles name RMQ's own delivery ids (`RMQ.POP ... IDS`), which the
-//! module ends exactly (`RMQ.ACKID`), so the gateway keeps no delivery records.
+//! pool of dedicated ones for long polls and durable writes, crate::pool, per Redis user).
+//! Every action is atomic on the server through RMQ's commands (crate::rmq_client); every
+//! key of queue `N` is tagged `{N}` (crate::gateway_keys). The send sequence and FIFO
+//! deduplication are the module's, and so are the names of its keys: DeleteQueue and
+//! PurgeQueue go through the module's own commands, so the gateway spells none of them;
+//! receipt handles name RMQ's own delivery ids, which the module ends exactly, so the
+//! gateway keeps no delivery records.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -28,16 +27,6 @@ pub const MAX_REDIS_CONNECTIONS: usize = 512;
 const IDLE_CLOSE: Duration = Duration::from_secs(20);
 const IDLE_CHECK: Duration = Duration::from_secs(5);
 
-pub fn meta_key(q: &str) -> String {
-    format!("rmqgw:q{{{q}}}")
-}
-pub fn tags_key(q: &str) -> String {
-    format!("rmqgw:t{{{q}}}")
-}
-/// DeleteQueue's tombstone (a string that expires, crate::queue::TOMBSTONE_MS).
-pub fn gone_key(q: &str) -> String {
-    format!("rmqgw:gone{{{q}}}")
-}
 /// Where the queues live: one server, or a Redis Cluster given by seed nodes.
 #[derive(Debug, Clone)]
 pub enum Target {
@@ -101,37 +90,28 @@ impl Conn {
         }
     }
 
-    /// The keys matching `pattern` (SCAN; on a cluster, on every primary).
-    pub async fn scan(&mut self, pattern: &str) -> redis::RedisResult<Vec<String>> {
-        let nodes = match self {
-            Conn::Single(_) => vec![None],
+    /// The primaries serving slots: the one server, or every primary of a cluster.
+    pub async fn primaries(&mut self) -> redis::RedisResult<Vec<Node>> {
+        Ok(match self {
+            Conn::Single(_) => vec![Node(None)],
             Conn::Cluster(c) => {
                 let text: String = redis::cmd("CLUSTER").arg("NODES").query_async(c).await?;
-                primaries(&text).into_iter().map(|(host, port)| Some(SingleNodeRoutingInfo::ByAddress { host, port })).collect()
+                primaries(&text).into_iter().map(|(host, port)| Node(Some(SingleNodeRoutingInfo::ByAddress { host, port }))).collect()
             }
-        };
-        let mut keys = Vec::new();
-        for node in nodes {
-            let mut cursor = 0u64;
-            loop {
-                let mut cmd = redis::cmd("SCAN");
-                cmd.arg(cursor).arg("MATCH").arg(pattern).arg("COUNT").arg(1000);
-                let (next, batch): (u64, Vec<String>) = match (&mut *self, &node) {
-                    (Conn::Cluster(c), Some(route)) => {
-                        redis::from_redis_value(c.route_command(cmd, RoutingInfo::SingleNode(route.clone())).await?)?
-                    }
-                    _ => cmd.query_async(self).await?,
-                };
-                keys.extend(batch);
-                if next == 0 {
-                    break;
-                }
-                cursor = next;
-            }
+        })
+    }
+
+    /// Runs `cmd` on that node.
+    pub async fn on(&mut self, node: &Node, cmd: redis::Cmd) -> redis::RedisResult<redis::Value> {
+        match (&mut *self, &node.0) {
+            (Conn::Cluster(c), Some(route)) => c.route_command(cmd, RoutingInfo::SingleNode(route.clone())).await,
+            _ => cmd.query_async(self).await,
         }
-        Ok(keys)
     }
 }
+
+/// One primary of the target (for a single server, it).
+pub struct Node(Option<SingleNodeRoutingInfo>);
 
 /// A cluster connection that sends pipelines to one slot's primary.
 struct OnOwner<'a> {

@@ -1,0 +1,229 @@
+//! SendMessage and SendMessageBatch: each entry checked as SQS checks it, then every entry
+//! pushed in one round trip.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::caller::{cached_queue, now_ms, Caller};
+use crate::errors::{SqsError, SqsResult};
+use crate::gateway_keys as keys;
+use crate::input::{batch_entries, int_field, parse_attrs, queue_of_url, required, str_field};
+use crate::md5s;
+use crate::message::{self, Attribute, Stored};
+use crate::queue::Queue;
+use crate::replies::{failed, to_body, Sent, SentBatch};
+use crate::rmq_client::{self, Pushed};
+use crate::rmq_kind::{self, Kind, Place};
+
+/// One entry to send, checked.
+struct Outgoing {
+    place: Place,
+    /// Of the attributes sent, the place's included: what the SDKs check the reply against.
+    md5_of_attributes: Option<String>,
+    group: Option<String>,
+    /// The deduplication window's id (RMQ.PUSH DEDUP).
+    dedup: Option<String>,
+    stored: Stored,
+}
+
+fn outgoing(q: &Queue, caller: &Caller, entry: &Value) -> SqsResult<Outgoing> {
+    let body = required(entry, "MessageBody")?;
+    if body.is_empty() {
+        return Err(SqsError::missing_parameter("The request must contain the parameter MessageBody."));
+    }
+    if !message::valid_body(body) {
+        return Err(SqsError::invalid_message_contents("Invalid binary character in the message body"));
+    }
+    let mut attrs = parse_attrs(entry, "MessageAttributes")?;
+    let size = body.len() + message::check_attributes(&attrs)?;
+    if size as i64 > q.num("MaximumMessageSize") {
+        return Err(SqsError::invalid_parameter_value(format!(
+            "One or more parameters are invalid. Reason: Message must be shorter than {} bytes.",
+            q.num("MaximumMessageSize")
+        )));
+    }
+    let sys = parse_attrs(entry, "MessageSystemAttributes")?;
+    let trace = match sys.get("AWSTraceHeader") {
+        Some(a) if sys.len() == 1 && a.data_type == "String" => a.string_value.clone(),
+        None if sys.is_empty() => None,
+        _ => return Err(SqsError::invalid_parameter_value("AWSTraceHeader (String) is the only message system attribute")),
+    };
+    let delay = int_field(entry, "DelaySeconds", 0, 900)?;
+    let (mut group, mut dedup) = (None, None);
+    if q.fifo() {
+        // SQS takes a per-message DelaySeconds of 0 on a FIFO queue (the SDKs send it).
+        if let Some(d) = delay.filter(|d| *d != 0) {
+            return Err(SqsError::invalid_parameter_value(format!(
+                "Value {d} for parameter DelaySeconds is invalid. Reason: The request include parameter that is not valid for this queue type."
+            )));
+        }
+        group = Some(
+            required(entry, "MessageGroupId")
+                .map_err(|_| SqsError::missing_parameter("The request must contain the parameter MessageGroupId."))?
+                .to_string(),
+        );
+        dedup = match str_field(entry, "MessageDeduplicationId")? {
+            Some(d) => Some(d.to_string()),
+            None if q.flag("ContentBasedDeduplication") => Some(hex::encode(Sha256::digest(body.as_bytes()))),
+            None => {
+                return Err(SqsError::invalid_parameter_value(
+                    "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly",
+                ))
+            }
+        };
+        for v in group.iter().chain(dedup.iter()) {
+            if v.is_empty() || v.len() > 128 || !v.bytes().all(|b| b.is_ascii_graphic()) {
+                return Err(SqsError::invalid_parameter_value(
+                    "MessageGroupId and MessageDeduplicationId are 1 to 128 printable ASCII characters",
+                ));
+            }
+        }
+    }
+    let md5_of_attributes = md5s::of_attributes(&attrs);
+    let place = rmq_kind::place(Kind::of(&q.attrs), q.fifo(), &mut attrs, delay, q.num("DelaySeconds"))?;
+    // DeduplicationScope messageGroup: the window is the group's (neither id has a space).
+    let window = match (&group, &dedup) {
+        (Some(g), Some(d)) if q.attrs.get("DeduplicationScope").is_some_and(|s| s == "messageGroup") => Some(format!("{g} {d}")),
+        _ => dedup.clone(),
+    };
+    let stored = Stored {
+        id: uuid::Uuid::new_v4().to_string(),
+        body: body.to_string(),
+        attrs,
+        sent: now_ms(),
+        sender: caller.key_id.clone(),
+        group: group.clone(),
+        dedup,
+        trace,
+    };
+    Ok(Outgoing { place, md5_of_attributes, group, dedup: window, stored })
+}
+
+/// FIFO queues' deduplication window (SQS: 5 minutes).
+const DEDUP_WINDOW_MS: i64 = 300_000;
+
+/// Sends checked entries in one round trip: one RMQ.PUSH per entry (entries differ in
+/// delay and group), pipelined, then a check that the queue still exists (it may have been
+/// deleted since it was cached). The module numbers each send (SEQUENCE: the stored
+/// format's prefix and sequence number, in push order across gateways) and keeps FIFO
+/// deduplication windows (DEDUP, with the MessageId as its NOTE), so a duplicate is
+/// answered with the first send's MessageId and sequence number. Per entry its MessageId
+/// and sequence number.
+async fn push(caller: &Caller, q: &Queue, entries: &[Outgoing]) -> SqsResult<Vec<(String, u64)>> {
+    let mut pipe = redis::pipe();
+    let merging = Kind::of(&q.attrs).merges();
+    for e in entries {
+        if merging {
+            rmq_client::pipe_merging_push(&mut pipe, &q.name, e.place, &e.stored.body, &message::encode(&e.stored));
+            continue;
+        }
+        let json = message::encode(&e.stored);
+        let send = rmq_client::Send {
+            place: e.place,
+            group: e.group.as_deref(),
+            dedup: e.dedup.as_deref().map(|d| (d, DEDUP_WINDOW_MS, e.stored.id.as_str())),
+            json: &json,
+        };
+        rmq_client::pipe_push(&mut pipe, &q.name, &send);
+    }
+    // After the pushes, on the same connection: DeleteQueue removes every key of the queue
+    // at once, so a push it did not take along came after it, before this check, which then
+    // finds the queue gone. No MULTI needed (nor its QUEUED replies).
+    pipe.exists(keys::meta(&q.name));
+    let mut replies: Vec<redis::Value> = rmq_client::write(&caller.backend, &q.name, pipe, "the messages are stored").await?;
+    if let Some(redis::Value::ServerError(e)) = replies.iter().find(|v| matches!(v, redis::Value::ServerError(_))) {
+        return Err(redis::RedisError::from(e.clone()).into());
+    }
+    fn parse<T: redis::FromRedisValue>(v: redis::Value) -> redis::RedisResult<T> {
+        redis::from_redis_value(v).map_err(redis::RedisError::from)
+    }
+    if replies.len() != entries.len() + 1 {
+        return Err(SqsError::internal("the queue store answered the send in an unexpected shape"));
+    }
+    let exists: bool = parse(replies.pop().unwrap_or(redis::Value::Nil))?;
+    if !exists {
+        // Deleted since this gateway cached it: the pushes made keys of a queue that is
+        // gone, and no new queue of the name can exist yet (DeleteQueue's tombstone), so
+        // they all go again.
+        let mut conn = caller.backend.conn.clone();
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        rmq_client::pipe_drop(&mut pipe, &q.name);
+        pipe.del(&keys::body_merge(&q.name)[..]).ignore();
+        pipe.query_async::<()>(&mut conn).await?;
+        caller.backend.queues.forget(&q.name);
+        return Err(SqsError::queue_does_not_exist("The specified queue does not exist."));
+    }
+    entries
+        .iter()
+        .zip(replies)
+        .map(|(e, r)| {
+            let r: Vec<Pushed> = parse(r)?;
+            Ok(match r.into_iter().next() {
+                Some((_, seq, note)) => (note.unwrap_or_else(|| e.stored.id.clone()), seq.unwrap_or(0)),
+                None => (e.stored.id.clone(), 0),
+            })
+        })
+        .collect()
+}
+
+fn send_result<'a>(q: &Queue, e: &Outgoing, entry: Option<&'a str>, id: String, seq: u64) -> Sent<'a> {
+    Sent {
+        id: entry,
+        message_id: id,
+        md5_of_message_body: md5s::of_body(&e.stored.body),
+        md5_of_message_attributes: e.md5_of_attributes.clone(),
+        md5_of_message_system_attributes: e.stored.trace.as_ref().and_then(|t| md5s::of_attributes(&trace_attrs(t))),
+        sequence_number: q.fifo().then(|| format!("{seq:020}")),
+    }
+}
+
+fn trace_attrs(t: &str) -> BTreeMap<String, Attribute> {
+    BTreeMap::from([(
+        "AWSTraceHeader".to_string(),
+        Attribute { data_type: "String".into(), string_value: Some(t.to_string()), binary_value: None },
+    )])
+}
+
+pub async fn send_message(caller: &Caller, input: &Value) -> SqsResult<Vec<u8>> {
+    let q = cached_queue(caller, queue_of_url(input)?).await?;
+    let e = outgoing(&q, caller, input)?;
+    let (id, seq) = push(caller, &q, std::slice::from_ref(&e)).await?.swap_remove(0);
+    Ok(to_body(&send_result(&q, &e, None, id, seq)))
+}
+
+/// SQS's limit on a SendMessageBatch's messages together.
+const MAX_BATCH_BYTES: usize = 1_048_576;
+
+pub async fn send_message_batch(caller: &Caller, input: &Value) -> SqsResult<Vec<u8>> {
+    let q = cached_queue(caller, queue_of_url(input)?).await?;
+    let entries = batch_entries(input, "SendMessageBatch")?;
+    // What SQS counts: every entry's body and message attributes.
+    let total: usize = entries
+        .iter()
+        .map(|(_, e)| {
+            let body = e.get("MessageBody").and_then(Value::as_str).map_or(0, str::len);
+            body + parse_attrs(e, "MessageAttributes").map_or(0, |a| message::attributes_size(&a))
+        })
+        .sum();
+    if total > MAX_BATCH_BYTES {
+        return Err(SqsError::batch_request_too_long(format!(
+            "Batch requests cannot be longer than {MAX_BATCH_BYTES} bytes. You have sent {total} bytes."
+        )));
+    }
+    let (mut ids, mut outs, mut failures) = (Vec::new(), Vec::new(), Vec::new());
+    for (id, e) in &entries {
+        match outgoing(&q, caller, e) {
+            Ok(o) => {
+                ids.push(id.as_str());
+                outs.push(o);
+            }
+            Err(err) => failures.push(failed(id, &err)),
+        }
+    }
+    let sent = if outs.is_empty() { Vec::new() } else { push(caller, &q, &outs).await? };
+    let successful = ids.iter().zip(&outs).zip(sent).map(|((id, o), (mid, seq))| send_result(&q, o, Some(id), mid, seq)).collect();
+    Ok(to_body(&SentBatch { successful, failed: failures }))
+}
