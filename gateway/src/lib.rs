@@ -7,5 +7,7 @@ pub mod gateway_keys;
 pub mod input;
 pub mod md5s;
 pub mod message;
+pub mod message_requests;
+pub mod request_fields;
 pub mod rmq_kind;
 pub mod sigv4;

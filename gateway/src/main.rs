@@ -22,7 +22,7 @@ mod server;
 mod startup;
 
 // The pure parts live in the library (src/lib.rs), which the fuzz targets call too.
-use rmq_gateway::{errors, gateway_keys, input, md5s, message, rmq_kind, sigv4};
+use rmq_gateway::{errors, gateway_keys, input, md5s, message, message_requests, request_fields, rmq_kind, sigv4};
 
 use std::process::ExitCode;
 

@@ -254,8 +254,7 @@ async fn handle(gw: &Gateway, method: &Method, uri: &Uri, headers: &HeaderMap, b
             "rmq-gateway speaks the AWS JSON 1.0 protocol: POST / with X-Amz-Target: AmazonSQS.<Action>",
         )));
     }
-    let input = crate::input::parse_body(body).map_err(Refusal::Served)?;
-    actions::dispatch(gw, &caller, action, &input).await.map_err(Refusal::Served)
+    actions::dispatch(gw, &caller, action, body).await.map_err(Refusal::Served)
 }
 
 fn authenticate(gw: &Gateway, method: &Method, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Result<Caller, SqsError> {
