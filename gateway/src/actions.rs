@@ -14,15 +14,27 @@ mod tag_actions;
 
 pub use caller::Caller;
 
-use serde_json::Value;
-
 use crate::errors::{SqsError, SqsResult};
 use crate::gateway_state::Gateway;
 use crate::input::required;
 use crate::replies::to_body;
+use crate::request_fields::parse;
 
-/// The action's response body.
-pub async fn dispatch(gw: &Gateway, caller: &Caller, action: &str, input: &Value) -> SqsResult<Vec<u8>> {
+/// The action's response body, for the request body `body`.
+pub async fn dispatch(gw: &Gateway, caller: &Caller, action: &str, body: &[u8]) -> SqsResult<Vec<u8>> {
+    // The message actions read typed requests and answer typed replies (crate::message_requests,
+    // crate::replies); the others read the body as a JSON value.
+    match action {
+        "SendMessage" => return send_actions::send_message(caller, parse(body)?).await,
+        "SendMessageBatch" => return send_actions::send_message_batch(caller, parse(body)?).await,
+        "ReceiveMessage" => return receive_actions::receive_message(gw, caller, parse(body)?).await,
+        "DeleteMessage" => return delivery_actions::delete_message(caller, parse(body)?).await,
+        "DeleteMessageBatch" => return delivery_actions::delete_message_batch(caller, parse(body)?).await,
+        "ChangeMessageVisibility" => return delivery_actions::change_visibility(caller, parse(body)?).await,
+        "ChangeMessageVisibilityBatch" => return delivery_actions::change_visibility_batch(caller, parse(body)?).await,
+        _ => {}
+    }
+    let input = &crate::input::parse_body(body)?;
     let value = match action {
         "CreateQueue" => queue_actions::create_queue(gw, caller, input).await,
         "GetQueueUrl" => queue_actions::get_queue_url(gw, caller, input).await,
@@ -31,14 +43,6 @@ pub async fn dispatch(gw: &Gateway, caller: &Caller, action: &str, input: &Value
         "PurgeQueue" => queue_actions::purge_queue(caller, input).await,
         "GetQueueAttributes" => queue_attributes::get_queue_attributes(gw, caller, input).await,
         "SetQueueAttributes" => queue_attributes::set_queue_attributes(caller, input).await,
-        // Answered per message: their bodies are serialised without Values (crate::replies).
-        "SendMessage" => return send_actions::send_message(caller, input).await,
-        "SendMessageBatch" => return send_actions::send_message_batch(caller, input).await,
-        "ReceiveMessage" => return receive_actions::receive_message(gw, caller, input).await,
-        "DeleteMessage" => delivery_actions::delete_message(caller, input).await,
-        "DeleteMessageBatch" => delivery_actions::delete_message_batch(caller, input).await,
-        "ChangeMessageVisibility" => delivery_actions::change_visibility(caller, input).await,
-        "ChangeMessageVisibilityBatch" => delivery_actions::change_visibility_batch(caller, input).await,
         "ListDeadLetterSourceQueues" => queue_actions::list_dead_letter_source_queues(gw, caller, input).await,
         "StartMessageMoveTask" => move_task_actions::start_message_move_task(gw, caller, input).await,
         "ListMessageMoveTasks" => move_task_actions::list_message_move_tasks(caller, input).await,

@@ -1,12 +1,11 @@
 //! Reading a request's input: the AWS JSON 1.0 body and its fields, checked as SQS checks
 //! them. Pure (no I/O), so the fuzz target (gateway/fuzz) runs it without a server.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
 use serde_json::Value;
 
 use crate::errors::{SqsError, SqsResult};
-use crate::message::Attribute;
 
 /// The JSON object a request body holds (an empty body is an empty object).
 pub fn parse_body(body: &[u8]) -> SqsResult<Value> {
@@ -86,44 +85,6 @@ pub fn queue_of_url(input: &Value) -> SqsResult<String> {
     } else {
         Err(SqsError::queue_does_not_exist("The specified queue does not exist."))
     }
-}
-
-pub fn parse_attrs(input: &Value, name: &str) -> SqsResult<BTreeMap<String, Attribute>> {
-    match input.get(name) {
-        None | Some(Value::Null) => Ok(BTreeMap::new()),
-        Some(v) => serde_json::from_value(v.clone()).map_err(|e| SqsError::invalid_parameter_value(format!("{name}: {e}"))),
-    }
-}
-
-/// A batch's entries after the batch-wide checks SQS makes (count, distinct valid ids), with
-/// SQS's texts, which name the action (`SendMessageBatch`…).
-pub fn batch_entries<'a>(input: &'a Value, action: &str) -> SqsResult<Vec<(String, &'a Value)>> {
-    let entries = match input.get("Entries") {
-        Some(Value::Array(a)) => a,
-        None | Some(Value::Null) => return Err(SqsError::missing_parameter("The request must contain the parameter Entries.")),
-        Some(_) => return Err(SqsError::serialization("Entries must be a list")),
-    };
-    if entries.is_empty() {
-        return Err(SqsError::empty_batch_request(format!("There should be at least one {action}RequestEntry in the request.")));
-    }
-    if entries.len() > 10 {
-        return Err(SqsError::too_many_entries(format!("Maximum number of entries per request are 10. You have sent {}.", entries.len())));
-    }
-    let mut seen = HashSet::new();
-    let mut out = Vec::new();
-    for e in entries {
-        let id = required(e, "Id")?;
-        if id.is_empty() || id.len() > 80 || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
-            return Err(SqsError::invalid_batch_entry_id(
-                "A batch entry id can only contain alphanumeric characters, hyphens and underscores. It can be at most 80 letters long.",
-            ));
-        }
-        if !seen.insert(id) {
-            return Err(SqsError::batch_ids_not_distinct(format!("Id {id} repeated.")));
-        }
-        out.push((id.to_string(), e));
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

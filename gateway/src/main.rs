@@ -23,7 +23,7 @@ mod startup;
 mod stored_size;
 
 // The pure parts live in the library (src/lib.rs), which the fuzz targets call too.
-use rmq_gateway::{errors, gateway_keys, input, md5s, message, presigned, rmq_kind, sigv4};
+use rmq_gateway::{errors, gateway_keys, input, md5s, message, message_requests, presigned, request_fields, rmq_kind, sigv4};
 
 use std::process::ExitCode;
 

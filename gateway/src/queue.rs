@@ -4,7 +4,7 @@
 //!
 //! Why a cached queue is safe to act on for a second (`FRESH_MS`, `--queue-cache-ms`):
 //! - a send checks after its pushes, on the same connection, that the queue still exists,
-//!   and a deleted queue's pushes are removed again (`actions::push`), so no keys are left
+//!   and a deleted queue's pushes are removed again (`actions::send_actions::push`), so no keys are left
 //!   behind;
 //! - DeleteQueue leaves a tombstone that refuses a new queue of the name for `TOMBSTONE_MS`
 //!   (SQS's QueueDeletedRecently), longer than any entry of the old queue is trusted, so a

@@ -1,6 +1,7 @@
-//! The JSON bodies of the actions answered per message (ReceiveMessage, SendMessage,
-//! SendMessageBatch), serialised straight from these types rather than through
-//! `serde_json::Value` maps, whose every key and value is an allocation of its own.
+//! The JSON bodies of the message actions (ReceiveMessage, SendMessage(Batch),
+//! DeleteMessage(Batch), ChangeMessageVisibility(Batch)), serialised straight from these
+//! types rather than through `serde_json::Value` maps, whose every key and value is an
+//! allocation of its own.
 
 use std::collections::BTreeMap;
 
@@ -74,13 +75,47 @@ pub struct SentBatch<'a> {
     #[serde(rename = "Successful")]
     pub successful: Vec<Sent<'a>>,
     #[serde(rename = "Failed")]
-    pub failed: Vec<serde_json::Value>,
+    pub failed: Vec<Failure>,
 }
 
 /// A batch entry that failed: its Id and its error.
-pub fn failed(id: &str, e: &crate::errors::SqsError) -> serde_json::Value {
-    serde_json::json!({"Id": id, "SenderFault": e.sender_fault(), "Code": e.code, "Message": e.message})
+#[derive(Serialize)]
+pub struct Failure {
+    #[serde(rename = "Id")]
+    pub id: String,
+    #[serde(rename = "SenderFault")]
+    pub sender_fault: bool,
+    #[serde(rename = "Code")]
+    pub code: &'static str,
+    #[serde(rename = "Message")]
+    pub message: String,
 }
+
+impl Failure {
+    pub fn of(id: String, e: &crate::errors::SqsError) -> Failure {
+        Failure { id, sender_fault: e.sender_fault(), code: e.code, message: e.message.clone() }
+    }
+}
+
+/// A batch entry that succeeded, where nothing else is said of it.
+#[derive(Serialize)]
+pub struct Succeeded {
+    #[serde(rename = "Id")]
+    pub id: String,
+}
+
+/// DeleteMessageBatch, ChangeMessageVisibilityBatch.
+#[derive(Serialize, Default)]
+pub struct BatchResult {
+    #[serde(rename = "Successful")]
+    pub successful: Vec<Succeeded>,
+    #[serde(rename = "Failed")]
+    pub failed: Vec<Failure>,
+}
+
+/// An action that answers nothing but success: `{}`.
+#[derive(Serialize)]
+pub struct Done {}
 
 #[cfg(test)]
 mod tests {
@@ -112,11 +147,17 @@ mod tests {
             md5_of_message_system_attributes: None,
             sequence_number: Some("00000000000000000001".into()),
         };
-        let v: serde_json::Value = serde_json::from_slice(&to_body(&SentBatch { successful: vec![s], failed: vec![] })).unwrap();
+        let e = crate::errors::SqsError::invalid_parameter_value("why");
+        let v: serde_json::Value =
+            serde_json::from_slice(&to_body(&SentBatch { successful: vec![s], failed: vec![Failure::of("1".into(), &e)] })).unwrap();
         assert_eq!(
             v,
             serde_json::json!({"Successful": [{"Id": "0", "MessageId": "i", "MD5OfMessageBody": "5",
-                "SequenceNumber": "00000000000000000001"}], "Failed": []})
+                "SequenceNumber": "00000000000000000001"}],
+                "Failed": [{"Id": "1", "SenderFault": true, "Code": "InvalidParameterValue", "Message": "why"}]})
         );
+        assert_eq!(to_body(&Done {}), b"{}");
+        let b = BatchResult { successful: vec![Succeeded { id: "a".into() }], failed: vec![] };
+        assert_eq!(to_body(&b), br#"{"Successful":[{"Id":"a"}],"Failed":[]}"#);
     }
 }

@@ -272,9 +272,18 @@ async fn handle(
             "rmq-gateway speaks the AWS JSON 1.0 protocol: POST / with X-Amz-Target: AmazonSQS.<Action>",
         )));
     }
-    let input = if presigned { crate::presigned::input(uri.query().unwrap_or(""), body) } else { crate::input::parse_body(body) }
-        .map_err(Refusal::Served)?;
-    actions::dispatch(gw, &caller, action, &input).await.map_err(Refusal::Served)
+    // A presigned request's parameters are in its query string: read into the JSON body
+    // every action reads.
+    let from_query;
+    let body = if presigned {
+        from_query = crate::presigned::input(uri.query().unwrap_or(""), body)
+            .and_then(|v| serde_json::to_vec(&v).map_err(|e| SqsError::internal(e.to_string())))
+            .map_err(Refusal::Served)?;
+        &from_query[..]
+    } else {
+        body
+    };
+    actions::dispatch(gw, &caller, action, body).await.map_err(Refusal::Served)
 }
 
 fn authenticate(gw: &Gateway, method: &Method, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Result<Caller, SqsError> {

@@ -1,6 +1,6 @@
 //! What a client controls in a request, read as the gateway reads it: the AWS JSON 1.0 body
-//! and its fields (names, numbers, lists, maps, message attributes and their MD5, batch
-//! entries), stored messages (anything RMQ.PUSH may have put in a queue), and SigV4 — the
+//! and its fields (names, numbers, lists, maps), the message actions' typed requests (field
+//! checks, message attributes and their MD5, batch entries), stored messages (anything RMQ.PUSH may have put in a queue), and SigV4 — the
 //! Authorization header or a presigned query string, headers, path and body through
 //! canonicalisation, and a presigned request's action and parameters in its query (Python
 //! literals included). Nothing panics; a body read is an object; no signature made up by the
@@ -10,6 +10,10 @@
 use arbitrary::Arbitrary;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use libfuzzer_sys::fuzz_target;
+use rmq_gateway::message_requests::{
+    ChangeMessageVisibility, ChangeMessageVisibilityBatch, DeleteMessage, DeleteMessageBatch, ReceiveMessage, SendMessage, SendMessageBatch,
+};
+use rmq_gateway::request_fields::parse;
 use rmq_gateway::{input, md5s, message, presigned, sigv4};
 
 #[derive(Arbitrary, Debug)]
@@ -28,6 +32,10 @@ struct Req {
     path: String,
     query: String,
     presigned: bool,
+    /// X-Amz-Date: DATE (so the signature check is reached) or the fuzzer's own (date parsing).
+    date: Option<String>,
+    /// X-Amz-Expires of a presigned request.
+    expires: Option<String>,
 }
 
 const DATE: &str = "20260101T000000Z";
@@ -43,13 +51,20 @@ fuzz_target!(|r: Req| {
             let _ = input::string_map(&v, name);
         }
         let _ = input::queue_of_url(&v);
-        if let Ok(attrs) = input::parse_attrs(&v, "MessageAttributes") {
-            if message::check_attributes(&attrs).is_ok() {
-                let _ = md5s::of_attributes(&attrs);
-            }
-        }
-        if let Ok(entries) = input::batch_entries(&v, "SendMessageBatch") {
-            assert!((1..=10).contains(&entries.len()));
+    }
+    // The message actions' typed requests, their field checks and SQS's errors.
+    let _ = parse::<ReceiveMessage>(&r.body);
+    let _ = parse::<DeleteMessage>(&r.body);
+    let _ = parse::<DeleteMessageBatch>(&r.body);
+    let _ = parse::<ChangeMessageVisibility>(&r.body);
+    let _ = parse::<ChangeMessageVisibilityBatch>(&r.body);
+    if let Ok(b) = parse::<SendMessageBatch>(&r.body) {
+        assert!((1..=10).contains(&b.entries.0.len()));
+    }
+    if let Ok(send) = parse::<SendMessage>(&r.body) {
+        let (_, m) = send.split();
+        if message::check_attributes(&m.attributes.0).is_ok() {
+            let _ = md5s::of_attributes(&m.attributes.0);
         }
     }
     let read = message::decode(&r.body);
@@ -63,11 +78,14 @@ fuzz_target!(|r: Req| {
             headers.append(k, v);
         }
     }
-    let scope = format!("AKIDFUZZ/{}/{}/sqs/aws4_request", &DATE[..8], r.region);
+    let date = r.date.clone().unwrap_or_else(|| DATE.to_string());
+    let day: String = date.chars().take(8).collect();
+    let scope = format!("AKIDFUZZ/{day}/{}/sqs/aws4_request", r.region);
     let query = if r.presigned {
         format!(
-            "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential={}&X-Amz-Date={DATE}&X-Amz-SignedHeaders={}&X-Amz-Signature={}&{}",
+            "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential={}&X-Amz-Date={date}&X-Amz-Expires={}&X-Amz-SignedHeaders={}&X-Amz-Signature={}&{}",
             scope.replace('/', "%2F"),
+            r.expires.as_deref().unwrap_or("300"),
             r.signed_headers,
             r.signature,
             r.query
@@ -79,7 +97,9 @@ fuzz_target!(|r: Req| {
         if let Ok(v) = HeaderValue::from_str(&auth) {
             headers.insert("authorization", v);
         }
-        headers.insert("x-amz-date", HeaderValue::from_static(DATE));
+        if let Ok(v) = HeaderValue::from_str(&date) {
+            headers.insert("x-amz-date", v);
+        }
         r.query.clone()
     };
     let _ = presigned::action(&query);

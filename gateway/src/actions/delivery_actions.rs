@@ -1,15 +1,14 @@
 //! Ending and extending deliveries: DeleteMessage(Batch) and
 //! ChangeMessageVisibility(Batch), on the deliveries their receipt handles name.
 
-use serde_json::{json, Value};
-
 use super::caller::{cached_queue, Caller};
 use crate::errors::{SqsError, SqsResult};
 use crate::gateway_keys as keys;
-use crate::input::{batch_entries, int_field, queue_of_url, required};
+use crate::message_requests::{ChangeMessageVisibility, ChangeMessageVisibilityBatch, DeleteMessage, DeleteMessageBatch};
 use crate::queue::Queue;
 use crate::receipt_handles::{read_handle, Named};
-use crate::replies::failed;
+use crate::replies::{to_body, BatchResult, Done, Failure, Succeeded};
+use crate::request_fields::bounded;
 use crate::rmq_client;
 
 /// Ends the deliveries the handles name (already read), in one RMQ.ACKID, and deletes their
@@ -28,28 +27,32 @@ async fn delete_deliveries(caller: &Caller, q: &Queue, named: &[Named]) -> SqsRe
     Ok(())
 }
 
-pub async fn delete_message(caller: &Caller, input: &Value) -> SqsResult<Value> {
-    let q = cached_queue(caller, queue_of_url(input)?).await?;
-    let named = read_handle(&q, required(input, "ReceiptHandle")?)?;
-    delete_deliveries(caller, &q, &[named]).await?;
-    Ok(json!({}))
+/// A batch entry's ReceiptHandle, which only that entry fails without.
+fn handle_of(handle: Option<&str>) -> SqsResult<&str> {
+    handle.ok_or_else(|| SqsError::missing_parameter("The request must contain the parameter ReceiptHandle."))
 }
 
-pub async fn delete_message_batch(caller: &Caller, input: &Value) -> SqsResult<Value> {
-    let q = cached_queue(caller, queue_of_url(input)?).await?;
-    let entries = batch_entries(input, "DeleteMessageBatch")?;
-    let (mut ids, mut named, mut failures) = (Vec::new(), Vec::new(), Vec::new());
-    for (id, e) in entries {
-        match required(e, "ReceiptHandle").and_then(|h| read_handle(&q, h)) {
+pub async fn delete_message(caller: &Caller, r: DeleteMessage) -> SqsResult<Vec<u8>> {
+    let q = cached_queue(caller, r.queue_url.0).await?;
+    let named = read_handle(&q, &r.receipt_handle)?;
+    delete_deliveries(caller, &q, &[named]).await?;
+    Ok(to_body(&Done {}))
+}
+
+pub async fn delete_message_batch(caller: &Caller, r: DeleteMessageBatch) -> SqsResult<Vec<u8>> {
+    let q = cached_queue(caller, r.queue_url.0).await?;
+    let (mut out, mut named) = (BatchResult::default(), Vec::new());
+    for e in r.entries.0 {
+        match handle_of(e.receipt_handle.as_deref()).and_then(|h| read_handle(&q, h)) {
             Ok(delivery) => {
-                ids.push(json!({"Id": id}));
+                out.successful.push(Succeeded { id: e.id });
                 named.push(delivery);
             }
-            Err(err) => failures.push(failed(&id, &err)),
+            Err(err) => out.failed.push(Failure::of(e.id, &err)),
         }
     }
     delete_deliveries(caller, &q, &named).await?;
-    Ok(json!({"Successful": ids, "Failed": failures}))
+    Ok(to_body(&out))
 }
 
 /// Sets the named delivery's visibility: a timeout > 0 extends its lease (RMQ.EXTENDID), 0
@@ -65,32 +68,31 @@ async fn change_one(caller: &Caller, q: &Queue, handle: &str, timeout: i64) -> S
     }
 }
 
-fn visibility_timeout(v: &Value) -> SqsResult<i64> {
-    int_field(v, "VisibilityTimeout", 0, 43_200)?
-        .ok_or_else(|| SqsError::missing_parameter("The request must contain the parameter VisibilityTimeout."))
+/// A batch entry's VisibilityTimeout, which only that entry fails without, or out of bounds.
+fn visibility_timeout(v: Option<&serde_json::Value>) -> SqsResult<i64> {
+    let v = v.ok_or_else(|| SqsError::missing_parameter("The request must contain the parameter VisibilityTimeout."))?;
+    bounded("VisibilityTimeout", v, 0, 43_200)
 }
 
-pub async fn change_visibility(caller: &Caller, input: &Value) -> SqsResult<Value> {
-    let q = cached_queue(caller, queue_of_url(input)?).await?;
-    let t = visibility_timeout(input)?;
-    change_one(caller, &q, required(input, "ReceiptHandle")?, t).await?;
-    Ok(json!({}))
+pub async fn change_visibility(caller: &Caller, r: ChangeMessageVisibility) -> SqsResult<Vec<u8>> {
+    let q = cached_queue(caller, r.queue_url.0).await?;
+    change_one(caller, &q, &r.receipt_handle, r.visibility_timeout.0).await?;
+    Ok(to_body(&Done {}))
 }
 
-pub async fn change_visibility_batch(caller: &Caller, input: &Value) -> SqsResult<Value> {
-    let q = cached_queue(caller, queue_of_url(input)?).await?;
-    let entries = batch_entries(input, "ChangeMessageVisibilityBatch")?;
-    let (mut ok, mut failures) = (Vec::new(), Vec::new());
-    for (id, e) in entries {
-        let r = match (required(e, "ReceiptHandle"), visibility_timeout(e)) {
+pub async fn change_visibility_batch(caller: &Caller, r: ChangeMessageVisibilityBatch) -> SqsResult<Vec<u8>> {
+    let q = cached_queue(caller, r.queue_url.0).await?;
+    let mut out = BatchResult::default();
+    for e in r.entries.0 {
+        let changed = match (handle_of(e.receipt_handle.as_deref()), visibility_timeout(e.visibility_timeout.as_ref())) {
             (Ok(h), Ok(t)) => change_one(caller, &q, h, t).await,
             (Err(err), _) | (_, Err(err)) => Err(err),
         };
-        match r {
-            Ok(()) => ok.push(json!({"Id": id})),
-            Err(err) if err.sender_fault() => failures.push(failed(&id, &err)),
+        match changed {
+            Ok(()) => out.successful.push(Succeeded { id: e.id }),
+            Err(err) if err.sender_fault() => out.failed.push(Failure::of(e.id, &err)),
             Err(err) => return Err(err),
         }
     }
-    Ok(json!({"Successful": ok, "Failed": failures}))
+    Ok(to_body(&out))
 }

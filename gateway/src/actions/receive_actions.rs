@@ -4,28 +4,27 @@
 use std::collections::BTreeMap;
 
 use redis::AsyncCommands;
-use serde_json::Value;
 
 use super::caller::{cached_queue, now_ms, Caller};
 use crate::errors::SqsResult;
 use crate::gateway_keys as keys;
 use crate::gateway_state::Gateway;
-use crate::input::{int_field, queue_of_url, string_list};
 use crate::md5s;
 use crate::message::{self, Attribute};
+use crate::message_requests::ReceiveMessage;
 use crate::queue::Queue;
 use crate::receipt_handles::make_handle;
 use crate::replies::{to_body, Receive, Received};
 use crate::rmq_client::{self, Delivery};
 
-pub async fn receive_message(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult<Vec<u8>> {
-    let q = cached_queue(caller, queue_of_url(input)?).await?;
-    let count = int_field(input, "MaxNumberOfMessages", 1, 10)?.unwrap_or(1);
-    let vt = int_field(input, "VisibilityTimeout", 0, 43_200)?.unwrap_or_else(|| q.num("VisibilityTimeout"));
-    let wait = int_field(input, "WaitTimeSeconds", 0, 20)?.unwrap_or_else(|| q.num("ReceiveMessageWaitTimeSeconds"));
-    let mut sys_wanted = string_list(input, "AttributeNames")?;
-    sys_wanted.extend(string_list(input, "MessageSystemAttributeNames")?);
-    let attr_wanted = string_list(input, "MessageAttributeNames")?;
+pub async fn receive_message(gw: &Gateway, caller: &Caller, r: ReceiveMessage) -> SqsResult<Vec<u8>> {
+    let q = cached_queue(caller, r.queue_url.0).await?;
+    let count = r.max_number_of_messages.map_or(1, |c| c.0);
+    let vt = r.visibility_timeout.map_or_else(|| q.num("VisibilityTimeout"), |v| v.0);
+    let wait = r.wait_time_seconds.map_or_else(|| q.num("ReceiveMessageWaitTimeSeconds"), |w| w.0);
+    let mut sys_wanted = r.attribute_names.0;
+    sys_wanted.extend(r.message_system_attribute_names.0);
+    let attr_wanted = r.message_attribute_names.0;
     // A lease of 0 is not an RMQ lease: 1 ms makes the message visible again at once.
     let lease = (vt * 1000).max(1);
     let mut conn = caller.backend.conn.clone();

@@ -3,17 +3,16 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::caller::{cached_queue, now_ms, Caller};
 use crate::errors::{SqsError, SqsResult};
 use crate::gateway_keys as keys;
-use crate::input::{batch_entries, int_field, parse_attrs, queue_of_url, required, str_field};
 use crate::md5s;
 use crate::message::{self, Attribute, Stored};
+use crate::message_requests::{Message, SendMessage, SendMessageBatch};
 use crate::queue::Queue;
-use crate::replies::{failed, to_body, Sent, SentBatch};
+use crate::replies::{to_body, Failure, Sent, SentBatch};
 use crate::rmq_client::{self, Pushed};
 use crate::rmq_kind::{self, Kind, Place};
 
@@ -28,15 +27,15 @@ struct Outgoing {
     stored: Stored,
 }
 
-fn outgoing(q: &Queue, caller: &Caller, entry: &Value) -> SqsResult<Outgoing> {
-    let body = required(entry, "MessageBody")?;
+fn outgoing(q: &Queue, caller: &Caller, m: Message) -> SqsResult<Outgoing> {
+    let body = m.body.ok_or_else(|| SqsError::missing_parameter("The request must contain the parameter MessageBody."))?;
     if body.is_empty() {
         return Err(SqsError::missing_parameter("The request must contain the parameter MessageBody."));
     }
-    if !message::valid_body(body) {
+    if !message::valid_body(&body) {
         return Err(SqsError::invalid_message_contents("Invalid binary character in the message body"));
     }
-    let mut attrs = parse_attrs(entry, "MessageAttributes")?;
+    let mut attrs = m.attributes.0;
     let size = body.len() + message::check_attributes(&attrs)?;
     if size as i64 > q.num("MaximumMessageSize") {
         return Err(SqsError::invalid_parameter_value(format!(
@@ -44,13 +43,13 @@ fn outgoing(q: &Queue, caller: &Caller, entry: &Value) -> SqsResult<Outgoing> {
             q.num("MaximumMessageSize")
         )));
     }
-    let sys = parse_attrs(entry, "MessageSystemAttributes")?;
+    let sys = m.system_attributes.0;
     let trace = match sys.get("AWSTraceHeader") {
         Some(a) if sys.len() == 1 && a.data_type == "String" => a.string_value.clone(),
         None if sys.is_empty() => None,
         _ => return Err(SqsError::invalid_parameter_value("AWSTraceHeader (String) is the only message system attribute")),
     };
-    let delay = int_field(entry, "DelaySeconds", 0, 900)?;
+    let delay = m.delay_seconds;
     let (mut group, mut dedup) = (None, None);
     if q.fifo() {
         // SQS takes a per-message DelaySeconds of 0 on a FIFO queue (the SDKs send it).
@@ -59,13 +58,9 @@ fn outgoing(q: &Queue, caller: &Caller, entry: &Value) -> SqsResult<Outgoing> {
                 "Value {d} for parameter DelaySeconds is invalid. Reason: The request include parameter that is not valid for this queue type."
             )));
         }
-        group = Some(
-            required(entry, "MessageGroupId")
-                .map_err(|_| SqsError::missing_parameter("The request must contain the parameter MessageGroupId."))?
-                .to_string(),
-        );
-        dedup = match str_field(entry, "MessageDeduplicationId")? {
-            Some(d) => Some(d.to_string()),
+        group = Some(m.group.ok_or_else(|| SqsError::missing_parameter("The request must contain the parameter MessageGroupId."))?);
+        dedup = match m.dedup {
+            Some(d) => Some(d),
             None if q.flag("ContentBasedDeduplication") => Some(hex::encode(Sha256::digest(body.as_bytes()))),
             None => {
                 return Err(SqsError::invalid_parameter_value(
@@ -90,7 +85,7 @@ fn outgoing(q: &Queue, caller: &Caller, entry: &Value) -> SqsResult<Outgoing> {
     };
     let stored = Stored {
         id: uuid::Uuid::new_v4().to_string(),
-        body: body.to_string(),
+        body,
         attrs,
         sent: now_ms(),
         sender: caller.key_id.clone(),
@@ -187,9 +182,10 @@ fn trace_attrs(t: &str) -> BTreeMap<String, Attribute> {
     )])
 }
 
-pub async fn send_message(caller: &Caller, input: &Value) -> SqsResult<Vec<u8>> {
-    let q = cached_queue(caller, queue_of_url(input)?).await?;
-    let e = outgoing(&q, caller, input)?;
+pub async fn send_message(caller: &Caller, request: SendMessage) -> SqsResult<Vec<u8>> {
+    let (queue, m) = request.split();
+    let q = cached_queue(caller, queue.0).await?;
+    let e = outgoing(&q, caller, m)?;
     let (id, seq) = push(caller, &q, std::slice::from_ref(&e)).await?.swap_remove(0);
     Ok(to_body(&send_result(&q, &e, None, id, seq)))
 }
@@ -197,33 +193,28 @@ pub async fn send_message(caller: &Caller, input: &Value) -> SqsResult<Vec<u8>> 
 /// SQS's limit on a SendMessageBatch's messages together.
 const MAX_BATCH_BYTES: usize = 1_048_576;
 
-pub async fn send_message_batch(caller: &Caller, input: &Value) -> SqsResult<Vec<u8>> {
-    let q = cached_queue(caller, queue_of_url(input)?).await?;
-    let entries = batch_entries(input, "SendMessageBatch")?;
+pub async fn send_message_batch(caller: &Caller, request: SendMessageBatch) -> SqsResult<Vec<u8>> {
+    let q = cached_queue(caller, request.queue_url.0).await?;
+    let entries: Vec<(String, Message)> = request.entries.0.into_iter().map(|e| e.split()).collect();
     // What SQS counts: every entry's body and message attributes.
-    let total: usize = entries
-        .iter()
-        .map(|(_, e)| {
-            let body = e.get("MessageBody").and_then(Value::as_str).map_or(0, str::len);
-            body + parse_attrs(e, "MessageAttributes").map_or(0, |a| message::attributes_size(&a))
-        })
-        .sum();
+    let total: usize =
+        entries.iter().map(|(_, m)| m.body.as_ref().map_or(0, String::len) + message::attributes_size(&m.attributes.0)).sum();
     if total > MAX_BATCH_BYTES {
         return Err(SqsError::batch_request_too_long(format!(
             "Batch requests cannot be longer than {MAX_BATCH_BYTES} bytes. You have sent {total} bytes."
         )));
     }
     let (mut ids, mut outs, mut failures) = (Vec::new(), Vec::new(), Vec::new());
-    for (id, e) in &entries {
-        match outgoing(&q, caller, e) {
+    for (id, m) in entries {
+        match outgoing(&q, caller, m) {
             Ok(o) => {
-                ids.push(id.as_str());
+                ids.push(id);
                 outs.push(o);
             }
-            Err(err) => failures.push(failed(id, &err)),
+            Err(err) => failures.push(Failure::of(id, &err)),
         }
     }
     let sent = if outs.is_empty() { Vec::new() } else { push(caller, &q, &outs).await? };
-    let successful = ids.iter().zip(&outs).zip(sent).map(|((id, o), (mid, seq))| send_result(&q, o, Some(id), mid, seq)).collect();
+    let successful = ids.iter().zip(&outs).zip(sent).map(|((id, o), (mid, seq))| send_result(&q, o, Some(id.as_str()), mid, seq)).collect();
     Ok(to_body(&SentBatch { successful, failed: failures }))
 }
