@@ -36,7 +36,7 @@ public final class Servers implements BeforeAllCallback, ExtensionContext.Store.
     final int redisPort;
     final int gatewayPort;
     private final Process redis;
-    private final Process gateway;
+    private volatile Process gateway;
     private final Path gatewayLog;
 
     private Servers() throws Exception {
@@ -50,13 +50,21 @@ public final class Servers implements BeforeAllCallback, ExtensionContext.Store.
                 "--dir", dir.toString(), "--save", "", "--appendonly", "no", "--daemonize", "no",
                 "--loadmodule", module)
                 .redirectErrorStream(true).redirectOutput(dir.resolve("redis.log").toFile()).start();
-        waitFor(() -> redisPing(), "redis-server on port " + redisPort, redis, dir.resolve("redis.log"));
         gatewayPort = freePort();
         gatewayLog = dir.resolve("gateway.log");
-        gateway = new ProcessBuilder(gatewayBin, "--listen", "127.0.0.1:" + gatewayPort,
-                "--redis", "redis://127.0.0.1:" + redisPort)
-                .redirectErrorStream(true).redirectOutput(gatewayLog.toFile()).start();
-        waitFor(() -> Files.readString(gatewayLog).contains("listening on"), "rmq-gateway", gateway, gatewayLog);
+        // Whatever ends this JVM, and a start that fails half-way, stops what it started: the
+        // test store's close is not reached when the engine does not end normally.
+        Runtime.getRuntime().addShutdownHook(new Thread(this::stopQuietly));
+        try {
+            waitFor(() -> redisPing(), "redis-server on port " + redisPort, redis, dir.resolve("redis.log"));
+            gateway = new ProcessBuilder(gatewayBin, "--listen", "127.0.0.1:" + gatewayPort,
+                    "--redis", "redis://127.0.0.1:" + redisPort)
+                    .redirectErrorStream(true).redirectOutput(gatewayLog.toFile()).start();
+            waitFor(() -> Files.readString(gatewayLog).contains("listening on"), "rmq-gateway", gateway, gatewayLog);
+        } catch (Exception e) {
+            stopQuietly();
+            throw e;
+        }
     }
 
     /** The repository's root (system property rmq.repo). */
@@ -87,6 +95,14 @@ public final class Servers implements BeforeAllCallback, ExtensionContext.Store.
     public void close() throws Exception {
         stop(gateway);
         stop(redis);
+    }
+
+    private void stopQuietly() {
+        try {
+            close();
+        } catch (Exception e) {
+            // at exit or after a failed start: nothing left to report it to
+        }
     }
 
     public String url() {
