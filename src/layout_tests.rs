@@ -6,6 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use crate::layout_paths::{circles, paths};
+
 /// The layers in order; `module.rs` and `lib.rs` sit above them all.
 const LAYERS: [&str; 7] = ["core", "ffi", "storage", "runtime", "cmd", "module.rs", "lib.rs"];
 
@@ -19,7 +21,7 @@ fn files(dir: &Path, out: &mut Vec<String>) {
         let path = entry.expect("a directory entry").path();
         if path.is_dir() {
             files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") && !path.ends_with("layout_tests.rs") {
+        } else if path.extension().is_some_and(|e| e == "rs") && !path.ends_with("layout_tests.rs") && !path.ends_with("layout_paths.rs") {
             out.push(path.strip_prefix(src()).expect("under src").to_string_lossy().into_owned());
         }
     }
@@ -32,45 +34,6 @@ fn file_of(path: &[String], known: &BTreeSet<String>) -> Option<String> {
         let dir = path[..n].join("/");
         [format!("{dir}.rs"), format!("{dir}/mod.rs")].into_iter().find(|f| known.contains(f))
     })
-}
-
-/// The identifier at the start of `s`, and what follows it.
-fn ident(s: &str) -> (&str, &str) {
-    let end = s.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(s.len());
-    s.split_at(end)
-}
-
-/// The module paths a `crate::` path starting at `s` names (a `{...}` list names several).
-fn paths(prefix: &[String], s: &str, out: &mut Vec<Vec<String>>) {
-    let (name, rest) = ident(s);
-    let mut path = prefix.to_vec();
-    if !name.is_empty() && name != "self" {
-        path.push(name.to_string());
-    }
-    let Some(rest) = rest.strip_prefix("::") else {
-        out.push(path);
-        return;
-    };
-    let Some(list) = rest.strip_prefix('{') else {
-        return paths(&path, rest, out);
-    };
-    // The items of the list up to its closing brace, split at top-level commas.
-    let (mut depth, mut start) = (0, 0);
-    for (i, c) in list.char_indices() {
-        match c {
-            '{' => depth += 1,
-            '}' if depth == 0 => {
-                paths(&path, list[start..i].trim(), out);
-                return;
-            }
-            '}' => depth -= 1,
-            ',' if depth == 0 => {
-                paths(&path, list[start..i].trim(), out);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
 }
 
 /// Which files each file names through `crate::` paths.
@@ -109,33 +72,8 @@ fn layers_depend_only_on_those_before_them() {
 
 #[test]
 fn no_file_depends_on_itself_through_others() {
-    let g = graph();
-    // Depth-first, keeping the path: a file met again on it closes a circle.
-    fn visit<'a>(
-        f: &'a str,
-        g: &'a BTreeMap<String, BTreeSet<String>>,
-        path: &mut Vec<&'a str>,
-        done: &mut BTreeSet<&'a str>,
-        circles: &mut Vec<String>,
-    ) {
-        if let Some(at) = path.iter().position(|p| *p == f) {
-            circles.push(format!("{} -> {f}", path[at..].join(" -> ")));
-            return;
-        }
-        if !done.insert(f) {
-            return;
-        }
-        path.push(f);
-        for d in &g[f] {
-            visit(d, g, path, done, circles);
-        }
-        path.pop();
-    }
-    let (mut done, mut circles) = (BTreeSet::new(), Vec::new());
-    for f in g.keys() {
-        visit(f, &g, &mut Vec::new(), &mut done, &mut circles);
-    }
-    assert!(circles.is_empty(), "import circles:\n{}", circles.join("\n"));
+    let found = circles(&graph());
+    assert!(found.is_empty(), "import circles:\n{}", found.join("\n"));
 }
 
 #[test]

@@ -14,6 +14,8 @@ mod cmd;
 pub mod core;
 mod ffi;
 #[cfg(test)]
+mod layout_paths;
+#[cfg(test)]
 mod layout_tests;
 mod module;
 mod runtime;

@@ -7,6 +7,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use crate::layout_paths::{circles, paths};
+
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
@@ -37,45 +39,6 @@ fn module_of(file: &str) -> Vec<String> {
 /// The file a module path names: the longest prefix that is a file.
 fn file_of(path: &[String], known: &BTreeMap<String, String>) -> Option<String> {
     (1..=path.len()).rev().find_map(|n| Some(format!("{}.rs", path[..n].join("/"))).filter(|f| known.contains_key(f)))
-}
-
-/// The identifier at the start of `s`, and what follows it.
-fn ident(s: &str) -> (&str, &str) {
-    let end = s.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(s.len());
-    s.split_at(end)
-}
-
-/// The module paths a path starting at `s` names, below `prefix` (a `{...}` list names
-/// several).
-fn paths(prefix: &[String], s: &str, out: &mut Vec<Vec<String>>) {
-    let (name, rest) = ident(s);
-    let mut path = prefix.to_vec();
-    if !name.is_empty() && name != "self" {
-        path.push(name.to_string());
-    }
-    let Some(rest) = rest.strip_prefix("::") else {
-        out.push(path);
-        return;
-    };
-    let Some(list) = rest.strip_prefix('{') else {
-        return paths(&path, rest, out);
-    };
-    let (mut depth, mut start) = (0, 0);
-    for (i, c) in list.char_indices() {
-        match c {
-            '{' => depth += 1,
-            '}' if depth == 0 => {
-                paths(&path, list[start..i].trim(), out);
-                return;
-            }
-            '}' => depth -= 1,
-            ',' if depth == 0 => {
-                paths(&path, list[start..i].trim(), out);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
 }
 
 /// The code of a file: its lines that are not comments.
@@ -113,36 +76,6 @@ fn graph(all: &BTreeMap<String, String>) -> BTreeMap<String, BTreeSet<String>> {
         g.insert(f.clone(), deps);
     }
     g
-}
-
-/// The circles in `g`, each as the files around it.
-fn circles(g: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
-    // Depth-first, keeping the path: a file met again on it closes a circle.
-    fn visit<'a>(
-        f: &'a str,
-        g: &'a BTreeMap<String, BTreeSet<String>>,
-        path: &mut Vec<&'a str>,
-        done: &mut BTreeSet<&'a str>,
-        out: &mut Vec<String>,
-    ) {
-        if let Some(at) = path.iter().position(|p| *p == f) {
-            out.push(format!("{} -> {f}", path[at..].join(" -> ")));
-            return;
-        }
-        if !done.insert(f) {
-            return;
-        }
-        path.push(f);
-        for d in g.get(f).into_iter().flatten() {
-            visit(d, g, path, done, out);
-        }
-        path.pop();
-    }
-    let (mut done, mut out) = (BTreeSet::new(), Vec::new());
-    for f in g.keys() {
-        visit(f, g, &mut Vec::new(), &mut done, &mut out);
-    }
-    out
 }
 
 /// The files (other than `owner`) whose code spells `word`, with the first such line.

@@ -6,8 +6,12 @@ mod cli_args;
 mod first_receive;
 #[cfg(test)]
 mod gateway_layout_tests;
+// The layout tests' source reader, shared with the module's (src/layout_tests.rs).
 mod gateway_state;
 mod https;
+#[cfg(test)]
+#[path = "../../src/layout_paths.rs"]
+mod layout_paths;
 mod metrics;
 mod movetask;
 mod pool;
