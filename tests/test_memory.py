@@ -116,6 +116,9 @@ def test_names_used_once_and_emptied_leave_nothing(start_server):
     assert pl.execute() == [1] * n, "every message taken and acked"
     assert c.dbsize() == 0, "no key left"
     assert c.execute_command("RMQ.QUEUES") == [b"0", []]
-    grown = purged_used(c) - start
-    assert grown <= MB, f"{grown / MB:.2f} MB more than before {n} names were used and emptied"
+    # Redis gives back its own share in its cron (the keyspace's hash table shrinks once
+    # empty; the client's query and reply buffers once idle): seen 1.31 MB over on a loaded
+    # machine when read at once, so the module's share is judged after that.
+    assert wait_until(lambda: purged_used(c) - start <= MB, timeout=30, interval=0.5), \
+        f"{(purged_used(c) - start) / MB:.2f} MB more than before {n} names were used and emptied"
 
