@@ -4,6 +4,7 @@ without the RMQ module, writes plain logs (no ANSI colour codes) when stderr is 
 terminal, names the Redis address in its warnings, and fails a request soon after Redis
 goes away instead of waiting on a dead connection."""
 
+import socket
 import time
 
 import pytest
@@ -31,6 +32,22 @@ def test_refuses_a_redis_without_the_module():
     assert code not in (None, 0), out
     assert f"Redis at {plain.addr} has no RMQ module" in out
     assert "--loadmodule /path/to/librmq.so" in out and "loadmodule /path/to/librmq.so` to its redis.conf" in out
+    assert "listening on" not in out
+
+
+def test_a_listen_address_in_use_is_refused_with_its_cause(server):
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    addr = "127.0.0.1:%d" % taken.getsockname()[1]
+    try:
+        g = Gateway(server, listen=addr).launch()
+        code = g.wait_exit()
+        out = g.output()
+    finally:
+        taken.close()
+    assert code not in (None, 0), out
+    assert f"cannot listen on {addr}: " in out and "in use" in out, out
     assert "listening on" not in out
 
 

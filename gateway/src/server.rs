@@ -33,6 +33,8 @@ const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(10);
 const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Open connections at most.
 const MAX_CONNECTIONS: usize = 10_000;
+/// Connections waiting to be accepted at most (see `listen`).
+const BACKLOG: u32 = 4096;
 /// How long requests in progress may take to finish after a stop signal.
 const DRAIN: Duration = Duration::from_secs(5);
 
@@ -65,7 +67,7 @@ pub async fn run(args: Args, access: Access, tls: Option<TlsAcceptor>) -> Result
             per_key.insert(key.id.clone(), b);
         }
     }
-    let listener = tokio::net::TcpListener::bind(args.listen).await.map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    let listener = listen(args.listen).map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
     let scheme = if tls.is_some() { "https" } else { "http" };
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -89,6 +91,16 @@ pub async fn run(args: Args, access: Access, tls: Option<TlsAcceptor>) -> Result
     println!("rmq-gateway listening on {scheme}://{local}");
     serve(listener, app, stop_tx, tls).await;
     Ok(())
+}
+
+/// The listening socket, with a backlog for a burst of new connections: with tokio's
+/// default (1,024) a burst while the gateway is busy overflows it, and each dropped SYN costs
+/// its client a 1 s retransmit (the kernel caps the backlog at net.core.somaxconn).
+fn listen(addr: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(BACKLOG)
 }
 
 /// Accepts connections (at most MAX_CONNECTIONS open) until SIGINT or SIGTERM, then lets
