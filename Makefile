@@ -217,7 +217,9 @@ bench-timers: build
 # The cost of the per-queue counters, the queue registry and the pause check on push, pop
 # and ack (bench/bench_ops.py): instructions per message under callgrind against another
 # build of the module, BASE (e.g. main's target/release/librmq.so); writes
-# bench/results/bench_ops.md. Needs valgrind. Bounded (a few minutes).
+# bench/results/bench_ops.md. With BENCH_ARGS=--journal: the journal's cost (on vs off) and
+# grouped drains of a fixed queue against BASE, in bench/results/bench_journal.md. Needs
+# valgrind. Bounded (a few minutes; --journal ~10).
 .PHONY: bench-ops
 bench-ops: build
 	$(PYTHON) bench/bench_ops.py --base "$(BASE)" $(BENCH_ARGS)

@@ -6,17 +6,29 @@ a few percent the benchmarks count them instead of timing. `Callgrind(server)` m
 `zero()` and `dump()` bracket what is measured (`callgrind_control -z` and `-d`), and a
 dump tells the whole server's instructions (`total`, its summary) and, through
 callgrind_annotate, the inclusive instructions of any of the server's functions: `call()`
-runs one command, what INFO commandstats times.
+runs one command, what INFO commandstats times. The server runs with its random seeds fixed
+(fixed_seed.c, preloaded): the same commands then build the same sorted sets and dicts.
 """
 
+import functools
 import re
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
 VALGRIND = ["valgrind", "--tool=callgrind", "--dump-instr=no", "--dump-line=no"]
 # valgrind starts a server (and stops it, writing the last dump) dozens of times slower.
 SLOW = 120.0
+
+
+@functools.cache
+def fixed_seed():
+    """The seed-fixing library (fixed_seed.c), built once per run."""
+    out = Path(tempfile.mkdtemp(prefix="rmq-fixed-seed-")) / "fixed_seed.so"
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(out), str(Path(__file__).with_name("fixed_seed.c")), "-ldl"],
+                   check=True, capture_output=True, timeout=120)
+    return str(out)
 
 
 def total(dump):
@@ -44,15 +56,16 @@ class Callgrind:
 
     def __init__(self, server):
         self.server = server
-        self._plain = (server.wrapper, server.start_timeout)
+        self._plain = (server.wrapper, server.start_timeout, dict(server.env))
         self.dir = Path(server.dir)
         # %p: a forked child (BGSAVE) writes its own files, not over the server's.
         server.wrapper = [*VALGRIND, f"--callgrind-out-file={self.dir}/cg.%p.out"]
         server.start_timeout = max(server.start_timeout, SLOW)
+        server.env["LD_PRELOAD"] = fixed_seed()
 
     def release(self):
         """The server runs without valgrind from its next (re)start on."""
-        self.server.wrapper, self.server.start_timeout = self._plain
+        self.server.wrapper, self.server.start_timeout, self.server.env = self._plain
 
     def _ctl(self, *args):
         subprocess.run(["callgrind_control", *args, str(self.server.pid)], check=True,

@@ -37,21 +37,24 @@ class Instr:
     """Instructions the server executed (harness.Callgrind): repeatable whatever else the
     machine does. Two counts: `total`, the whole server (the dump's summary: commands,
     network I/O, parsing, replies, timers), and `cmd`, the commands alone (the inclusive
-    cost of redis-server's call(), which runs one command: what INFO commandstats times)."""
+    cost of redis-server's call(), which runs one command: what INFO commandstats times);
+    and the inclusive cost of each of the server's functions `fns` (e.g. RM_StreamAdd)."""
     unit = "instr"
 
-    def __init__(self, server):
+    def __init__(self, server, fns=()):
         self.meter = Callgrind(server)
+        self.fns = tuple(fns)
 
     def around(self, fn):
-        """fn()'s result and {total, cmd}: the instructions it made the server run."""
-        r, d = self.meter.around(fn, ["call"])
-        return r, {"total": d["total"], "cmd": d["call"]}
+        """fn()'s result and {total, cmd, each of fns}: the instructions it made the server run."""
+        r, d = self.meter.around(fn, ["call", *self.fns])
+        return r, {"total": d["total"], "cmd": d["call"], **{f: d[f] for f in self.fns}}
 
     def phase(self, c, cmd, calls, fn):
-        """As Usec.phase: (whole-server instructions per call, 0, {"cmd": command-only per call})."""
+        """As Usec.phase: (whole-server instructions per call, 0, {"cmd": command-only per
+        call, and each of fns per call})."""
         _, d = self.around(fn)
-        return d["total"] / calls, 0.0, {"cmd": d["cmd"] / calls}
+        return d["total"] / calls, 0.0, {"cmd": d["cmd"] / calls, **{f: d[f] / calls for f in self.fns}}
 
 
 def pipelined(c, n, add, per_rt=100):

@@ -239,13 +239,22 @@ pub(crate) const SCHEDULE_OPTIONS: [(&str, usize); 1] = [("GROUP", 1)];
 pub(crate) fn messages_keyword(args: &[&[u8]], at: usize, options: &[(&str, usize)]) -> Option<usize> {
     let mut i = at;
     while let Some(&arg) = args.get(i) {
-        if is(arg, MESSAGES) {
-            return Some(i);
+        i += 1;
+        // Longer than any word (as most messages are): no word, passed over at a glance
+        // (comparing it with each word cost a single-message PUSH ~1%).
+        if arg.len() > LONGEST_WORD {
+            continue;
         }
-        i += 1 + options.iter().find(|(w, _)| is(arg, w)).map_or(0, |&(_, n)| n);
+        if is(arg, MESSAGES) {
+            return Some(i - 1);
+        }
+        i += options.iter().find(|(w, _)| is(arg, w)).map_or(0, |&(_, n)| n);
     }
     None
 }
+
+/// The longest of MESSAGES and the options' words (`messages_keyword`).
+const LONGEST_WORD: usize = 8;
 
 /// The options in `args[at..end]` (`end`: where MESSAGES stands), each an option of
 /// `options` with its values, in any order, the last of a repeated one counting; anything
@@ -679,6 +688,15 @@ mod tests {
             let e = push(&a(&args)).unwrap_err().message();
             assert!(e.contains(word), "{args:?}: {e}");
         }
+    }
+
+    #[test]
+    fn no_word_is_longer_than_the_longest() {
+        let words = PUSH_OPTIONS.iter().chain(&SCHEDULE_OPTIONS).map(|(w, _)| w.len()).chain([MESSAGES.len()]);
+        assert_eq!(words.max(), Some(LONGEST_WORD));
+        // A message as long as the longest word is still compared (and one longer is not a word).
+        assert_eq!(messages_keyword(&a(&["SEQUENCE", "s", "messages", "m"]), 0, &PUSH_OPTIONS), Some(2));
+        assert_eq!(messages_keyword(&a(&["MESSAGES_", "m"]), 0, &PUSH_OPTIONS), None);
     }
 
     #[test]

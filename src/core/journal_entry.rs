@@ -126,11 +126,35 @@ fn priority_value(p: f64) -> Value<'static> {
     }
 }
 
+/// The most fields an entry has (`fields`).
+pub const MAX_FIELDS: usize = 7;
+
+/// An entry's fields and values, in order (a slice): kept in place, not allocated (one is
+/// made per event).
+pub struct Fields<'a> {
+    items: [(&'static str, Value<'a>); MAX_FIELDS],
+    len: usize,
+}
+
+impl<'a> Fields<'a> {
+    fn push(&mut self, field: (&'static str, Value<'a>)) {
+        self.items[self.len] = field;
+        self.len += 1;
+    }
+}
+
+impl<'a> std::ops::Deref for Fields<'a> {
+    type Target = [(&'static str, Value<'a>)];
+    fn deref(&self) -> &Self::Target {
+        &self.items[..self.len]
+    }
+}
+
 /// The entry's fields in order: `event`, `message`, [`sha1`], `deliveries`, `by`, [`id`],
 /// [`due` | `priority`].
-pub fn fields<'a, M: AsRef<[u8]>>(n: &'a Note<M>, by: &'a [u8]) -> Vec<(&'static str, Value<'a>)> {
+pub fn fields<'a, M: AsRef<[u8]>>(n: &'a Note<M>, by: &'a [u8]) -> Fields<'a> {
     let (message, sha1) = cut(n.message.as_ref());
-    let mut out = Vec::with_capacity(7);
+    let mut out = Fields { items: std::array::from_fn(|_| ("", Value::Int(0))), len: 0 };
     out.push(("event", Value::Bytes(n.event.name().as_bytes())));
     out.push(("message", Value::Bytes(message)));
     if let Some(h) = sha1 {

@@ -157,19 +157,22 @@ impl Limits {
 
     /// These settings overridden by a queue's policy.
     pub fn with(mut self, p: &Policy) -> Limits {
-        for f in Field::ALL {
-            if let Some(v) = p.get(f) {
-                match f {
-                    Field::Retries => self.retries = v as u32,
-                    Field::LeaseMs => self.lease_ms = v,
-                    Field::MaxQueueLength => self.max_queue_length = v,
-                    Field::BackoffMs => self.backoff_ms = v,
-                    Field::BackoffMaxMs => self.backoff_max_ms = v,
-                    Field::Rate => self.rate = v,
-                    Field::RateWindowMs => self.rate_window_ms = v,
-                    Field::Paused => self.paused = v == 1,
-                    Field::Journal => self.journal = v,
-                }
+        // Only the fields set, by their bits: most queues set none, and every PUSH and POP
+        // reads its limits (a look at each of the 9 fields cost ~40 instructions a call).
+        let mut set = p.set;
+        while let Some(&f) = Field::ALL.get(set.trailing_zeros() as usize) {
+            set &= set - 1;
+            let v = p.values[f as usize];
+            match f {
+                Field::Retries => self.retries = v as u32,
+                Field::LeaseMs => self.lease_ms = v,
+                Field::MaxQueueLength => self.max_queue_length = v,
+                Field::BackoffMs => self.backoff_ms = v,
+                Field::BackoffMaxMs => self.backoff_max_ms = v,
+                Field::Rate => self.rate = v,
+                Field::RateWindowMs => self.rate_window_ms = v,
+                Field::Paused => self.paused = v == 1,
+                Field::Journal => self.journal = v,
             }
         }
         self

@@ -18,7 +18,7 @@ impl Key {
     /// RM_StreamAdd with an id the server picks from its clock (above the last one):
     /// `fields` alternates field and value. The id, or None if the key holds another type
     /// or the entry cannot be added.
-    pub fn stream_add(&self, fields: &[RStr]) -> Option<StreamId> {
+    pub fn stream_add(&self, fields: &[&RStr]) -> Option<StreamId> {
         if self.is_null() || !matches!(self.key_type(), KeyType::Empty | KeyType::Stream) || !fields.len().is_multiple_of(2) {
             return None;
         }

@@ -7,12 +7,12 @@
 //! primary's entries. Who did it (`by`) is the calling client's name or id, unless the
 //! timer runs the work (`as_author`).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::ffi::CStr;
 use std::sync::OnceLock;
 
 use crate::core::error::{Result, RmqError};
-use crate::core::journal_entry::{self as journal, Event, Note, Value, MESSAGE_BYTES};
+use crate::core::journal_entry::{self as journal, Event, Note, Value, MAX_FIELDS, MESSAGE_BYTES};
 use crate::core::names::{other_key, Other};
 use crate::ffi::key::{Key, KeyType};
 use crate::ffi::rstr::Shared;
@@ -48,18 +48,34 @@ pub fn as_author<T>(a: Author, f: impl FnOnce() -> T) -> T {
 /// The `by` of the work under way: a client's `CLIENT SETNAME` name, else its id.
 fn by(ctx: Ctx) -> RStr {
     let id = match AUTHOR.get() {
-        Author::Timer => return RStr::from_bytes(journal::TIMER),
+        Author::Timer => return words().timer.0.clone(),
         Author::Caller => ctx.client_id(),
         Author::Client(id) => id,
     };
-    client_name(ctx, id).filter(|n| !n.as_ref().is_empty()).unwrap_or_else(|| RStr::from_bytes(id.to_string().as_bytes()))
+    client_name(ctx, id).filter(|n| !n.as_ref().is_empty()).unwrap_or_else(|| id_string(id))
 }
 
-/// Field names, event names and small integers (delivery counts, priorities), made once:
-/// a string made and freed per value cost ~200 instructions an entry.
+thread_local! {
+    /// The id of the last client without a name that wrote, as a string; and the journal
+    /// key's name of the last queue written: a command after another by one client on one
+    /// queue reuses them (making them cost ~800 instructions a command).
+    static LAST_ID: RefCell<Option<(u64, RStr)>> = const { RefCell::new(None) };
+    static LAST_NAME: RefCell<Option<(Vec<u8>, RStr)>> = const { RefCell::new(None) };
+}
+
+fn id_string(id: u64) -> RStr {
+    LAST_ID.with_borrow_mut(|last| match last {
+        Some((i, s)) if *i == id => s.clone(),
+        _ => last.insert((id, RStr::from_bytes(id.to_string().as_bytes()))).1.clone(),
+    })
+}
+
+/// Field names, event names, `timer` and small integers (delivery counts, priorities), made
+/// once: a string made and freed per value cost ~200 instructions an entry.
 struct Words {
     fields: [Shared; FIELDS.len()],
     events: [Shared; Event::ALL.len()],
+    timer: Shared,
     ints: [Shared; SMALL_INTS],
 }
 
@@ -72,29 +88,44 @@ fn words() -> &'static Words {
     WORDS.get_or_init(|| Words {
         fields: FIELDS.map(|f| Shared(RStr::from_bytes(f.as_bytes()))),
         events: Event::ALL.map(|e| Shared(RStr::from_bytes(e.name().as_bytes()))),
+        timer: Shared(RStr::from_bytes(journal::TIMER)),
         ints: std::array::from_fn(|i| Shared(RStr::from_i64(i as i64))),
     })
 }
 
 fn key_name(q: &[u8]) -> RStr {
-    RStr::from_bytes(&other_key(q, Other::Journal))
+    LAST_NAME.with_borrow_mut(|last| match last {
+        Some((lq, name)) if lq.as_slice() == q => name.clone(),
+        _ => last.insert((q.to_vec(), RStr::from_bytes(&other_key(q, Other::Journal)))).1.clone(),
+    })
 }
 
-/// An entry's fields and values as strings (the message itself when it is kept whole),
-/// in `out` (emptied first: one buffer serves a command's entries).
-fn entry(n: &Note<RStr>, by: &RStr, out: &mut Vec<RStr>) {
-    let w = words();
-    let field = |name: &str| w.fields[FIELDS.iter().position(|f| *f == name).unwrap_or(0)].0.clone();
-    out.clear();
-    for (name, v) in journal::fields(n, by.as_ref()) {
-        out.push(field(name));
-        out.push(match (name, v) {
-            ("event", _) => w.events[n.event as usize].0.clone(),
-            ("message", _) if n.message.as_ref().len() <= MESSAGE_BYTES => n.message.clone(),
-            ("by", _) if !n.timer => by.clone(),
-            (_, Value::Int(i)) => usize::try_from(i).ok().and_then(|i| w.ints.get(i)).map_or_else(|| RStr::from_i64(i), |s| s.0.clone()),
-            (_, v) => RStr::from_bytes(&v.to_bytes()),
-        });
+/// A value of an entry: a string that exists already, or one made for it.
+enum Val<'s> {
+    Kept(&'s RStr),
+    Made(RStr),
+}
+
+impl Val<'_> {
+    fn get(&self) -> &RStr {
+        match self {
+            Val::Kept(s) => s,
+            Val::Made(s) => s,
+        }
+    }
+}
+
+/// The string of field `name`'s value `v` in `n`'s entry (the message itself when it is
+/// kept whole).
+fn value<'s>(w: &'s Words, n: &'s Note<RStr>, by: &'s RStr, name: &str, v: &Value) -> Val<'s> {
+    match (name, v) {
+        ("event", _) => Val::Kept(&w.events[n.event as usize].0),
+        ("message", _) if n.message.as_ref().len() <= MESSAGE_BYTES => Val::Kept(&n.message),
+        ("by", _) => Val::Kept(by),
+        (_, Value::Int(i)) => {
+            usize::try_from(*i).ok().and_then(|i| w.ints.get(i)).map_or_else(|| Val::Made(RStr::from_i64(*i)), |s| Val::Kept(&s.0))
+        }
+        (_, v) => Val::Made(RStr::from_bytes(&v.to_bytes())),
     }
 }
 
@@ -113,18 +144,12 @@ pub fn write(ctx: Ctx, q: &[u8], notes: &[Note<RStr>], keep: u64) {
         return;
     }
     let send = effects::needed(ctx);
-    let by = by(ctx);
+    // Who, looked up only for an entry that is not the clock's.
+    let mut caller = None;
     let mut wrote = false;
-    let mut fields = Vec::with_capacity(2 * FIELDS.len());
     for n in notes {
-        entry(n, &by, &mut fields);
-        let Some(id) = key.stream_add(&fields) else { continue };
-        wrote = true;
-        if send {
-            let id = id_text(id);
-            let args: Vec<&RStr> = std::iter::once(&id).chain(&fields).collect();
-            ctx.replicate(XADD, &name, args.into_iter());
-        }
+        let by = if n.timer { &words().timer.0 } else { &*caller.get_or_insert_with(|| by(ctx)) };
+        wrote |= add(ctx, &key, &name, n, by, send);
     }
     if wrote {
         trim(ctx, &name, &key, keep, send);
@@ -133,6 +158,30 @@ pub fn write(ctx: Ctx, q: &[u8], notes: &[Note<RStr>], keep: u64) {
         }
         ctx.signal_modified(&name);
     }
+}
+
+/// Adds `n`'s entry to the open journal `key` (named `name`), replicated when `send`;
+/// whether it was added. Its strings are borrowed where they exist already (names, small
+/// integers, the message, `by`) and made only for the rest, without an allocation.
+fn add(ctx: Ctx, key: &Key, name: &RStr, n: &Note<RStr>, by: &RStr, send: bool) -> bool {
+    let w = words();
+    let fields = journal::fields(n, by.as_ref());
+    let vals: [Option<Val>; MAX_FIELDS] = std::array::from_fn(|i| fields.get(i).map(|(f, v)| value(w, n, by, f, v)));
+    let field = |f: &str| &w.fields[FIELDS.iter().position(|x| *x == f).unwrap_or(0)].0;
+    // Any string to begin with: the first 2 × fields are replaced.
+    let mut argv = [&w.timer.0; 2 * MAX_FIELDS];
+    let strings = fields.iter().zip(vals.iter().flatten()).flat_map(|((f, _), v)| [field(f), v.get()]);
+    for (a, s) in argv.iter_mut().zip(strings) {
+        *a = s;
+    }
+    let argv = &argv[..2 * fields.len()];
+    let Some(id) = key.stream_add(argv) else { return false };
+    if send {
+        let id = id_text(id);
+        let args: Vec<&RStr> = std::iter::once(&id).chain(argv.iter().copied()).collect();
+        ctx.replicate(XADD, name, args.into_iter());
+    }
+    true
 }
 
 /// Trims the open journal `key` to about `keep` entries; replicated as an exact trim to

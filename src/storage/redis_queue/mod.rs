@@ -13,7 +13,6 @@ use redis_module::raw;
 
 use crate::core::codec;
 use crate::core::error::{Result, RmqError};
-use crate::core::journal::Note;
 use crate::core::kind::Kind;
 use crate::core::names::{KeyId, ALL, KEYS};
 use crate::core::queue_store::{Flight, Set, Store};
@@ -63,10 +62,8 @@ pub struct RedisQueue {
     wake: bool,
     /// The kind and the policy, once read (they change only through this handle).
     header: OnceCell<Header>,
-    /// Lent at the first record written or deleted.
+    /// Lent at the first record written or deleted, or the first journal note.
     scratch: RefCell<Option<Box<Scratch>>>,
-    /// The journal's notes of this command, written when it closes (`journal_stream`).
-    notes: Vec<Note<RStr>>,
 }
 
 const ZADD: &CStr = c"ZADD";
@@ -133,7 +130,6 @@ impl RedisQueue {
             wake: false,
             header,
             scratch: RefCell::new(None),
-            notes: Vec::new(),
         })
     }
 
@@ -411,9 +407,12 @@ impl RedisQueue {
         if !self.effects.is_empty() {
             self.effects.flush(self.ctx, &self.names);
         }
-        if !self.notes.is_empty() {
-            let notes = std::mem::take(&mut self.notes);
-            journal_stream::write(self.ctx, self.names[0].as_ref(), &notes, self.journal_len());
+        if self.scratch.get_mut().as_ref().is_some_and(|s| !s.notes.is_empty()) {
+            let keep = self.journal_len();
+            if let Some(s) = self.scratch.get_mut() {
+                journal_stream::write(self.ctx, self.names[0].as_ref(), &s.notes, keep);
+                s.notes.clear();
+            }
         }
         let dirty = self.dirty.replace(0);
         for i in 0..KEYS {

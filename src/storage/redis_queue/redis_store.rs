@@ -19,6 +19,7 @@ use crate::storage::{busy, headers, last_ids};
 
 use super::encoding::skiplist_at;
 use super::header::ids_field;
+use super::scratch::Scratch;
 use super::RedisQueue;
 
 impl Store for RedisQueue {
@@ -293,7 +294,7 @@ impl Store for RedisQueue {
     }
 
     fn note(&mut self, n: Note<RStr>) {
-        self.notes.push(n);
+        self.scratch.get_mut().get_or_insert_with(Scratch::lend).notes.push(n);
     }
 
     fn set_policy(&mut self, p: Option<&Policy>) -> bool {
