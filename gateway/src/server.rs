@@ -283,7 +283,8 @@ async fn handle(
     } else {
         body
     };
-    actions::dispatch(gw, &caller, action, body).await.map_err(Refusal::Served)
+    let request = crate::sqs_requests::SqsRequest::parse(action, body).map_err(Refusal::Served)?;
+    actions::dispatch(gw, &caller, request).await.map_err(Refusal::Served)
 }
 
 fn authenticate(gw: &Gateway, method: &Method, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Result<Caller, SqsError> {

@@ -14,14 +14,13 @@ use rmq_gateway::message_requests::{
     ChangeMessageVisibility, ChangeMessageVisibilityBatch, DeleteMessage, DeleteMessageBatch, ReceiveMessage, SendMessage, SendMessageBatch,
 };
 use rmq_gateway::request_fields::parse;
+use rmq_gateway::sqs_requests::{SqsRequest, ACTIONS};
 use rmq_gateway::{input, md5s, message, presigned, sigv4};
 
 #[derive(Arbitrary, Debug)]
 struct Req {
     body: Vec<u8>,
     field: String,
-    lo: i64,
-    hi: i64,
     /// Either a whole Authorization header, or the parts of a well-formed one (so that
     /// canonicalisation is reached past the key and date checks).
     raw_auth: Option<String>,
@@ -44,13 +43,12 @@ const NOW: i64 = 1_767_225_600; // DATE in Unix seconds
 fuzz_target!(|r: Req| {
     if let Ok(v) = input::parse_body(&r.body) {
         assert!(v.is_object());
-        for name in [r.field.as_str(), "QueueUrl", "MessageBody", "MaxNumberOfMessages", "AttributeNames", "Attributes", "Tags"] {
-            let _ = input::str_field(&v, name);
-            let _ = input::int_field(&v, name, r.lo.min(r.hi), r.hi.max(r.lo));
-            let _ = input::string_list(&v, name);
-            let _ = input::string_map(&v, name);
+    }
+    // Every action's typed request and its checks.
+    for action in ACTIONS.iter().copied().chain([r.field.as_str()]) {
+        if let Ok(SqsRequest::SendMessageBatch(b)) = SqsRequest::parse(action, &r.body) {
+            assert!((1..=10).contains(&b.entries.0.len()));
         }
-        let _ = input::queue_of_url(&v);
     }
     // The message actions' typed requests, their field checks and SQS's errors.
     let _ = parse::<ReceiveMessage>(&r.body);
