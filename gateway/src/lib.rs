@@ -14,6 +14,7 @@ pub mod presigned;
 pub mod query_string;
 pub mod queue_attribute_checks;
 pub mod queue_requests;
+pub mod request_admission;
 pub mod request_fields;
 pub mod rmq_kind;
 pub mod sigv4;

@@ -29,8 +29,8 @@ mod stored_size;
 
 // The pure parts live in the library (src/lib.rs), which the fuzz targets call too.
 use rmq_gateway::{
-    errors, gateway_keys, input, md5s, message, message_requests, move_task_requests, presigned, queue_attribute_checks, queue_requests,
-    request_fields, rmq_kind, sigv4, sqs_requests, tag_requests,
+    errors, gateway_keys, input, md5s, message, message_requests, move_task_requests, queue_attribute_checks, queue_requests,
+    request_admission, request_fields, rmq_kind, sigv4, sqs_requests, tag_requests,
 };
 
 use std::process::ExitCode;
