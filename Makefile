@@ -8,8 +8,8 @@
 #               suites, and the server-facing tests again on Valkey 9.1, Redis 8.2 and
 #               Valkey 8.1 (MATRIX_TESTS); ends with where the time went
 #   make fuzz   cargo fuzz targets in fuzz/ (parsers, codec, routing, rate limiter and
-#               schedule, the queue rules against their model) and gateway/fuzz (the
-#               gateway's request reading and SigV4), FUZZ_SECONDS (default 60)
+#               schedule, the queue rules against their model) and gateway/fuzz (a
+#               gateway request's admission: SigV4, typed requests), FUZZ_SECONDS (default 60)
 #               each, one at a time under nice; installs cargo-fuzz if missing. Not part
 #               of `make test`.
 #   make soak   the model-based live fuzzer (tests/fuzz_support.py) over many seeds for

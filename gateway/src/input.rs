@@ -1,7 +1,6 @@
-//! Reading a request's input: the AWS JSON 1.0 body and its fields, checked as SQS checks
-//! them. Pure (no I/O), so the fuzz target (gateway/fuzz) runs it without a server.
-
-use std::collections::BTreeMap;
+//! A request body as a JSON object (a presigned request's parameters join it,
+//! crate::presigned; the actions read their typed requests, crate::request_fields) and
+//! SQS's rule for a queue's name.
 
 use serde_json::Value;
 
@@ -20,71 +19,9 @@ pub fn parse_body(body: &[u8]) -> SqsResult<Value> {
     Ok(input)
 }
 
-pub fn str_field<'a>(input: &'a Value, name: &str) -> SqsResult<Option<&'a str>> {
-    match input.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(SqsError::serialization(format!("{name} must be a string"))),
-    }
-}
-
-pub fn required<'a>(input: &'a Value, name: &str) -> SqsResult<&'a str> {
-    str_field(input, name)?.ok_or_else(|| SqsError::missing_parameter(format!("The request must contain the parameter {name}.")))
-}
-
-pub fn int_field(input: &Value, name: &str, lo: i64, hi: i64) -> SqsResult<Option<i64>> {
-    match input.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => match v.as_i64() {
-            Some(n) if (lo..=hi).contains(&n) => Ok(Some(n)),
-            // SQS's own text.
-            _ => Err(SqsError::invalid_parameter_value(format!(
-                "Value {v} for parameter {name} is invalid. Reason: Must be between {lo} and {hi}, if provided."
-            ))),
-        },
-    }
-}
-
-pub fn string_list(input: &Value, name: &str) -> SqsResult<Vec<String>> {
-    match input.get(name) {
-        None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::Array(a)) => a
-            .iter()
-            .map(|v| v.as_str().map(str::to_string).ok_or_else(|| SqsError::serialization(format!("{name} must be a list of strings"))))
-            .collect(),
-        Some(_) => Err(SqsError::serialization(format!("{name} must be a list"))),
-    }
-}
-
-pub fn string_map(input: &Value, name: &str) -> SqsResult<BTreeMap<String, String>> {
-    match input.get(name) {
-        None | Some(Value::Null) => Ok(BTreeMap::new()),
-        Some(Value::Object(m)) => m
-            .iter()
-            .map(|(k, v)| {
-                v.as_str()
-                    .map(|s| (k.clone(), s.to_string()))
-                    .ok_or_else(|| SqsError::serialization(format!("{name} values must be strings")))
-            })
-            .collect(),
-        Some(_) => Err(SqsError::serialization(format!("{name} must be a map"))),
-    }
-}
-
 pub fn valid_queue_name(name: &str) -> bool {
     let base = name.strip_suffix(".fifo").unwrap_or(name);
     !base.is_empty() && name.len() <= 80 && base.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-}
-
-/// The queue a QueueUrl names: its last path segment.
-pub fn queue_of_url(input: &Value) -> SqsResult<String> {
-    let url = required(input, "QueueUrl")?;
-    let name = url.trim_end_matches('/').rsplit('/').next().unwrap_or("");
-    if valid_queue_name(name) {
-        Ok(name.to_string())
-    } else {
-        Err(SqsError::queue_does_not_exist("The specified queue does not exist."))
-    }
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ mod metrics;
 mod movetask;
 mod pool;
 mod queue;
+mod queue_replies;
 mod receipt_handles;
 mod redis_backend;
 mod redis_client;
@@ -27,7 +28,10 @@ mod startup;
 mod stored_size;
 
 // The pure parts live in the library (src/lib.rs), which the fuzz targets call too.
-use rmq_gateway::{errors, gateway_keys, input, md5s, message, message_requests, presigned, request_fields, rmq_kind, sigv4};
+use rmq_gateway::{
+    errors, gateway_keys, input, md5s, message, message_requests, move_task_requests, queue_attribute_checks, queue_requests,
+    request_admission, request_fields, rmq_kind, sigv4, sqs_requests, tag_requests,
+};
 
 use std::process::ExitCode;
 

@@ -11,34 +11,12 @@ use std::fmt::Write;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::sqs_requests::ACTIONS;
+
 const BUCKETS: [f64; 12] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0, 25.0];
 
-/// The actions of the contract: the only `action` label values besides `other`.
-pub const ACTIONS: [&str; 21] = [
-    "CreateQueue",
-    "GetQueueUrl",
-    "ListQueues",
-    "DeleteQueue",
-    "PurgeQueue",
-    "GetQueueAttributes",
-    "SetQueueAttributes",
-    "SendMessage",
-    "SendMessageBatch",
-    "ReceiveMessage",
-    "DeleteMessage",
-    "DeleteMessageBatch",
-    "ChangeMessageVisibility",
-    "ChangeMessageVisibilityBatch",
-    "ListDeadLetterSourceQueues",
-    "StartMessageMoveTask",
-    "ListMessageMoveTasks",
-    "CancelMessageMoveTask",
-    "TagQueue",
-    "UntagQueue",
-    "ListQueueTags",
-];
-
-/// The label of a request's action: the contract's name for it, or `other`.
+/// The label of a request's action: the contract's name for it (crate::sqs_requests::ACTIONS,
+/// the only label values besides `other`), or `other`.
 pub fn action_label(action: &str) -> &'static str {
     ACTIONS.iter().find(|a| **a == action).copied().unwrap_or("other")
 }

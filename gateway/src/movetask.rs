@@ -18,7 +18,9 @@ use serde_json::{json, Value};
 use crate::errors::{SqsError, SqsResult};
 use crate::gateway_keys::move_task as task_key;
 use crate::message;
+use crate::queue_replies::{MoveTask, MoveTasks, TaskCancelled, TaskStarted};
 use crate::redis_backend::Backend;
+use crate::replies::to_body;
 use crate::rmq_client;
 
 /// The queue an ARN names.
@@ -37,7 +39,7 @@ pub async fn start(
     dest_arn: &str,
     rate: Option<i64>,
     to_move: i64,
-) -> SqsResult<Value> {
+) -> SqsResult<Vec<u8>> {
     let mut conn = backend.conn.clone();
     let key = task_key(source);
     let status: Option<String> = conn.hget(&key, "Status").await?;
@@ -71,7 +73,7 @@ pub async fn start(
                 conn.hset_multiple(task_key(&source), &[("Status", "FAILED"), ("FailureReason", "the queue store failed")]).await;
         }
     });
-    Ok(json!({"TaskHandle": handle}))
+    Ok(to_body(&TaskStarted { task_handle: handle }))
 }
 
 /// Whether task `handle` may go on moving: it is still the queue's task, still RUNNING
@@ -130,24 +132,14 @@ async fn run(backend: &Backend, source: &str, dest: &str, handle: &str, rate: Op
 }
 
 /// The task of a dead-letter queue, if it has had one.
-pub async fn list(backend: &Backend, source: &str) -> SqsResult<Value> {
+pub async fn list(backend: &Backend, source: &str) -> SqsResult<Vec<u8>> {
     let mut conn = backend.conn.clone();
     let t: HashMap<String, String> = conn.hgetall(task_key(source)).await?;
-    if t.is_empty() {
-        return Ok(json!({"Results": []}));
-    }
-    let mut out = serde_json::Map::new();
-    for (k, v) in t {
-        let value = match v.parse::<i64>() {
-            Ok(n) if k != "TaskHandle" => json!(n),
-            _ => json!(v),
-        };
-        out.insert(k, value);
-    }
-    Ok(json!({"Results": [out]}))
+    let results = if t.is_empty() { Vec::new() } else { vec![MoveTask::of_hash(t)] };
+    Ok(to_body(&MoveTasks { results }))
 }
 
-pub async fn cancel(backend: &Backend, handle: &str) -> SqsResult<Value> {
+pub async fn cancel(backend: &Backend, handle: &str) -> SqsResult<Vec<u8>> {
     let not_found = || SqsError::resource_not_found("The task handle does not name a running task");
     let decoded: Value = B64URL.decode(handle).ok().and_then(|b| serde_json::from_slice(&b).ok()).ok_or_else(not_found)?;
     let source = decoded.get("q").and_then(Value::as_str).ok_or_else(not_found)?;
@@ -164,7 +156,7 @@ pub async fn cancel(backend: &Backend, handle: &str) -> SqsResult<Value> {
     }
     // The running gateway stops at its next message; a task whose gateway stopped ends here.
     let _: () = conn.hset(&key, "Status", "CANCELLED").await?;
-    Ok(json!({"ApproximateNumberOfMessagesMoved": moved.unwrap_or(0)}))
+    Ok(to_body(&TaskCancelled { moved: moved.unwrap_or(0) }))
 }
 
 /// StartMessageMoveTask's destination: DestinationArn's queue, else the dead-letter

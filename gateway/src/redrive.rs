@@ -13,9 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use serde_json::Value;
 
-use crate::errors::{SqsError, SqsResult};
 use crate::gateway_keys::REDRIVE_SOURCES as SOURCES;
 use crate::redis_backend::Backend;
 use crate::rmq_client;
@@ -28,34 +26,6 @@ const BATCH: usize = 100;
 /// The `retries` of a queue without a redrive policy: SQS keeps redelivering such a
 /// message, and 1000 is RMQ's largest.
 pub const NO_REDRIVE_RETRIES: i64 = 1000;
-
-/// A checked RedrivePolicy: the target queue and maxReceiveCount.
-pub struct Policy {
-    pub target: String,
-    pub max_receive_count: i64,
-}
-
-/// Reads a RedrivePolicy value ("" removes the policy).
-pub fn parse(value: &str) -> SqsResult<Option<Policy>> {
-    if value.is_empty() {
-        return Ok(None);
-    }
-    let invalid = |why: &str| SqsError::invalid_attribute_value(format!("Invalid value for the parameter RedrivePolicy. Reason: {why}"));
-    let v: Value = serde_json::from_str(value).map_err(|_| invalid("it is not JSON"))?;
-    let arn = v.get("deadLetterTargetArn").and_then(Value::as_str).ok_or_else(|| invalid("deadLetterTargetArn is missing"))?;
-    let max = match v.get("maxReceiveCount") {
-        Some(Value::Number(n)) => n.as_i64(),
-        Some(Value::String(s)) => s.parse().ok(),
-        _ => None,
-    }
-    .filter(|n| (1..=1000).contains(n))
-    .ok_or_else(|| invalid("maxReceiveCount must be an integer from 1 to 1000"))?;
-    let target = arn.rsplit(':').next().unwrap_or("");
-    if !arn.starts_with("arn:") || !crate::input::valid_queue_name(target) {
-        return Err(invalid("deadLetterTargetArn is not a queue ARN"));
-    }
-    Ok(Some(Policy { target: target.to_string(), max_receive_count: max }))
-}
 
 /// Moves dead messages of every source to its target, forever (one task per gateway).
 pub fn spawn(backend: Arc<Backend>, stopping: tokio::sync::watch::Receiver<bool>) {

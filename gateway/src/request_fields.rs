@@ -27,7 +27,7 @@ thread_local! {
 }
 
 /// Fails the read with `e`, unless a check inside it failed already.
-fn fail<E: serde::de::Error>(e: impl FnOnce(&str) -> SqsError + 'static) -> E {
+pub fn fail<E: serde::de::Error>(e: impl FnOnce(&str) -> SqsError + 'static) -> E {
     FAILED.with(|f| {
         let mut f = f.borrow_mut();
         if f.is_none() {
@@ -99,6 +99,13 @@ impl<'de> Deserialize<'de> for QueueUrl {
             Err(fail(|_| SqsError::queue_does_not_exist("The specified queue does not exist.")))
         }
     }
+}
+
+/// A request that names a queue and nothing else.
+#[derive(Deserialize, Debug)]
+#[serde(rename_all = "PascalCase")]
+pub struct ByQueueUrl {
+    pub queue_url: QueueUrl,
 }
 
 /// An integer from LO to HI, as SQS checks one (with its own text).

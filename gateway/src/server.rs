@@ -21,6 +21,7 @@ use crate::gateway_state::{stopped, Gateway};
 use crate::metrics::{self, Metrics};
 use crate::redis_backend::{Backend, Durable};
 use crate::redis_client::Access;
+use crate::request_admission::{self as admission, Named, Refusal, Signer};
 use crate::sigv4::{self, Credentials};
 
 /// Request bodies larger than this are refused unread.
@@ -231,17 +232,11 @@ async fn sqs(State(gw): State<Arc<Gateway>>, method: Method, uri: Uri, headers: 
         Ok(Err(_)) => return error_response(&SqsError::request_entity_too_large("The request body is longer than 2 MiB.")),
         Err(_) => return error_response(&SqsError::request_timeout("The request body was not received in time.")),
     };
-    let query = uri.query().unwrap_or("");
-    let presigned = headers.get("authorization").is_none() && crate::presigned::is_presigned(query);
-    // A presigned request may name its action in the query (which its signature covers).
-    let in_query = if presigned { crate::presigned::action(query) } else { None };
-    let action = match &in_query {
-        Some(a) => a.as_str(),
-        None => headers.get("x-amz-target").and_then(|v| v.to_str().ok()).unwrap_or("").strip_prefix("AmazonSQS.").unwrap_or(""),
-    };
+    let named = admission::named(uri.query().unwrap_or(""), &headers);
+    let action = &*named.action;
     // A panic is a bug, but it must cost only its own request: answered 500, never a
     // dropped connection or a lost worker.
-    let handled = std::panic::AssertUnwindSafe(handle(&gw, &method, &uri, &headers, &body, action, presigned)).catch_unwind().await;
+    let handled = std::panic::AssertUnwindSafe(handle(&gw, &method, &uri, &headers, &body, &named)).catch_unwind().await;
     let result = handled.unwrap_or_else(|_| Err(Refusal::Served(SqsError::internal("the request could not be handled"))));
     match result {
         Ok(body) => {
@@ -259,60 +254,17 @@ async fn sqs(State(gw): State<Arc<Gateway>>, method: Method, uri: Uri, headers: 
     }
 }
 
-/// Why a request was not served: refused before it was authenticated (counted without its
-/// action, which is the client's word), or by its action.
-enum Refusal {
-    Unauthenticated(SqsError),
-    Served(SqsError),
-}
-
-/// `presigned`: signed in the query string, which may then carry the parameters too (and
-/// may be a GET, as a presigned URL opened as it is).
-async fn handle(
-    gw: &Gateway,
-    method: &Method,
-    uri: &Uri,
-    headers: &HeaderMap,
-    body: &[u8],
-    action: &str,
-    presigned: bool,
-) -> Result<Vec<u8>, Refusal> {
-    let caller = authenticate(gw, method, uri, headers, body).map_err(Refusal::Unauthenticated)?;
-    let method_ok = method == Method::POST || (presigned && method == Method::GET);
-    if !method_ok || action.is_empty() {
-        return Err(Refusal::Served(SqsError::unsupported_operation(
-            "rmq-gateway speaks the AWS JSON 1.0 protocol: POST / with X-Amz-Target: AmazonSQS.<Action>",
-        )));
-    }
-    // A presigned request's parameters are in its query string: read into the JSON body
-    // every action reads.
-    let from_query;
-    let body = if presigned {
-        from_query = crate::presigned::input(uri.query().unwrap_or(""), body)
-            .and_then(|v| serde_json::to_vec(&v).map_err(|e| SqsError::internal(e.to_string())))
-            .map_err(Refusal::Served)?;
-        &from_query[..]
-    } else {
-        body
-    };
-    actions::dispatch(gw, &caller, action, body).await.map_err(Refusal::Served)
-}
-
-fn authenticate(gw: &Gateway, method: &Method, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Result<Caller, SqsError> {
-    let Some(creds) = &gw.credentials else {
-        // Local development: any key is served, as the URL's Redis user.
-        let key_id = headers
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|a| a.split("Credential=").nth(1))
-            .and_then(|c| c.split('/').next())
-            .unwrap_or("anonymous")
-            .to_string();
-        return Ok(Caller { backend: gw.default.clone(), key_id });
-    };
+/// Admits the request (crate::request_admission), then runs its action as its caller.
+async fn handle(gw: &Gateway, method: &Method, uri: &Uri, headers: &HeaderMap, body: &[u8], named: &Named<'_>) -> Result<Vec<u8>, Refusal> {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
     let req = sigv4::Request { method: method.as_str(), path: uri.path(), query: uri.query().unwrap_or(""), headers, body };
-    let key = sigv4::verify(creds, &gw.region, &req, now)?;
-    let backend = gw.per_key.get(&key.id).cloned().unwrap_or_else(|| gw.default.clone());
-    Ok(Caller { backend, key_id: key.id.clone() })
+    let admitted = admission::admit(gw.credentials.as_ref(), &gw.region, now, &req, named)?;
+    let caller = match admitted.signer {
+        Signer::Key(key) => {
+            Caller { backend: gw.per_key.get(&key.id).cloned().unwrap_or_else(|| gw.default.clone()), key_id: key.id.clone() }
+        }
+        // Local development: any key is served, as the URL's Redis user.
+        Signer::Unverified(key_id) => Caller { backend: gw.default.clone(), key_id },
+    };
+    actions::dispatch(gw, &caller, admitted.request).await.map_err(Refusal::Served)
 }

@@ -1,27 +1,31 @@
-//! What a client controls in a request, read as the gateway reads it: the AWS JSON 1.0 body
-//! and its fields (names, numbers, lists, maps), the message actions' typed requests (field
-//! checks, message attributes and their MD5, batch entries), stored messages (anything RMQ.PUSH may have put in a queue), and SigV4 — the
-//! Authorization header or a presigned query string, headers, path and body through
-//! canonicalisation, and a presigned request's action and parameters in its query (Python
-//! literals included). Nothing panics; a body read is an object; no signature made up by the
-//! fuzzer is accepted.
+//! A request as the gateway admits it (rmq_gateway::request_admission), from what a client
+//! controls: method, path, headers, query string and body → the action it names → SigV4
+//! (the Authorization header or a presigned query; dates, expiry, scope, signed headers,
+//! canonicalisation) → a presigned request's parameters in its query (Python literals
+//! included) → the action's typed request and its checks. Some requests are signed with the
+//! key the gateway knows, so that they reach past the signature; all are admitted again
+//! without credentials (local development), which reads every body as its action's request.
+//! Also: stored messages (anything RMQ.PUSH may have put in a queue) and SQS's MD5s.
+//! Nothing panics; no signature made up by the fuzzer is accepted; what is admitted holds
+//! its checks.
 #![no_main]
 
 use arbitrary::Arbitrary;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use libfuzzer_sys::fuzz_target;
-use rmq_gateway::message_requests::{
-    ChangeMessageVisibility, ChangeMessageVisibilityBatch, DeleteMessage, DeleteMessageBatch, ReceiveMessage, SendMessage, SendMessageBatch,
-};
-use rmq_gateway::request_fields::parse;
-use rmq_gateway::{input, md5s, message, presigned, sigv4};
+use rmq_gateway::request_admission::{admit, named, Admitted, Signer};
+use rmq_gateway::sqs_requests::{SqsRequest, ACTIONS};
+use rmq_gateway::{input, md5s, message, sigv4};
 
 #[derive(Arbitrary, Debug)]
 struct Req {
+    get: bool,
     body: Vec<u8>,
-    field: String,
-    lo: i64,
-    hi: i64,
+    /// X-Amz-Target: one of the contract's actions, or the fuzzer's own.
+    action: u8,
+    own_action: Option<String>,
+    /// Signed with the gateway's key (else the fuzzer's `signature`).
+    sign: bool,
     /// Either a whole Authorization header, or the parts of a well-formed one (so that
     /// canonicalisation is reached past the key and date checks).
     raw_auth: Option<String>,
@@ -40,33 +44,27 @@ struct Req {
 
 const DATE: &str = "20260101T000000Z";
 const NOW: i64 = 1_767_225_600; // DATE in Unix seconds
+const REGION: &str = "us-east-1";
+const SIGNATURE_TO_COME: &str = "SIGNATURE-TO-COME";
+
+/// What every admitted request holds, whoever sent it.
+fn holds(a: Admitted) {
+    match a.request {
+        SqsRequest::SendMessageBatch(b) => assert!((1..=10).contains(&b.entries.0.len())),
+        SqsRequest::DeleteMessageBatch(b) => assert!((1..=10).contains(&b.entries.0.len())),
+        SqsRequest::ChangeMessageVisibilityBatch(b) => assert!((1..=10).contains(&b.entries.0.len())),
+        SqsRequest::CreateQueue(c) => assert!(input::valid_queue_name(&c.queue_name.0)),
+        SqsRequest::SendMessage(s) => {
+            let (_, m) = s.split();
+            if message::check_attributes(&m.attributes.0).is_ok() {
+                let _ = md5s::of_attributes(&m.attributes.0);
+            }
+        }
+        _ => {}
+    }
+}
 
 fuzz_target!(|r: Req| {
-    if let Ok(v) = input::parse_body(&r.body) {
-        assert!(v.is_object());
-        for name in [r.field.as_str(), "QueueUrl", "MessageBody", "MaxNumberOfMessages", "AttributeNames", "Attributes", "Tags"] {
-            let _ = input::str_field(&v, name);
-            let _ = input::int_field(&v, name, r.lo.min(r.hi), r.hi.max(r.lo));
-            let _ = input::string_list(&v, name);
-            let _ = input::string_map(&v, name);
-        }
-        let _ = input::queue_of_url(&v);
-    }
-    // The message actions' typed requests, their field checks and SQS's errors.
-    let _ = parse::<ReceiveMessage>(&r.body);
-    let _ = parse::<DeleteMessage>(&r.body);
-    let _ = parse::<DeleteMessageBatch>(&r.body);
-    let _ = parse::<ChangeMessageVisibility>(&r.body);
-    let _ = parse::<ChangeMessageVisibilityBatch>(&r.body);
-    if let Ok(b) = parse::<SendMessageBatch>(&r.body) {
-        assert!((1..=10).contains(&b.entries.0.len()));
-    }
-    if let Ok(send) = parse::<SendMessage>(&r.body) {
-        let (_, m) = send.split();
-        if message::check_attributes(&m.attributes.0).is_ok() {
-            let _ = md5s::of_attributes(&m.attributes.0);
-        }
-    }
     let read = message::decode(&r.body);
     let _ = message::encode(&read.stored);
     let _ = md5s::of_body(&read.stored.body);
@@ -78,38 +76,63 @@ fuzz_target!(|r: Req| {
             headers.append(k, v);
         }
     }
+    let action = r.own_action.clone().unwrap_or_else(|| ACTIONS[r.action as usize % ACTIONS.len()].to_string());
+    if let Ok(v) = HeaderValue::from_str(&format!("AmazonSQS.{action}")) {
+        headers.insert("x-amz-target", v);
+    }
     let date = r.date.clone().unwrap_or_else(|| DATE.to_string());
     let day: String = date.chars().take(8).collect();
-    let scope = format!("AKIDFUZZ/{day}/{}/sqs/aws4_request", r.region);
-    let query = if r.presigned {
+    let region = if r.sign { REGION } else { r.region.as_str() };
+    let scope = [day.as_str(), region, "sqs", "aws4_request"];
+    let credential = format!("AKIDFUZZ/{}", scope.join("/"));
+    let (signed_headers, signature) = match r.sign {
+        true if r.presigned => ("host;x-amz-target", SIGNATURE_TO_COME),
+        true => ("content-type;host;x-amz-date;x-amz-target", SIGNATURE_TO_COME),
+        false => (r.signed_headers.as_str(), r.signature.as_str()),
+    };
+    let mut query = if r.presigned {
         format!(
-            "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential={}&X-Amz-Date={date}&X-Amz-Expires={}&X-Amz-SignedHeaders={}&X-Amz-Signature={}&{}",
-            scope.replace('/', "%2F"),
+            "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential={}&X-Amz-Date={date}&X-Amz-Expires={}&X-Amz-SignedHeaders={signed_headers}&X-Amz-Signature={signature}&{}",
+            credential.replace('/', "%2F"),
             r.expires.as_deref().unwrap_or("300"),
-            r.signed_headers,
-            r.signature,
             r.query
         )
     } else {
-        let auth = r.raw_auth.clone().unwrap_or_else(|| {
-            format!("AWS4-HMAC-SHA256 Credential={scope}, SignedHeaders={}, Signature={}", r.signed_headers, r.signature)
-        });
-        if let Ok(v) = HeaderValue::from_str(&auth) {
-            headers.insert("authorization", v);
-        }
         if let Ok(v) = HeaderValue::from_str(&date) {
             headers.insert("x-amz-date", v);
         }
         r.query.clone()
     };
-    let _ = presigned::action(&query);
-    if let Ok(v) = presigned::input(&query, &r.body) {
-        assert!(v.is_object());
-    }
-    let req = sigv4::Request { method: "POST", path: &r.path, query: &query, headers: &headers, body: &r.body };
-    for region in ["us-east-1", r.region.as_str()] {
-        if let Ok(key) = sigv4::verify(&creds, region, &req, NOW) {
-            panic!("a made-up signature was accepted for {}", key.id);
+    let method = if r.get { "GET" } else { "POST" };
+    let authorization = |signature: &str| match (&r.raw_auth, r.sign) {
+        (Some(raw), false) => raw.clone(),
+        _ => format!("AWS4-HMAC-SHA256 Credential={credential}, SignedHeaders={signed_headers}, Signature={signature}"),
+    };
+    if r.sign {
+        let list: Vec<String> = signed_headers.split(';').map(str::to_string).collect();
+        let req = sigv4::Request { method, path: &r.path, query: &query, headers: &headers, body: &r.body };
+        let made = sigv4::fuzzing_signature("secretFUZZ", &scope, &date, &req, &list, r.presigned);
+        if r.presigned {
+            query = query.replacen(SIGNATURE_TO_COME, &made, 1);
+        } else if let Ok(v) = HeaderValue::from_str(&authorization(&made)) {
+            headers.insert("authorization", v);
         }
+    } else if !r.presigned {
+        if let Ok(v) = HeaderValue::from_str(&authorization(signature)) {
+            headers.insert("authorization", v);
+        }
+    }
+
+    let req = sigv4::Request { method, path: &r.path, query: &query, headers: &headers, body: &r.body };
+    let n = named(&query, &headers);
+    for region in [REGION, r.region.as_str()] {
+        if let Ok(a) = admit(Some(&creds), region, NOW, &req, &n) {
+            assert!(r.sign, "a made-up signature was accepted");
+            assert!(matches!(a.signer, Signer::Key(k) if k.id == "AKIDFUZZ"));
+            holds(a);
+        }
+    }
+    if let Ok(a) = admit(None, REGION, NOW, &req, &n) {
+        holds(a);
     }
 });

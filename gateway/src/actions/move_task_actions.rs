@@ -3,13 +3,11 @@
 
 use std::sync::Arc;
 
-use serde_json::Value;
-
 use super::caller::{check_writable, load_queue, Caller};
 use super::queue_actions::sources_of;
 use crate::errors::{SqsError, SqsResult};
 use crate::gateway_state::Gateway;
-use crate::input::{int_field, required, str_field};
+use crate::move_task_requests::{ListMessageMoveTasks, StartMessageMoveTask};
 use crate::queue::Queue;
 use crate::rmq_client;
 
@@ -29,10 +27,10 @@ fn not_found_as_resource(e: SqsError, message: &str) -> SqsError {
     }
 }
 
-pub async fn start_message_move_task(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult<Value> {
-    let q = queue_of_arn(caller, required(input, "SourceArn")?).await?;
-    let rate = int_field(input, "MaxNumberOfMessagesPerSecond", 1, 500)?;
-    let dest = crate::movetask::destination(str_field(input, "DestinationArn")?, &sources_of(caller, &q.name).await?)?;
+pub async fn start_message_move_task(gw: &Gateway, caller: &Caller, r: StartMessageMoveTask) -> SqsResult<Vec<u8>> {
+    let q = queue_of_arn(caller, &r.source_arn).await?;
+    let rate = r.max_number_of_messages_per_second.map(|m| m.0);
+    let dest = crate::movetask::destination(r.destination_arn.as_deref(), &sources_of(caller, &q.name).await?)?;
     let dq = load_queue(caller, dest).await.map_err(|e| not_found_as_resource(e, "The destination queue does not exist"))?;
     // The task takes from one and pushes into the other in the caller's name.
     check_writable(caller, &q.name).await?;
@@ -41,8 +39,7 @@ pub async fn start_message_move_task(gw: &Gateway, caller: &Caller, input: &Valu
     crate::movetask::start(caller.backend.clone(), &q.name, &gw.queue_arn(&q.name), &dq.name, &gw.queue_arn(&dq.name), rate, to_move).await
 }
 
-pub async fn list_message_move_tasks(caller: &Caller, input: &Value) -> SqsResult<Value> {
-    let q = queue_of_arn(caller, required(input, "SourceArn")?).await?;
-    int_field(input, "MaxResults", 1, 10)?;
+pub async fn list_message_move_tasks(caller: &Caller, r: ListMessageMoveTasks) -> SqsResult<Vec<u8>> {
+    let q = queue_of_arn(caller, &r.source_arn).await?;
     crate::movetask::list(&caller.backend, &q.name).await
 }

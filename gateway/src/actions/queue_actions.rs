@@ -6,54 +6,38 @@ use std::collections::{BTreeMap, HashMap};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64URL;
 use base64::Engine;
 use redis::AsyncCommands;
-use serde_json::{json, Value};
 
 use super::caller::{load_queue, now_ms, Caller};
-use super::queue_attributes::{apply_attributes, check_attributes, removable, Creation};
-use super::tag_actions::check_tags;
+use super::queue_attributes::{apply_attributes, Creation};
 use crate::errors::{SqsError, SqsResult};
 use crate::gateway_keys as keys;
 use crate::gateway_state::Gateway;
-use crate::input::{int_field, queue_of_url, required, str_field, string_map, valid_queue_name};
 use crate::queue::{default_of, TOMBSTONE_MS};
+use crate::queue_attribute_checks::removable;
+use crate::queue_replies::{DeadLetterSources, QueueUrlReply, QueueUrls};
+use crate::queue_requests::{CreateQueue, DeleteQueue, GetQueueUrl, ListDeadLetterSourceQueues, ListQueues, PurgeQueue};
+use crate::replies::{to_body, Done};
 use crate::rmq_client;
-use crate::rmq_kind::{self, KIND_ATTRIBUTE};
 
 /// CreateQueue of a name that exists (`existing`, its stored attributes): SQS answers the
 /// same attributes again with the queue, different ones with QueueNameExists. The
 /// attributes it was created with (`created`) decide while its others are being written.
-fn existing_queue(existing: &HashMap<String, String>, attrs: &BTreeMap<String, String>, url: String) -> SqsResult<Value> {
+fn existing_queue(existing: &HashMap<String, String>, attrs: &BTreeMap<String, String>, url: String) -> SqsResult<Vec<u8>> {
     let created: Option<BTreeMap<String, String>> = existing.get("created").and_then(|c| serde_json::from_str(c).ok());
     let same = attrs.iter().all(|(k, v)| match existing.get(k).or(created.as_ref().and_then(|c| c.get(k))) {
         Some(e) => e == v,
         None => default_of(k) == Some(v.as_str()) || (v.is_empty() && removable(k)),
     });
     if same {
-        Ok(json!({"QueueUrl": url}))
+        Ok(to_body(&QueueUrlReply { queue_url: url }))
     } else {
         Err(SqsError::queue_name_exists("A queue already exists with the same name and a different value for attribute(s)"))
     }
 }
 
-pub async fn create_queue(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult<Value> {
-    let name = required(input, "QueueName")?.to_string();
-    if !valid_queue_name(&name) {
-        return Err(SqsError::invalid_parameter_value(
-            "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length (a FIFO queue's name ends in .fifo)",
-        ));
-    }
-    let fifo = name.ends_with(".fifo");
-    let mut attrs = string_map(input, "Attributes")?;
-    if fifo && attrs.get("FifoQueue").map(String::as_str) != Some("true") {
-        return Err(SqsError::invalid_parameter_value("The name of a FIFO queue can only end in .fifo when FifoQueue is true"));
-    }
-    check_attributes(&attrs, fifo, true)?;
-    let tags = string_map(input, "tags")?;
-    check_tags(&name, &tags, 0)?;
-    if let Some(kind) = rmq_kind::kind_of_tags(&tags, fifo)? {
-        rmq_kind::check_queue_attributes(kind, &attrs)?;
-        attrs.insert(KIND_ATTRIBUTE.into(), kind.as_str().into());
-    }
+/// `r` is checked already (CreateQueue::checked), its RMQ kind among its attributes.
+pub async fn create_queue(gw: &Gateway, caller: &Caller, r: CreateQueue) -> SqsResult<Vec<u8>> {
+    let (name, attrs, tags) = (r.queue_name.0, r.attributes.0, r.tags.0);
     let mut conn = caller.backend.conn.clone();
     let key = keys::meta(&name);
     let (existing, gone): (HashMap<String, String>, bool) =
@@ -84,31 +68,18 @@ pub async fn create_queue(gw: &Gateway, caller: &Caller, input: &Value) -> SqsRe
         return Err(e);
     }
     caller.backend.queues.forget(&name);
-    Ok(json!({"QueueUrl": url}))
+    Ok(to_body(&QueueUrlReply { queue_url: url }))
 }
 
-pub async fn get_queue_url(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult<Value> {
-    let name = required(input, "QueueName")?.to_string();
-    if !valid_queue_name(&name) {
-        return Err(SqsError::queue_does_not_exist("The specified queue does not exist."));
-    }
-    let q = load_queue(caller, name).await?;
-    Ok(json!({"QueueUrl": gw.queue_url(&q.name)}))
+pub async fn get_queue_url(gw: &Gateway, caller: &Caller, r: GetQueueUrl) -> SqsResult<Vec<u8>> {
+    let q = load_queue(caller, r.queue_name.0).await?;
+    Ok(to_body(&QueueUrlReply { queue_url: gw.queue_url(&q.name) }))
 }
 
-pub async fn list_queues(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult<Value> {
-    let prefix = str_field(input, "QueueNamePrefix")?.unwrap_or("");
-    let max = int_field(input, "MaxResults", 1, 1000)?;
-    let after = match str_field(input, "NextToken")? {
-        Some(t) => Some(
-            B64URL
-                .decode(t)
-                .ok()
-                .and_then(|b| String::from_utf8(b).ok())
-                .ok_or_else(|| SqsError::invalid_parameter_value("Invalid NextToken"))?,
-        ),
-        None => None,
-    };
+pub async fn list_queues(gw: &Gateway, caller: &Caller, r: ListQueues) -> SqsResult<Vec<u8>> {
+    let prefix = r.queue_name_prefix.as_deref().unwrap_or("");
+    let max = r.max_results.map(|m| m.0);
+    let after = r.next_token.map(|t| t.0);
     let mut names = rmq_client::queues(&mut caller.backend.conn.clone(), prefix).await?;
     names.retain(|n| after.as_ref().is_none_or(|a| n > a));
     names.sort();
@@ -129,21 +100,20 @@ pub async fn list_queues(gw: &Gateway, caller: &Caller, input: &Value) -> SqsRes
     .collect::<redis::RedisResult<Vec<bool>>>()?;
     let mut made = made.into_iter();
     names.retain(|_| made.next().unwrap_or(false));
-    let mut out = json!({});
+    let mut next_token = None;
     if let Some(max) = max {
         if names.len() > max as usize {
             names.truncate(max as usize);
-            out["NextToken"] = json!(B64URL.encode(names[names.len() - 1].as_bytes()));
+            next_token = Some(B64URL.encode(names[names.len() - 1].as_bytes()));
         }
     } else {
         names.truncate(1000);
     }
-    out["QueueUrls"] = json!(names.iter().map(|n| gw.queue_url(n)).collect::<Vec<_>>());
-    Ok(out)
+    Ok(to_body(&QueueUrls { queue_urls: names.iter().map(|n| gw.queue_url(n)).collect(), next_token }))
 }
 
-pub async fn delete_queue(caller: &Caller, input: &Value) -> SqsResult<Value> {
-    let q = load_queue(caller, queue_of_url(input)?).await?;
+pub async fn delete_queue(caller: &Caller, r: DeleteQueue) -> SqsResult<Vec<u8>> {
+    let q = load_queue(caller, r.queue_url.0).await?;
     let mut conn = caller.backend.conn.clone();
     let gone = [
         keys::meta(&q.name),
@@ -167,11 +137,11 @@ pub async fn delete_queue(caller: &Caller, input: &Value) -> SqsResult<Value> {
     caller.backend.queues.forget(&q.name);
     // Another slot (see apply_attributes); an entry left behind names a queue with nothing dead.
     let _: () = conn.hdel(keys::REDRIVE_SOURCES, &q.name).await?;
-    Ok(json!({}))
+    Ok(to_body(&Done {}))
 }
 
-pub async fn purge_queue(caller: &Caller, input: &Value) -> SqsResult<Value> {
-    let q = load_queue(caller, queue_of_url(input)?).await?;
+pub async fn purge_queue(caller: &Caller, r: PurgeQueue) -> SqsResult<Vec<u8>> {
+    let q = load_queue(caller, r.queue_url.0).await?;
     let mut conn = caller.backend.conn.clone();
     // Every message goes, in flight and dead (awaiting its redrive) too; the queue's
     // policy, sequence and deduplication windows stay (RMQ.PURGE). The gateway's own
@@ -181,7 +151,7 @@ pub async fn purge_queue(caller: &Caller, input: &Value) -> SqsResult<Value> {
     rmq_client::pipe_purge(&mut pipe, &q.name);
     pipe.del(&keys::body_merge(&q.name)[..]).ignore().del(keys::first_receives(&q.name)).ignore();
     pipe.query_async::<()>(&mut conn).await?;
-    Ok(json!({}))
+    Ok(to_body(&Done {}))
 }
 
 /// The queues whose redrive target is `dlq`, by name.
@@ -191,8 +161,8 @@ pub async fn sources_of(caller: &Caller, dlq: &str) -> SqsResult<Vec<String>> {
     Ok(sources.into_iter().filter(|(_, t)| t == dlq).map(|(s, _)| s).collect())
 }
 
-pub async fn list_dead_letter_source_queues(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult<Value> {
-    let q = load_queue(caller, queue_of_url(input)?).await?;
-    let urls: Vec<String> = sources_of(caller, &q.name).await?.iter().map(|s| gw.queue_url(s)).collect();
-    Ok(json!({"queueUrls": urls}))
+pub async fn list_dead_letter_source_queues(gw: &Gateway, caller: &Caller, r: ListDeadLetterSourceQueues) -> SqsResult<Vec<u8>> {
+    let q = load_queue(caller, r.queue_url.0).await?;
+    let queue_urls = sources_of(caller, &q.name).await?.iter().map(|s| gw.queue_url(s)).collect();
+    Ok(to_body(&DeadLetterSources { queue_urls }))
 }

@@ -1,57 +1,24 @@
-//! Queue attributes: SQS's checks of the settable ones, how they are stored (with the
-//! module's policy and the redrive entry they imply), GetQueueAttributes and
-//! SetQueueAttributes.
+//! Queue attributes: how the settable ones are stored (with the module's policy and the
+//! redrive entry they imply; SQS's checks of them: crate::queue_attribute_checks),
+//! GetQueueAttributes and SetQueueAttributes.
 
 use std::collections::BTreeMap;
 
 use redis::AsyncCommands;
-use serde_json::{json, Map, Value};
 
 use super::caller::{check_writable, load_queue, now_ms, Caller};
 use crate::errors::{SqsError, SqsResult};
 use crate::gateway_keys as keys;
 use crate::gateway_state::Gateway;
-use crate::input::{queue_of_url, string_list, string_map};
+use crate::queue_attribute_checks::{check_attributes, redrive_policy, removable, Policy};
+use crate::queue_replies::QueueAttributes;
+use crate::queue_requests::{GetQueueAttributes, SetQueueAttributes};
+use crate::replies::{to_body, Done};
 use crate::rmq_client;
 use crate::rmq_kind::{self, Kind, KIND_ATTRIBUTE};
 
-/// Checks settable attributes as SQS does; `creating` allows FifoQueue.
-pub fn check_attributes(attrs: &BTreeMap<String, String>, fifo: bool, creating: bool) -> SqsResult<()> {
-    for (k, v) in attrs {
-        let range = match k.as_str() {
-            "DelaySeconds" => Some((0, 900)),
-            "MaximumMessageSize" => Some((1024, 1_048_576)),
-            "MessageRetentionPeriod" => Some((60, 1_209_600)),
-            "ReceiveMessageWaitTimeSeconds" => Some((0, 20)),
-            "VisibilityTimeout" => Some((0, 43_200)),
-            _ => None,
-        };
-        let ok = match (k.as_str(), range) {
-            (_, Some((lo, hi))) => v.parse::<i64>().is_ok_and(|n| (lo..=hi).contains(&n)),
-            ("FifoQueue", _) => creating && ((v == "true") == fifo) && (v == "true" || v == "false"),
-            ("ContentBasedDeduplication", _) => fifo && (v == "true" || v == "false"),
-            ("DeduplicationScope", _) => fifo && (v == "messageGroup" || v == "queue"),
-            ("FifoThroughputLimit", _) => fifo && (v == "perQueue" || v == "perMessageGroupId"),
-            ("SqsManagedSseEnabled", _) => v == "true" || v == "false",
-            ("KmsDataKeyReusePeriodSeconds", _) => v.parse::<i64>().is_ok_and(|n| (60..=86_400).contains(&n)),
-            ("RedrivePolicy", _) => crate::redrive::parse(v).map(|_| true)?,
-            ("Policy" | "RedriveAllowPolicy" | "KmsMasterKeyId", _) => true,
-            _ => return Err(SqsError::invalid_attribute_name(format!("Unknown Attribute {k}."))),
-        };
-        if !ok {
-            return Err(SqsError::invalid_attribute_value(format!("Invalid value for the parameter {k}.")));
-        }
-    }
-    Ok(())
-}
-
-/// The attributes that an empty value removes rather than sets.
-pub fn removable(name: &str) -> bool {
-    matches!(name, "Policy" | "RedrivePolicy" | "RedriveAllowPolicy")
-}
-
 /// The RMQ `retries` a queue's redrive policy (or its absence) implies.
-fn retries_of(policy: &Option<crate::redrive::Policy>) -> i64 {
+fn retries_of(policy: &Option<Policy>) -> i64 {
     policy.as_ref().map_or(crate::redrive::NO_REDRIVE_RETRIES, |p| p.max_receive_count - 1)
 }
 
@@ -72,7 +39,7 @@ pub async fn apply_attributes(
     creation: Option<Creation<'_>>,
 ) -> SqsResult<()> {
     let redrive = match attrs.get("RedrivePolicy") {
-        Some(v) => Some(crate::redrive::parse(v)?),
+        Some(v) => Some(redrive_policy(v)?),
         None => None,
     };
     if let Some(Some(p)) = &redrive {
@@ -132,9 +99,9 @@ pub async fn apply_attributes(
     Ok(())
 }
 
-pub async fn get_queue_attributes(gw: &Gateway, caller: &Caller, input: &Value) -> SqsResult<Value> {
-    let q = load_queue(caller, queue_of_url(input)?).await?;
-    let wanted = string_list(input, "AttributeNames")?;
+pub async fn get_queue_attributes(gw: &Gateway, caller: &Caller, r: GetQueueAttributes) -> SqsResult<Vec<u8>> {
+    let q = load_queue(caller, r.queue_url.0).await?;
+    let wanted = r.attribute_names.0;
     let info = rmq_client::info(&mut caller.backend.conn.clone(), &q.name).await?;
     let mut all: BTreeMap<String, String> = BTreeMap::new();
     for name in ["VisibilityTimeout", "DelaySeconds", "ReceiveMessageWaitTimeSeconds", "MaximumMessageSize", "MessageRetentionPeriod"] {
@@ -160,18 +127,13 @@ pub async fn get_queue_attributes(gw: &Gateway, caller: &Caller, input: &Value) 
     // The gateway encrypts nothing itself (Redis's own TLS and disk encryption do that).
     all.entry("SqsManagedSseEnabled".into()).or_insert_with(|| "false".into());
     let all_wanted = wanted.iter().any(|w| w == "All");
-    let mut out = Map::new();
     for w in &wanted {
         if w != "All" && !all.contains_key(w) && !is_known_attribute(w) {
             return Err(SqsError::invalid_attribute_name(format!("Unknown Attribute {w}.")));
         }
     }
-    for (k, v) in all {
-        if all_wanted || wanted.contains(&k) {
-            out.insert(k, Value::String(v));
-        }
-    }
-    Ok(if out.is_empty() { json!({}) } else { json!({"Attributes": out}) })
+    all.retain(|k, _| all_wanted || wanted.contains(k));
+    Ok(to_body(&QueueAttributes { attributes: all }))
 }
 
 fn is_known_attribute(name: &str) -> bool {
@@ -190,12 +152,12 @@ fn is_known_attribute(name: &str) -> bool {
     )
 }
 
-pub async fn set_queue_attributes(caller: &Caller, input: &Value) -> SqsResult<Value> {
-    let q = load_queue(caller, queue_of_url(input)?).await?;
-    let attrs = string_map(input, "Attributes")?;
+pub async fn set_queue_attributes(caller: &Caller, r: SetQueueAttributes) -> SqsResult<Vec<u8>> {
+    let q = load_queue(caller, r.queue_url.0).await?;
+    let attrs = r.attributes.0;
     check_attributes(&attrs, q.fifo(), false)?;
     rmq_kind::check_queue_attributes(Kind::of(&q.attrs), &attrs)?;
     apply_attributes(caller, &q.name, &attrs, now_ms() / 1000, None).await?;
     caller.backend.queues.forget(&q.name);
-    Ok(json!({}))
+    Ok(to_body(&Done {}))
 }

@@ -1,34 +1,21 @@
-//! The tag actions: TagQueue, UntagQueue and ListQueueTags, and SQS's tag limits.
+//! The tag actions: TagQueue, UntagQueue and ListQueueTags (their requests and SQS's tag
+//! limits: crate::tag_requests).
 
 use std::collections::BTreeMap;
 
 use redis::AsyncCommands;
-use serde_json::{json, Value};
 
 use super::caller::{load_queue, Caller};
 use crate::errors::{SqsError, SqsResult};
 use crate::gateway_keys as keys;
-use crate::input::{queue_of_url, string_list, string_map};
+use crate::queue_replies::QueueTags;
+use crate::replies::{to_body, Done};
 use crate::rmq_kind::{self, Kind};
+use crate::tag_requests::{check_tags, ListQueueTags, TagQueue, UntagQueue};
 
-/// SQS's tag limits: at most 50 on a queue (`existing` more than `tags` has already), keys
-/// of 1–128 characters and values of at most 256.
-pub fn check_tags(queue: &str, tags: &BTreeMap<String, String>, existing: usize) -> SqsResult<()> {
-    if tags.len() + existing > 50 {
-        return Err(SqsError::invalid_parameter_value(format!("Too many tags added for queue {queue}.")));
-    }
-    if tags.keys().any(|k| k.is_empty() || k.chars().count() > 128) {
-        return Err(SqsError::invalid_parameter_value("Tag keys must be between 1 and 128 characters in length."));
-    }
-    if tags.values().any(|v| v.chars().count() > 256) {
-        return Err(SqsError::invalid_parameter_value("Tag values must be at most 256 characters in length."));
-    }
-    Ok(())
-}
-
-pub async fn tag_queue(caller: &Caller, input: &Value) -> SqsResult<Value> {
-    let q = load_queue(caller, queue_of_url(input)?).await?;
-    let tags = string_map(input, "Tags")?;
+pub async fn tag_queue(caller: &Caller, r: TagQueue) -> SqsResult<Vec<u8>> {
+    let q = load_queue(caller, r.queue_url.0).await?;
+    let tags = r.tags.0;
     if tags.is_empty() {
         return Err(SqsError::missing_parameter("The request must contain the parameter Tags."));
     }
@@ -38,23 +25,23 @@ pub async fn tag_queue(caller: &Caller, input: &Value) -> SqsResult<Value> {
     check_tags(&q.name, &tags, current.iter().filter(|k| !tags.contains_key(*k)).count())?;
     let pairs: Vec<(&String, &String)> = tags.iter().collect();
     let _: () = conn.hset_multiple(keys::tags(&q.name), &pairs).await?;
-    Ok(json!({}))
+    Ok(to_body(&Done {}))
 }
 
-pub async fn untag_queue(caller: &Caller, input: &Value) -> SqsResult<Value> {
-    let q = load_queue(caller, queue_of_url(input)?).await?;
-    let keys = string_list(input, "TagKeys")?;
+pub async fn untag_queue(caller: &Caller, r: UntagQueue) -> SqsResult<Vec<u8>> {
+    let q = load_queue(caller, r.queue_url.0).await?;
+    let keys = r.tag_keys.0;
     if keys.is_empty() {
         return Err(SqsError::missing_parameter("The request must contain the parameter TagKeys."));
     }
     let mut conn = caller.backend.conn.clone();
     let _: () = conn.hdel(keys::tags(&q.name), keys).await?;
-    Ok(json!({}))
+    Ok(to_body(&Done {}))
 }
 
-pub async fn list_queue_tags(caller: &Caller, input: &Value) -> SqsResult<Value> {
-    let q = load_queue(caller, queue_of_url(input)?).await?;
+pub async fn list_queue_tags(caller: &Caller, r: ListQueueTags) -> SqsResult<Vec<u8>> {
+    let q = load_queue(caller, r.queue_url.0).await?;
     let mut conn = caller.backend.conn.clone();
     let tags: BTreeMap<String, String> = conn.hgetall(keys::tags(&q.name)).await?;
-    Ok(if tags.is_empty() { json!({}) } else { json!({"Tags": tags}) })
+    Ok(to_body(&QueueTags { tags }))
 }
