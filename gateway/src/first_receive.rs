@@ -112,13 +112,14 @@ mod tests {
     fn a_record_is_read_only_when_wanted_and_maybe_older() {
         let receipts = [receipt(1), receipt(2)];
         let (f1, f2) = (field(&receipts[0].message), field(&receipts[1].message));
+        let key = crate::gateway_keys::first_receives("q");
         let mut unwanted = redis::pipe();
         record(&mut unwanted, "q", &receipts, 9, false);
-        assert_eq!(commands(&unwanted), [format!("HSETNX rmqgw:first{{q}} {f1} 9"), format!("HSETNX rmqgw:first{{q}} {f2} 9")]);
+        assert_eq!(commands(&unwanted), [format!("HSETNX {key} {f1} 9"), format!("HSETNX {key} {f2} 9")]);
         let mut wanted = redis::pipe();
         record(&mut wanted, "q", &receipts, 9, true);
-        let (set1, set2) = (format!("HSETNX rmqgw:first{{q}} {f1} 9"), format!("HSETNX rmqgw:first{{q}} {f2} 9"));
-        assert_eq!(commands(&wanted), [set1, set2, format!("HGET rmqgw:first{{q}} {f2}")]);
+        let (set1, set2) = (format!("HSETNX {key} {f1} 9"), format!("HSETNX {key} {f2} 9"));
+        assert_eq!(commands(&wanted), [set1, set2, format!("HGET {key} {f2}")]);
     }
 
     #[test]
