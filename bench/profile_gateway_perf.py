@@ -147,10 +147,10 @@ def main():
               "epoll wait (3 requests and 4 round trips per 10 messages: ReceiveMessage makes two) and the wake-ups between the gateway and "
               "Redis, which share one core here (`finish_task_switch`, `_raw_spin_unlock_irqrestore` on the wake-up "
               "path); batching more messages per request is what lowers it per message. What is left is spread over "
-              "the redis crate, hyper, the allocator and JSON, none a hot spot of its own. On Redis's side, HSETNX and "
-              "HGET (one each per message received) and HDEL (one per DeleteMessageBatch) are the gateway's "
-              "ApproximateFirstReceiveTimestamp records (gateway/src/first_receive.rs): every ReceiveMessage writes "
-              "and reads them in a second round trip after its RMQ.POP, whether or not it asked for that attribute: "
+              "the redis crate, hyper, the allocator and JSON, none a hot spot of its own. On Redis's side, HSETNX (one "
+              "per message received), HGET (only for a receive that asks for the attribute) and HDEL (one per "
+              "DeleteMessageBatch) are the gateway's ApproximateFirstReceiveTimestamp records "
+              "(gateway/src/first_receive.rs): every ReceiveMessage writes them in a second round trip after its RMQ.POP: "
               f"{fr_calls:.2f} of the {sum(v['calls'] for _, v in by_cmd) / n:.2f} command calls per message, "
               f"{fr_us:.2f} of the {cmd_us:.2f} µs of command time, and one round trip in four.",
               "", f"Top {args.top} functions (self time):", "", "| share | where | function |", "|---:|---|---|"]

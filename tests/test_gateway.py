@@ -3,6 +3,7 @@ action of docs/gateway.md, the stored keys behind them, receipt handles, FIFO, i
 RMQ.PUSH, restarts and a second gateway."""
 
 import hashlib
+import json
 import threading
 import time
 
@@ -339,6 +340,44 @@ def test_batches_with_per_entry_failures(r, sqs):
     assert sorted(e["Id"] for e in res["Successful"]) == ["a", "b"]
     assert [(f["Id"], f["Code"]) for f in res["Failed"]] == [("c", "ReceiptHandleIsInvalid")]
     assert r.zcard("prepare{q}") == 0
+
+
+def test_a_batch_pushes_each_run_of_one_place_at_once(r, sqs):
+    """Neighbouring entries of one delay are one RMQ.PUSH, numbered in entry order, each
+    answered with its own MessageId; a push the queue's length limit refuses stores none of
+    its messages."""
+    url = sqs.create_queue(QueueName="q")["QueueUrl"]
+
+    def pushes():
+        return r.info("commandstats").get("cmdstat_rmq.push", {}).get("calls", 0)
+
+    before = pushes()
+    res = sqs.send_message_batch(QueueUrl=url, Entries=[
+        {"Id": "a", "MessageBody": "a"},
+        {"Id": "b", "MessageBody": "b", "DelaySeconds": 0},
+        {"Id": "c", "MessageBody": "c", "DelaySeconds": 1},
+        {"Id": "d", "MessageBody": "d"},
+    ])
+    assert pushes() - before == 3
+    ids = {e["Id"]: e["MessageId"] for e in res["Successful"]}
+    assert len(set(ids.values())) == 4
+    stored = {}
+    for member in r.zrange("q", 0, -1):
+        prefix, seq, text = member.split(b" ", 2)
+        assert prefix == b"rmqgw1"
+        m = json.loads(text)
+        stored[m["body"]] = (int(seq), m["id"])
+    assert sorted(stored.items(), key=lambda kv: kv[1][0]) == [(b, (i + 1, ids[b])) for i, b in enumerate("abcd")]
+    got = []
+    deadline = time.monotonic() + 10
+    while len(got) < 4 and time.monotonic() < deadline:
+        got += sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", [])
+    assert {m["Body"]: m["MessageId"] for m in got} == ids
+    r.execute_command("RMQ.POLICY", "q", "SET", "max-queue-length", "2")
+    with pytest.raises(ClientError) as e:
+        sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": f"x{i}"} for i in range(3)])
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 500
+    assert r.zcard("q") == 0
 
 
 def test_fifo_order_exclusivity_and_dedup(r, sqs):

@@ -345,3 +345,40 @@ def test_approximate_first_receive_timestamp(r, sqs):
         else:
             sqs.delete_queue(QueueUrl=url)
         assert r.exists("rmqgw:first{q}") == 0
+
+
+def test_first_receive_found_recorded_and_recorded_again(r, sqs):
+    """A first delivery of a message that has a record (moved back from its dead-letter
+    queue, say) reports the recorded time; a later delivery whose record is gone reports
+    its own and records it; a receive that does not ask for the attribute records it too."""
+    url = sqs.create_queue(QueueName="q")["QueueUrl"]
+    sent = sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": b, "MessageBody": b} for b in "abc"])["Successful"]
+    field = {e["Id"]: e["MessageId"].replace("-", "") for e in sent}
+    r.hset("rmqgw:first{q}", field["a"], "1234")
+    asked = ["ApproximateFirstReceiveTimestamp", "ApproximateReceiveCount"]
+
+    def receive():
+        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0, AttributeNames=asked)
+        return {m["Body"]: m["Attributes"] for m in got["Messages"]}
+
+    before = r.time()[0] * 1000
+    first = receive()
+    assert sorted(first) == ["a", "b", "c"]
+    assert first["a"] == {"ApproximateFirstReceiveTimestamp": "1234", "ApproximateReceiveCount": "1"}
+    for b in "bc":
+        assert before <= int(first[b]["ApproximateFirstReceiveTimestamp"]) <= r.time()[0] * 1000 + 1000
+        assert first[b]["ApproximateReceiveCount"] == "1"
+    assert r.hgetall("rmqgw:first{q}") == {field[b].encode(): first[b]["ApproximateFirstReceiveTimestamp"].encode()
+                                            for b in "abc"}
+    r.hdel("rmqgw:first{q}", field["b"])
+    time.sleep(0.01)
+    again = receive()
+    assert {b: again[b]["ApproximateReceiveCount"] for b in "abc"} == {"a": "2", "b": "2", "c": "2"}
+    assert again["a"]["ApproximateFirstReceiveTimestamp"] == "1234"
+    assert again["c"]["ApproximateFirstReceiveTimestamp"] == first["c"]["ApproximateFirstReceiveTimestamp"]
+    b_first = again["b"]["ApproximateFirstReceiveTimestamp"]
+    assert int(b_first) > int(first["b"]["ApproximateFirstReceiveTimestamp"])
+    assert r.hget("rmqgw:first{q}", field["b"]) == b_first.encode()
+    r.delete("rmqgw:first{q}")
+    assert len(sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0)["Messages"]) == 3
+    assert r.hlen("rmqgw:first{q}") == 3

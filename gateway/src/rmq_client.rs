@@ -27,12 +27,12 @@ pub type Claimed = (Vec<u8>, Option<Vec<u8>>, Option<i64>);
 
 /// A gateway send: RMQ.PUSH at `place`, numbered (SEQUENCE, with the stored format's
 /// prefix), in `group`, deduplicated within `dedup`'s window (its id, the window in ms, and
-/// the MessageId as its NOTE).
+/// the MessageId as its NOTE): the messages `json`, each numbered.
 pub struct Send<'a> {
     pub place: Place,
     pub group: Option<&'a str>,
     pub dedup: Option<(&'a str, i64, &'a str)>,
-    pub json: &'a str,
+    pub json: &'a [String],
 }
 
 pub fn pipe_push(pipe: &mut redis::Pipeline, q: &str, s: &Send) {

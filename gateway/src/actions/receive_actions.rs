@@ -7,6 +7,7 @@ use redis::AsyncCommands;
 
 use super::caller::{cached_queue, now_ms, Caller};
 use crate::errors::SqsResult;
+use crate::first_receive::{self, Receipt};
 use crate::gateway_keys as keys;
 use crate::gateway_state::Gateway;
 use crate::md5s;
@@ -44,14 +45,15 @@ pub async fn receive_message(gw: &Gateway, caller: &Caller, r: ReceiveMessage) -
             }
         }
         let now = now_ms();
-        let ids: Vec<uuid::Uuid> = messages.iter().map(|m| message_uuid(&m.message_id)).collect();
-        for id in &ids {
-            crate::first_receive::record(&mut pipe, &q.name, id, now);
-        }
-        let firsts: Vec<Option<String>> = pipe.query_async(&mut conn).await?;
-        if wants(&sys_wanted, FIRST_RECEIVE) {
+        let wanted = wants(&sys_wanted, FIRST_RECEIVE);
+        let receipts: Vec<Receipt> =
+            messages.iter().zip(&got).map(|(m, (_, d, _))| Receipt { message: message_uuid(&m.message_id), deliveries: *d }).collect();
+        first_receive::record(&mut pipe, &q.name, &receipts, now, wanted);
+        let replies: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
+        if wanted {
+            let firsts = first_receive::firsts(&mut conn, &q.name, &receipts, replies, now).await?;
             for (m, f) in messages.iter_mut().zip(firsts) {
-                m.attributes.insert(FIRST_RECEIVE, crate::first_receive::first(f, now).to_string());
+                m.attributes.insert(FIRST_RECEIVE, f.to_string());
             }
         }
     }

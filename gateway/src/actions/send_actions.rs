@@ -99,30 +99,40 @@ fn outgoing(q: &Queue, caller: &Caller, m: Message) -> SqsResult<Outgoing> {
 /// FIFO queues' deduplication window (SQS: 5 minutes).
 const DEDUP_WINDOW_MS: i64 = 300_000;
 
-/// Sends checked entries in one round trip: one RMQ.PUSH per entry (entries differ in
-/// delay and group), pipelined, then a check that the queue still exists (it may have been
-/// deleted since it was cached). The module numbers each send (SEQUENCE: the stored
-/// format's prefix and sequence number, in push order across gateways) and keeps FIFO
-/// deduplication windows (DEDUP, with the MessageId as its NOTE), so a duplicate is
-/// answered with the first send's MessageId and sequence number. Per entry its MessageId
-/// and sequence number.
+/// Sends checked entries in one round trip: one RMQ.PUSH per run of entries in one place
+/// and group without deduplication (a standard queue's batch is usually one run; each FIFO
+/// entry has its own deduplication id), pipelined, then a check that the queue still exists
+/// (it may have been deleted since it was cached). The module numbers each message
+/// (SEQUENCE: the stored format's prefix and sequence number, in push order across gateways)
+/// and keeps FIFO deduplication windows (DEDUP, with the MessageId as its NOTE), so a
+/// duplicate is answered with the first send's MessageId and sequence number. Per entry its
+/// MessageId and sequence number.
 async fn push(caller: &Caller, q: &Queue, entries: &[Outgoing]) -> SqsResult<Vec<(String, u64)>> {
     let mut pipe = redis::pipe();
-    let merging = Kind::of(&q.attrs).merges();
-    for e in entries {
-        if merging {
+    let runs = if Kind::of(&q.attrs).merges() {
+        // One script per send: it merges by body (rmq_client::pipe_merging_push).
+        for e in entries {
             rmq_client::pipe_merging_push(&mut pipe, &q.name, e.place, &e.stored.body, &message::encode(&e.stored));
-            continue;
         }
-        let json = message::encode(&e.stored);
-        let send = rmq_client::Send {
-            place: e.place,
-            group: e.group.as_deref(),
-            dedup: e.dedup.as_deref().map(|d| (d, DEDUP_WINDOW_MS, e.stored.id.as_str())),
-            json: &json,
-        };
-        rmq_client::pipe_push(&mut pipe, &q.name, &send);
-    }
+        vec![1; entries.len()]
+    } else {
+        let runs = runs(entries);
+        let mut rest = entries;
+        for n in &runs {
+            let (run, after) = rest.split_at(*n);
+            rest = after;
+            let json: Vec<String> = run.iter().map(|e| message::encode(&e.stored)).collect();
+            let e = &run[0];
+            let send = rmq_client::Send {
+                place: e.place,
+                group: e.group.as_deref(),
+                dedup: e.dedup.as_deref().map(|d| (d, DEDUP_WINDOW_MS, e.stored.id.as_str())),
+                json: &json,
+            };
+            rmq_client::pipe_push(&mut pipe, &q.name, &send);
+        }
+        runs
+    };
     // After the pushes, on the same connection: DeleteQueue removes every key of the queue
     // at once, so a push it did not take along came after it, before this check, which then
     // finds the queue gone. No MULTI needed (nor its QUEUED replies).
@@ -134,8 +144,9 @@ async fn push(caller: &Caller, q: &Queue, entries: &[Outgoing]) -> SqsResult<Vec
     fn parse<T: redis::FromRedisValue>(v: redis::Value) -> redis::RedisResult<T> {
         redis::from_redis_value(v).map_err(redis::RedisError::from)
     }
-    if replies.len() != entries.len() + 1 {
-        return Err(SqsError::internal("the queue store answered the send in an unexpected shape"));
+    let shape = || SqsError::internal("the queue store answered the send in an unexpected shape");
+    if replies.len() != runs.len() + 1 {
+        return Err(shape());
     }
     let exists: bool = parse(replies.pop().unwrap_or(redis::Value::Nil))?;
     if !exists {
@@ -151,17 +162,32 @@ async fn push(caller: &Caller, q: &Queue, entries: &[Outgoing]) -> SqsResult<Vec
         caller.backend.queues.forget(&q.name);
         return Err(SqsError::queue_does_not_exist("The specified queue does not exist."));
     }
-    entries
-        .iter()
-        .zip(replies)
-        .map(|(e, r)| {
-            let r: Vec<Pushed> = parse(r)?;
-            Ok(match r.into_iter().next() {
-                Some((_, seq, note)) => (note.unwrap_or_else(|| e.stored.id.clone()), seq.unwrap_or(0)),
-                None => (e.stored.id.clone(), 0),
-            })
-        })
-        .collect()
+    let mut pushed = Vec::with_capacity(entries.len());
+    for (n, r) in runs.iter().zip(replies) {
+        let r: Vec<Pushed> = parse(r)?;
+        if r.len() != *n {
+            return Err(shape());
+        }
+        pushed.extend(r);
+    }
+    Ok(entries.iter().zip(pushed).map(|(e, (_, seq, note))| (note.unwrap_or_else(|| e.stored.id.clone()), seq.unwrap_or(0))).collect())
+}
+
+/// The lengths of the runs of `entries` that one RMQ.PUSH each sends: neighbours in one
+/// place and group, without deduplication (a window is per push: each such entry alone).
+fn runs(entries: &[Outgoing]) -> Vec<usize> {
+    let mut runs: Vec<usize> = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        let joins = i > 0 && {
+            let before = &entries[i - 1];
+            e.dedup.is_none() && before.dedup.is_none() && e.place == before.place && e.group == before.group
+        };
+        match runs.last_mut() {
+            Some(n) if joins => *n += 1,
+            _ => runs.push(1),
+        }
+    }
+    runs
 }
 
 fn send_result<'a>(q: &Queue, e: &Outgoing, entry: Option<&'a str>, id: String, seq: u64) -> Sent<'a> {
