@@ -133,12 +133,7 @@ pub struct SetQueueAttributes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::request_fields::parse;
-
-    fn refused<T: serde::de::DeserializeOwned + std::fmt::Debug>(body: &str) -> (&'static str, String) {
-        let e = parse::<T>(body.as_bytes()).unwrap_err();
-        (e.code, e.message)
-    }
+    use crate::request_fields::{parse, refused};
 
     #[test]
     fn queue_requests_read_typed() {

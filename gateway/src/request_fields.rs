@@ -37,6 +37,13 @@ pub fn fail<E: serde::de::Error>(e: impl FnOnce(&str) -> SqsError + 'static) -> 
     E::custom("a field check failed")
 }
 
+/// The error code and message `parse` refuses `body` with (the request types' tests).
+#[cfg(test)]
+pub fn refused<T: DeserializeOwned + std::fmt::Debug>(body: &str) -> (&'static str, String) {
+    let e = parse::<T>(body.as_bytes()).unwrap_err();
+    (e.code, e.message)
+}
+
 /// The request `body` (AWS JSON 1.0: an object; an empty body is `{}`) as `T`.
 pub fn parse<T: DeserializeOwned>(body: &[u8]) -> SqsResult<T> {
     let body: &[u8] = if body.is_empty() { b"{}" } else { body };
