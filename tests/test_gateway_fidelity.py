@@ -14,6 +14,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from gateway_support import error_code, error_message
+from server_support import wait_for
 
 
 def arn(name):
@@ -339,7 +340,8 @@ def test_approximate_first_receive_timestamp(r, sqs):
     for purge in (True, False):
         sqs.send_message(QueueUrl=url, MessageBody="kept")
         assert sqs.receive_message(QueueUrl=url, WaitTimeSeconds=5)["Messages"]
-        assert r.hlen("rmqgw:first{q}") == 1
+        # Not asked for, the record is written a moment later, with other receives'.
+        wait_for(lambda: r.hlen("rmqgw:first{q}") == 1, 10, what="the first receive recorded")
         if purge:
             sqs.purge_queue(QueueUrl=url)
         else:
@@ -381,4 +383,51 @@ def test_first_receive_found_recorded_and_recorded_again(r, sqs):
     assert r.hget("rmqgw:first{q}", field["b"]) == b_first.encode()
     r.delete("rmqgw:first{q}")
     assert len(sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0)["Messages"]) == 3
-    assert r.hlen("rmqgw:first{q}") == 3
+    wait_for(lambda: r.hlen("rmqgw:first{q}") == 3, 10, what="the three first receives recorded")
+
+
+def test_first_receives_not_asked_for_are_written_later_and_read_in_order(r, gw, sqs):
+    """A receive that does not ask for ApproximateFirstReceiveTimestamp leaves its records to be
+    written a moment later: a receive that asks right after reads them, a delete right after
+    leaves no record behind, and a gateway stopped (SIGTERM) before writing them writes them."""
+    url = sqs.create_queue(QueueName="q")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="m")
+    before = r.time()[0] * 1000
+    quiet = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=5, VisibilityTimeout=0)["Messages"]
+    after = r.time()[0] * 1000 + 1000
+    assert [m["Body"] for m in quiet] == ["m"] and "Attributes" not in quiet[0]
+    again = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=5, AttributeNames=["All"])["Messages"][0]
+    t = again["Attributes"]["ApproximateFirstReceiveTimestamp"]
+    assert before <= int(t) <= after and again["Attributes"]["ApproximateReceiveCount"] == "2"
+    field = again["MessageId"].replace("-", "")
+    assert r.hgetall("rmqgw:first{q}") == {field.encode(): t.encode()}
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=again["ReceiptHandle"])
+    assert r.exists("rmqgw:first{q}") == 0
+
+    # Deleted at once (within the writer's few ms or after them): no record is left.
+    sent = sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": str(i)} for i in range(10)])
+    assert len(sent["Successful"]) == 10
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=5)["Messages"]
+    deleted = sqs.delete_message_batch(QueueUrl=url, Entries=[{"Id": m["MessageId"], "ReceiptHandle": m["ReceiptHandle"]}
+                                                              for m in got])
+    assert len(deleted["Successful"]) == len(got) and deleted.get("Failed", []) == []
+    kept = sqs.send_message(QueueUrl=url, MessageBody="kept")["MessageId"].replace("-", "")
+    while len(got) < 10:  # a receive may return fewer than are waiting
+        more = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=5)["Messages"]
+        for m in more:
+            if m["Body"] == "kept":
+                continue
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+        got += [m for m in more if m["Body"] != "kept"]
+    rest = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", [])
+    assert [m["Body"] for m in rest] in ([], ["kept"])
+    # Records are written in order, so once the last receive's is there every earlier one is
+    # written or was taken out.
+    wait_for(lambda: r.hexists("rmqgw:first{q}", kept), 10, what="the kept message's record")
+    assert r.hkeys("rmqgw:first{q}") == [kept.encode()]
+
+    # Stopped before the writer's moment: written on the way out.
+    sqs.send_message(QueueUrl=url, MessageBody="last")
+    last = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=5)["Messages"]
+    assert gw.stop() == 0
+    assert sorted(r.hkeys("rmqgw:first{q}")) == sorted({kept.encode()} | {m["MessageId"].replace("-", "").encode() for m in last})

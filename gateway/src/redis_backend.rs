@@ -177,6 +177,8 @@ pub struct Backend {
     /// Dedicated connections: at most --max-redis-connections less the shared one.
     dedicated: Pool<Conn>,
     polls: AtomicUsize,
+    /// First receives waiting to be written (crate::first_receive).
+    pub first_receives: Arc<crate::first_receive::Pending>,
 }
 
 /// Commands other than long polls answer within this, or fail as retryable.
@@ -226,7 +228,9 @@ impl Backend {
             queues: crate::queue::Cache::new(queue_cache_ms),
             dedicated: Pool::new(max_connections.saturating_sub(1).max(1)),
             polls: AtomicUsize::new(0),
+            first_receives: Arc::default(),
         });
+        crate::first_receive::Pending::spawn_writer(backend.first_receives.clone(), Arc::downgrade(&backend));
         let weak = Arc::downgrade(&backend);
         tokio::spawn(async move {
             loop {

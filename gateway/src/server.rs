@@ -91,6 +91,10 @@ pub async fn run(args: Args, access: Access, tls: Option<TlsAcceptor>) -> Result
     crate::redrive::spawn(gw.default.clone(), gw.stopping.clone());
     println!("rmq-gateway listening on {scheme}://{local}");
     serve(listener, app, stop_tx, tls).await;
+    // Stopped, not killed: the first receives still waiting are written.
+    for b in std::iter::once(&gw.default).chain(gw.per_key.values()) {
+        b.first_receives.write(&b.conn).await;
+    }
     Ok(())
 }
 

@@ -12,7 +12,8 @@ use crate::request_fields::bounded;
 use crate::rmq_client;
 
 /// Ends the deliveries the handles name (already read), in one RMQ.ACKID, and deletes their
-/// messages' first-receive records; a handle of an ended delivery ends nothing.
+/// messages' first-receive records (those written; the others are taken out unwritten); a
+/// handle of an ended delivery ends nothing.
 async fn delete_deliveries(caller: &Caller, q: &Queue, named: &[Named]) -> SqsResult<()> {
     if named.is_empty() {
         return Ok(());
@@ -20,8 +21,13 @@ async fn delete_deliveries(caller: &Caller, q: &Queue, named: &[Named]) -> SqsRe
     let mut pipe = redis::pipe();
     rmq_client::pipe_ack_ids(&mut pipe, &q.name, named.iter().map(|n| n.delivery).collect());
     let records: Vec<String> = named.iter().filter_map(|n| n.message.as_ref()).map(crate::first_receive::field).collect();
-    if !records.is_empty() {
-        pipe.hdel(keys::first_receives(&q.name), records).ignore();
+    let first = &caller.backend.first_receives;
+    let order = first.ordered().await;
+    let written = first.unwritten_out(&q.name, records);
+    // Past every write of the records in progress: the HDEL cannot overtake one.
+    drop(order);
+    if !written.is_empty() {
+        pipe.hdel(keys::first_receives(&q.name), written).ignore();
     }
     let _: Vec<i64> = rmq_client::write(&caller.backend, &q.name, pipe, "the deliveries are ended").await?;
     Ok(())

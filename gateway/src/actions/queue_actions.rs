@@ -114,6 +114,7 @@ pub async fn list_queues(gw: &Gateway, caller: &Caller, r: ListQueues) -> SqsRes
 
 pub async fn delete_queue(caller: &Caller, r: DeleteQueue) -> SqsResult<Vec<u8>> {
     let q = load_queue(caller, r.queue_url.0).await?;
+    forget_first_receives(caller, &q.name).await;
     let mut conn = caller.backend.conn.clone();
     let gone = [
         keys::meta(&q.name),
@@ -142,6 +143,7 @@ pub async fn delete_queue(caller: &Caller, r: DeleteQueue) -> SqsResult<Vec<u8>>
 
 pub async fn purge_queue(caller: &Caller, r: PurgeQueue) -> SqsResult<Vec<u8>> {
     let q = load_queue(caller, r.queue_url.0).await?;
+    forget_first_receives(caller, &q.name).await;
     let mut conn = caller.backend.conn.clone();
     // Every message goes, in flight and dead (awaiting its redrive) too; the queue's
     // policy, sequence and deduplication windows stay (RMQ.PURGE). The gateway's own
@@ -152,6 +154,14 @@ pub async fn purge_queue(caller: &Caller, r: PurgeQueue) -> SqsResult<Vec<u8>> {
     pipe.del(&keys::body_merge(&q.name)[..]).ignore().del(keys::first_receives(&q.name)).ignore();
     pipe.query_async::<()>(&mut conn).await?;
     Ok(to_body(&Done {}))
+}
+
+/// The queue's first-receive records not yet written are taken out, and any being written
+/// are written before the caller deletes them all.
+async fn forget_first_receives(caller: &Caller, q: &str) {
+    let first = &caller.backend.first_receives;
+    let _order = first.ordered().await;
+    first.take(q);
 }
 
 /// The queues whose redrive target is `dlq`, by name.

@@ -45,16 +45,30 @@ pub async fn receive_message(gw: &Gateway, caller: &Caller, r: ReceiveMessage) -
             }
         }
         let now = now_ms();
-        let wanted = wants(&sys_wanted, FIRST_RECEIVE);
         let receipts: Vec<Receipt> =
             messages.iter().zip(&got).map(|(m, (_, d, _))| Receipt { message: message_uuid(&m.message_id), deliveries: *d }).collect();
-        first_receive::record(&mut pipe, &q.name, &receipts, now, wanted);
-        let replies: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
-        if wanted {
+        let first = &caller.backend.first_receives;
+        if wants(&sys_wanted, FIRST_RECEIVE) {
+            // This queue's records still waiting go first, so that those of earlier
+            // deliveries are there to be read.
+            let _order = first.ordered().await;
+            let key = keys::first_receives(&q.name);
+            for (field, ms) in first.take(&q.name) {
+                pipe.hset_nx(&key, field, ms).ignore();
+            }
+            first_receive::record(&mut pipe, &q.name, &receipts, now);
+            // The NACKIDs and the waiting records answer nothing (ignored): the replies are the
+            // records'.
+            let replies: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
             let firsts = first_receive::firsts(&mut conn, &q.name, &receipts, replies, now).await?;
             for (m, f) in messages.iter_mut().zip(firsts) {
                 m.attributes.insert(FIRST_RECEIVE, f.to_string());
             }
+        } else {
+            if !pipe.is_empty() {
+                pipe.query_async::<()>(&mut conn).await?;
+            }
+            first.add(&q.name, &receipts, now);
         }
     }
     Ok(to_body(&Receive { messages }))
