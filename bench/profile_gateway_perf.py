@@ -144,15 +144,15 @@ def main():
     lines += ["", f"Redis's CPU per message ({rcpu / n * 1e6:.1f} µs) is {rcpu / n * 1e6 / cmd_us:.1f}× its commands' "
               "time: the rest is its own reads, writes and epoll waits for the round trips."]
     lines += ["", "Reading it: the kernel's share is each HTTP request's and each Redis round trip's write, read and "
-              "epoll wait (3 requests and 4 round trips per 10 messages: ReceiveMessage makes two) and the wake-ups between the gateway and "
+              "epoll wait (3 requests and 3 round trips per 10 messages, one each) and the wake-ups between the gateway and "
               "Redis, which share one core here (`finish_task_switch`, `_raw_spin_unlock_irqrestore` on the wake-up "
               "path); batching more messages per request is what lowers it per message. What is left is spread over "
-              "the redis crate, hyper, the allocator and JSON, none a hot spot of its own. On Redis's side, HSETNX (one "
-              "per message received), HGET (only for a receive that asks for the attribute) and HDEL (one per "
-              "DeleteMessageBatch) are the gateway's ApproximateFirstReceiveTimestamp records "
-              "(gateway/src/first_receive.rs): every ReceiveMessage writes them in a second round trip after its RMQ.POP: "
+              "the redis crate, hyper, the allocator and JSON, none a hot spot of its own. On Redis's side, HSETNX, HGET "
+              "(only for a receive that asks for the attribute) and HDEL are the gateway's ApproximateFirstReceiveTimestamp "
+              "records (gateway/src/first_receive.rs): a receive that does not ask leaves them to be written a few ms "
+              "later, all of those ms in one pipeline, and a delivery deleted before then writes none: "
               f"{fr_calls:.2f} of the {sum(v['calls'] for _, v in by_cmd) / n:.2f} command calls per message, "
-              f"{fr_us:.2f} of the {cmd_us:.2f} µs of command time, and one round trip in four.",
+              f"{fr_us:.2f} of the {cmd_us:.2f} µs of command time.",
               "", f"Top {args.top} functions (self time):", "", "| share | where | function |", "|---:|---|---|"]
     for pct, dso, sym in sorted(rows, key=lambda x: -x[0])[: args.top]:
         lines.append(f"| {pct / total * 100:.1f}% | {dso} | `{sym[:110].replace('|', '/')}` |")

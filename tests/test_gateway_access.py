@@ -14,11 +14,13 @@ from unittest import mock
 
 import botocore.auth
 import pytest
+import redis
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
 from gateway_support import Gateway, error_code
+from server_support import wait_for
 
 CREDS = "# test keys\n\nAKIDGOOD s3cretGOOD\nAKIDLIMITED s3cretLIMITED limited limitedpw\n"
 
@@ -227,6 +229,15 @@ def test_start_refusals(server, tmp_path):
         url = g.sqs().create_queue(QueueName="one-thread")["QueueUrl"]
         g.sqs().send_message(QueueUrl=url, MessageBody="x")
         assert g.sqs().receive_message(QueueUrl=url)["Messages"][0]["Body"] == "x"
+        # One thread serves a send while a long poll waits, and the send wakes the poll.
+        polled = {}
+        poll = threading.Thread(target=lambda: polled.update(g.sqs().receive_message(QueueUrl=url, WaitTimeSeconds=20)))
+        poll.start()
+        wait_for(lambda: redis.Redis(port=server.port).info("clients")["blocked_clients"] == 1,
+                 20, what="the long poll blocked")
+        g.sqs().send_message(QueueUrl=url, MessageBody="woken")
+        poll.join(timeout=30)
+        assert [m["Body"] for m in polled["Messages"]] == ["woken"]
     finally:
         assert g.stop() == 0
     # With credentials, any address.

@@ -51,8 +51,8 @@ pub struct Args {
     #[arg(long)]
     pub public_url: Option<String>,
     /// Worker threads (default: one per core). On a small shared machine 1 costs less CPU
-    /// per message (bench/results/bench_gateway.md); gateways are stateless, so more
-    /// processes scale too.
+    /// per message (bench/results/bench_gateway.md): everything then runs on the one thread;
+    /// gateways are stateless, so more processes scale too.
     #[arg(long)]
     pub threads: Option<std::num::NonZeroUsize>,
     /// Durable mode: SendMessage(Batch) and DeleteMessage(Batch) answer only once this many

@@ -75,10 +75,16 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = args.threads {
-        builder.worker_threads(n.get());
-    }
+    // One thread: the runtime's own, rather than a worker woken by the thread that waits on it.
+    let mut builder = match args.threads.map(|n| n.get()) {
+        Some(1) => tokio::runtime::Builder::new_current_thread(),
+        Some(n) => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(n);
+            b
+        }
+        None => tokio::runtime::Builder::new_multi_thread(),
+    };
     let runtime = match builder.enable_all().build() {
         Ok(r) => r,
         Err(e) => {
