@@ -11,6 +11,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from gateway_support import error_code
+from server_support import wait_for
 
 
 def server_ms(r):
@@ -236,7 +237,9 @@ def test_handles_are_short_and_name_the_modules_delivery(r, sqs):
         assert len(m["ReceiptHandle"]) == 55
         assert [k for k in r.hkeys("meta{q}") if k[:1] == b"n"] != []
         assert r.keys("rmqgw:r*") == []
-        assert r.hkeys("rmqgw:first{q}") == [m["MessageId"].replace("-", "").encode()]
+        # Written a moment after the receive (it did not ask for the attribute).
+        wait_for(lambda: r.hkeys("rmqgw:first{q}") == [m["MessageId"].replace("-", "").encode()], 10,
+                 what="the first receive recorded")
         sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
         assert r.zcard("prepare{q}") == 0 and r.exists("rmqgw:first{q}") == 0
         assert [k for k in r.hkeys("meta{q}") if k[:1] == b"n"] == []
