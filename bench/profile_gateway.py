@@ -37,15 +37,16 @@ from botocore.config import Config  # noqa: E402
 # (label, regex on callgrind_annotate's function column), inclusive counts.
 PARTS = [
     ("HTTP + actions (the request handler)", r"server\.rs:<F as axum::handler::Handler"),
-    ("ReceiveMessage", r"actions::receive_message::\{\{closure\}\} "),
-    ("SendMessageBatch: the send script call", r"actions::push::\{\{closure\}\} "),
-    ("receipt handle MAC (HMAC-SHA256, make + check)", r"actions::handle_mac \["),
-    ("receipt handle check (read_handle)", r"actions::read_handle \["),
+    ("ReceiveMessage", r"receive_actions::receive_message::\{\{closure\}\} \["),
+    ("SendMessageBatch: the RMQ.PUSH call", r"send_actions::push::\{\{closure\}\} \["),
+    ("receipt handle MAC (HMAC-SHA256, make + check)", r"receipt_handles::handle_mac \["),
+    ("receipt handle check (read_handle)", r"receipt_handles::read_handle \["),
     # Every JSON string written: stored messages (their bodies) and response bodies.
     ("JSON strings written (serde_json serialize_str)",
      r"serde_json-[0-9.]+/src/ser\.rs:<&mut serde_json::ser::Serializer<W,F> as serde_core::ser::Serializer>::serialize_str \["),
-    ("request JSON (text to Value)", r"serde_json-[0-9.]+/src/de\.rs:<F as axum::handler"),
-    ("SigV4 check (with --sigv4)", r"sigv4\.rs:<F as axum::handler"),
+    ("request JSON (text to the typed request, SqsRequest::parse)", r"/sqs_requests\.rs:rmq_gateway::sqs_requests::SqsRequest::parse"),
+    # The SigV4 check's code, inlined into request_admission::admit.
+    ("SigV4 check (with --sigv4)", r"sigv4\.rs:rmq_gateway::request_admission::admit$"),
     ("Redis reply parsing (redis crate)", r"redis::parser::aio_support::ValueCodec::decode_stream \["),
     # glibc's (before the gateway took mimalloc as its allocator) or mimalloc's.
     ("malloc", r"(malloc\.c:malloc|prim\.h:mi_malloc_aligned) \["),
