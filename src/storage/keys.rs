@@ -29,6 +29,12 @@ pub struct Header {
     /// `meta{Q}` has an `ids` field: its deliveries may be named (`RMQ.POP ... IDS`), so
     /// ending one reads its record first, to drop its name with it.
     pub named: bool,
+    /// How many pinned heads `parkidx{Q}` holds, when known (None: not known, each group
+    /// is looked at). Known from the header's read only when `parkidx{Q}` is absent or
+    /// empty, then kept by the module's writes to it (`RedisQueue::count_pins`): nothing is
+    /// stored, so data written before, or changed without the module, is never taken for
+    /// having none. With 0 a pop looks no group's index up for a pin (issue 42).
+    pub pins: Option<u64>,
 }
 
 /// Most workloads use a few queues over and over: their derived key names are made once,

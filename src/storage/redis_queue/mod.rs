@@ -180,6 +180,7 @@ impl RedisQueue {
                 self.touched(id);
             }
         }
+        self.set_pins(Some(0));
         if self.exists() {
             self.clear_meta();
         }
@@ -374,6 +375,10 @@ impl RedisQueue {
                 self.holds_added.set(true);
             }
         }
+        // Every member the index gets comes here (`park_keyed`, `index_head`).
+        if id == KeyId::ParkIndex && flags & raw::REDISMODULE_ZADD_ADDED as i32 != 0 && codec::index_pinned(m.as_ref()) {
+            self.count_pins(true);
+        }
         flags
     }
 
@@ -383,6 +388,15 @@ impl RedisQueue {
         }
         self.effects.record(ZREM, id, || [m.clone()]);
         self.touched(id);
+        // Every member leaves the index here (`index_head`), or with the whole key
+        // (`abandon`, `purge_keys`); the last one's removal makes an unknown count known.
+        if id == KeyId::ParkIndex {
+            if codec::index_pinned(m.as_ref()) {
+                self.count_pins(false);
+            } else if self.header().pins.is_none() {
+                self.set_pins(self.pins_if_no_index());
+            }
+        }
         // An ended delivery frees the content's waiting copy, if it has one.
         self.wake |= id == KeyId::Prepare;
         true

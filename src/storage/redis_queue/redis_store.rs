@@ -111,10 +111,14 @@ impl Store for RedisQueue {
         best
     }
 
-    /// Pinned members sort first among their score's (`codec::order_key`): when the first
-    /// member at the group's score is not pinned, nothing of the group is, and no record
-    /// is read (as `best_indexed` would for the group's head).
+    /// A queue known to have no pinned head answers from its header (`Header::pins`).
+    /// Else pinned members sort first among their score's (`codec::order_key`): when the
+    /// first member at the group's score is not pinned, nothing of the group is, and no
+    /// record is read (as `best_indexed` would for the group's head).
     fn pinned_head(&self, g: &[u8]) -> Option<RStr> {
+        if self.header().pins == Some(0) {
+            return None;
+        }
         let h = codec::group_score(g);
         let mut first_pinned = false;
         self.key(KeyId::ParkIndex)?.zscan(h, h, false, &mut |member, _| {
@@ -156,7 +160,7 @@ impl Store for RedisQueue {
                 self.touched(KeyId::Meta);
             }
             headers::forget(self.names[0].as_ref(), self.ctx.db());
-            self.header = OnceCell::from(Header::default());
+            self.header = OnceCell::from(Header { pins: self.pins_if_no_index(), ..Header::default() });
         }
     }
 
