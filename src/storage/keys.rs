@@ -227,6 +227,10 @@ pub fn created(q: &[u8], id: KeyId, db: i32) {
 /// by the command filter): `created` in every database.
 pub fn made_anywhere(q: &[u8], id: KeyId) {
     made(q, id, None);
+    // Written by hand, `parkidx{Q}` may get pinned heads its header's count misses.
+    if let Some(e) = cache().get_mut(q).filter(|_| id == KeyId::ParkIndex) {
+        e.header = None;
+    }
 }
 
 /// `created` in database `db`, or in every one (None).

@@ -86,6 +86,10 @@ impl Store for RedisQueue {
     }
 
     fn index_head(&mut self, m: &RStr, score: f64, g: Option<&[u8]>) -> bool {
+        // A queue known to have no pinned head has no pinned member to remove.
+        if g.is_none() && score == codec::PINNED && self.header().pins == Some(0) {
+            return false;
+        }
         let member = self.index_member(score, m);
         match g {
             Some(g) => self.zadd(KeyId::ParkIndex, &member, codec::group_score(g), 0) & raw::REDISMODULE_ZADD_ADDED as i32 != 0,
@@ -99,12 +103,15 @@ impl Store for RedisQueue {
         let mut best = None;
         // Groups that share a hash share a score: skip the other groups' members.
         index.zscan(h, h, false, &mut |member, _| {
-            let m = RStr::from_bytes(codec::index_message(member.as_ref()));
+            let member = member.as_ref();
+            let m = RStr::from_bytes(codec::index_message(member));
             if self.waiting_record(&m).is_some_and(|v| codec::waiting_group(v.as_ref()) == Some(g)) {
-                let pinned = codec::index_pinned(member.as_ref());
+                let pinned = codec::index_pinned(member);
                 // Parked, its head, or (only when pinned) held back by a retry delay.
                 let sets: &[Set] = if pinned { &[Set::Park, Set::Store, Set::Hold] } else { &[Set::Park, Set::Store] };
-                best = sets.iter().find_map(|&set| Some(Indexed { score: self.score(set, &m)?, m: m.clone(), set, pinned }));
+                // Found, `m` itself is kept (a copy of the handle would be retained and freed).
+                let found = sets.iter().find_map(|&set| Some((set, self.score(set, &m)?)));
+                best = found.map(|(set, score)| Indexed { m, score, set, pinned });
             }
             best.is_none()
         });
