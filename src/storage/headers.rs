@@ -9,8 +9,8 @@
 //! by the module) or all keys may (a load, a
 //! promotion, SWAPDB, FLUSH). The module changes the two fields only through
 //! `RedisQueue::set_header`, adds waiting records only through `RedisQueue::set_waiting`
-//! and changes `parkidx{Q}` only through `RedisQueue::zadd`, `zrem` and whole-key removals,
-//! which keep its entry.
+//! and writes `parkidx{Q}`'s members only through its `park_keyed` and `index_head` (or
+//! removes the whole key), which keep its entry.
 
 use crate::storage::keys::{self, Header};
 

@@ -375,10 +375,6 @@ impl RedisQueue {
                 self.holds_added.set(true);
             }
         }
-        // Every member the index gets comes here (`park_keyed`, `index_head`).
-        if id == KeyId::ParkIndex && flags & raw::REDISMODULE_ZADD_ADDED as i32 != 0 && codec::index_pinned(m.as_ref()) {
-            self.count_pins(true);
-        }
         flags
     }
 
@@ -388,15 +384,6 @@ impl RedisQueue {
         }
         self.effects.record(ZREM, id, || [m.clone()]);
         self.touched(id);
-        // Every member leaves the index here (`index_head`), or with the whole key
-        // (`abandon`, `purge_keys`); the last one's removal makes an unknown count known.
-        if id == KeyId::ParkIndex {
-            if codec::index_pinned(m.as_ref()) {
-                self.count_pins(false);
-            } else if self.header().pins.is_none() {
-                self.set_pins(self.pins_if_no_index());
-            }
-        }
         // An ended delivery frees the content's waiting copy, if it has one.
         self.wake |= id == KeyId::Prepare;
         true

@@ -74,10 +74,16 @@ impl Store for RedisQueue {
         call(self.ctx, c"ZCOUNT", &[name, &lo, &hi]).and_then(|r| r.integer()).map_or(0, |n| n.max(0) as u64)
     }
 
+    /// With `index_head`, the only writer of `parkidx{Q}`'s members (besides the removal of
+    /// the whole key: `abandon`, `purge_keys`): the two keep the count of pinned heads
+    /// (`Header::pins`).
     fn park_keyed(&mut self, m: &RStr, score: f64, key: f64, g: &[u8]) {
         self.zadd(KeyId::Park, m, score, 0);
         let member = self.index_member(key, m);
-        self.zadd(KeyId::ParkIndex, &member, codec::group_score(g), 0);
+        let flags = self.zadd(KeyId::ParkIndex, &member, codec::group_score(g), 0);
+        if key == codec::PINNED && flags & raw::REDISMODULE_ZADD_ADDED as i32 != 0 {
+            self.count_pins(true);
+        }
     }
 
     fn unpark_scored(&mut self, m: &RStr, score: f64) {
@@ -91,10 +97,17 @@ impl Store for RedisQueue {
             return false;
         }
         let member = self.index_member(score, m);
-        match g {
+        let changed = match g {
             Some(g) => self.zadd(KeyId::ParkIndex, &member, codec::group_score(g), 0) & raw::REDISMODULE_ZADD_ADDED as i32 != 0,
             None => self.zrem(KeyId::ParkIndex, &member),
+        };
+        if changed && score == codec::PINNED {
+            self.count_pins(g.is_some());
+        } else if changed && g.is_none() && self.header().pins.is_none() {
+            // The last member's removal makes an unknown count known.
+            self.set_pins(self.pins_if_no_index());
         }
+        changed
     }
 
     fn best_indexed(&self, g: &[u8]) -> Option<Indexed<RStr>> {
