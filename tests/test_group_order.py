@@ -148,3 +148,88 @@ def test_a_rolled_back_message_that_dies_frees_its_group(r):
     assert pop(r, "q") == [(b"a", 2)]
     assert nack(r, "q", "a") == b"dead"
     assert pop(r, "q") == [(b"b", 1)]
+
+
+
+# The module knows in memory how many pinned heads a queue has (issue 42: with none, a pop
+# looks no group up for one). These check that the count never says none while one waits:
+# a copy of the group's that comes first in the queue's order waits behind its pinned head.
+
+def pin_beside_a_copy(r, q):
+    """Pins `a` of group g with a copy `x` of the group's beside it that comes first."""
+    r.execute_command("RMQ.PUSH", q, "PRIORITY", 1, "x")
+    assert pop(r, q) == [(b"x", 1)]
+    r.execute_command("RMQ.PUSH", q, "PRIORITY", 7, "GROUP", "g", "a")
+    # Its content is in flight: this copy waits in the queue beside the group's head.
+    r.execute_command("RMQ.PUSH", q, "PRIORITY", 8, "GROUP", "g", "x")
+    assert pop(r, q) == [(b"a", 1)]
+    assert ack(r, q, "x") == 1
+    assert nack(r, q, "a") == b"requeued"
+
+
+def assert_pin_holds(r, q):
+    r.execute_command("RMQ.PUSH", q, "PRIORITY", -5, "e")
+    assert pop(r, q, "COUNT", 3) == [(b"a", 2), (b"e", 1)], "the pinned head before the copy beside it"
+    assert ack(r, q, "a") == 1 and ack(r, q, "e") == 1
+    assert pop(r, q, "COUNT", 3) == [(b"x", 1)]
+    assert ack(r, q, "x") == 1
+
+
+def other_pin(r, q, m, *delay):
+    """Pins `m` of group h (delivered and rolled back: with a DELAY, held the while)."""
+    r.execute_command("RMQ.PUSH", q, "PRIORITY", 9, "GROUP", "h", m)
+    assert pop(r, q) == [(m.encode(), 1)]
+    assert nack(r, q, m, *delay) == b"requeued"
+
+
+def test_a_pin_holds_after_pins_come_and_go(r):
+    for _ in range(3):
+        pin_beside_a_copy(r, "q")
+        assert_pin_holds(r, "q")
+    # Another group's pin stays while g's comes and goes, then goes too.
+    other_pin(r, "q", "h1", "DELAY", 60000)
+    for _ in range(2):
+        pin_beside_a_copy(r, "q")
+        assert_pin_holds(r, "q")
+    assert r.execute_command("RMQ.CANCEL", "q", "h1") == 1
+    pin_beside_a_copy(r, "q")
+    assert_pin_holds(r, "q")
+    assert r.dbsize() == 0
+
+
+@pytest.mark.parametrize("end", ["death", "replay", "cancel", "purge", "drop"])
+def test_a_pin_holds_after_another_pin_ended(r, end):
+    r.execute_command("RMQ.POLICY", "q", "SET", "retries", 1)
+    other_pin(r, "q", "h1")
+    r.execute_command("RMQ.PUSH", "q", "PRIORITY", 9, "GROUP", "h", "h2")
+    if end in ("death", "replay"):
+        assert pop(r, "q") == [(b"h1", 2)] and nack(r, "q", "h1") == b"dead"
+        if end == "replay":
+            assert r.execute_command("RMQ.REPLAY", "q") == 1
+    elif end == "cancel":
+        assert r.execute_command("RMQ.CANCEL", "q", "h1") == 1
+    else:
+        r.execute_command(f"RMQ.{end.upper()}", "q")
+    drain(r, "q")
+    pin_beside_a_copy(r, "q")
+    # Counted again after the end: a second pin, held, then g's alone.
+    other_pin(r, "q", "h3", "DELAY", 60000)
+    assert_pin_holds(r, "q")
+    pin_beside_a_copy(r, "q")
+    assert r.execute_command("RMQ.CANCEL", "q", "h3") == 1
+    assert_pin_holds(r, "q")
+    pin_beside_a_copy(r, "q")
+    assert_pin_holds(r, "q")
+
+
+def test_a_pin_holds_after_a_reload_of_older_data(start_server):
+    # What the module knew before the load (no pin: the queue emptied after the save) is
+    # not taken for the loaded data's.
+    c = start_server(extra_conf=["--enable-debug-command", "yes"]).client()
+    pin_beside_a_copy(c, "q")
+    c.save()
+    assert_pin_holds(c, "q")
+    c.execute_command("DEBUG", "RELOAD", "NOSAVE")
+    assert_pin_holds(c, "q")
+    pin_beside_a_copy(c, "q")
+    assert_pin_holds(c, "q")

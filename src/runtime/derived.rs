@@ -60,10 +60,10 @@ pub fn invalidate(ctx: Ctx, scope: Scope) {
     match scope {
         Scope::Queue { q, db, key } => {
             // Any change to a tagged key (DEL, RENAME, MOVE, RESTORE, a ZREM from
-            // `prepare{Q}`, an expiry ...) may change which groups are busy, and `meta{Q}`
-            // the header.
+            // `prepare{Q}`, an expiry ...) may change which groups are busy, `meta{Q}` the
+            // header, and `parkidx{Q}` the pinned heads it counts (`Header::pins`).
             busy::forget(q, db);
-            if key == Some(KeyId::Meta) {
+            if matches!(key, Some(KeyId::Meta | KeyId::ParkIndex)) {
                 headers::forget(q, db);
             }
         }

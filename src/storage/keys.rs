@@ -29,6 +29,12 @@ pub struct Header {
     /// `meta{Q}` has an `ids` field: its deliveries may be named (`RMQ.POP ... IDS`), so
     /// ending one reads its record first, to drop its name with it.
     pub named: bool,
+    /// How many pinned heads `parkidx{Q}` holds, when known (None: not known, each group
+    /// is looked at). Known from the header's read only when `parkidx{Q}` is absent or
+    /// empty, then kept by the module's writes to it (`RedisQueue::count_pins`): nothing is
+    /// stored, so data written before, or changed without the module, is never taken for
+    /// having none. With 0 a pop looks no group's index up for a pin (issue 42).
+    pub pins: Option<u64>,
 }
 
 /// Most workloads use a few queues over and over: their derived key names are made once,
@@ -221,6 +227,10 @@ pub fn created(q: &[u8], id: KeyId, db: i32) {
 /// by the command filter): `created` in every database.
 pub fn made_anywhere(q: &[u8], id: KeyId) {
     made(q, id, None);
+    // Written by hand, `parkidx{Q}` may get pinned heads its header's count misses.
+    if let Some(e) = cache().get_mut(q).filter(|_| id == KeyId::ParkIndex) {
+        e.header = None;
+    }
 }
 
 /// `created` in database `db`, or in every one (None).

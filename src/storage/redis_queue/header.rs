@@ -46,7 +46,9 @@ impl RedisQueue {
     /// the queue was opened: `headers`): read in one lookup (most commands need both).
     pub(super) fn header(&self) -> &Header {
         self.header.get_or_init(|| {
-            let Some(meta) = self.key(KeyId::Meta).filter(|k| k.key_type() == KeyType::Hash) else { return Header::default() };
+            let Some(meta) = self.key(KeyId::Meta).filter(|k| k.key_type() == KeyType::Hash) else {
+                return Header { pins: self.pins_if_no_index(), ..Header::default() };
+            };
             let (kind, policy) = meta.hget_pair(kind_field(), Some(policy_field()));
             let (policy, kind_in_policy) = policy.map_or((None, None), |v| {
                 let (p, k) = decode_policy(v.as_ref());
@@ -61,6 +63,7 @@ impl RedisQueue {
                 policy,
                 waiting_records,
                 named,
+                pins: self.pins_if_no_index(),
             };
             headers::set(self.names[0].as_ref(), self.ctx.db(), &h);
             h
@@ -84,9 +87,32 @@ impl RedisQueue {
         if !in_field && old.kind_field {
             self.hset(kind_field().clone(), None);
         }
-        let h = Header { kind, kind_field: in_field, policy, waiting_records: old.waiting_records, named: old.named };
+        let h = Header { kind, kind_field: in_field, policy, ..old };
         headers::set(self.names[0].as_ref(), self.ctx.db(), &h);
         self.header = OnceCell::from(h);
+    }
+
+    /// The pinned heads known at a header's read: none while `parkidx{Q}` has no member,
+    /// else not known (counting them would read the whole index).
+    pub(super) fn pins_if_no_index(&self) -> Option<u64> {
+        self.key(KeyId::ParkIndex).is_none_or(|k| k.len() == 0).then_some(0)
+    }
+
+    /// A pinned member was added to `parkidx{Q}` (`added`) or removed from it: the known
+    /// count follows. A removal the count cannot account for means it drifted: not known
+    /// any more (slower, never wrong), unless the index is empty.
+    pub(super) fn count_pins(&mut self, added: bool) {
+        let pins = self.header().pins.and_then(|n| if added { n.checked_add(1) } else { n.checked_sub(1) });
+        self.set_pins(pins.or(self.pins_if_no_index()));
+    }
+
+    /// Records how many pinned heads `parkidx{Q}` is known to hold, here and in `headers`.
+    pub(super) fn set_pins(&mut self, pins: Option<u64>) {
+        self.header();
+        if let Some(h) = self.header.get_mut().filter(|h| h.pins != pins) {
+            h.pins = pins;
+            headers::set(self.names[0].as_ref(), self.ctx.db(), h);
+        }
     }
 
     /// Runs `f` on the queue's grouped deliveries in flight (`busy`), filled from its

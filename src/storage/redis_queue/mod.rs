@@ -180,6 +180,7 @@ impl RedisQueue {
                 self.touched(id);
             }
         }
+        self.set_pins(Some(0));
         if self.exists() {
             self.clear_meta();
         }

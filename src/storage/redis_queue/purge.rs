@@ -27,11 +27,12 @@ impl RedisQueue {
             }
         }
         let (q, db) = (self.names[0].as_ref(), self.ctx.db());
-        // Nothing is in flight any more, nor waiting with a record.
+        // Nothing is in flight any more, nor waiting with a record, nor pinned.
         busy::forget(q, db);
         self.header();
         if let Some(h) = self.header.get_mut() {
             h.waiting_records = false;
+            h.pins = Some(0);
             headers::set(q, db, h);
         }
     }

@@ -74,10 +74,16 @@ impl Store for RedisQueue {
         call(self.ctx, c"ZCOUNT", &[name, &lo, &hi]).and_then(|r| r.integer()).map_or(0, |n| n.max(0) as u64)
     }
 
+    /// With `index_head`, the only writer of `parkidx{Q}`'s members (besides the removal of
+    /// the whole key: `abandon`, `purge_keys`): the two keep the count of pinned heads
+    /// (`Header::pins`).
     fn park_keyed(&mut self, m: &RStr, score: f64, key: f64, g: &[u8]) {
         self.zadd(KeyId::Park, m, score, 0);
         let member = self.index_member(key, m);
-        self.zadd(KeyId::ParkIndex, &member, codec::group_score(g), 0);
+        let flags = self.zadd(KeyId::ParkIndex, &member, codec::group_score(g), 0);
+        if key == codec::PINNED && flags & raw::REDISMODULE_ZADD_ADDED as i32 != 0 {
+            self.count_pins(true);
+        }
     }
 
     fn unpark_scored(&mut self, m: &RStr, score: f64) {
@@ -86,11 +92,22 @@ impl Store for RedisQueue {
     }
 
     fn index_head(&mut self, m: &RStr, score: f64, g: Option<&[u8]>) -> bool {
+        // A queue known to have no pinned head has no pinned member to remove.
+        if g.is_none() && score == codec::PINNED && self.header().pins == Some(0) {
+            return false;
+        }
         let member = self.index_member(score, m);
-        match g {
+        let changed = match g {
             Some(g) => self.zadd(KeyId::ParkIndex, &member, codec::group_score(g), 0) & raw::REDISMODULE_ZADD_ADDED as i32 != 0,
             None => self.zrem(KeyId::ParkIndex, &member),
+        };
+        if changed && score == codec::PINNED {
+            self.count_pins(g.is_some());
+        } else if changed && g.is_none() && self.header().pins.is_none() {
+            // The last member's removal makes an unknown count known.
+            self.set_pins(self.pins_if_no_index());
         }
+        changed
     }
 
     fn best_indexed(&self, g: &[u8]) -> Option<Indexed<RStr>> {
@@ -99,22 +116,29 @@ impl Store for RedisQueue {
         let mut best = None;
         // Groups that share a hash share a score: skip the other groups' members.
         index.zscan(h, h, false, &mut |member, _| {
-            let m = RStr::from_bytes(codec::index_message(member.as_ref()));
+            let member = member.as_ref();
+            let m = RStr::from_bytes(codec::index_message(member));
             if self.waiting_record(&m).is_some_and(|v| codec::waiting_group(v.as_ref()) == Some(g)) {
-                let pinned = codec::index_pinned(member.as_ref());
+                let pinned = codec::index_pinned(member);
                 // Parked, its head, or (only when pinned) held back by a retry delay.
                 let sets: &[Set] = if pinned { &[Set::Park, Set::Store, Set::Hold] } else { &[Set::Park, Set::Store] };
-                best = sets.iter().find_map(|&set| Some(Indexed { score: self.score(set, &m)?, m: m.clone(), set, pinned }));
+                // Found, `m` itself is kept (a copy of the handle would be retained and freed).
+                let found = sets.iter().find_map(|&set| Some((set, self.score(set, &m)?)));
+                best = found.map(|(set, score)| Indexed { m, score, set, pinned });
             }
             best.is_none()
         });
         best
     }
 
-    /// Pinned members sort first among their score's (`codec::order_key`): when the first
-    /// member at the group's score is not pinned, nothing of the group is, and no record
-    /// is read (as `best_indexed` would for the group's head).
+    /// A queue known to have no pinned head answers from its header (`Header::pins`).
+    /// Else pinned members sort first among their score's (`codec::order_key`): when the
+    /// first member at the group's score is not pinned, nothing of the group is, and no
+    /// record is read (as `best_indexed` would for the group's head).
     fn pinned_head(&self, g: &[u8]) -> Option<RStr> {
+        if self.header().pins == Some(0) {
+            return None;
+        }
         let h = codec::group_score(g);
         let mut first_pinned = false;
         self.key(KeyId::ParkIndex)?.zscan(h, h, false, &mut |member, _| {
@@ -156,7 +180,7 @@ impl Store for RedisQueue {
                 self.touched(KeyId::Meta);
             }
             headers::forget(self.names[0].as_ref(), self.ctx.db());
-            self.header = OnceCell::from(Header::default());
+            self.header = OnceCell::from(Header { pins: self.pins_if_no_index(), ..Header::default() });
         }
     }
 
