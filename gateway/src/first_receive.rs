@@ -10,14 +10,12 @@
 //! receiving gateway wrote its record.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::sync::Notify;
 
 use redis::Value;
-
-use crate::redis_backend::Conn;
 
 pub fn field(message: &uuid::Uuid) -> String {
     message.simple().to_string()
@@ -48,7 +46,13 @@ pub fn record(pipe: &mut redis::Pipeline, q: &str, receipts: &[Receipt], now_ms:
 /// Each message's first receive, in order, from `record`'s replies (with `wanted`); the
 /// records that a first delivery found there already (a message moved back from its
 /// dead-letter queue, say: rare) read in a second round trip on `conn`.
-pub async fn firsts(conn: &mut Conn, q: &str, receipts: &[Receipt], replies: Vec<Value>, now_ms: i64) -> redis::RedisResult<Vec<i64>> {
+pub async fn firsts(
+    conn: &mut impl redis::aio::ConnectionLike,
+    q: &str,
+    receipts: &[Receipt],
+    replies: Vec<Value>,
+    now_ms: i64,
+) -> redis::RedisResult<Vec<i64>> {
     let mut firsts = from_replies(receipts, replies, now_ms);
     let older: Vec<usize> = (0..firsts.len()).filter(|i| firsts[*i].is_none()).collect();
     if !older.is_empty() {
@@ -112,6 +116,11 @@ impl Pending {
         self.wake.notify_one();
     }
 
+    /// Until a record is left (or at once if one was left since the last call).
+    pub async fn left(&self) {
+        self.wake.notified().await
+    }
+
     /// Holds the records' order: while held, nothing taken is still being written, and nothing
     /// is written that the holder takes out (a receive that writes this queue's records
     /// ahead of its own, a delete, a purge).
@@ -139,7 +148,7 @@ impl Pending {
     /// Writes every record left, one pipeline per queue (its keys are in one slot), at once.
     /// Records Redis did not take are lost: the attribute is approximate, and the message's
     /// next receive records its own time.
-    pub async fn write(&self, conn: &Conn) {
+    pub async fn write<C: redis::aio::ConnectionLike + Clone>(&self, conn: &C) {
         let _order = self.ordered().await;
         let taken = self.records.lock().map(|mut r| std::mem::take(&mut *r)).unwrap_or_default();
         let writes = taken.into_iter().map(|(q, fields)| {
@@ -152,20 +161,6 @@ impl Pending {
             async move { pipe.query_async::<()>(&mut conn).await }
         });
         let _ = futures_util::future::join_all(writes).await;
-    }
-
-    /// The writer: after a record is left, waits WINDOW for more, then writes them; ends with
-    /// its backend.
-    pub fn spawn_writer(pending: Arc<Pending>, backend: Weak<crate::redis_backend::Backend>) {
-        tokio::spawn(async move {
-            loop {
-                // Woken now and then without a record, to end once the backend is gone.
-                let _ = tokio::time::timeout(Duration::from_secs(1), pending.wake.notified()).await;
-                let Some(b) = backend.upgrade() else { break };
-                tokio::time::sleep(WINDOW).await;
-                pending.write(&b.conn).await;
-            }
-        });
     }
 }
 

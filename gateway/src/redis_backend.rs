@@ -230,7 +230,7 @@ impl Backend {
             polls: AtomicUsize::new(0),
             first_receives: Arc::default(),
         });
-        crate::first_receive::Pending::spawn_writer(backend.first_receives.clone(), Arc::downgrade(&backend));
+        spawn_first_receive_writer(backend.first_receives.clone(), Arc::downgrade(&backend));
         let weak = Arc::downgrade(&backend);
         tokio::spawn(async move {
             loop {
@@ -279,6 +279,20 @@ impl Backend {
     pub fn open_dedicated(&self) -> usize {
         self.dedicated.open()
     }
+}
+
+/// The first receives' writer: after a record is left, waits first_receive::WINDOW for more,
+/// then writes them; ends with its backend.
+fn spawn_first_receive_writer(pending: Arc<crate::first_receive::Pending>, backend: std::sync::Weak<Backend>) {
+    tokio::spawn(async move {
+        loop {
+            // Woken now and then without a record, to end once the backend is gone.
+            let _ = tokio::time::timeout(Duration::from_secs(1), pending.left()).await;
+            let Some(b) = backend.upgrade() else { break };
+            tokio::time::sleep(crate::first_receive::WINDOW).await;
+            pending.write(&b.conn).await;
+        }
+    });
 }
 
 pub struct PollGuard<'a>(&'a AtomicUsize);
